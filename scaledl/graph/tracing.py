@@ -1,0 +1,163 @@
+"""Trace the calls of a model's layer units on the meta device: order, shapes, FLOPs, bytes.
+
+The model is built on ``torch.device("meta")`` and run once on a meta batch, so tracing allocates
+no memory and needs no hardware. Forward FLOPs per call come from PyTorch's own counter
+(``torch.utils.flop_counter.FlopCounterMode``), read before and after each unit call by module
+hooks. Backward FLOPs use the standard rule that the backward pass of a layer with weights costs
+twice its forward (gradients with respect to inputs and to weights; Kaplan et al. 2020, "Scaling
+Laws for Neural Language Models", the 6·N·D training-FLOPs rule) and once its forward for layers
+without weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from scaledl.graph.units import LayerUnit, find_units
+from scaledl.workloads.builders import build_model, make_batch
+from scaledl.workloads.spec import Workload
+
+
+@dataclass(frozen=True)
+class UnitCall:
+    """One call of a layer unit during a forward pass.
+
+    Attributes:
+        unit: the unit called.
+        call_index: how many times this unit was called before (0 for the first call).
+        fwd_flops: forward FLOPs of the call.
+        bwd_flops: estimated backward FLOPs (0 for inference workloads).
+        input_bytes: bytes of the floating-point (or index) tensors passed in.
+        output_bytes: bytes of the tensors returned (activation size).
+        input_shape: shape of the main input tensor, e.g. ``"2x64x128"``.
+        output_shape: shape of the main output tensor.
+        params: parameters first owned by this call (a parameter shared by several units or
+            calls, such as tied embeddings, counts once, at its first use).
+    """
+
+    unit: LayerUnit
+    call_index: int
+    fwd_flops: float
+    bwd_flops: float
+    input_bytes: int
+    output_bytes: int
+    input_shape: str
+    output_shape: str
+    params: int = 0
+
+
+def main_tensor(values: Any) -> torch.Tensor | None:
+    """The first tensor in nested args/kwargs/outputs, preferring floating-point ones."""
+    tensors = list(_iter_tensors(values))
+    for t in tensors:
+        if t.is_floating_point():
+            return t
+    return tensors[0] if tensors else None
+
+
+def tensor_bytes(values: Any) -> int:
+    """Total bytes of the tensors nested in ``values``."""
+    return sum(t.numel() * t.element_size() for t in _iter_tensors(values))
+
+
+def shape_str(tensor: torch.Tensor | None) -> str:
+    """``"2x64x128"`` for a tensor of that shape, ``""`` for ``None``."""
+    return "x".join(str(d) for d in tensor.shape) if tensor is not None else ""
+
+
+def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
+    """Run the workload's model once on meta tensors and record every unit call.
+
+    Args:
+        workload: the workload to trace.
+
+    Returns:
+        The unit calls in execution order, and the meta model (for parameter bucketing).
+
+    Raises:
+        RuntimeError: a unit was never called (the model does not run as traced).
+    """
+    model = build_model(workload, device="meta")
+    units = find_units(model)
+    batch = make_batch(workload, device="meta")
+    counter = FlopCounterMode(display=False)
+    calls: list[UnitCall] = []
+    starts: dict[int, list[float]] = {}
+    counts: dict[int, int] = {}
+    handles = []
+    train = workload.mode == "train"
+
+    def pre_hook(unit: LayerUnit):
+        def hook(module, args, kwargs):
+            starts.setdefault(id(module), []).append(counter.get_total_flops())
+
+        return hook
+
+    def post_hook(unit: LayerUnit):
+        def hook(module, args, kwargs, output):
+            fwd = float(counter.get_total_flops() - starts[id(module)].pop())
+            k = counts.get(id(module), 0)
+            counts[id(module)] = k + 1
+            inp = main_tensor((args, kwargs))
+            out = main_tensor(output)
+            bwd = (2.0 if unit.params > 0 else 1.0) * fwd if train else 0.0
+            calls.append(
+                UnitCall(
+                    unit=unit,
+                    call_index=k,
+                    fwd_flops=fwd,
+                    bwd_flops=bwd,
+                    input_bytes=tensor_bytes((args, kwargs)),
+                    output_bytes=tensor_bytes(output),
+                    input_shape=shape_str(inp),
+                    output_shape=shape_str(out),
+                )
+            )
+
+        return hook
+
+    for unit in units:
+        handles.append(unit.module.register_forward_pre_hook(pre_hook(unit), with_kwargs=True))
+        handles.append(unit.module.register_forward_hook(post_hook(unit), with_kwargs=True))
+    try:
+        with counter, torch.no_grad():
+            model(**batch)
+    finally:
+        for h in handles:
+            h.remove()
+    # Units never nest (find_units), so the order of call ends is the execution order.
+    return _assign_params(calls, model, workload), model
+
+
+def _assign_params(calls: list[UnitCall], model: torch.nn.Module, workload: Workload):
+    """Give each parameter to the first call that uses it; fail on parameters never used."""
+    owned: set[int] = set()
+    result = []
+    for c in calls:
+        fresh = [p for p in c.unit.module.parameters() if id(p) not in owned]
+        owned.update(id(p) for p in fresh)
+        result.append(dataclasses.replace(c, params=sum(p.numel() for p in fresh)))
+    unused = [n for n, p in model.named_parameters() if id(p) not in owned]
+    if unused:
+        raise RuntimeError(
+            f"{workload.family}: parameters outside every called layer unit: {unused[:5]}"
+        )
+    return result
+
+
+def _iter_tensors(values: Any):
+    if isinstance(values, torch.Tensor):
+        yield values
+    elif isinstance(values, dict):
+        for v in values.values():
+            yield from _iter_tensors(v)
+    elif isinstance(values, (tuple, list)):
+        for v in values:
+            yield from _iter_tensors(v)
+    elif hasattr(values, "to_tuple"):
+        yield from _iter_tensors(values.to_tuple())

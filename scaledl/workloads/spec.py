@@ -1,0 +1,257 @@
+"""The :class:`Workload` spec: what is trained (or served), on what, at which scale.
+
+A workload is one data-parallel training (``mode="train"``) or inference (``mode="infer"``) job:
+an architecture (``family`` plus its size fields), a per-rank ``batch_size`` and ``seq_len``, a
+``world_size`` (number of ranks over ``num_nodes`` nodes), a numeric ``precision``, the number of
+samples in one epoch (``dataset_size``) and the ``device_name``/``backend`` it runs on.
+
+Decisions (written here because nobody answers questions):
+
+* Vision families (``vit``, ``deit``) derive ``seq_len`` from ``image_size`` and ``patch_size``:
+  ``(image_size / patch_size) ** 2`` patches plus the class token (plus the distillation token for
+  DeiT). A ``seq_len`` given for a vision family must equal that number or be omitted.
+* ``t5`` is encoder-decoder: ``seq_len`` is the encoder length, ``decoder_seq_len`` the decoder's.
+* ``device_name`` is part of the spec, hence of ``workload_id``: the same architecture measured on
+  two machines is two workloads. ``scaledl.workloads.device.local_device_name()`` gives the name of
+  this host's device.
+* ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
+  (fields equal to their default included), so it is stable across processes and releases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+FAMILIES = ("bert", "vit", "t5", "llama", "deit", "hf")
+VISION_FAMILIES = ("vit", "deit")
+Family = Literal["bert", "vit", "t5", "llama", "deit", "hf"]
+
+# Numeric fields that describe the architecture; ``None`` where a family has no such field.
+ARCHITECTURE_FIELDS = (
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_positions",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "num_labels",
+    "decoder_num_layers",
+    "decoder_seq_len",
+)
+
+
+class WorkloadError(ValueError):
+    """A workload spec is invalid; the message names the field and the value."""
+
+
+class Workload(BaseModel):
+    """One distributed deep-learning workload to profile or predict.
+
+    Attributes:
+        family: model family: ``bert``, ``vit``, ``t5``, ``llama``, ``deit``, or ``hf`` (any
+            Hugging Face config JSON given by ``config_path``).
+        hidden_size: model width d_model.
+        num_layers: transformer blocks (the encoder's, for ``t5``).
+        num_heads: attention heads; must divide ``hidden_size``.
+        num_kv_heads: key/value heads (``llama`` grouped-query attention); divides ``num_heads``.
+        intermediate_size: feed-forward inner width.
+        vocab_size: vocabulary size (text families).
+        max_positions: maximum positions the model accepts (text families).
+        image_size: image side in pixels (vision families).
+        patch_size: patch side in pixels; must divide ``image_size``.
+        num_channels: image channels.
+        num_labels: classifier classes (vision families).
+        decoder_num_layers: decoder blocks (``t5``); defaults to ``num_layers``.
+        decoder_seq_len: decoder tokens (``t5``).
+        config_path: Hugging Face config JSON (``family="hf"``).
+        seq_len: tokens per sample (patches + special tokens for vision, derived).
+        batch_size: samples per rank per iteration.
+        world_size: data-parallel ranks in total.
+        num_nodes: nodes the ranks span.
+        precision: ``fp32``, ``bf16`` or ``fp16``.
+        mode: ``train`` (forward + backward + all-reduce + AdamW step) or ``infer`` (forward).
+        dataset_size: samples in one epoch (all ranks together).
+        device_name: the device the workload runs on (``cpu:<model>`` or the CUDA device name).
+        backend: ``gloo`` (CPU) or ``nccl`` (CUDA).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    family: Family
+    hidden_size: int | None = Field(default=None, gt=0)
+    num_layers: int | None = Field(default=None, gt=0)
+    num_heads: int | None = Field(default=None, gt=0)
+    num_kv_heads: int | None = Field(default=None, gt=0)
+    intermediate_size: int | None = Field(default=None, gt=0)
+    vocab_size: int | None = Field(default=None, gt=0)
+    max_positions: int | None = Field(default=None, gt=0)
+    image_size: int | None = Field(default=None, gt=0)
+    patch_size: int | None = Field(default=None, gt=0)
+    num_channels: int | None = Field(default=None, gt=0)
+    num_labels: int | None = Field(default=None, gt=0)
+    decoder_num_layers: int | None = Field(default=None, gt=0)
+    decoder_seq_len: int | None = Field(default=None, gt=0)
+    config_path: str | None = None
+    seq_len: int | None = Field(default=None, gt=0)
+    batch_size: int = Field(gt=0)
+    world_size: int = Field(default=1, gt=0)
+    num_nodes: int = Field(default=1, gt=0)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    mode: Literal["train", "infer"] = "train"
+    dataset_size: int = Field(default=256, gt=0)
+    device_name: str = "cpu"
+    backend: Literal["gloo", "nccl"] = "gloo"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = {k: v for k, v in data.items() if not _is_missing(v)}
+        family = data.get("family")
+        defaults = _FAMILY_DEFAULTS.get(family, {})
+        for key, value in defaults.items():
+            data.setdefault(key, value)
+        if family == "t5":
+            data.setdefault("decoder_num_layers", data.get("num_layers"))
+            data.setdefault("decoder_seq_len", data.get("seq_len"))
+        if family == "llama":
+            data.setdefault("num_kv_heads", data.get("num_heads"))
+        if family in VISION_FAMILIES and data.get("image_size") and data.get("patch_size"):
+            image, patch = int(data["image_size"]), int(data["patch_size"])
+            if image % patch == 0:
+                derived = (image // patch) ** 2 + (2 if family == "deit" else 1)
+                if data.get("seq_len") is None:
+                    data["seq_len"] = derived
+                elif int(data["seq_len"]) != derived:
+                    raise ValueError(
+                        f"seq_len={data['seq_len']} does not match image_size={image} and "
+                        f"patch_size={patch} ({derived} tokens for {family})"
+                    )
+        return data
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Workload:
+        fam = self.family
+        if fam == "hf":
+            if not self.config_path:
+                raise ValueError("config_path is required for family='hf'")
+            if self.seq_len is None:
+                raise ValueError("seq_len is required for family='hf'")
+            return self
+        required = ["hidden_size", "num_layers", "num_heads", "intermediate_size", "seq_len"]
+        if fam in VISION_FAMILIES:
+            required += ["image_size", "patch_size"]
+        else:
+            required += ["vocab_size"]
+        for name in required:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} is required for family={fam!r}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"num_heads={self.num_heads} must divide hidden_size={self.hidden_size}"
+            )
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}"
+            )
+        if fam in VISION_FAMILIES and self.image_size % self.patch_size:
+            raise ValueError(
+                f"patch_size={self.patch_size} must divide image_size={self.image_size}"
+            )
+        if self.max_positions is not None and self.seq_len > self.max_positions:
+            raise ValueError(
+                f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}"
+            )
+        if self.num_nodes > self.world_size:
+            raise ValueError(
+                f"num_nodes={self.num_nodes} exceeds world_size={self.world_size}"
+            )
+        if self.world_size % self.num_nodes:
+            raise ValueError(
+                f"num_nodes={self.num_nodes} must divide world_size={self.world_size}"
+            )
+        if self.backend == "nccl" and not self.device_name.startswith("cuda"):
+            raise ValueError(
+                f"backend='nccl' needs a CUDA device, got device_name={self.device_name!r}"
+            )
+        return self
+
+    # ------------------------------------------------------------------ derived quantities
+    @property
+    def workload_id(self) -> str:
+        """Stable 16-hex-digit id: SHA-256 of the normalised spec as sorted JSON."""
+        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    @property
+    def global_batch_size(self) -> int:
+        """Samples per iteration over all ranks."""
+        return self.batch_size * self.world_size
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Iterations in one epoch: ``ceil(dataset_size / (batch_size * world_size))``."""
+        return math.ceil(self.dataset_size / self.global_batch_size)
+
+    @property
+    def is_vision(self) -> bool:
+        """True for image families (``vit``, ``deit``)."""
+        return self.family in VISION_FAMILIES
+
+    def to_record(self) -> dict[str, Any]:
+        """The spec as a flat dict with ``workload_id`` first (one row of the workloads table)."""
+        return {"workload_id": self.workload_id, **self.model_dump(mode="json")}
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], source: str = "<input>") -> Workload:
+        """Validate a mapping into a :class:`Workload`.
+
+        Args:
+            data: the spec fields; NaN/None values count as missing (table rows).
+            source: where the mapping came from (file and row), named in errors.
+
+        Returns:
+            The validated workload.
+
+        Raises:
+            WorkloadError: naming ``source``, the field and the offending value.
+        """
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = ".".join(str(p) for p in err["loc"]) or "<spec>"
+                value = data.get(err["loc"][0]) if err["loc"] else None
+                message = err["msg"].removeprefix("Value error, ")
+                shown = f" (value {value!r})" if err["loc"] else ""
+                problems.append(f"field {field!r}{shown}: {message}")
+            raise WorkloadError(f"{source}: invalid workload: " + "; ".join(problems)) from None
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return isinstance(value, float) and math.isnan(value)
+    except TypeError:
+        return False
+
+
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {"max_positions": 512, "vocab_size": 30522},
+    "t5": {"max_positions": 512, "vocab_size": 32128},
+    "llama": {"max_positions": 2048, "vocab_size": 32000},
+    "vit": {"num_channels": 3, "num_labels": 1000},
+    "deit": {"num_channels": 3, "num_labels": 1000},
+}
