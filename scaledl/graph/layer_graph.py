@@ -39,6 +39,7 @@ NODE_COLUMNS = (
     "block",
     "fwd_flops",
     "bwd_flops",
+    "fwd_ops",
     "params",
     "input_bytes",
     "output_bytes",
@@ -104,6 +105,7 @@ def build_layer_graph(workload: Workload) -> LayerGraph:
                 "block": c.unit.block,
                 "fwd_flops": c.fwd_flops,
                 "bwd_flops": c.bwd_flops,
+                "fwd_ops": c.fwd_ops,
                 "params": c.params,
                 "input_bytes": c.input_bytes,
                 "output_bytes": c.output_bytes,
@@ -145,6 +147,7 @@ def _extra_node(index: int, kind: str, name: str, params: int = 0, allreduce_byt
         "block": "",
         "fwd_flops": 0.0,
         "bwd_flops": 0.0,
+        "fwd_ops": 0,
         "params": params,
         "input_bytes": 0,
         "output_bytes": 0,
@@ -172,9 +175,7 @@ def _residual_edges(calls) -> list[tuple[int, int, str]]:
             continue
         targets = {members[-1] + 1}
         targets |= {m + 1 for m in members if "attention" in calls[m].unit.layer_type}
-        edges += [
-            (entry, t, "residual") for t in sorted(targets) if entry + 1 < t < len(calls)
-        ]
+        edges += [(entry, t, "residual") for t in sorted(targets) if entry + 1 < t < len(calls)]
     return edges
 
 

@@ -6,7 +6,8 @@ no memory and needs no hardware. Forward FLOPs per call come from PyTorch's own 
 hooks. Backward FLOPs use the standard rule that the backward pass of a layer with weights costs
 twice its forward (gradients with respect to inputs and to weights; Kaplan et al. 2020, "Scaling
 Laws for Neural Language Models", the 6·N·D training-FLOPs rule) and once its forward for layers
-without weights.
+without weights. The number of ATen operators each call dispatches is counted too: on small
+layers, per-operator overhead, not FLOPs, sets the time.
 """
 
 from __future__ import annotations
@@ -16,11 +17,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from scaledl.graph.units import LayerUnit, find_units
 from scaledl.workloads.builders import build_model, make_batch
 from scaledl.workloads.spec import Workload
+
+
+class OpCounterMode(TorchDispatchMode):
+    """Counts ATen operator calls (a proxy for per-kernel launch and framework overhead)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,8 @@ class UnitCall:
         unit: the unit called.
         call_index: how many times this unit was called before (0 for the first call).
         fwd_flops: forward FLOPs of the call.
+        fwd_ops: ATen operators the forward call dispatches (kernel launches and framework
+            overhead grow with it, whatever the FLOPs).
         bwd_flops: estimated backward FLOPs (0 for inference workloads).
         input_bytes: bytes of the floating-point (or index) tensors passed in.
         output_bytes: bytes of the tensors returned (activation size).
@@ -43,6 +59,7 @@ class UnitCall:
     unit: LayerUnit
     call_index: int
     fwd_flops: float
+    fwd_ops: int
     bwd_flops: float
     input_bytes: int
     output_bytes: int
@@ -86,6 +103,7 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
     units = find_units(model)
     batch = make_batch(workload, device="meta")
     counter = FlopCounterMode(display=False)
+    ops = OpCounterMode()
     calls: list[UnitCall] = []
     starts: dict[int, list[float]] = {}
     counts: dict[int, int] = {}
@@ -94,13 +112,14 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
 
     def pre_hook(unit: LayerUnit):
         def hook(module, args, kwargs):
-            starts.setdefault(id(module), []).append(counter.get_total_flops())
+            starts.setdefault(id(module), []).append((counter.get_total_flops(), ops.count))
 
         return hook
 
     def post_hook(unit: LayerUnit):
         def hook(module, args, kwargs, output):
-            fwd = float(counter.get_total_flops() - starts[id(module)].pop())
+            flops0, ops0 = starts[id(module)].pop()
+            fwd = float(counter.get_total_flops() - flops0)
             k = counts.get(id(module), 0)
             counts[id(module)] = k + 1
             inp = main_tensor((args, kwargs))
@@ -111,6 +130,7 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
                     unit=unit,
                     call_index=k,
                     fwd_flops=fwd,
+                    fwd_ops=ops.count - ops0,
                     bwd_flops=bwd,
                     input_bytes=tensor_bytes((args, kwargs)),
                     output_bytes=tensor_bytes(output),
@@ -125,7 +145,7 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
         handles.append(unit.module.register_forward_pre_hook(pre_hook(unit), with_kwargs=True))
         handles.append(unit.module.register_forward_hook(post_hook(unit), with_kwargs=True))
     try:
-        with counter, torch.no_grad():
+        with counter, ops, torch.no_grad():
             model(**batch)
     finally:
         for h in handles:

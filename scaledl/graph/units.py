@@ -28,7 +28,12 @@ LAYER_TYPE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("norm", re.compile(r"norm", re.I)),
     ("cross-attention", re.compile(r"cross.?att|encdecatt|encoder_attn", re.I)),
     ("attention", re.compile(r"att(n|ention)", re.I)),
-    ("feed-forward", re.compile(r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\boutput\b \w*Output$", re.I)),
+    (
+        "feed-forward",
+        re.compile(
+            r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\boutput\b \w*Output$", re.I
+        ),
+    ),
     ("pooler", re.compile(r"pool", re.I)),
     ("head", re.compile(r"head|classifier|predictions|lm_head|\bcls\b", re.I)),
 )

@@ -58,7 +58,7 @@ _PART_FILES = {
 _COLUMNS = {
     "layer_timings": [
         "run_id", "workload_id", "rank", "step", "layer_index", "layer_name", "layer_type",
-        "forward_ms", "backward_ms", "fwd_flops", "bwd_flops", "params", "input_bytes",
+        "forward_ms", "backward_ms", "fwd_flops", "bwd_flops", "fwd_ops", "params", "input_bytes",
         "output_bytes",
     ],
     "allreduce_timings": [
@@ -118,7 +118,9 @@ def write_part(
         frames["epochs"]["dataset_size"] = workload.dataset_size
         run.update(_run_summary(frames["iteration_timings"]))
     else:
-        run.update({"measured_steps": 0, "instrumentation_overhead": np.nan, "iteration_cv": np.nan})
+        run.update(
+            {"measured_steps": 0, "instrumentation_overhead": np.nan, "iteration_cv": np.nan}
+        )
     for table, frame in frames.items():
         frames[table] = frame.reindex(columns=_COLUMNS[table])
 
@@ -141,7 +143,7 @@ def write_part(
 
 def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFrame:
     features = build_layer_graph(workload).layers[
-        ["layer_index", "fwd_flops", "bwd_flops", "params", "input_bytes", "output_bytes"]
+        ["layer_index", "fwd_flops", "bwd_flops", "fwd_ops", "params", "input_bytes", "output_bytes"]
     ]
     return frame.merge(features, on="layer_index", how="left", validate="many_to_one")
 

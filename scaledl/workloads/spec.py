@@ -169,17 +169,11 @@ class Workload(BaseModel):
                 f"patch_size={self.patch_size} must divide image_size={self.image_size}"
             )
         if self.max_positions is not None and self.seq_len > self.max_positions:
-            raise ValueError(
-                f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}"
-            )
+            raise ValueError(f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}")
         if self.num_nodes > self.world_size:
-            raise ValueError(
-                f"num_nodes={self.num_nodes} exceeds world_size={self.world_size}"
-            )
+            raise ValueError(f"num_nodes={self.num_nodes} exceeds world_size={self.world_size}")
         if self.world_size % self.num_nodes:
-            raise ValueError(
-                f"num_nodes={self.num_nodes} must divide world_size={self.world_size}"
-            )
+            raise ValueError(f"num_nodes={self.num_nodes} must divide world_size={self.world_size}")
         if self.backend == "nccl" and not self.device_name.startswith("cuda"):
             raise ValueError(
                 f"backend='nccl' needs a CUDA device, got device_name={self.device_name!r}"

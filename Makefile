@@ -1,0 +1,49 @@
+# ScaleDL: `make run` (the whole pipeline), `make test`, `make ui`, `make bench`.
+# Everything is installed into project-local virtual environments:
+#   .venv      ScaleDL, Dagster, torch, torch-geometric, great-expectations, ...
+#   .venv-dvc  DVC alone (dvc 3.67 pins antlr4 4.9 through hydra-core, which breaks
+#              `dagster asset materialize` with "ord() expected string of length 1" when both
+#              share one environment; pip check does not notice).
+PYTHON ?= python3
+VENV := .venv
+DVC_VENV := .venv-dvc
+PRESET ?= quick
+TORCH_CPU := torch==2.13.0
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+export SCALEDL_PRESET := $(PRESET)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup run test ui bench lint clean-data
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	# No CUDA here: install the CPU wheel first (an unpinned torch pulls a multi-GB CUDA build).
+	command -v nvidia-smi >/dev/null 2>&1 || $(VENV)/bin/python -m pip install -q "$(TORCH_CPU)"
+	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+	touch $@
+
+$(DVC_VENV)/.installed:
+	test -x $(DVC_VENV)/bin/python || $(PYTHON) -m venv $(DVC_VENV)
+	$(DVC_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DVC_VENV)/bin/python -m pip install -q "dvc>=3.50,<4"
+	touch $@
+
+setup: $(VENV)/.installed $(DVC_VENV)/.installed
+	$(VENV)/bin/python -m pipelines.home >/dev/null
+
+run: setup
+	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
+	$(VENV)/bin/scaledl summary
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+ui: setup
+	$(VENV)/bin/python scripts/ui.py
+
+bench: setup
+	$(VENV)/bin/python benchmarks/run_all.py
+
+lint: setup
+	$(VENV)/bin/ruff check scaledl pipelines tests benchmarks scripts

@@ -1,0 +1,1 @@
+"""Assets, checks, resources, jobs and schedules of the ScaleDL pipeline."""

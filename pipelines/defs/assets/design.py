@@ -1,0 +1,157 @@
+"""Design stage: the preset's search space and the D-optimal workload design."""
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from pipelines.defs.config import ScaledlSettings, WorkloadDesignConfig
+from pipelines.defs.metadata import md_table
+
+GROUP = "design"
+
+
+def preset_fingerprint(preset: dict[str, Any]) -> str:
+    """SHA-256 (16 hex digits) of a preset without its ``source`` path."""
+    body = {k: v for k, v in preset.items() if k != "source"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _device() -> tuple[str, str]:
+    from scaledl.workloads.device import local_backend, local_device_name
+
+    return local_device_name(), local_backend()
+
+
+@dg.asset(group_name=GROUP, kinds={"python", "yaml"})
+def search_space(context: dg.AssetExecutionContext, settings: ScaledlSettings) -> dict[str, Any]:
+    """The preset's search space: model families, their factor levels and feasible candidates."""
+    from scaledl.design import candidate_workloads, load_preset
+
+    preset = load_preset(settings.preset)
+    device_name, backend = _device()
+    candidates = candidate_workloads(preset, device_name, backend)
+    per_family = pd.Series([w.family for w in candidates]).value_counts().sort_index()
+    levels = pd.DataFrame(
+        [
+            {"family": fam, "factor": key, "levels": str(value)}
+            for fam, spec in preset["families"].items()
+            for key, value in spec.items()
+        ]
+    )
+    context.add_output_metadata(
+        {
+            "preset": preset["name"],
+            "source": dg.MetadataValue.path(str(preset["source"])),
+            "fingerprint": preset_fingerprint(preset),
+            "device_name": device_name,
+            "backend": backend,
+            "n_candidates": len(candidates),
+            "candidates_per_family": md_table(
+                per_family.rename_axis("family").reset_index(name="candidates")
+            ),
+            "factor_levels": md_table(levels, max_rows=200),
+            "design_settings": dg.MetadataValue.json(preset["design"]),
+        }
+    )
+    return preset
+
+
+@dg.asset(group_name=GROUP, kinds={"python", "parquet"})
+def workload_design(
+    context: dg.AssetExecutionContext,
+    config: WorkloadDesignConfig,
+    settings: ScaledlSettings,
+    search_space: dict[str, Any],
+) -> pd.DataFrame:
+    """The workloads to profile: a D-optimal subset of the candidates (augmented on retrain)."""
+    from scaledl.design import augment_design, generate_design, read_design, write_design
+
+    preset = search_space
+    fingerprint = preset_fingerprint(preset)
+    path, fp_path = settings.design_path, settings.design_fingerprint_path
+    same_preset = (
+        path.is_file()
+        and fp_path.is_file()
+        and json.loads(fp_path.read_text()).get("fingerprint") == fingerprint
+    )
+    device_name, backend = _device()
+    design = preset["design"]
+    if same_preset and not config.regenerate and config.augment_k > 0:
+        existing = read_design(path)
+        added = augment_design(
+            preset,
+            existing,
+            config.augment_k,
+            seed=int(design["seed"]) + len(existing),
+            device_name=device_name,
+            backend=backend,
+        )
+        combined = pd.concat([existing, added.table], ignore_index=True)
+        result = dataclasses.replace(added, table=combined)
+        action = f"augmented by {len(added.table)} workloads"
+    elif same_preset and not config.regenerate:
+        table = read_design(path)
+        context.add_output_metadata(_design_metadata(table, "reused", path))
+        return table
+    else:
+        result = generate_design(
+            preset,
+            int(design["n_workloads"]),
+            sampler=design["sampler"],
+            seed=int(design["seed"]),
+            device_name=device_name,
+            backend=backend,
+        )
+        action = "generated"
+    write_design(result, path)
+    fp_path.write_text(json.dumps({"preset": preset["name"], "fingerprint": fingerprint}))
+    table = read_design(path)
+    context.add_output_metadata(
+        {
+            **_design_metadata(table, action, path),
+            "log_det": float(result.log_det),
+            "d_efficiency": float(result.d_efficiency),
+            "n_candidates": int(result.n_candidates),
+            "n_terms": int(result.n_terms),
+        }
+    )
+    return table
+
+
+def _design_metadata(table: pd.DataFrame, action: str, path: Any) -> dict[str, Any]:
+    summary = table.attrs.get("design", {})
+    shown = [
+        c
+        for c in (
+            "workload_id",
+            "family",
+            "hidden_size",
+            "num_layers",
+            "seq_len",
+            "batch_size",
+            "world_size",
+            "sampler",
+        )
+        if c in table.columns
+    ]
+    meta: dict[str, Any] = {
+        "action": action,
+        "design_file": dg.MetadataValue.path(str(path)),
+        "dagster/row_count": len(table),
+        "workloads_per_family": md_table(
+            table["family"]
+            .value_counts()
+            .sort_index()
+            .rename_axis("family")
+            .reset_index(name="workloads")
+        ),
+        "workloads": md_table(table[shown], max_rows=100),
+    }
+    for key in ("log_det", "d_efficiency", "sampler"):
+        if key in summary:
+            meta[f"design.{key}"] = summary[key]
+    return meta

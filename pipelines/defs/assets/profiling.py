@@ -1,0 +1,164 @@
+"""Profiling stage: torchrun measurements of the design and their validation."""
+
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from pipelines.defs.config import ScaledlSettings
+from pipelines.defs.metadata import md_table
+from pipelines.defs.resources import ProfilingLauncher
+
+GROUP = "profiling"
+
+
+def design_workloads(design: pd.DataFrame) -> list[Any]:
+    """The design table's rows as :class:`~scaledl.workloads.spec.Workload` objects."""
+    from scaledl.workloads.spec import Workload
+
+    fields = [c for c in Workload.model_fields if c in design.columns]
+    return [
+        Workload.parse(row, source=f"design row {i}")
+        for i, row in enumerate(design[fields].to_dict("records"))
+    ]
+
+
+@dg.asset(group_name=GROUP, kinds={"pytorch", "parquet"})
+def profiling_runs(
+    context: dg.AssetExecutionContext,
+    settings: ScaledlSettings,
+    launcher: ProfilingLauncher,
+    search_space: dict[str, Any],
+    workload_design: pd.DataFrame,
+) -> dict[str, Any]:
+    """Measured per-layer forward/backward, all-reduce, iteration and epoch times."""
+    from scaledl.profiling.store import completed_workload_ids, consolidate
+
+    workloads = design_workloads(workload_design)
+    runnable, skipped = launcher.runnable(workloads)
+    if skipped:
+        context.log.warning(
+            f"{len(skipped)} workloads cannot run with {type(launcher).__name__}: "
+            + ", ".join(f"{w.workload_id} ({w.num_nodes} nodes)" for w in skipped[:10])
+        )
+    out_dir = settings.profiles_dir
+    summary = launcher.profile(
+        runnable, out_dir, dict(search_space.get("profiling", {})), force=settings.force_profile
+    )
+    context.log.info(
+        f"profiled {summary.ok}, reused {summary.skipped}, failed {len(summary.failed)} "
+        f"of {summary.requested} workloads in {summary.wall_s:.1f} s"
+    )
+    design_ids = {w.workload_id for w in runnable}
+    ok_ids = completed_workload_ids(out_dir) & design_ids
+    tables = consolidate(out_dir, workload_ids=design_ids)
+    runs = tables["runs"]
+    per_family = _iteration_summary(tables)
+    result = {
+        "profiles_dir": str(out_dir),
+        "requested": summary.requested,
+        "reused": summary.skipped,
+        "profiled": summary.ok,
+        "failed": dict(summary.failed),
+        "not_runnable": [w.workload_id for w in skipped],
+        "ok_total": len(ok_ids),
+        "wall_s": summary.wall_s,
+        "rows": {name: len(frame) for name, frame in tables.items()},
+    }
+    failed = pd.DataFrame(
+        [{"workload_id": k, "status": v} for k, v in summary.failed.items()],
+        columns=["workload_id", "status"],
+    )
+    if not failed.empty and "error" in runs.columns:
+        errors = runs.set_index("workload_id")["error"].astype(str).str.slice(0, 200)
+        failed["error"] = failed["workload_id"].map(errors)
+    context.add_output_metadata(
+        {
+            "profiles_dir": dg.MetadataValue.path(str(out_dir)),
+            "requested": summary.requested,
+            "reused": summary.skipped,
+            "profiled_now": summary.ok,
+            "failed": len(summary.failed),
+            "ok_total": len(ok_ids),
+            "force_profile": settings.force_profile,
+            "profiling_wall_s": round(summary.wall_s, 2),
+            "dagster/row_count": len(runs),
+            "rows_per_table": md_table(
+                pd.DataFrame({"table": list(tables), "rows": [len(f) for f in tables.values()]})
+            ),
+            "iteration_ms_per_family": md_table(per_family),
+            "failures": md_table(failed),
+        }
+    )
+    return result
+
+
+def _iteration_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Median iteration time (ms) per family and world size of the label iterations."""
+    it, wl = tables["iteration_timings"], tables["workloads"]
+    if it.empty or wl.empty or "iteration_ms" not in it.columns:
+        return pd.DataFrame()
+    if "phase" in it.columns and (it["phase"] == "label").any():
+        it = it[it["phase"] == "label"]
+    merged = it.merge(wl[["workload_id", "family", "world_size"]], on="workload_id")
+    return (
+        merged.groupby(["family", "world_size"])
+        .agg(workloads=("workload_id", "nunique"), median_iteration_ms=("iteration_ms", "median"))
+        .reset_index()
+    )
+
+
+@dg.asset(group_name=GROUP, kinds={"great_expectations", "parquet"})
+def validated_profiles(
+    context: dg.AssetExecutionContext,
+    settings: ScaledlSettings,
+    profiling_runs: dict[str, Any],
+) -> dict[str, Any]:
+    """Profile tables that passed the great-expectations suites (bad rows quarantined)."""
+    from scaledl.validation import ValidationError, validate_profiles
+
+    report_page = settings.validation_report_dir / "index.html"
+    try:
+        report = validate_profiles(
+            profiling_runs["profiles_dir"],
+            settings.validated_dir,
+            settings.quarantine_dir,
+            settings.validation_report_dir,
+        )
+    except ValidationError as exc:
+        raise dg.Failure(
+            description=f"profile tables unusable: {exc}",
+            metadata={"report": dg.MetadataValue.path(str(report_page))},
+        ) from exc
+    result = report.to_dict()
+    counts = pd.DataFrame(
+        [
+            {
+                "table": name,
+                "rows_in": t["rows_in"],
+                "passed": t["passed"],
+                "quarantined": t["quarantined"],
+            }
+            for name, t in result["tables"].items()
+        ]
+    )
+    failed_expectations = [e for e in result["expectations"] if not e.get("success", True)]
+    context.add_output_metadata(
+        {
+            "passed": report.passed,
+            "validated_dir": dg.MetadataValue.path(str(settings.validated_dir)),
+            "quarantine_dir": dg.MetadataValue.path(str(settings.quarantine_dir)),
+            "report": dg.MetadataValue.path(str(report_page)),
+            "rows_passed": int(counts["passed"].sum()) if not counts.empty else 0,
+            "rows_quarantined": report.quarantined_rows,
+            "flags": len(result["flags"]),
+            "failed_expectations": len(failed_expectations),
+            "tables": md_table(counts),
+        }
+    )
+    return {
+        "validated_dir": str(settings.validated_dir),
+        "passed": report.passed,
+        "tables": result["tables"],
+        "flags": len(result["flags"]),
+    }

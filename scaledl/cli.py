@@ -1,0 +1,271 @@
+"""The ``scaledl`` command line (Typer): design, profile, validate, train, predict, evaluate.
+
+Every command is a thin wrapper over the library; ``scaledl COMMAND --help`` lists the options.
+Errors in user input (files, fields, values) end the command with exit code 2 and a one-line
+message naming the file, field and value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+import yaml
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+
+_WORKLOAD_FIELDS_HELP = "family, hidden_size, num_layers, num_heads, ... (Workload fields)"
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def read_workloads_file(path: Path) -> pd.DataFrame:
+    """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
+
+    Raises:
+        ValueError: unknown suffix or unreadable file (naming the file).
+    """
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path)
+        if suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(path.read_text())
+            if isinstance(data, dict):
+                data = data.get("workloads", [data])
+            if not isinstance(data, list):
+                raise ValueError("expected a list of workload mappings")
+            return pd.DataFrame(data)
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
+    raise ValueError(f"{path}: unknown workload file type {suffix!r} (csv, yaml, parquet)")
+
+
+@app.command()
+def design(
+    preset: Annotated[str, typer.Option(help="Preset name (smoke, quick, paper) or YAML path")] = "quick",
+    n: Annotated[int | None, typer.Option(help="Workloads to choose (default: preset's)")] = None,
+    sampler: Annotated[str, typer.Option(help="doptimal, random or lhs")] = "doptimal",
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    augment: Annotated[Path | None, typer.Option(help="Existing design to augment")] = None,
+    out: Annotated[Path, typer.Option(help="Output parquet")] = Path("data/design/design.parquet"),
+) -> None:
+    """Choose workloads to profile (D-optimal by default) and write the design table."""
+    from scaledl.design import augment_design, generate_design, load_preset, read_design, write_design
+    from scaledl.workloads.device import local_backend, local_device_name
+
+    try:
+        spec = load_preset(preset)
+        count = n or spec["design"]["n_workloads"]
+        device, backend = local_device_name(), local_backend()
+        if augment is not None:
+            result = augment_design(spec, read_design(augment), count, seed=seed,
+                                    device_name=device, backend=backend)  # fmt: skip
+        else:
+            result = generate_design(spec, count, sampler=sampler, seed=seed,
+                                     device_name=device, backend=backend)  # fmt: skip
+    except ValueError as exc:
+        _fail(str(exc))
+    path = write_design(result, out)
+    typer.echo(
+        f"{path}: {len(result.table)} workloads ({result.sampler}), log det {result.log_det:.2f}, "
+        f"D-efficiency {result.d_efficiency:.3f}, from {result.n_candidates} candidates"
+    )
+
+
+@app.command()
+def profile(
+    design: Annotated[Path | None, typer.Option(help="Design parquet to profile")] = None,
+    workload: Annotated[str | None, typer.Option(help="One workload as JSON (single-workload form)")] = None,
+    out: Annotated[Path, typer.Option(help="Profiles directory")] = Path("data/profiles"),
+    force: Annotated[bool, typer.Option(help="Profile again even if already profiled")] = False,
+    timeout_s: Annotated[float, typer.Option(help="Seconds per workload before it is killed")] = 300.0,
+    warmup_steps: Annotated[int, typer.Option(help="Warm-up iterations")] = 2,
+    instrumented_steps: Annotated[int, typer.Option(help="Iterations timed per layer")] = 3,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="host:port for multi-node")] = None,
+    node_rank: Annotated[int, typer.Option(help="This node's rank (multi-node)")] = 0,
+) -> None:
+    """Profile workloads with torchrun (resumes; failures recorded, never fatal)."""
+    from scaledl.design import read_design
+    from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
+    from scaledl.profiling.store import consolidate
+    from scaledl.workloads.spec import Workload, WorkloadError
+
+    if (design is None) == (workload is None):
+        _fail("give exactly one of --design PATH or --workload JSON")
+    try:
+        if design is not None:
+            rows = read_design(design).to_dict("records")
+            source = str(design)
+        else:
+            rows, source = [json.loads(workload)], "--workload"
+        specs = [
+            Workload.parse({k: v for k, v in r.items() if k in Workload.model_fields},
+                           source=f"{source} row {i}")  # fmt: skip
+            for i, r in enumerate(rows)
+        ]
+    except (ValueError, WorkloadError) as exc:
+        _fail(str(exc))
+    rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
+    settings = ProfileSettings(warmup_steps=warmup_steps, instrumented_steps=instrumented_steps,
+                               timeout_s=timeout_s, rendezvous=rdzv)  # fmt: skip
+    summary = profile_workloads(specs, out, settings, force=force)
+    consolidate(out)
+    typer.echo(
+        f"{out}: {summary.ok} profiled, {summary.skipped} reused, {len(summary.failed)} failed "
+        f"{summary.failed or ''} in {summary.wall_s:.0f} s"
+    )
+
+
+@app.command()
+def validate(
+    path: Annotated[Path, typer.Argument(help="Profiles directory")] = Path("data/profiles"),
+    out: Annotated[Path, typer.Option(help="Validated tables")] = Path("data/validated"),
+    quarantine: Annotated[Path, typer.Option(help="Quarantine")] = Path("data/quarantine"),
+    report: Annotated[Path, typer.Option(help="HTML report dir")] = Path("data/reports/validation"),
+) -> None:
+    """Validate profile tables (great-expectations); quarantine bad rows with reasons."""
+    from scaledl.validation import ValidationError, validate_profiles
+
+    try:
+        result = validate_profiles(path, out, quarantine, report)
+    except ValidationError as exc:
+        _fail(str(exc))
+    counts = result.to_dict()
+    typer.echo(json.dumps(counts.get("tables", counts), indent=2, default=str)[:4000])
+    typer.echo(f"report: {report / 'index.html'}")
+
+
+@app.command()
+def train(
+    validated: Annotated[Path, typer.Option(help="Validated profile tables")] = Path("data/validated"),
+    registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
+    name: Annotated[str, typer.Option(help="Predictor name")] = "scaledl",
+) -> None:
+    """Train the ScaleDL predictor and register it as a new bundle version."""
+    from scaledl.models.data import ProfileDataError
+    from scaledl.models.train import train_predictor
+    from scaledl.registry import save_bundle, tables_sha256
+
+    try:
+        method = train_predictor(validated)
+    except ProfileDataError as exc:
+        _fail(str(exc))
+    data = {"sha256": tables_sha256(validated), "workloads": len(method.training_workloads)}
+    path = save_bundle(method, registry, name, training_data=data)
+    typer.echo(f"registered {path}")
+
+
+@app.command()
+def predict(
+    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path("data/predictors/scaledl"),
+    workloads: Annotated[Path | None, typer.Option(help="CSV, YAML or parquet of workloads")] = None,
+    family: Annotated[str | None, typer.Option(help="Inline workload: family")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Inline field=value (repeat)")] = None,
+    detail: Annotated[bool, typer.Option(help="Also print per-layer predictions")] = False,
+    out: Annotated[Path | None, typer.Option(help="Write predictions (csv/parquet)")] = None,
+) -> None:
+    """Predict iteration and epoch time of workloads from a trained predictor."""
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        if workloads is not None:
+            frame = read_workloads_file(workloads)
+        elif family is not None:
+            record: dict = {"family": family}
+            for item in set_ or []:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise ValueError(f"--set {item!r}: expected field=value")
+                record[key] = yaml.safe_load(value)
+            frame = pd.DataFrame([record])
+        else:
+            raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+        model = load_predictor(predictor)
+        result = model.predict(frame, detail=detail)
+    except (ValueError, WorkloadError, BundleError) as exc:
+        _fail(str(exc))
+    table, nodes = result if detail else (result, None)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        typer.echo(table.to_string(index=False))
+        if nodes is not None:
+            typer.echo(nodes.to_string(index=False))
+    if out is not None:
+        table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
+
+
+@app.command("list-predictors")
+def list_predictors_command(
+    registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
+) -> None:
+    """List registered predictor bundles."""
+    from scaledl.registry import list_predictors
+
+    table = list_predictors(registry)
+    typer.echo(table.to_string(index=False) if len(table) else f"{registry}: no predictor")
+
+
+@app.command()
+def evaluate(
+    profiles: Annotated[Path, typer.Option(help="Validated profile tables")] = Path("data/validated"),
+    out: Annotated[Path, typer.Option(help="Report directory")] = Path("data/reports"),
+) -> None:
+    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, ...)."""
+    from scaledl.evaluation import evaluate as run_evaluation
+
+    metrics = run_evaluation(profiles, out)
+    typer.echo(headline(metrics))
+    typer.echo(f"report: {out / 'report.html'}")
+
+
+def headline(metrics: dict) -> str:
+    """One paragraph with the headline MRE/RMSE of ScaleDL and the baselines."""
+    lines = []
+    for split in ("id", "extrapolation"):
+        block = metrics.get("splits", {}).get(split, {})
+        for method, m in block.items():
+            if isinstance(m, dict) and "mre" in m:
+                lines.append(f"{split:>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s")
+    ood = metrics.get("splits", {}).get("ood", {}).get("mean", {})
+    for method, m in ood.items():
+        if isinstance(m, dict) and "mre" in m:
+            lines.append(f"{'ood (mean)':>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s")
+    return "\n".join(lines)
+
+
+@app.command()
+def summary(
+    data: Annotated[Path, typer.Option(help="Data root", envvar="SCALEDL_DATA_DIR")] = Path("data"),
+) -> None:
+    """Print where the report and the predictor are, and the headline MRE/RMSE."""
+    metrics_path = data / "reports" / "metrics.json"
+    latest = data / "predictors" / "scaledl" / "latest"
+    if not metrics_path.exists():
+        _fail(f"{metrics_path}: no evaluation yet (run `make run`)")
+    if not latest.exists():
+        _fail(f"{latest}: no registered predictor yet (run `make run`)")
+    metrics = json.loads(metrics_path.read_text())
+    bundle = data / "predictors" / "scaledl" / latest.read_text().strip()
+    typer.echo(f"report:    {data / 'reports' / 'report.html'}")
+    typer.echo(f"metrics:   {metrics_path}")
+    typer.echo(f"predictor: {bundle}")
+    typer.echo(f"label noise floor (median repeat CV): {metrics.get('noise_floor_cv', float('nan')):.1%}")
+    typer.echo(headline(metrics))
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

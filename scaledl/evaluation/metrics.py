@@ -1,0 +1,141 @@
+"""Error metrics of runtime predictions: MRE, RMSE and relative-error percentiles.
+
+Definitions (as in the ScaleDL paper, arXiv 2511.04162, Sec. V, and the usual runtime-prediction
+literature, e.g. NeuSight, ASPLOS 2025):
+
+* relative error of one workload: ``|pred - true| / true``;
+* MRE (mean relative error): the mean of the relative errors;
+* RMSE: ``sqrt(mean((pred - true)^2))`` in the units of the inputs (seconds here);
+* ``p50_re`` / ``p90_re``: the 50th / 90th percentile (linear interpolation,
+  :func:`numpy.percentile`) of the relative errors.
+
+The noise floor is the median over workloads of the repeat coefficient of variation of the
+measured iteration time (``labels.iteration_cv``): no predictor can be expected to beat the
+scatter of the measurement itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: Flat iteration-time keys copied into every method's metrics dict (the issue's schema).
+FLAT_KEYS = ("mre", "rmse_s", "p90_re")
+
+
+def relative_errors(pred, true) -> np.ndarray:
+    """Elementwise ``|pred - true| / true``.
+
+    Args:
+        pred: predictions, shape ``(n,)``.
+        true: measured values, shape ``(n,)``, all positive.
+
+    Returns:
+        The relative errors, shape ``(n,)``.
+
+    Raises:
+        ValueError: shapes differ, a measured value is not positive, or a value is not finite.
+    """
+    pred = np.asarray(pred, dtype=float)
+    true = np.asarray(true, dtype=float)
+    if pred.shape != true.shape:
+        raise ValueError(f"pred and true have different shapes {pred.shape} and {true.shape}")
+    if not np.all(np.isfinite(pred)):
+        raise ValueError(f"{int(np.sum(~np.isfinite(pred)))} prediction(s) are not finite")
+    if not np.all(np.isfinite(true)) or np.any(true <= 0):
+        raise ValueError("measured values must be finite and positive")
+    return np.abs(pred - true) / true
+
+
+def error_summary(pred, true) -> dict[str, float]:
+    """MRE, RMSE and p50/p90 relative error of a set of predictions.
+
+    Args:
+        pred: predictions (seconds), shape ``(n,)``, ``n >= 1``.
+        true: measured values (seconds), shape ``(n,)``.
+
+    Returns:
+        ``{"mre", "rmse_s", "p50_re", "p90_re", "n"}``.
+
+    Raises:
+        ValueError: empty input, or see :func:`relative_errors`.
+    """
+    re = relative_errors(pred, true)
+    if re.size == 0:
+        raise ValueError("no predictions to score")
+    diff = np.asarray(pred, dtype=float) - np.asarray(true, dtype=float)
+    return {
+        "mre": float(np.mean(re)),
+        "rmse_s": float(np.sqrt(np.mean(diff**2))),
+        "p50_re": float(np.percentile(re, 50)),
+        "p90_re": float(np.percentile(re, 90)),
+        "n": int(re.size),
+    }
+
+
+def prediction_metrics(frame: pd.DataFrame) -> dict:
+    """Iteration and epoch metrics of one method on one split, overall and per family.
+
+    Args:
+        frame: one row per test workload with ``family``, ``true_iteration_s``,
+            ``pred_iteration_s``, ``true_epoch_s``, ``pred_epoch_s``.
+
+    Returns:
+        ``{"iteration": summary, "epoch": summary, "per_family": {family: {"iteration",
+        "epoch"}}, "mre", "rmse_s", "p90_re"}``: the flat keys repeat the iteration summary.
+    """
+    out = _both(frame)
+    out["per_family"] = {str(f): _both(g) for f, g in frame.groupby("family", sort=True)}
+    out.update({k: out["iteration"][k] for k in FLAT_KEYS})
+    return out
+
+
+def _both(frame: pd.DataFrame) -> dict:
+    return {
+        "iteration": error_summary(frame["pred_iteration_s"], frame["true_iteration_s"]),
+        "epoch": error_summary(frame["pred_epoch_s"], frame["true_epoch_s"]),
+    }
+
+
+def mean_metrics(per_group: list[dict]) -> dict:
+    """Unweighted mean of several :func:`prediction_metrics` dicts (e.g. over OOD families).
+
+    Args:
+        per_group: metrics dicts with ``iteration`` and ``epoch`` summaries.
+
+    Returns:
+        ``{"iteration", "epoch", "mre", "rmse_s", "p90_re", "n_groups"}``, each summary value the
+        mean over the groups.
+
+    Raises:
+        ValueError: ``per_group`` is empty.
+    """
+    if not per_group:
+        raise ValueError("no groups to average")
+    out: dict = {"n_groups": len(per_group)}
+    for target in ("iteration", "epoch"):
+        keys = ("mre", "rmse_s", "p50_re", "p90_re")
+        out[target] = {k: float(np.mean([g[target][k] for g in per_group])) for k in keys}
+    out.update({k: out["iteration"][k] for k in FLAT_KEYS})
+    return out
+
+
+def noise_floor_cv(labels: pd.DataFrame) -> float:
+    """Median repeat coefficient of variation of the measured iteration times.
+
+    Args:
+        labels: the ``labels`` table of :class:`~scaledl.models.data.ProfileData`.
+
+    Returns:
+        ``median(labels.iteration_cv)``.
+
+    Raises:
+        ValueError: no ``iteration_cv`` column or no finite value in it.
+    """
+    if "iteration_cv" not in labels:
+        raise ValueError("labels: no column 'iteration_cv'")
+    cv = labels["iteration_cv"].to_numpy(dtype=float)
+    cv = cv[np.isfinite(cv)]
+    if cv.size == 0:
+        raise ValueError("labels: column 'iteration_cv' has no finite value")
+    return float(np.median(cv))

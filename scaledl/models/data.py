@@ -1,0 +1,210 @@
+"""Training data of the predictors, assembled from validated profile tables.
+
+From a directory of validated tables (:mod:`scaledl.profiling.store` layout) this builds, for the
+workloads whose run is ``ok``:
+
+* ``labels``: one row per workload: ``iteration_ms`` (median over the un-instrumented epoch's
+  steps of the slowest rank's step time: data-parallel ranks wait for each other), ``epoch_s``
+  (the slowest rank's epoch wall time), ``steps_per_epoch``, ``iteration_cv`` and ``family``;
+* ``nodes``: every node of every workload's layer graph with the workload's numeric fields and,
+  for measured nodes, ``forward_ms``/``backward_ms`` (median over ranks and instrumented steps;
+  the optimizer node carries the AdamW step time as ``forward_ms``);
+* ``buckets``: measured gradient all-reduce buckets (``allreduce_bytes``, ``allreduce_ms``,
+  ``world_size``, ``num_nodes``), median per bucket over ranks and steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.features import workload_graph
+from scaledl.workloads.spec import Workload
+
+TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "iteration_timings",
+               "epochs")  # fmt: skip
+
+
+class ProfileDataError(ValueError):
+    """Profile tables cannot be turned into training data; names the file and column."""
+
+
+@dataclass
+class ProfileData:
+    """Per-workload labels, per-node measurements and all-reduce buckets.
+
+    Attributes:
+        workloads: workload id -> :class:`Workload`.
+        labels: one row per workload (see module docstring), indexed by position.
+        nodes: one row per graph node of every workload.
+        buckets: measured all-reduce buckets.
+    """
+
+    workloads: dict[str, Workload]
+    labels: pd.DataFrame
+    nodes: pd.DataFrame
+    buckets: pd.DataFrame
+
+    @property
+    def ids(self) -> list[str]:
+        """Workload ids, in label order."""
+        return list(self.labels["workload_id"])
+
+    def subset(self, ids) -> ProfileData:
+        """The data of the given workload ids only."""
+        keep = set(ids)
+        return ProfileData(
+            workloads={k: v for k, v in self.workloads.items() if k in keep},
+            labels=self.labels[self.labels["workload_id"].isin(keep)].reset_index(drop=True),
+            nodes=self.nodes[self.nodes["workload_id"].isin(keep)].reset_index(drop=True),
+            buckets=self.buckets[self.buckets["workload_id"].isin(keep)].reset_index(drop=True),
+        )
+
+
+def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
+    """Read the six profile tables of a directory.
+
+    Raises:
+        ProfileDataError: a table file is missing or unreadable (the message names it).
+    """
+    tables = {}
+    for name in TABLE_NAMES:
+        path = Path(directory) / f"{name}.parquet"
+        try:
+            tables[name] = pd.read_parquet(path)
+        except Exception as exc:
+            raise ProfileDataError(f"{path}: cannot read table {name!r}: {exc}") from exc
+    return tables
+
+
+def load_profile_data(directory: Path) -> ProfileData:
+    """Build :class:`ProfileData` from a directory of (validated) profile tables.
+
+    Args:
+        directory: holds ``workloads.parquet``, ``runs.parquet``, ``layer_timings.parquet``,
+            ``allreduce_timings.parquet``, ``iteration_timings.parquet``, ``epochs.parquet``.
+
+    Returns:
+        The training data of every workload with an ``ok`` run and labels.
+
+    Raises:
+        ProfileDataError: a table is unreadable, or no workload is usable.
+    """
+    return profile_data_from_tables(read_tables(directory), source=str(directory))
+
+
+def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<tables>"):
+    """:func:`load_profile_data` on tables already in memory."""
+    runs = tables["runs"]
+    ok_runs = runs[runs["status"] == "ok"]
+    iters = tables["iteration_timings"]
+    label_steps = (
+        iters[iters["phase"] == "label"].groupby(["workload_id", "step"])["iteration_ms"].max()
+    )
+    labels = label_steps.groupby("workload_id").agg(["median", "mean", "std", "count"])
+    epochs = (
+        tables["epochs"]
+        .groupby("workload_id")
+        .agg(epoch_s=("epoch_s", "max"), steps_per_epoch=("steps_per_epoch", "max"))
+    )
+    records = tables["workloads"].set_index("workload_id")
+    workloads: dict[str, Workload] = {}
+    rows = []
+    for wid in ok_runs["workload_id"]:
+        if wid not in labels.index or wid not in epochs.index or wid not in records.index:
+            continue
+        record = records.loc[wid].to_dict()
+        workload = Workload.parse(record, source=f"{source}/workloads.parquet row {wid}")
+        if workload.workload_id != wid:
+            raise ProfileDataError(
+                f"{source}/workloads.parquet: field 'workload_id' (value {wid!r}) does not match "
+                f"its spec (hash {workload.workload_id!r})"
+            )
+        workloads[wid] = workload
+        lab = labels.loc[wid]
+        rows.append(
+            {
+                "workload_id": wid,
+                "family": workload.family,
+                "mode": workload.mode,
+                "batch_size": workload.batch_size,
+                "seq_len": workload.seq_len,
+                "world_size": workload.world_size,
+                "iteration_ms": float(lab["median"]),
+                "iteration_cv": float(lab["std"] / lab["mean"]) if lab["count"] > 1 else 0.0,
+                "epoch_s": float(epochs.loc[wid, "epoch_s"]),
+                "steps_per_epoch": int(epochs.loc[wid, "steps_per_epoch"]),
+            }
+        )
+    if not rows:
+        raise ProfileDataError(f"{source}: no workload with an ok run and labels")
+    label_frame = pd.DataFrame(rows)
+    nodes = graph_nodes(list(workloads.values()))
+    nodes = _attach_measurements(nodes, tables)
+    buckets = _bucket_samples(tables["allreduce_timings"], workloads)
+    return ProfileData(workloads, label_frame, nodes, buckets)
+
+
+def graph_nodes(workloads: list[Workload]) -> pd.DataFrame:
+    """All graph nodes of the workloads, with the workload fields the models read."""
+    frames = []
+    for w in workloads:
+        nodes = workload_graph(w).nodes.copy()
+        nodes["workload_id"] = w.workload_id
+        nodes["batch_size"] = w.batch_size
+        nodes["seq_len"] = w.seq_len
+        nodes["hidden_size"] = w.hidden_size or 1
+        nodes["world_size"] = w.world_size
+        nodes["num_nodes"] = w.num_nodes
+        nodes["train"] = 1 if w.mode == "train" else 0
+        frames.append(nodes)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    layers = (
+        tables["layer_timings"]
+        .groupby(["workload_id", "layer_index"])[["forward_ms", "backward_ms"]]
+        .median()
+        .reset_index()
+    )
+    nodes = nodes.merge(layers, on=["workload_id", "layer_index"], how="left")
+    iters = tables["iteration_timings"]
+    opt = iters[iters["phase"] == "instrumented"].groupby("workload_id")["optimizer_ms"].median()
+    is_opt = nodes["node_kind"] == "optimizer"
+    nodes.loc[is_opt, "forward_ms"] = nodes.loc[is_opt, "workload_id"].map(opt).to_numpy()
+    nodes.loc[is_opt, "backward_ms"] = 0.0
+    return nodes
+
+
+def _bucket_samples(allreduce: pd.DataFrame, workloads: dict[str, Workload]) -> pd.DataFrame:
+    columns = ["workload_id", "allreduce_bytes", "allreduce_ms", "world_size", "num_nodes"]
+    if allreduce.empty:
+        return pd.DataFrame(columns=columns)
+    frame = allreduce[allreduce["workload_id"].isin(workloads)]
+    med = (
+        frame.groupby(["workload_id", "bucket_index"])
+        .agg(allreduce_bytes=("allreduce_bytes", "median"), allreduce_ms=("allreduce_ms", "median"))
+        .reset_index()
+    )
+    med["world_size"] = med["workload_id"].map(lambda w: workloads[w].world_size)
+    med["num_nodes"] = med["workload_id"].map(lambda w: workloads[w].num_nodes)
+    med = med[(med["allreduce_ms"] > 0) & (med["allreduce_bytes"] > 0)]
+    return med[columns].reset_index(drop=True)
+
+
+def measured_nodes(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Nodes with a positive measured forward time (layer-wise training samples)."""
+    mask = nodes["forward_ms"].notna() & (nodes["forward_ms"] > 0)
+    frame = nodes[mask].copy()
+    frame["backward_ms"] = frame["backward_ms"].fillna(0.0)
+    return frame
+
+
+def relative_errors(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """``|pred - true| / true`` elementwise."""
+    true = np.asarray(true, dtype=float)
+    return np.abs(np.asarray(pred, dtype=float) - true) / true

@@ -1,0 +1,329 @@
+"""ScaleDL and the baselines, all with one interface: ``fit(data, val_ids)`` then predict.
+
+Methods (names as in the evaluation report):
+
+* ``scaledl``: layer-wise models + alpha-beta all-reduce model give every node of the layer graph
+  a predicted time; a :class:`~scaledl.models.gnn.RuntimeGNN` over the graph, with those
+  predictions as node features, corrects the additive sum in log space (arXiv 2511.04162). The
+  GNN trains on *out-of-fold* layer-wise predictions (K folds over training workloads), so it
+  learns how far to trust them on workloads they were not fitted on.
+* ``additive``: the sum of the same layer-wise predictions, optimizer step and all-reduce.
+* ``analytical``: FLOPs / fitted throughput (``peak x utilisation``, the 6·N·D rule for
+  training: forward 2·N·D plus backward 4·N·D), one throughput per mode fitted on the training
+  workloads as the median of FLOPs per millisecond.
+* ``global_gbdt``: gradient boosting (scikit-learn ``GradientBoostingRegressor``) on workload-level
+  features, hyper-parameters chosen on the validation split.
+* ``graph_only``: the same GNN without layer-wise inputs and without the additive prior
+  (DNNPerf-style, Gao et al. 2020).
+
+Every method predicts epoch time with the same :class:`~scaledl.models.epoch.EpochModel`.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.model_selection import GroupKFold
+
+from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.models.data import ProfileData, graph_nodes, measured_nodes
+from scaledl.models.epoch import EpochModel
+from scaledl.models.features import (
+    edge_feature_matrix,
+    node_feature_matrix,
+    workload_frame,
+    workload_graph,
+)
+from scaledl.models.gnn import RuntimeGNN
+from scaledl.models.gnn_training import GNNTrainConfig, make_graph, predict_gnn, train_gnn
+from scaledl.models.layerwise import LayerwiseModel
+from scaledl.models.threads import single_threaded
+from scaledl.workloads.spec import Workload
+
+METHOD_NAMES = ("scaledl", "additive", "analytical", "global_gbdt", "graph_only")
+
+
+class RuntimeMethod(abc.ABC):
+    """Common part: the epoch model and timing of ``fit``.
+
+    Subclasses implement ``_fit(data, val_ids)`` and ``predict_iteration_ms(workloads)``.
+    """
+
+    name = "method"
+
+    def fit(self, data: ProfileData, val_ids: list[str] | None = None) -> RuntimeMethod:
+        """Fit on profile data.
+
+        Args:
+            data: training data (every workload in it may be used).
+            val_ids: workload ids of ``data`` held out for early stopping / tuning.
+
+        Returns:
+            self.
+        """
+        started = time.perf_counter()
+        with single_threaded():
+            self._fit(data, list(val_ids or []))
+        labels = data.labels
+        self.epoch_model = EpochModel().fit(
+            labels["epoch_s"], labels["iteration_ms"] / 1000.0, labels["steps_per_epoch"],
+            labels["batch_size"],
+        )  # fmt: skip
+        self.fit_seconds = time.perf_counter() - started
+        return self
+
+    @abc.abstractmethod
+    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        """Fit the iteration-time model."""
+
+    @abc.abstractmethod
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """Predicted iteration milliseconds, shape (len(workloads),)."""
+
+    def predict(self, workloads: list[Workload]) -> pd.DataFrame:
+        """Iteration and epoch predictions.
+
+        Returns:
+            DataFrame with ``workload_id``, ``iteration_s`` and ``epoch_s``.
+        """
+        with single_threaded():
+            iteration_s = self.predict_iteration_ms(workloads) / 1000.0
+        steps = np.array([w.steps_per_epoch for w in workloads])
+        batch = np.array([w.batch_size for w in workloads])
+        return pd.DataFrame(
+            {
+                "workload_id": [w.workload_id for w in workloads],
+                "iteration_s": iteration_s,
+                "epoch_s": self.epoch_model.predict(iteration_s, steps, batch),
+            }
+        )
+
+
+def node_predictions(
+    layerwise: LayerwiseModel, allreduce: AlphaBetaAllReduce | None, nodes: pd.DataFrame
+) -> pd.DataFrame:
+    """Layer-wise time of every graph node.
+
+    Args:
+        layerwise: fitted layer-wise model.
+        allreduce: fitted all-reduce model, or ``None`` (no multi-rank training data: 0 ms).
+        nodes: graph nodes (:func:`~scaledl.models.data.graph_nodes`).
+
+    Returns:
+        DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``total_ms``,
+        ``used_generic``. Optimizer nodes take the ``optimizer`` type's forward prediction;
+        all-reduce nodes the all-reduce model's.
+    """
+    pred = layerwise.predict(nodes)
+    is_opt = (nodes["node_kind"] == "optimizer").to_numpy()
+    pred.loc[is_opt, "backward_ms"] = 0.0
+    is_ar = (nodes["node_kind"] == "allreduce").to_numpy()
+    pred.loc[is_ar, ["forward_ms", "backward_ms"]] = 0.0
+    pred["total_ms"] = pred["forward_ms"] + pred["backward_ms"]
+    if is_ar.any():
+        ar = nodes[is_ar]
+        pred.loc[is_ar, "total_ms"] = (
+            allreduce.predict_ms(ar["allreduce_bytes"], ar["world_size"], ar["num_nodes"])
+            if allreduce is not None
+            else 0.0
+        )
+        pred.loc[is_ar, "used_generic"] = False
+    return pred
+
+
+def fit_allreduce(data: ProfileData) -> AlphaBetaAllReduce | None:
+    """Alpha-beta model on the measured buckets, or ``None`` with fewer than 2 buckets."""
+    b = data.buckets
+    if len(b) < 2:
+        return None
+    return AlphaBetaAllReduce(per_topology=b["num_nodes"].nunique() > 1).fit(
+        b["allreduce_bytes"], b["world_size"], b["allreduce_ms"], num_nodes=b["num_nodes"]
+    )
+
+
+@dataclass
+class GraphMethod(RuntimeMethod):
+    """Layer-wise models + all-reduce model (+ GNN): ``scaledl``, ``additive``, ``graph_only``.
+
+    Attributes:
+        mode: ``"scaledl"``, ``"additive"`` or ``"graph_only"``.
+        folds: folds of the out-of-fold layer-wise predictions the GNN trains on.
+        gnn_config: GNN hyper-parameters.
+        layerwise_params: keyword arguments of :class:`LayerwiseModel`.
+    """
+
+    mode: str = "scaledl"
+    folds: int = 4
+    gnn_config: GNNTrainConfig = field(default_factory=GNNTrainConfig)
+    layerwise_params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("scaledl", "additive", "graph_only"):
+            raise ValueError(f"GraphMethod: field 'mode' (value {self.mode!r}) is unknown")
+        self.name = self.mode
+        self.layerwise: LayerwiseModel | None = None
+        self.allreduce: AlphaBetaAllReduce | None = None
+        self.gnn: RuntimeGNN | None = None
+        self.history: dict = {}
+
+    @property
+    def uses_layerwise(self) -> bool:
+        """Whether node features and prior come from the layer-wise models."""
+        return self.mode != "graph_only"
+
+    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        if self.uses_layerwise:
+            self.layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(data.nodes))
+            self.allreduce = fit_allreduce(data)
+        if self.mode == "additive":
+            return
+        preds = self._out_of_fold(data) if self.uses_layerwise else None
+        graphs = self._graphs(data.nodes, preds, [data.workloads[i] for i in data.ids])
+        y = np.log(data.labels["iteration_ms"].to_numpy())
+        for g, target in zip(graphs, y, strict=True):
+            g.y = torch.tensor([target], dtype=torch.float32)
+        val = set(val_ids)
+        train_g = [g for g, i in zip(graphs, data.ids, strict=True) if i not in val]
+        val_g = [g for g, i in zip(graphs, data.ids, strict=True) if i in val]
+        self.gnn, self.history = train_gnn(
+            train_g, val_g, use_prior=self.uses_layerwise, config=self.gnn_config
+        )
+
+    def _out_of_fold(self, data: ProfileData) -> pd.DataFrame:
+        """Layer-wise node predictions, each from models not fitted on that workload."""
+        nodes = data.nodes
+        ids = data.ids
+        folds = min(self.folds, len(ids))
+        if folds < 2:
+            return node_predictions(self.layerwise, self.allreduce, nodes)
+        out = pd.DataFrame(index=nodes.index, columns=["forward_ms", "backward_ms", "total_ms"])
+        groups = nodes["workload_id"].to_numpy()
+        splitter = GroupKFold(n_splits=folds)
+        for train_idx, test_idx in splitter.split(nodes, groups=groups):
+            part = nodes.iloc[train_idx]
+            model = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(part))
+            pred = node_predictions(model, self.allreduce, nodes.iloc[test_idx])
+            out.iloc[test_idx] = pred[["forward_ms", "backward_ms", "total_ms"]].to_numpy()
+        return out.astype(float)
+
+    def _graphs(self, nodes: pd.DataFrame, preds: pd.DataFrame | None, workloads):
+        graphs = []
+        by_workload = nodes.groupby("workload_id", sort=False).indices
+        for w in workloads:
+            idx = by_workload[w.workload_id]
+            g = workload_graph(w)
+            p = None
+            prior = 0.0
+            if preds is not None:
+                p = preds.iloc[idx][["forward_ms", "backward_ms", "total_ms"]].to_numpy(float)
+                prior = float(np.log(max(p[:, 2].sum(), 1e-6)))
+            edge_index, edge_attr = edge_feature_matrix(g)
+            graphs.append(make_graph(node_feature_matrix(g, p), edge_index, edge_attr, prior))
+        return graphs
+
+    def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
+        """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns)."""
+        nodes = graph_nodes(workloads)
+        pred = node_predictions(self.layerwise, self.allreduce, nodes)
+        cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
+        return pd.concat([nodes[cols], pred], axis=1)
+
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """Predicted iteration milliseconds, shape (len(workloads),)."""
+        nodes = graph_nodes(workloads)
+        preds = (
+            node_predictions(self.layerwise, self.allreduce, nodes) if self.uses_layerwise else None
+        )
+        if self.mode == "additive":
+            return (
+                preds.groupby(nodes["workload_id"], sort=False)["total_ms"]
+                .sum()
+                .reindex([w.workload_id for w in workloads])
+                .to_numpy()
+            )
+        graphs = self._graphs(nodes, preds, workloads)
+        return np.exp(predict_gnn(self.gnn, graphs))
+
+
+class AnalyticalMethod(RuntimeMethod):
+    """FLOPs / fitted throughput, one throughput per mode (``train``/``infer``)."""
+
+    name = "analytical"
+
+    @staticmethod
+    def _flops(workloads: list[Workload]) -> np.ndarray:
+        frame = workload_frame(workloads)
+        return np.expm1(frame["log1p_fwd_flops"]) + np.expm1(frame["log1p_bwd_flops"])
+
+    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        workloads = [data.workloads[i] for i in data.ids]
+        ratio = self._flops(workloads) / data.labels["iteration_ms"].to_numpy()
+        modes = np.array([w.mode for w in workloads])
+        self.flops_per_ms_ = {m: float(np.median(ratio[modes == m])) for m in np.unique(modes)}
+        self.default_flops_per_ms_ = float(np.median(ratio))
+
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """FLOPs of one iteration / fitted FLOPs per millisecond, shape (len(workloads),)."""
+        rate = np.array(
+            [self.flops_per_ms_.get(w.mode, self.default_flops_per_ms_) for w in workloads]
+        )
+        return np.asarray(self._flops(workloads)) / rate
+
+
+_GBDT_FEATURES = (
+    "log2_hidden_size", "log2_num_layers", "log2_num_heads", "log2_intermediate_size",
+    "log2_seq_len", "log2_batch_size", "log2_world_size", "log1p_fwd_flops", "log1p_bwd_flops",
+    "log1p_params", "log1p_activation_bytes", "train",
+)  # fmt: skip
+_GBDT_GRID = {"learning_rate": (0.05, 0.1), "max_depth": (2, 3, 4), "n_estimators": (100, 300)}
+
+
+class GlobalGBDTMethod(RuntimeMethod):
+    """Gradient boosting on workload-level features, tuned on the validation split."""
+
+    name = "global_gbdt"
+
+    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        workloads = [data.workloads[i] for i in data.ids]
+        X = workload_frame(workloads)[list(_GBDT_FEATURES)].to_numpy()
+        y = np.log(data.labels["iteration_ms"].to_numpy())
+        val = np.isin(data.ids, val_ids)
+        best = (np.inf, {})
+        if val.any() and (~val).sum() >= 4:
+            for values in itertools.product(*_GBDT_GRID.values()):
+                params = dict(zip(_GBDT_GRID, values, strict=True))
+                model = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **params)
+                model.fit(X[~val], y[~val])
+                err = float(np.mean(np.abs(np.expm1(model.predict(X[val]) - y[val]))))
+                if err < best[0]:
+                    best = (err, params)
+        self.params_ = best[1]
+        self.model_ = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **self.params_)
+        self.model_.fit(X, y)
+
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """Predicted iteration milliseconds, shape (len(workloads),)."""
+        X = workload_frame(workloads)[list(_GBDT_FEATURES)].to_numpy()
+        return np.exp(self.model_.predict(X))
+
+
+def make_method(name: str, **kwargs) -> RuntimeMethod:
+    """A fresh method by report name.
+
+    Raises:
+        ValueError: unknown name.
+    """
+    if name in ("scaledl", "additive", "graph_only"):
+        return GraphMethod(mode=name, **kwargs)
+    if name == "analytical":
+        return AnalyticalMethod()
+    if name == "global_gbdt":
+        return GlobalGBDTMethod()
+    raise ValueError(f"unknown method {name!r}; choose from {METHOD_NAMES}")

@@ -1,0 +1,24 @@
+"""Predictor registry: versioned, checksummed bundles and the consumer-facing Predictor."""
+
+from scaledl.registry.bundle import (
+    BundleError,
+    IncompatibleBundleError,
+    list_predictors,
+    read_manifest,
+    resolve_bundle,
+    save_bundle,
+    tables_sha256,
+)
+from scaledl.registry.predictor import Predictor, load_predictor
+
+__all__ = [
+    "BundleError",
+    "IncompatibleBundleError",
+    "Predictor",
+    "list_predictors",
+    "load_predictor",
+    "read_manifest",
+    "resolve_bundle",
+    "save_bundle",
+    "tables_sha256",
+]

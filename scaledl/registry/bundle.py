@@ -1,0 +1,281 @@
+"""Predictor bundles: save, verify and load trained ScaleDL predictors without running their code.
+
+A bundle is a directory ``<root>/<name>/<version>/`` holding:
+
+* ``manifest.json``: ``format_version``, ``name``, ``version``, ``created_at``,
+  ``training_data`` (SHA-256 over the validated profile tables, workload count, families,
+  devices; the DVC version of ``data/`` is the ``data.dvc`` commit that holds the bundle),
+  ``feature_schema``, ``library_versions``, ``metrics`` and ``files`` (SHA-256 of every other
+  file);
+* ``layerwise.skops``: the layer-wise regressors, in skops' safe format (no pickle);
+* ``gnn.pt``: the GNN state dict, loaded with ``torch.load(weights_only=True)``;
+* ``params.json``: the all-reduce model, epoch model and GNN configuration.
+
+``<root>/<name>/latest`` is a one-line text file naming the newest version. Loading checks the
+format version, every checksum and the scikit-learn version *before* deserialising anything, and
+deserialises only allow-listed types; any mismatch raises :class:`BundleError` (or a subclass)
+naming the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import skops.io as sio
+import torch
+
+from scaledl.graph.layer_graph import EDGE_TYPES
+from scaledl.graph.units import LAYER_TYPES
+from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.models.epoch import EpochModel
+from scaledl.models.gnn import RuntimeGNN
+from scaledl.models.layerwise import LAYER_FEATURES, LayerwiseModel
+from scaledl.models.methods import GraphMethod
+
+FORMAT_VERSION = 1
+_LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "transformers")
+# Types a layer-wise file may contain beyond skops' defaults (sklearn estimators, numpy).
+_TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scaledl.models.layerwise.LayerTimeRegressor")
+
+
+class BundleError(RuntimeError):
+    """A predictor bundle is missing, tampered with, truncated or unreadable."""
+
+
+class IncompatibleBundleError(BundleError):
+    """A bundle was written by an incompatible format or library version."""
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tables_sha256(directory: Path) -> str:
+    """SHA-256 over the parquet files of a directory (names and bytes, sorted by name)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).glob("*.parquet")):
+        digest.update(path.name.encode())
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a bundle depends on."""
+    versions = {}
+    for lib in _LIBRARIES:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = "unknown"
+    return versions
+
+
+def save_bundle(
+    method: GraphMethod,
+    root: Path = Path("data/predictors"),
+    name: str = "scaledl",
+    metrics: dict | None = None,
+    training_data: dict | None = None,
+    version: str | None = None,
+) -> Path:
+    """Write a fitted ScaleDL predictor as a new bundle version and point ``latest`` at it.
+
+    Args:
+        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl``.
+        root: registry root directory.
+        name: predictor name (a directory under ``root``).
+        metrics: evaluation metrics to record in the manifest.
+        training_data: description of the training data (``sha256``, ``workloads``, ...).
+        version: version string; default the UTC time ``YYYYMMDDTHHMMSSffffffZ``.
+
+    Returns:
+        The bundle directory.
+
+    Raises:
+        ValueError: the method is not a fitted ScaleDL method.
+    """
+    if not isinstance(method, GraphMethod) or method.mode != "scaledl" or method.gnn is None:
+        raise ValueError("save_bundle needs a fitted GraphMethod(mode='scaledl')")
+    now = dt.datetime.now(dt.UTC)
+    version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
+    target = Path(root) / name / version
+    if target.exists():
+        raise ValueError(f"{target}: bundle version {version!r} exists already")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
+    try:
+        sio.dump(method.layerwise.models, tmp / "layerwise.skops")
+        torch.save(method.gnn.state_dict(), tmp / "gnn.pt")
+        params = {
+            "allreduce": method.allreduce.to_dict() if method.allreduce is not None else None,
+            "epoch": method.epoch_model.to_dict(),
+            "gnn_config": method.gnn.config(),
+            "layerwise_min_samples": method.layerwise.min_samples,
+            "training_devices": sorted({w.device_name for w in method.training_workloads}),
+        }
+        (tmp / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
+        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "name": name,
+            "version": version,
+            "created_at": now.isoformat(),
+            "training_data": training_data or {},
+            "feature_schema": {
+                "layer_types": list(LAYER_TYPES),
+                "edge_types": list(EDGE_TYPES),
+                "layer_features": list(LAYER_FEATURES),
+                "gnn_in_channels": method.gnn.in_channels,
+            },
+            "library_versions": library_versions(),
+            "metrics": metrics or {},
+            "training_summary": method.history,
+            "files": files,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_latest(target.parent, version)
+    return target
+
+
+def _write_latest(name_dir: Path, version: str) -> None:
+    tmp = name_dir / ".latest.tmp"
+    tmp.write_text(version + "\n")
+    os.replace(tmp, name_dir / "latest")
+
+
+def resolve_bundle(path: Path) -> Path:
+    """The bundle directory of ``path``: a bundle, or a name directory (follows ``latest``).
+
+    Raises:
+        BundleError: no bundle there.
+    """
+    path = Path(path)
+    if (path / "manifest.json").exists():
+        return path
+    latest = path / "latest"
+    if latest.exists():
+        version = latest.read_text().strip()
+        bundle = path / version
+        if not (bundle / "manifest.json").exists():
+            raise BundleError(f"{latest}: names version {version!r}, which has no manifest.json")
+        return bundle
+    raise BundleError(f"{path}: not a predictor bundle (no manifest.json) nor a name directory")
+
+
+def read_manifest(bundle: Path) -> dict[str, Any]:
+    """The manifest of a bundle, after checking its format and every file's checksum.
+
+    Raises:
+        BundleError: the manifest is unreadable or a file is missing or altered.
+        IncompatibleBundleError: format version or scikit-learn version differ.
+    """
+    path = Path(bundle) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise IncompatibleBundleError(
+            f"{path}: field 'format_version' is {manifest.get('format_version')!r}; this ScaleDL "
+            f"reads {FORMAT_VERSION}"
+        )
+    for name, expected in manifest.get("files", {}).items():
+        file = Path(bundle) / name
+        if not file.exists():
+            raise BundleError(f"{file}: listed in the manifest but missing")
+        actual = sha256_file(file)
+        if actual != expected:
+            raise BundleError(
+                f"{file}: checksum mismatch (manifest {expected[:12]}..., file {actual[:12]}...): "
+                "the bundle was altered or truncated"
+            )
+    saved = manifest.get("library_versions", {}).get("scikit-learn", "")
+    current = library_versions()["scikit-learn"]
+    if saved.split(".")[:2] != current.split(".")[:2]:
+        raise IncompatibleBundleError(
+            f"{path}: written with scikit-learn {saved}, this environment has {current}; "
+            "retrain or install the same minor version"
+        )
+    return manifest
+
+
+def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
+    """Load the ScaleDL method of a verified bundle.
+
+    Returns:
+        The method and the manifest.
+
+    Raises:
+        BundleError: verification or deserialisation failed.
+    """
+    bundle = resolve_bundle(bundle)
+    manifest = read_manifest(bundle)
+    layer_file = bundle / "layerwise.skops"
+    untrusted = sio.get_untrusted_types(file=layer_file)
+    refused = [t for t in untrusted if not t.startswith(_TRUSTED_PREFIXES)]
+    if refused:
+        raise BundleError(f"{layer_file}: refuses to load untrusted types {refused}")
+    try:
+        models = sio.load(layer_file, trusted=untrusted)
+        params = json.loads((bundle / "params.json").read_text())
+        state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
+        gnn = RuntimeGNN(**params["gnn_config"])
+        gnn.load_state_dict(state)
+    except Exception as exc:
+        raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
+    gnn.eval()
+    method = GraphMethod(mode="scaledl")
+    method.layerwise = LayerwiseModel(min_samples=params["layerwise_min_samples"], models=models)
+    method.allreduce = (
+        AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
+    )
+    method.epoch_model = EpochModel.from_dict(params["epoch"])
+    method.gnn = gnn
+    method.training_devices = params["training_devices"]
+    return method, manifest
+
+
+def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:
+    """Every bundle under a registry root.
+
+    Returns:
+        One row per bundle: ``name``, ``version``, ``latest`` (bool), ``created_at``,
+        ``training_workloads`` and ``path``.
+    """
+    rows = []
+    root = Path(root)
+    for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+        latest = (name_dir / "latest").read_text().strip() if (name_dir / "latest").exists() else ""
+        for bundle in sorted(p for p in name_dir.iterdir() if (p / "manifest.json").exists()):
+            manifest = json.loads((bundle / "manifest.json").read_text())
+            rows.append(
+                {
+                    "name": name_dir.name,
+                    "version": bundle.name,
+                    "latest": bundle.name == latest,
+                    "created_at": manifest.get("created_at", ""),
+                    "training_workloads": manifest.get("training_data", {}).get("workloads"),
+                    "path": str(bundle),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["name", "version", "latest", "created_at", "training_workloads", "path"]
+    )

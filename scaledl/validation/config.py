@@ -1,0 +1,35 @@
+"""Thresholds and tolerances of the profile validation (:class:`ValidationConfig`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ValidationConfig(BaseModel):
+    """Limits the profile validation applies.
+
+    Attributes:
+        max_time_ms: largest plausible duration of one timed unit (layer, iteration, all-reduce)
+            in milliseconds; larger values are quarantined as absurd.
+        max_epoch_s: largest plausible epoch time in seconds.
+        layer_sum_tolerance: relative slack allowed when the per-layer forward + backward sum of
+            an instrumented step exceeds that step's ``iteration_ms``.
+        allreduce_bytes_tolerance: relative slack between the all-reduced bytes of one step and
+            ``grad_bytes_per_param`` times the trainable parameter count.
+        max_iteration_cv: coefficient of variation of the iteration time above which a run is
+            flagged (``flag_high_cv``); flagged runs are kept.
+        grad_bytes_per_param: bytes of one all-reduced gradient element; ``None`` (default)
+            takes it from the workload's ``precision`` (fp32: 4, bf16/fp16: 2), because the
+            profiler builds the model's parameters, hence its gradients, in that dtype.
+        required_run_tables: per-rank tables in which every ``ok`` run must have rows.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_time_ms: float = Field(default=600_000.0, gt=0)
+    max_epoch_s: float = Field(default=7 * 86_400.0, gt=0)
+    layer_sum_tolerance: float = Field(default=0.10, ge=0)
+    allreduce_bytes_tolerance: float = Field(default=0.10, ge=0)
+    max_iteration_cv: float = Field(default=0.10, ge=0)
+    grad_bytes_per_param: int | None = Field(default=None, gt=0)
+    required_run_tables: tuple[str, ...] = ("layer_timings", "iteration_timings", "epochs")

@@ -1,0 +1,271 @@
+"""Column and table specifications of the design and the six profile tables.
+
+Column kinds: ``str`` (Python strings), ``int`` (integral numbers; a float dtype is accepted
+because an integer parquet column with nulls reads back as float, and each value is then checked
+to be integral), ``number`` (any int or float). Extra columns are allowed everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
+
+Kind = Literal["str", "int", "number"]
+
+RUN_STATUSES = ("ok", "failed", "oom", "timeout")
+PRECISIONS = ("fp32", "bf16", "fp16")
+MODES = ("train", "infer")
+BACKENDS = ("gloo", "nccl")
+PHASES = ("instrumented", "label")
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """Expectations on one column.
+
+    Attributes:
+        name: column name.
+        kind: ``str``, ``int`` or ``number``.
+        nullable: nulls allowed.
+        required: the column must exist (optional columns are checked only when present).
+        min_value: smallest allowed value (inclusive unless ``strict_min``).
+        strict_min: the minimum is exclusive (``> min_value``).
+        max_value: largest allowed value (inclusive).
+        max_from_config: name of the :class:`ValidationConfig` field giving the maximum.
+        value_set: allowed values.
+        unique: values must be unique.
+    """
+
+    name: str
+    kind: Kind
+    nullable: bool = False
+    required: bool = True
+    min_value: float | None = None
+    strict_min: bool = False
+    max_value: float | None = None
+    max_from_config: str | None = None
+    value_set: tuple[str, ...] | None = None
+    unique: bool = False
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """Expectations on one table.
+
+    Attributes:
+        name: table name (file stem).
+        columns: column specifications.
+        unique_together: columns whose combination must be unique.
+        allow_empty: an empty table is valid.
+    """
+
+    name: str
+    columns: tuple[ColumnSpec, ...]
+    unique_together: tuple[str, ...] = field(default_factory=tuple)
+    allow_empty: bool = False
+
+    def column(self, name: str) -> ColumnSpec:
+        """Return the specification of one column.
+
+        Args:
+            name: column name.
+
+        Returns:
+            The column's :class:`ColumnSpec`.
+
+        Raises:
+            KeyError: the table has no such column.
+        """
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(f"table {self.name!r} has no column {name!r}")
+
+
+def _ms(name: str, *, positive: bool = True, nullable: bool = False) -> ColumnSpec:
+    """Return a millisecond column: > 0 (or >= 0), at most ``max_time_ms``."""
+    return ColumnSpec(
+        name,
+        "number",
+        nullable=nullable,
+        min_value=0.0,
+        strict_min=positive,
+        max_from_config="max_time_ms",
+    )
+
+
+def _count(name: str, minimum: float = 0, *, nullable: bool = False) -> ColumnSpec:
+    """Return an integer column with a lower bound."""
+    return ColumnSpec(name, "int", nullable=nullable, min_value=minimum)
+
+
+_ID = ColumnSpec("run_id", "str")
+_WID = ColumnSpec("workload_id", "str")
+_RANK = _count("rank")
+_STEP = _count("step")
+
+_ARCHITECTURE = tuple(
+    ColumnSpec(
+        name,
+        "number",
+        nullable=True,
+        required=name
+        in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "intermediate_size",
+            "vocab_size",
+            "image_size",
+            "patch_size",
+        ),
+        min_value=0,
+        strict_min=True,
+    )
+    for name in ARCHITECTURE_FIELDS
+)
+
+_SPEC_COLUMNS = (
+    ColumnSpec("family", "str", value_set=FAMILIES),
+    *_ARCHITECTURE,
+    ColumnSpec("seq_len", "int", min_value=0, strict_min=True),
+    ColumnSpec("batch_size", "int", min_value=0, strict_min=True),
+    ColumnSpec("world_size", "int", min_value=0, strict_min=True),
+    ColumnSpec("num_nodes", "int", min_value=0, strict_min=True),
+    ColumnSpec("precision", "str", value_set=PRECISIONS),
+    ColumnSpec("mode", "str", value_set=MODES),
+    ColumnSpec("dataset_size", "int", min_value=0, strict_min=True),
+    ColumnSpec("device_name", "str"),
+    ColumnSpec("backend", "str", value_set=BACKENDS),
+)
+
+WORKLOADS = TableSpec("workloads", (ColumnSpec("workload_id", "str", unique=True), *_SPEC_COLUMNS))
+
+RUNS = TableSpec(
+    "runs",
+    (
+        ColumnSpec("run_id", "str", unique=True),
+        _WID,
+        ColumnSpec("status", "str", value_set=("ok",)),  # other statuses: quarantined
+        ColumnSpec("error", "str", nullable=True),
+        ColumnSpec("host", "str"),
+        ColumnSpec("device_name", "str"),
+        ColumnSpec("world_size", "int", min_value=0, strict_min=True),
+        ColumnSpec("torch_version", "str"),
+        _count("warmup_steps"),
+        _count("instrumented_steps", 1),
+        _count("measured_steps", 1),
+        ColumnSpec("started_at", "str"),
+        ColumnSpec("finished_at", "str"),
+        ColumnSpec(
+            "instrumentation_overhead", "number", nullable=True, min_value=-1.0, max_value=100.0
+        ),
+        ColumnSpec("iteration_cv", "number", min_value=0.0),
+    ),
+)
+
+LAYER_TIMINGS = TableSpec(
+    "layer_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        _count("layer_index"),
+        ColumnSpec("layer_name", "str"),
+        ColumnSpec("layer_type", "str"),
+        _ms("forward_ms"),
+        _ms("backward_ms", positive=False),
+        ColumnSpec("fwd_flops", "number", min_value=0),
+        ColumnSpec("bwd_flops", "number", min_value=0),
+        _count("params"),
+        ColumnSpec("input_bytes", "number", min_value=0),
+        ColumnSpec("output_bytes", "number", min_value=0),
+    ),
+    unique_together=("run_id", "rank", "step", "layer_index"),
+)
+
+ALLREDUCE_TIMINGS = TableSpec(
+    "allreduce_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        _count("bucket_index"),
+        ColumnSpec("allreduce_bytes", "number", min_value=0, strict_min=True),
+        _ms("allreduce_ms"),
+    ),
+    unique_together=("run_id", "rank", "step", "bucket_index"),
+    allow_empty=True,
+)
+
+ITERATION_TIMINGS = TableSpec(
+    "iteration_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        ColumnSpec("phase", "str", value_set=PHASES),
+        _ms("iteration_ms"),
+        _ms("forward_ms", positive=False, nullable=True),
+        _ms("backward_ms", positive=False, nullable=True),
+        _ms("optimizer_ms", positive=False, nullable=True),
+        _ms("allreduce_ms", positive=False, nullable=True),
+        ColumnSpec("allreduce_bytes", "number", nullable=True, min_value=0),
+    ),
+    unique_together=("run_id", "rank", "phase", "step"),
+)
+
+EPOCHS = TableSpec(
+    "epochs",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        ColumnSpec(
+            "epoch_s", "number", min_value=0, strict_min=True, max_from_config="max_epoch_s"
+        ),
+        ColumnSpec("steps_per_epoch", "int", min_value=0, strict_min=True),
+        ColumnSpec("dataset_size", "int", min_value=0, strict_min=True),
+    ),
+    unique_together=("run_id", "rank"),
+)
+
+#: The profile tables in dependency order (parents first).
+PROFILE_TABLES: dict[str, TableSpec] = {
+    t.name: t
+    for t in (WORKLOADS, RUNS, LAYER_TIMINGS, ALLREDUCE_TIMINGS, ITERATION_TIMINGS, EPOCHS)
+}
+
+#: Tables whose rows belong to one run (they carry ``run_id``, ``workload_id`` and ``rank``).
+RUN_TABLES = ("layer_timings", "allreduce_timings", "iteration_timings", "epochs")
+
+
+def _design_column(col: ColumnSpec) -> ColumnSpec:
+    """Return a workload spec column as the design table expects it.
+
+    Only the columns every design needs are required; ``seq_len`` may be null (vision families
+    derive it from ``image_size`` and ``patch_size``).
+    """
+    if col.name == "seq_len":
+        return replace(col, nullable=True)
+    if col.name in _DESIGN_REQUIRED:
+        return col
+    return replace(col, required=False)
+
+
+_DESIGN_REQUIRED = {"family", "batch_size", "world_size", "precision", "mode"}
+
+DESIGN = TableSpec(
+    "design",
+    (
+        ColumnSpec("workload_id", "str", required=False, unique=True),
+        *(_design_column(c) for c in _SPEC_COLUMNS),
+        ColumnSpec("sampler", "str"),
+        ColumnSpec("seed", "int"),
+    ),
+)

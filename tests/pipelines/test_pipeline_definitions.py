@@ -1,0 +1,104 @@
+import dagster as dg
+import pytest
+
+from pipelines.definitions import defs
+from pipelines.defs.config import DEFAULT_DATA_DIR, ScaledlSettings, settings_from_env
+from pipelines.defs.resources import DvcResource, LocalPredictorStore, LocalTorchrunLauncher
+
+EXPECTED_ASSETS = {
+    "search_space",
+    "workload_design",
+    "profiling_runs",
+    "validated_profiles",
+    "layerwise_models",
+    "runtime_gnn",
+    "evaluation_report",
+    "predictor_bundle",
+    "data_version",
+}
+
+
+def test_definitions_are_loadable():
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_asset_graph_has_the_pipeline_stages_in_order():
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert keys == EXPECTED_ASSETS
+    parents = {
+        key.to_user_string(): {p.to_user_string() for p in graph.get(key).parent_keys}
+        for key in graph.get_all_asset_keys()
+    }
+    assert parents["workload_design"] == {"search_space"}
+    assert "workload_design" in parents["profiling_runs"]
+    assert parents["validated_profiles"] == {"profiling_runs"}
+    assert parents["layerwise_models"] == {"validated_profiles"}
+    assert parents["runtime_gnn"] == {"validated_profiles", "layerwise_models"}
+    assert parents["predictor_bundle"] == {"runtime_gnn", "evaluation_report"}
+    assert "predictor_bundle" in parents["data_version"]
+
+
+def test_every_asset_has_a_group_and_a_description():
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.group_name != "default", key
+        assert node.description, key
+
+
+def test_blocking_checks_guard_profiles_and_bundle():
+    graph = defs.resolve_asset_graph()
+    blocking = {
+        (k.asset_key.to_user_string(), k.name)
+        for k in graph.asset_check_keys
+        if graph.get_check_spec(k).blocking
+    }
+    assert ("profiling_runs", "profiling_runs_succeeded") in blocking
+    assert ("validated_profiles", "validated_profiles_usable") in blocking
+    assert ("predictor_bundle", "predictor_bundle_predicts") in blocking
+
+
+def test_jobs_and_stopped_weekly_schedule():
+    pipeline = defs.resolve_job_def("scaledl_pipeline")
+    retrain = defs.resolve_job_def("retrain_job")
+    assert pipeline.tags["scaledl/profiling"] == "true"
+    assert retrain.tags["scaledl/profiling"] == "true"
+    schedule = defs.resolve_schedule_def("weekly_retrain")
+    assert schedule.job_name == "retrain_job"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.cron_schedule == "0 3 * * 1"
+
+
+def test_retrain_job_augments_and_gates_registration():
+    ops = defs.resolve_job_def("retrain_job").run_config["ops"]
+    assert ops["workload_design"]["config"]["augment_k"] > 0
+    assert ops["predictor_bundle"]["config"]["policy"] == "if_not_worse"
+    assert defs.resolve_job_def("scaledl_pipeline").run_config is None
+
+
+def test_default_resources():
+    resources = defs.resources
+    assert isinstance(resources["launcher"], LocalTorchrunLauncher)
+    assert isinstance(resources["predictor_store"], LocalPredictorStore)
+    assert isinstance(resources["dvc"], DvcResource)
+    assert isinstance(resources["settings"], ScaledlSettings)
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    for name in ("SCALEDL_PRESET", "SCALEDL_DATA_DIR", "SCALEDL_FORCE_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    plain = settings_from_env()
+    assert plain.preset == "quick"
+    assert plain.root == DEFAULT_DATA_DIR
+    assert plain.force_profile is False
+
+    monkeypatch.setenv("SCALEDL_PRESET", "smoke")
+    monkeypatch.setenv("SCALEDL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALEDL_FORCE_PROFILE", "1")
+    with dg.build_resources({"settings": settings_from_env()}) as resources:
+        settings = resources.settings
+    assert settings.preset == "smoke"
+    assert settings.root == tmp_path.resolve()
+    assert settings.force_profile is True
+    assert settings.predictors_dir == tmp_path.resolve() / "predictors"

@@ -1,0 +1,352 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_profiles, write_profiles
+
+from scaledl.validation import ValidationConfig, ValidationError, validate_profiles
+from scaledl.validation.schemas import PROFILE_TABLES, RUN_TABLES
+
+QUARANTINE_COLUMNS = ["failed_expectation", "failed_column", "failed_value"]
+
+
+def make_dirs(root: Path) -> dict[str, Path]:
+    return {
+        "profiles_dir": root / "profiles",
+        "out_dir": root / "validated",
+        "quarantine_dir": root / "quarantine",
+        "report_dir": root / "reports" / "validation",
+    }
+
+
+def run(dirs: dict[str, Path], tables: dict[str, pd.DataFrame], **config):
+    write_profiles(dirs["profiles_dir"], tables)
+    report = validate_profiles(config=ValidationConfig(**config) if config else None, **dirs)
+    valid = {n: pd.read_parquet(dirs["out_dir"] / f"{n}.parquet") for n in PROFILE_TABLES}
+    bad = {n: pd.read_parquet(dirs["quarantine_dir"] / f"{n}.parquet") for n in PROFILE_TABLES}
+    for name in PROFILE_TABLES:  # no row is ever lost or duplicated
+        assert len(valid[name]) + len(bad[name]) == len(tables[name]), name
+        assert report.tables[name].passed == len(valid[name])
+        assert report.tables[name].quarantined == len(bad[name])
+    return report, valid, bad
+
+
+def rows_of(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    return frame.loc[frame["run_id"] == run_id]
+
+
+def layer_row(tables, run_id: str) -> int:
+    return int(rows_of(tables["layer_timings"], run_id).index[0])
+
+
+# --------------------------------------------------------------------------- good data
+def test_good_data_passes_untouched(tmp_path):
+    dirs = make_dirs(tmp_path)
+    tables = make_profiles()
+    report, valid, bad = run(dirs, tables)
+    assert report.passed
+    assert report.flags == []
+    for name, frame in tables.items():
+        out = valid[name].drop(columns=["flag_high_cv"], errors="ignore")
+        pd.testing.assert_frame_equal(out, frame, check_dtype=False)
+        assert bad[name].empty
+        assert list(bad[name].columns) == list(frame.columns) + QUARANTINE_COLUMNS
+    assert not valid["runs"]["flag_high_cv"].any()
+    assert valid["layer_timings"]["rank"].dtype == np.int64
+    assert all(e.success for e in report.expectations)
+    html = (dirs["report_dir"] / "index.html").read_text()
+    assert "PASSED" in html and "FAIL" not in html.replace("FAILED", "")
+    for name in PROFILE_TABLES:
+        assert f"<td>{name}</td>" in html
+    assert "expect_column_values_to_be_between" in html
+    assert "layer_sum_within_iteration" in html
+    payload = json.loads(json.dumps(report.to_dict()))
+    assert payload["passed"] is True
+    assert payload["tables"]["layer_timings"]["passed"] == len(tables["layer_timings"])
+    assert [p for d in dirs.values() for p in d.rglob("*.tmp")] == []
+
+
+# --------------------------------------------------------------------------- one run per defect
+SCENARIO_RUNS = {
+    "r1": "w1",
+    "r2": "w2",  # clean
+    "nan_fwd": "w1",  # one NaN forward_ms: only that row
+    "neg_iter": "w1",  # negative label iteration_ms: only that row
+    "absurd_iter": "w2",  # 1e9 ms label iteration: only that row
+    "dup_layer": "w2",  # duplicated layer row: both copies
+    "dup_run": "w1",  # run_id twice in runs: whole run
+    "bad_ranks": "w2",  # layer rank 1 relabelled 2
+    "missing_rank": "w2",  # epochs lacks rank 1
+    "ws_mismatch": "w1",  # runs.world_size 4 vs workload 1
+    "slow_layers": "w1",  # layer sum 9 ms > 8 ms * 1.1
+    "within_tol": "w1",  # layer sum 9 ms <= 8.5 ms * 1.1: kept
+    "bad_bytes": "w2",  # all-reduce bytes 6200 vs 2400
+    "oom": "w2",  # status oom
+    "noisy": "w1",  # iteration_cv 0.25: flagged, kept
+    "nan_rank": "w1",  # NaN rank (int column) in its only epoch row
+    "no_allreduce": "w2",  # training run with world size 2 but no all-reduce rows
+    "bf16_ok": "w_bf16",  # bf16 gradients: 2 bytes per parameter, kept
+    "bf16_as_fp32": "w_bf16",  # bf16 workload all-reducing 4 bytes per parameter
+}
+SCENARIO_WORKLOADS = {"w1": 1, "w2": 2, "w_bf16": 2}
+# run -> (reason on its runs row, reason on its rows in the per-rank tables)
+WHOLE_RUN = {
+    "dup_run": ("expect_column_values_to_be_unique", "run quarantined"),
+    "bad_ranks": ("ranks_match_world_size",) * 2,
+    "missing_rank": ("ranks_match_world_size",) * 2,
+    "ws_mismatch": ("world_size_matches_workload",) * 2,
+    "slow_layers": ("layer_sum_within_iteration",) * 2,
+    "bad_bytes": ("allreduce_bytes_match_params",) * 2,
+    "oom": ("expect_column_values_to_be_in_set", "run status failed"),
+    "nan_rank": ("run_has_rows",) * 2,
+    "no_allreduce": ("allreduce_bytes_match_params",) * 2,
+    "bf16_as_fp32": ("allreduce_bytes_match_params",) * 2,
+}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    tables = make_profiles(SCENARIO_RUNS, SCENARIO_WORKLOADS)
+    wl = tables["workloads"]
+    wl.loc[wl["workload_id"] == "w_bf16", "precision"] = "bf16"
+    ar = tables["allreduce_timings"]
+    ar.loc[ar["run_id"] == "bf16_ok", "allreduce_bytes"] //= 2
+    layers, it, epochs = (tables[n] for n in ("layer_timings", "iteration_timings", "epochs"))
+    runs = tables["runs"]
+    label = it["phase"] == "label"
+    instrumented = it["phase"] == "instrumented"
+
+    layers.loc[layer_row(tables, "nan_fwd"), "forward_ms"] = np.nan
+    it.loc[it.index[(it["run_id"] == "neg_iter") & label][0], "iteration_ms"] = -3.0
+    it.loc[it.index[(it["run_id"] == "absurd_iter") & label][0], "iteration_ms"] = 1e9
+    layers.loc[(layers["run_id"] == "bad_ranks") & (layers["rank"] == 1), "rank"] = 2
+    it.loc[(it["run_id"] == "slow_layers") & instrumented, "iteration_ms"] = 8.0
+    it.loc[(it["run_id"] == "within_tol") & instrumented, "iteration_ms"] = 8.5
+    runs.loc[runs["run_id"] == "ws_mismatch", "world_size"] = 4
+    runs.loc[runs["run_id"] == "oom", ["status", "error"]] = ["oom", "CUDA out of memory"]
+    runs.loc[runs["run_id"] == "noisy", "iteration_cv"] = 0.25
+    ar = tables["allreduce_timings"]
+    ar.loc[ar.index[ar["run_id"] == "bad_bytes"][0], "allreduce_bytes"] = 5000
+    tables["allreduce_timings"] = ar.loc[ar["run_id"] != "no_allreduce"].reset_index(drop=True)
+    epochs["rank"] = epochs["rank"].astype(float)
+    epochs.loc[epochs["run_id"] == "nan_rank", "rank"] = np.nan
+    tables["epochs"] = epochs.loc[
+        ~((epochs["run_id"] == "missing_rank") & (epochs["rank"] == 1))
+    ].reset_index(drop=True)
+    tables["runs"] = pd.concat([runs, rows_of(runs, "dup_run")], ignore_index=True)
+    tables["layer_timings"] = pd.concat(
+        [layers, layers.iloc[[layer_row(tables, "dup_layer")]]], ignore_index=True
+    )
+    unknown = tables["layer_timings"].iloc[[0]].assign(run_id="r404")
+    tables["layer_timings"] = pd.concat([tables["layer_timings"], unknown], ignore_index=True)
+
+    dirs = make_dirs(tmp_path_factory.mktemp("scenario"))
+    report, valid, bad = run(dirs, tables)
+    return tables, report, valid, bad, dirs
+
+
+def test_clean_runs_untouched(scenario):
+    tables, report, valid, _, _ = scenario
+    assert not report.passed
+    for name in ("runs", *RUN_TABLES):
+        for run_id in ("r1", "r2", "within_tol", "noisy", "bf16_ok"):
+            got = rows_of(valid[name], run_id).drop(columns=["flag_high_cv"], errors="ignore")
+            want = rows_of(tables[name], run_id)
+            pd.testing.assert_frame_equal(
+                got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False
+            )
+
+
+@pytest.mark.parametrize(("run_id", "reasons"), sorted(WHOLE_RUN.items()))
+def test_run_quarantined_whole_in_every_table(scenario, run_id, reasons):
+    tables, _, valid, bad, _ = scenario
+    for name in ("runs", *RUN_TABLES):
+        reason = reasons[0] if name == "runs" else reasons[1]
+        expected = rows_of(tables[name], run_id)
+        got = rows_of(bad[name], run_id)
+        assert len(got) == len(expected), name
+        assert got["failed_expectation"].str.contains(reason).all(), (name, reason)
+        assert rows_of(valid[name], run_id).empty
+
+
+def test_run_failure_messages(scenario):
+    _, _, _, bad, _ = scenario
+    value = {r: rows_of(bad["runs"], r)["failed_value"].iloc[0] for r in WHOLE_RUN}
+    assert "layer_timings ranks [0, 2] != 0..1" in value["bad_ranks"]
+    assert "epochs ranks [0] != 0..1" in value["missing_rank"]
+    assert "world_size 4 != workload world_size 1" in value["ws_mismatch"]
+    assert "sum 9 ms > iteration 8 ms" in value["slow_layers"]
+    assert "6200 all-reduce bytes, expected 2400 (4 x 600 params)" in value["bad_bytes"]
+    assert value["oom"] == "oom" and value["dup_run"] == "dup_run"
+    assert "no rows in epochs" in value["nan_rank"]
+    assert "no all-reduce rows (expected 2400 bytes per step)" in value["no_allreduce"]
+    assert "2400 all-reduce bytes, expected 1200 (2 x 600 params)" in value["bf16_as_fp32"]
+    oom_layers = rows_of(bad["layer_timings"], "oom")
+    assert set(oom_layers["failed_value"]) == {"oom"}
+    assert set(oom_layers["failed_column"]) == {"status"}
+
+
+def only_rows(bad, valid, tables, table, run_id, n_bad):
+    assert len(rows_of(bad[table], run_id)) == n_bad
+    for name in ("runs", *RUN_TABLES):
+        n = n_bad if name == table else 0
+        assert len(rows_of(valid[name], run_id)) == len(rows_of(tables[name], run_id)) - n
+
+
+def test_nan_time_quarantines_only_that_row(scenario):
+    tables, _, valid, bad, _ = scenario
+    only_rows(bad, valid, tables, "layer_timings", "nan_fwd", 1)
+    row = rows_of(bad["layer_timings"], "nan_fwd").iloc[0]
+    assert row["failed_expectation"] == "expect_column_values_to_not_be_null"
+    assert (row["failed_column"], row["failed_value"]) == ("forward_ms", "null")
+
+
+@pytest.mark.parametrize(("run_id", "value"), [("neg_iter", "-3.0"), ("absurd_iter", "1e+09")])
+def test_negative_or_absurd_time_quarantines_only_that_row(scenario, run_id, value):
+    tables, _, valid, bad, _ = scenario
+    only_rows(bad, valid, tables, "iteration_timings", run_id, 1)
+    row = rows_of(bad["iteration_timings"], run_id).iloc[0]
+    assert row["failed_expectation"] == "expect_column_values_to_be_between"
+    assert row["failed_column"] == "iteration_ms"
+    assert float(row["failed_value"]) == float(value)
+
+
+def test_duplicated_layer_rows_quarantined(scenario):
+    tables, _, valid, bad, _ = scenario
+    only_rows(bad, valid, tables, "layer_timings", "dup_layer", 2)
+    got = rows_of(bad["layer_timings"], "dup_layer")
+    assert set(got["failed_expectation"]) == {"expect_compound_columns_to_be_unique"}
+    assert got["failed_value"].iloc[0] == "run_id=dup_layer,rank=0,step=0,layer_index=0"
+
+
+def test_duplicated_run_id(scenario):
+    _, _, _, bad, _ = scenario
+    got = rows_of(bad["runs"], "dup_run")
+    assert len(got) == 2
+    assert set(got["failed_expectation"]) == {"expect_column_values_to_be_unique"}
+
+
+def test_nan_in_integer_column_is_row_level(scenario):
+    _, _, valid, bad, _ = scenario
+    row = rows_of(bad["epochs"], "nan_rank").iloc[0]
+    assert row["failed_expectation"].startswith("expect_column_values_to_not_be_null")
+    assert row["failed_column"].startswith("rank")
+    assert valid["epochs"]["rank"].dtype == np.int64
+
+
+def test_unknown_run_id(scenario):
+    _, _, _, bad, _ = scenario
+    row = rows_of(bad["layer_timings"], "r404").iloc[0]
+    assert row["failed_expectation"] == "run_id_known"
+
+
+def test_high_cv_flagged_not_dropped(scenario):
+    _, report, valid, _, dirs = scenario
+    flagged = valid["runs"].set_index("run_id")["flag_high_cv"]
+    assert flagged["noisy"] and not flagged.drop("noisy").any()
+    assert [(f.key, f.flag, f.value) for f in report.flags] == [("noisy", "flag_high_cv", "0.25")]
+    assert "flag_high_cv" in (dirs["report_dir"] / "index.html").read_text()
+
+
+def test_report_counts_and_html(scenario):
+    tables, report, _, bad, dirs = scenario
+    reasons = report.tables["layer_timings"].quarantine_reasons
+    assert reasons["run status failed"] == len(rows_of(tables["layer_timings"], "oom"))
+    assert reasons["expect_column_values_to_not_be_null"] == 1
+    failed = {(e.table, e.expectation) for e in report.expectations if not e.success}
+    assert ("layer_timings", "layer_sum_within_iteration") in failed
+    assert ("iteration_timings", "expect_column_values_to_be_between") in failed
+    html = (dirs["report_dir"] / "index.html").read_text()
+    assert "FAILED" in html and "ranks_match_world_size" in html
+    assert json.loads(json.dumps(report.to_dict()))["passed"] is False
+    assert all(b["failed_value"].map(type).eq(str).all() for b in bad.values())
+
+
+# --------------------------------------------------------------------------- configuration
+def test_world_size_one_profiles_with_custom_config(tmp_path):
+    """An empty all-reduce table is fine without multi-rank runs; max_time_ms is honoured."""
+    tables = make_profiles({"r1": "w1"})
+    tables["workloads"] = tables["workloads"].iloc[[0]]
+    assert tables["allreduce_timings"].empty
+    tables["layer_timings"].loc[0, "forward_ms"] = 25.0  # fine under the default maximum
+    config = {"max_time_ms": 20.0, "layer_sum_tolerance": 5.0}
+    report, valid, bad = run(make_dirs(tmp_path), tables, **config)
+    assert bad["layer_timings"]["failed_value"].tolist() == ["25.0"]
+    assert bad["layer_timings"]["failed_column"].tolist() == ["forward_ms"]
+    assert report.quarantined_rows == 1
+    assert report.config["max_time_ms"] == 20.0
+    assert valid["allreduce_timings"].empty
+    assert len(valid["layer_timings"]) == len(tables["layer_timings"]) - 1
+    assert valid["runs"]["run_id"].tolist() == ["r1"]
+
+
+# --------------------------------------------------------------------------- table-level
+def test_missing_column_stops_with_message(tmp_path):
+    dirs = make_dirs(tmp_path)
+    tables = make_profiles()
+    tables["layer_timings"] = tables["layer_timings"].drop(columns=["backward_ms"])
+    write_profiles(dirs["profiles_dir"], tables)
+    with pytest.raises(ValidationError) as info:
+        validate_profiles(**dirs)
+    message = str(info.value)
+    assert str(dirs["profiles_dir"] / "layer_timings.parquet") in message
+    assert "table 'layer_timings', column 'backward_ms': expect_column_to_exist" in message
+    assert isinstance(info.value, ValueError)
+    assert info.value.report is not None and not info.value.report.passed
+    assert "expect_column_to_exist" in (dirs["report_dir"] / "index.html").read_text()
+    assert not dirs["out_dir"].exists()
+
+
+def test_wrong_dtype_stops(tmp_path):
+    dirs = make_dirs(tmp_path)
+    tables = make_profiles()
+    tables["runs"]["world_size"] = tables["runs"]["world_size"].astype(str)
+    tables["layer_timings"]["layer_name"] = 7
+    write_profiles(dirs["profiles_dir"], tables)
+    with pytest.raises(ValidationError) as info:
+        validate_profiles(**dirs)
+    lines = str(info.value).splitlines()[1:]
+    assert len(lines) == 2
+    assert "table 'runs', column 'world_size': expect_column_values_to_be_in_type_list" in lines[0]
+    assert "dtype str, expected one of ['int8'" in lines[0]
+    assert "table 'layer_timings', column 'layer_name'" in lines[1]
+
+
+def test_empty_tables_stop(tmp_path):
+    dirs = make_dirs(tmp_path)
+    tables = make_profiles()
+    for table in ("runs", "layer_timings"):
+        tables[table] = tables[table].iloc[0:0]
+    write_profiles(dirs["profiles_dir"], tables)
+    with pytest.raises(ValidationError) as info:
+        validate_profiles(**dirs)
+    message = str(info.value)
+    for table in ("runs", "layer_timings"):
+        assert (
+            f"{table}.parquet: table '{table}': expect_table_row_count_to_be_between failed "
+            "(observed 0)"
+        ) in message
+    assert len(info.value.failures) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "missing"])
+def test_unreadable_file_stops(tmp_path, damage):
+    dirs = make_dirs(tmp_path)
+    write_profiles(dirs["profiles_dir"], make_profiles())
+    path = dirs["profiles_dir"] / "iteration_timings.parquet"
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"PAR1" + b"\x00\xff" * 300 + b"PAR1")
+    else:
+        path.unlink()
+    with pytest.raises(ValidationError) as info:
+        validate_profiles(**dirs)
+    message = str(info.value)
+    assert f"{path}: table 'iteration_timings'" in message
+    assert ("file_exists" if damage == "missing" else "readable_parquet") in message
+    assert (dirs["report_dir"] / "index.html").is_file()
