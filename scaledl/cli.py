@@ -51,7 +51,9 @@ def read_workloads_file(path: Path) -> pd.DataFrame:
 
 @app.command()
 def design(
-    preset: Annotated[str, typer.Option(help="Preset name (smoke, quick, paper) or YAML path")] = "quick",
+    preset: Annotated[
+        str, typer.Option(help="Preset name (smoke, quick, paper) or YAML path")
+    ] = "quick",
     n: Annotated[int | None, typer.Option(help="Workloads to choose (default: preset's)")] = None,
     sampler: Annotated[str, typer.Option(help="doptimal, random or lhs")] = "doptimal",
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
@@ -59,7 +61,13 @@ def design(
     out: Annotated[Path, typer.Option(help="Output parquet")] = Path("data/design/design.parquet"),
 ) -> None:
     """Choose workloads to profile (D-optimal by default) and write the design table."""
-    from scaledl.design import augment_design, generate_design, load_preset, read_design, write_design
+    from scaledl.design import (
+        augment_design,
+        generate_design,
+        load_preset,
+        read_design,
+        write_design,
+    )
     from scaledl.workloads.device import local_backend, local_device_name
 
     try:
@@ -84,10 +92,14 @@ def design(
 @app.command()
 def profile(
     design: Annotated[Path | None, typer.Option(help="Design parquet to profile")] = None,
-    workload: Annotated[str | None, typer.Option(help="One workload as JSON (single-workload form)")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="One workload as JSON (single-workload form)")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Profiles directory")] = Path("data/profiles"),
     force: Annotated[bool, typer.Option(help="Profile again even if already profiled")] = False,
-    timeout_s: Annotated[float, typer.Option(help="Seconds per workload before it is killed")] = 300.0,
+    timeout_s: Annotated[
+        float, typer.Option(help="Seconds per workload before it is killed")
+    ] = 300.0,
     warmup_steps: Annotated[int, typer.Option(help="Warm-up iterations")] = 2,
     instrumented_steps: Annotated[int, typer.Option(help="Iterations timed per layer")] = 3,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="host:port for multi-node")] = None,
@@ -108,8 +120,10 @@ def profile(
         else:
             rows, source = [json.loads(workload)], "--workload"
         specs = [
-            Workload.parse({k: v for k, v in r.items() if k in Workload.model_fields},
-                           source=f"{source} row {i}")  # fmt: skip
+            Workload.parse(
+                {k: v for k, v in r.items() if k in Workload.model_fields},
+                source=f"{source} row {i}",
+            )  # fmt: skip
             for i, r in enumerate(rows)
         ]
     except (ValueError, WorkloadError) as exc:
@@ -146,7 +160,9 @@ def validate(
 
 @app.command()
 def train(
-    validated: Annotated[Path, typer.Option(help="Validated profile tables")] = Path("data/validated"),
+    validated: Annotated[Path, typer.Option(help="Validated profile tables")] = Path(
+        "data/validated"
+    ),
     registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
     name: Annotated[str, typer.Option(help="Predictor name")] = "scaledl",
 ) -> None:
@@ -166,10 +182,16 @@ def train(
 
 @app.command()
 def predict(
-    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path("data/predictors/scaledl"),
-    workloads: Annotated[Path | None, typer.Option(help="CSV, YAML or parquet of workloads")] = None,
+    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path(
+        "data/predictors/scaledl"
+    ),
+    workloads: Annotated[
+        Path | None, typer.Option(help="CSV, YAML or parquet of workloads")
+    ] = None,
     family: Annotated[str | None, typer.Option(help="Inline workload: family")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Inline field=value (repeat)")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Inline field=value (repeat)")
+    ] = None,
     detail: Annotated[bool, typer.Option(help="Also print per-layer predictions")] = False,
     out: Annotated[Path | None, typer.Option(help="Write predictions (csv/parquet)")] = None,
 ) -> None:
@@ -216,7 +238,9 @@ def list_predictors_command(
 
 @app.command()
 def evaluate(
-    profiles: Annotated[Path, typer.Option(help="Validated profile tables")] = Path("data/validated"),
+    profiles: Annotated[Path, typer.Option(help="Validated profile tables")] = Path(
+        "data/validated"
+    ),
     out: Annotated[Path, typer.Option(help="Report directory")] = Path("data/reports"),
 ) -> None:
     """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, ...)."""
@@ -234,11 +258,15 @@ def headline(metrics: dict) -> str:
         block = metrics.get("splits", {}).get(split, {})
         for method, m in block.items():
             if isinstance(m, dict) and "mre" in m:
-                lines.append(f"{split:>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s")
+                lines.append(
+                    f"{split:>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s"
+                )
     ood = metrics.get("splits", {}).get("ood", {}).get("mean", {})
     for method, m in ood.items():
         if isinstance(m, dict) and "mre" in m:
-            lines.append(f"{'ood (mean)':>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s")
+            lines.append(
+                f"{'ood (mean)':>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s"
+            )
     return "\n".join(lines)
 
 
@@ -258,7 +286,9 @@ def summary(
     typer.echo(f"report:    {data / 'reports' / 'report.html'}")
     typer.echo(f"metrics:   {metrics_path}")
     typer.echo(f"predictor: {bundle}")
-    typer.echo(f"label noise floor (median repeat CV): {metrics.get('noise_floor_cv', float('nan')):.1%}")
+    typer.echo(
+        f"label noise floor (median repeat CV): {metrics.get('noise_floor_cv', float('nan')):.1%}"
+    )
     typer.echo(headline(metrics))
 
 

@@ -240,8 +240,13 @@ def design_table(
 ) -> pd.DataFrame:
     """The design table: ``Workload.to_record()`` rows plus the design columns."""
     records = [
-        {**w.to_record(), "sampler": sampler, "seed": int(seed), "log_det": float(log_det),
-         "d_efficiency": float(d_eff)}
+        {
+            **w.to_record(),
+            "sampler": sampler,
+            "seed": int(seed),
+            "log_det": float(log_det),
+            "d_efficiency": float(d_eff),
+        }
         for w in workloads
     ]
     columns = ["workload_id", *Workload.model_fields, *DESIGN_COLUMNS]

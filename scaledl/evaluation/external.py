@@ -207,7 +207,9 @@ def neusight_predictions(data: NeusightData) -> pd.DataFrame:
             corr.predict(_correction_features(test_w, additive))
         )
         flops_train = _flops(train_l).loc[train_w["workload_id"]].to_numpy()
-        util = flops_train / (train_w["iteration_ms"].to_numpy() * train_w["peak_fp32_gflops"] * 1e6)
+        util = flops_train / (
+            train_w["iteration_ms"].to_numpy() * train_w["peak_fp32_gflops"] * 1e6
+        )
         util_by_mode = pd.Series(util.to_numpy()).groupby(train_w["mode"].to_numpy()).median()
         analytical = _flops(test_l).loc[test_w["workload_id"]].to_numpy() / (
             test_w["peak_fp32_gflops"].to_numpy()

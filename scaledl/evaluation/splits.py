@@ -109,6 +109,7 @@ def random_split(
     _check_labels(labels, ("workload_id", "family"))
     if not 0.0 < test_fraction < 1.0:
         raise SplitError(f"test fraction must lie in (0, 1), got {test_fraction}")
+    labels = labels.reset_index(drop=True)
     rng = np.random.default_rng(seed)
     test = np.zeros(len(labels), dtype=bool)
     for _, group in labels.groupby("family", sort=True):
@@ -116,10 +117,10 @@ def random_split(
         if n < 2:
             continue
         k = min(max(1, round(test_fraction * n)), n - 1)
-        test[rng.choice(group.index.to_numpy() - labels.index[0], size=k, replace=False)] = True
+        test[rng.choice(group.index.to_numpy(), size=k, replace=False)] = True
     if not test.any():
         raise SplitError("random split: no family has two workloads, nothing to test on")
-    return _make("id", labels.reset_index(drop=True), test, val_fraction, seed)
+    return _make("id", labels, test, val_fraction, seed)
 
 
 def leave_one_family_out(

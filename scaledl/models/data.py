@@ -6,9 +6,10 @@ workloads whose run is ``ok``:
 * ``labels``: one row per workload: ``iteration_ms`` (median over the un-instrumented epoch's
   steps of the slowest rank's step time: data-parallel ranks wait for each other), ``epoch_s``
   (the slowest rank's epoch wall time), ``steps_per_epoch``, ``iteration_cv`` and ``family``;
-* ``nodes``: every node of every workload's layer graph with the workload's numeric fields and,
-  for measured nodes, ``forward_ms``/``backward_ms`` (median over ranks and instrumented steps;
-  the optimizer node carries the AdamW step time as ``forward_ms``);
+* ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
+  in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
+  ranks and instrumented steps; the optimizer node carries the AdamW step time as
+  ``forward_ms``);
 * ``buckets``: measured gradient all-reduce buckets (``allreduce_bytes``, ``allreduce_ms``,
   ``world_size``, ``num_nodes``), median per bucket over ranks and steps.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaledl.models.features import workload_graph
+from scaledl.models.features import GraphSet, build_graph_set
 from scaledl.workloads.spec import Workload
 
 TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "iteration_timings",
@@ -39,13 +40,13 @@ class ProfileData:
     Attributes:
         workloads: workload id -> :class:`Workload`.
         labels: one row per workload (see module docstring), indexed by position.
-        nodes: one row per graph node of every workload.
+        graphs: the workloads' layer graphs, graph ``g`` is ``labels.iloc[g]``.
         buckets: measured all-reduce buckets.
     """
 
     workloads: dict[str, Workload]
     labels: pd.DataFrame
-    nodes: pd.DataFrame
+    graphs: GraphSet
     buckets: pd.DataFrame
 
     @property
@@ -53,13 +54,19 @@ class ProfileData:
         """Workload ids, in label order."""
         return list(self.labels["workload_id"])
 
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """Every graph node (with measurements where measured)."""
+        return self.graphs.nodes
+
     def subset(self, ids) -> ProfileData:
-        """The data of the given workload ids only."""
+        """The data of the given workload ids only (in label order)."""
         keep = set(ids)
+        positions = np.flatnonzero(self.labels["workload_id"].isin(keep).to_numpy())
         return ProfileData(
             workloads={k: v for k, v in self.workloads.items() if k in keep},
-            labels=self.labels[self.labels["workload_id"].isin(keep)].reset_index(drop=True),
-            nodes=self.nodes[self.nodes["workload_id"].isin(keep)].reset_index(drop=True),
+            labels=self.labels.iloc[positions].reset_index(drop=True),
+            graphs=self.graphs.select(positions),
             buckets=self.buckets[self.buckets["workload_id"].isin(keep)].reset_index(drop=True),
         )
 
@@ -142,26 +149,10 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     if not rows:
         raise ProfileDataError(f"{source}: no workload with an ok run and labels")
     label_frame = pd.DataFrame(rows)
-    nodes = graph_nodes(list(workloads.values()))
-    nodes = _attach_measurements(nodes, tables)
+    graphs = build_graph_set([workloads[r["workload_id"]] for r in rows])
+    graphs.nodes = _attach_measurements(graphs.nodes, tables)
     buckets = _bucket_samples(tables["allreduce_timings"], workloads)
-    return ProfileData(workloads, label_frame, nodes, buckets)
-
-
-def graph_nodes(workloads: list[Workload]) -> pd.DataFrame:
-    """All graph nodes of the workloads, with the workload fields the models read."""
-    frames = []
-    for w in workloads:
-        nodes = workload_graph(w).nodes.copy()
-        nodes["workload_id"] = w.workload_id
-        nodes["batch_size"] = w.batch_size
-        nodes["seq_len"] = w.seq_len
-        nodes["hidden_size"] = w.hidden_size or 1
-        nodes["world_size"] = w.world_size
-        nodes["num_nodes"] = w.num_nodes
-        nodes["train"] = 1 if w.mode == "train" else 0
-        frames.append(nodes)
-    return pd.concat(frames, ignore_index=True)
+    return ProfileData(workloads, label_frame, graphs, buckets)
 
 
 def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -171,7 +162,10 @@ def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -
         .median()
         .reset_index()
     )
-    nodes = nodes.merge(layers, on=["workload_id", "layer_index"], how="left")
+    nodes = nodes.merge(
+        layers, on=["workload_id", "layer_index"], how="left", validate="many_to_one"
+    )
+    nodes.loc[nodes["node_kind"] != "layer", ["forward_ms", "backward_ms"]] = np.nan
     iters = tables["iteration_timings"]
     opt = iters[iters["phase"] == "instrumented"].groupby("workload_id")["optimizer_ms"].median()
     is_opt = nodes["node_kind"] == "optimizer"

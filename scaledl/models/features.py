@@ -1,18 +1,22 @@
-"""Features of workloads and of their layer-graph nodes, fast for large batches of workloads.
+"""Layer graphs of many workloads at once, as flat arrays, and the features the models read.
 
 Layer graphs are built once per *architecture* (the spec without ``batch_size``, ``world_size``,
 ``num_nodes`` and ``dataset_size``) at batch sizes 1 and 2, and every batch-dependent node
 column is extended affinely: ``f(b) = f(1) + (f(2) - f(1)) * (b - 1)``. This is exact for every
-column that is affine in the batch size, which holds for the FLOPs and activation bytes of every
-transformer operation, so predicting 10,000 workloads costs one meta trace per architecture.
-All-reduce bucket nodes exist only when training on more than one rank.
+column affine in the batch size, which holds for the FLOPs and activation bytes of every
+transformer operation, so 10,000 workloads cost one meta trace per architecture. All-reduce
+bucket nodes exist only when training on more than one rank.
+
+A :class:`GraphSet` concatenates the graphs of a list of workloads (PyTorch Geometric's
+"batch" layout: node arrays, a global ``edge_index``, a graph index per node), built with
+array operations per architecture, not per workload.
 
 Node features (:func:`node_feature_matrix`), shape (num_nodes, :data:`NUM_NODE_FEATURES`):
 one-hot ``layer_type`` over :data:`~scaledl.graph.units.LAYER_TYPES`; ``log1p`` of forward and
-backward FLOPs, ATen operator count, parameters, input and output bytes and all-reduce bytes; the workload's
-``log2`` batch size, sequence length, hidden size and world size, and a train flag; and, for
-ScaleDL (not for the graph-only baseline), ``log1p`` of the layer-wise predicted forward,
-backward and total milliseconds of the node.
+backward FLOPs, ATen operator count, parameters, input and output bytes and all-reduce bytes;
+the workload's ``log2`` batch size, sequence length, hidden size and world size, and a train
+flag; and, for ScaleDL (not for the graph-only baseline), ``log1p`` of the layer-wise predicted
+forward, backward and total milliseconds of the node.
 """
 
 from __future__ import annotations
@@ -40,18 +44,27 @@ NODE_NUMERIC = (
     "allreduce_bytes",
 )
 WORKLOAD_NUMERIC = ("batch_size", "seq_len", "hidden_size", "world_size")
+_NODE_TEXT = ("node_kind", "layer_name", "layer_type")
 NUM_PREDICTION_FEATURES = 3
 NUM_NODE_FEATURES = (
     len(LAYER_TYPES) + len(NODE_NUMERIC) + len(WORKLOAD_NUMERIC) + 1 + NUM_PREDICTION_FEATURES
 )
 NUM_EDGE_FEATURES = len(EDGE_TYPES)
+_TYPE_INDEX = {t: i for i, t in enumerate(LAYER_TYPES)}
+_EDGE_INDEX = {t: i for i, t in enumerate(EDGE_TYPES)}
 
 
 @dataclass(frozen=True)
 class _Template:
-    nodes_b1: pd.DataFrame
-    nodes_b2: pd.DataFrame
-    edges: pd.DataFrame
+    """One architecture's graph at batch 1 and the per-sample increment, as arrays."""
+
+    base: dict[str, np.ndarray]
+    slope: dict[str, np.ndarray]
+    text: dict[str, np.ndarray]
+    layer_index: np.ndarray
+    node_index: np.ndarray
+    edge_index: np.ndarray
+    edge_type: np.ndarray
 
 
 def architecture_key(workload: Workload) -> str:
@@ -60,117 +73,247 @@ def architecture_key(workload: Workload) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _template(key: str) -> _Template:
-    record = json.loads(key)
-    base = Workload.parse({**record, "batch_size": 1, "world_size": 2, "num_nodes": 1})
-    g1 = build_layer_graph(base)
-    g2 = build_layer_graph(base.model_copy(update={"batch_size": 2}))
-    return _Template(g1.nodes, g2.nodes, g1.edges)
+def _graphs_at_batch_1_and_2(key: str) -> tuple[LayerGraph, LayerGraph]:
+    base = Workload.parse({**json.loads(key), "batch_size": 1, "world_size": 2, "num_nodes": 1})
+    return build_layer_graph(base), build_layer_graph(base.model_copy(update={"batch_size": 2}))
+
+
+@lru_cache(maxsize=8192)
+def _template(key: str, with_buckets: bool) -> _Template:
+    g1, g2 = _graphs_at_batch_1_and_2(key)
+    n1, n2, edges = g1.nodes, g2.nodes, g1.edges
+    if not with_buckets:
+        n1, edges = _drop_buckets(n1, edges)
+        n2, _ = _drop_buckets(n2, g2.edges)
+    base = {c: n1[c].to_numpy(dtype=np.float64) for c in NODE_NUMERIC}
+    slope = {c: np.zeros(len(n1)) for c in NODE_NUMERIC}
+    for c in _SCALED:
+        slope[c] = n2[c].to_numpy(dtype=np.float64) - base[c]
+    return _Template(
+        base=base,
+        slope=slope,
+        text={c: n1[c].to_numpy(dtype=object) for c in _NODE_TEXT},
+        layer_index=n1["layer_index"].to_numpy(dtype=np.int64),
+        node_index=np.arange(len(n1), dtype=np.int64),
+        edge_index=edges[["src", "dst"]].to_numpy(dtype=np.int64).T,
+        edge_type=np.array([_EDGE_INDEX[t] for t in edges["edge_type"]], dtype=np.int64),
+    )
+
+
+def _drop_buckets(nodes: pd.DataFrame, edges: pd.DataFrame):
+    """Remove all-reduce nodes (one rank); the last layer then feeds the optimizer."""
+    buckets = set(nodes.loc[nodes["node_kind"] == "allreduce", "node_index"])
+    if not buckets:
+        return nodes, edges
+    keep = nodes[~nodes["node_index"].isin(buckets)].reset_index(drop=True)
+    remap = {old: new for new, old in enumerate(keep["node_index"])}
+    keep["node_index"] = range(len(keep))
+    kept = edges[~edges["src"].isin(buckets) & ~edges["dst"].isin(buckets)].copy()
+    kept["src"] = kept["src"].map(remap)
+    kept["dst"] = kept["dst"].map(remap)
+    opt = int(keep.loc[keep["node_kind"] == "optimizer", "node_index"].iloc[0])
+    last_layer = int(keep.loc[keep["node_kind"] == "layer", "node_index"].max())
+    extra = pd.DataFrame([{"src": last_layer, "dst": opt, "edge_type": "update"}])
+    return keep, pd.concat([kept, extra], ignore_index=True)
+
+
+@dataclass
+class GraphSet:
+    """The layer graphs of several workloads, concatenated.
+
+    Attributes:
+        workloads: the workloads, graph ``g`` is ``workloads[g]``.
+        nodes: one row per node: ``workload_id``, ``graph``, ``node_index``, ``layer_index``,
+            ``node_kind``, ``layer_name``, ``layer_type``, :data:`NODE_NUMERIC`, the workload's
+            ``batch_size``, ``seq_len``, ``hidden_size``, ``world_size``, ``num_nodes``,
+            ``train``.
+        edge_index: global node indices, shape (2, num_edges).
+        edge_type: index into :data:`~scaledl.graph.layer_graph.EDGE_TYPES`, shape (num_edges,).
+    """
+
+    workloads: list[Workload]
+    nodes: pd.DataFrame
+    edge_index: np.ndarray
+    edge_type: np.ndarray
+
+    @property
+    def graph(self) -> np.ndarray:
+        """Graph index of every node, shape (num_nodes,)."""
+        return self.nodes["graph"].to_numpy()
+
+    def per_graph_sum(self, values: np.ndarray) -> np.ndarray:
+        """Sum node values per graph, shape (num_graphs,)."""
+        return np.bincount(self.graph, weights=values, minlength=len(self.workloads))
+
+    def edge_attr(self) -> np.ndarray:
+        """One-hot edge types, shape (num_edges, :data:`NUM_EDGE_FEATURES`), float32."""
+        attr = np.zeros((len(self.edge_type), NUM_EDGE_FEATURES), dtype=np.float32)
+        attr[np.arange(len(self.edge_type)), self.edge_type] = 1.0
+        return attr
+
+    def select(self, graphs: np.ndarray) -> GraphSet:
+        """The sub-set of the given graph indices (renumbered in that order)."""
+        graphs = np.asarray(graphs, dtype=np.int64)
+        old_graph = self.graph
+        new_of_old = np.full(len(self.workloads), -1)
+        new_of_old[graphs] = np.arange(len(graphs))
+        order = np.argsort(new_of_old[old_graph], kind="stable")
+        order = order[new_of_old[old_graph][order] >= 0]
+        nodes = self.nodes.iloc[order].reset_index(drop=True)
+        nodes["graph"] = new_of_old[old_graph[order]]
+        node_map = np.full(len(self.nodes), -1)
+        node_map[order] = np.arange(len(order))
+        keep = node_map[self.edge_index[0]] >= 0
+        return GraphSet(
+            workloads=[self.workloads[g] for g in graphs],
+            nodes=nodes,
+            edge_index=node_map[self.edge_index[:, keep]],
+            edge_type=self.edge_type[keep],
+        )
+
+
+def build_graph_set(workloads: list[Workload]) -> GraphSet:
+    """Concatenated layer graphs of ``workloads`` (graph ``g`` belongs to ``workloads[g]``).
+
+    Raises:
+        scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
+    """
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for g, w in enumerate(workloads):
+        with_buckets = w.mode == "train" and w.world_size > 1
+        groups.setdefault((architecture_key(w), with_buckets), []).append(g)
+    sizes = np.zeros(len(workloads), dtype=np.int64)
+    templates = {}
+    for key, members in groups.items():
+        templates[key] = _template(*key)
+        sizes[members] = len(templates[key].node_index)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    total = int(offsets[-1])
+    numeric = {c: np.empty(total) for c in NODE_NUMERIC}
+    text = {c: np.empty(total, dtype=object) for c in _NODE_TEXT}
+    graph = np.empty(total, dtype=np.int64)
+    node_index = np.empty(total, dtype=np.int64)
+    layer_index = np.empty(total, dtype=np.int64)
+    edge_parts, type_parts = [], []
+    for key, members in groups.items():
+        t = templates[key]
+        members = np.array(members)
+        n = len(t.node_index)
+        idx = (offsets[members][:, None] + np.arange(n)[None, :]).ravel()
+        batch = np.array([workloads[g].batch_size for g in members], dtype=np.float64)
+        for c in NODE_NUMERIC:
+            numeric[c][idx] = (
+                t.base[c][None, :] + t.slope[c][None, :] * (batch - 1)[:, None]
+            ).ravel()
+        for c in _NODE_TEXT:
+            text[c][idx] = np.tile(t.text[c], len(members))
+        graph[idx] = np.repeat(members, n)
+        node_index[idx] = np.tile(t.node_index, len(members))
+        layer_index[idx] = np.tile(t.layer_index, len(members))
+        edge_parts.append(
+            (t.edge_index[:, None, :] + offsets[members][None, :, None]).reshape(2, -1)
+        )
+        type_parts.append(np.tile(t.edge_type, len(members)))
+    per_graph = pd.DataFrame(
+        {
+            "workload_id": [w.workload_id for w in workloads],
+            "batch_size": [w.batch_size for w in workloads],
+            "seq_len": [w.seq_len for w in workloads],
+            "hidden_size": [w.hidden_size or 1 for w in workloads],
+            "world_size": [w.world_size for w in workloads],
+            "num_nodes": [w.num_nodes for w in workloads],
+            "train": [1 if w.mode == "train" else 0 for w in workloads],
+        }
+    )
+    nodes = pd.DataFrame(
+        {"graph": graph, "node_index": node_index, "layer_index": layer_index, **text, **numeric}
+    )
+    nodes = pd.concat([per_graph.iloc[graph].reset_index(drop=True), nodes], axis=1)
+    edge_index = np.concatenate(edge_parts, axis=1) if edge_parts else np.zeros((2, 0), np.int64)
+    edge_type = np.concatenate(type_parts) if type_parts else np.zeros(0, np.int64)
+    return GraphSet(list(workloads), nodes, edge_index, edge_type)
 
 
 def workload_graph(workload: Workload) -> LayerGraph:
-    """The layer graph of a workload, from the cached per-architecture template.
+    """The layer graph of one workload from the cached per-architecture template.
 
     Returns:
         A :class:`~scaledl.graph.layer_graph.LayerGraph` equal to
         ``build_layer_graph(workload)`` in every column that is affine in the batch size.
     """
-    t = _template(architecture_key(workload))
-    nodes = t.nodes_b1.copy()
-    b = workload.batch_size
-    for col in _SCALED:
-        nodes[col] = t.nodes_b1[col] + (t.nodes_b2[col] - t.nodes_b1[col]) * (b - 1)
-    edges = t.edges
-    if workload.mode == "train" and workload.world_size == 1:
-        buckets = nodes.index[nodes["node_kind"] == "allreduce"]
-        if len(buckets):
-            nodes, edges = _drop_buckets(nodes, edges, set(buckets))
+    gs = build_graph_set([workload])
+    nodes = gs.nodes.drop(columns=["workload_id", "graph", *_WORKLOAD_COLUMNS])
+    edges = pd.DataFrame(
+        {
+            "src": gs.edge_index[0],
+            "dst": gs.edge_index[1],
+            "edge_type": [EDGE_TYPES[i] for i in gs.edge_type],
+        }
+    )
     return LayerGraph(workload=workload, nodes=nodes, edges=edges)
 
 
-def _drop_buckets(nodes: pd.DataFrame, edges: pd.DataFrame, buckets: set[int]):
-    keep = nodes[~nodes["node_index"].isin(buckets)].reset_index(drop=True)
-    remap = {old: new for new, old in enumerate(keep["node_index"])}
-    keep["node_index"] = range(len(keep))
-    opt = remap[int(nodes.loc[nodes["node_kind"] == "optimizer", "node_index"].iloc[0])]
-    last_layer = int(keep.loc[keep["node_kind"] == "layer", "node_index"].max())
-    kept = edges[~edges["src"].isin(buckets) & ~edges["dst"].isin(buckets)].copy()
-    kept["src"] = kept["src"].map(remap)
-    kept["dst"] = kept["dst"].map(remap)
-    extra = pd.DataFrame([{"src": last_layer, "dst": opt, "edge_type": "update"}])
-    return keep, pd.concat([kept, extra], ignore_index=True)
+_WORKLOAD_COLUMNS = ("batch_size", "seq_len", "hidden_size", "world_size", "num_nodes", "train")
 
 
-def node_feature_matrix(graph: LayerGraph, predicted_ms: np.ndarray | None = None) -> np.ndarray:
-    """Node features of one graph.
+def node_feature_matrix(gs: GraphSet, predicted_ms: np.ndarray | None = None) -> np.ndarray:
+    """Node features of a graph set.
 
     Args:
-        graph: the layer graph.
+        gs: the graphs.
         predicted_ms: layer-wise predictions of shape (num_nodes, 3): forward, backward and
             total milliseconds per node; ``None`` leaves those columns at zero (graph-only).
 
     Returns:
         float32 array of shape (num_nodes, :data:`NUM_NODE_FEATURES`).
     """
-    nodes = graph.nodes
-    w = graph.workload
+    nodes = gs.nodes
     n = len(nodes)
     onehot = np.zeros((n, len(LAYER_TYPES)), dtype=np.float32)
-    type_index = {t: i for i, t in enumerate(LAYER_TYPES)}
-    other = type_index["other"]
-    for row, layer_type in enumerate(nodes["layer_type"]):
-        onehot[row, type_index.get(layer_type, other)] = 1.0
+    other = _TYPE_INDEX["other"]
+    cols = np.fromiter((_TYPE_INDEX.get(t, other) for t in nodes["layer_type"]), np.int64, n)
+    onehot[np.arange(n), cols] = 1.0
     numeric = np.log1p(nodes[list(NODE_NUMERIC)].to_numpy(dtype=np.float64))
-    workload_cols = np.log2(
-        np.array([[w.batch_size, w.seq_len, w.hidden_size or 1, w.world_size]], dtype=np.float64)
-    ).repeat(n, axis=0)
-    train = np.full((n, 1), 1.0 if w.mode == "train" else 0.0)
+    workload = np.log2(nodes[list(WORKLOAD_NUMERIC)].to_numpy(dtype=np.float64).clip(min=1))
+    train = nodes[["train"]].to_numpy(dtype=np.float64)
     preds = (
         np.zeros((n, NUM_PREDICTION_FEATURES))
         if predicted_ms is None
         else np.log1p(np.asarray(predicted_ms, dtype=np.float64))
     )
-    return np.hstack([onehot, numeric, workload_cols, train, preds]).astype(np.float32)
-
-
-def edge_feature_matrix(graph: LayerGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Edge index of shape (2, num_edges) and one-hot edge types of shape (num_edges, 5)."""
-    edges = graph.edges
-    index = edges[["src", "dst"]].to_numpy(dtype=np.int64).T
-    attr = np.zeros((len(edges), NUM_EDGE_FEATURES), dtype=np.float32)
-    type_index = {t: i for i, t in enumerate(EDGE_TYPES)}
-    attr[np.arange(len(edges)), [type_index[t] for t in edges["edge_type"]]] = 1.0
-    return index, attr
+    return np.hstack([onehot, numeric, workload, train, preds]).astype(np.float32)
 
 
 def workload_frame(workloads: list[Workload]) -> pd.DataFrame:
-    """Workload-level numeric features (global-feature baseline and epoch model).
+    """Workload-level numeric features (global-feature baseline, analytical baseline).
 
     Returns:
         One row per workload: ``workload_id`` and log2 of hidden size, layers, heads,
         intermediate size, sequence length, batch size, world size, plus log1p of total
-        forward FLOPs and parameters, a train flag and ``steps_per_epoch``.
+        forward/backward FLOPs, parameters and activation bytes, a train flag and
+        ``steps_per_epoch``.
     """
-    rows = []
-    for w in workloads:
-        g = workload_graph(w)
-        layers = g.nodes[g.nodes["node_kind"] == "layer"]
-        rows.append(
-            {
-                "workload_id": w.workload_id,
-                "log2_hidden_size": np.log2(w.hidden_size or 1),
-                "log2_num_layers": np.log2(w.num_layers or 1),
-                "log2_num_heads": np.log2(w.num_heads or 1),
-                "log2_intermediate_size": np.log2(w.intermediate_size or 1),
-                "log2_seq_len": np.log2(w.seq_len),
-                "log2_batch_size": np.log2(w.batch_size),
-                "log2_world_size": np.log2(w.world_size),
-                "log1p_fwd_flops": np.log1p(layers["fwd_flops"].sum()),
-                "log1p_bwd_flops": np.log1p(layers["bwd_flops"].sum()),
-                "log1p_params": np.log1p(layers["params"].sum()),
-                "log1p_activation_bytes": np.log1p(layers["output_bytes"].sum()),
-                "train": 1.0 if w.mode == "train" else 0.0,
-                "steps_per_epoch": w.steps_per_epoch,
-            }
-        )
-    return pd.DataFrame(rows)
+    gs = build_graph_set(workloads)
+    layer = (gs.nodes["node_kind"] == "layer").to_numpy()
+
+    def total(column: str) -> np.ndarray:
+        return gs.per_graph_sum(np.where(layer, gs.nodes[column].to_numpy(), 0.0))
+
+    return pd.DataFrame(
+        {
+            "workload_id": [w.workload_id for w in workloads],
+            "log2_hidden_size": np.log2([w.hidden_size or 1 for w in workloads]),
+            "log2_num_layers": np.log2([w.num_layers or 1 for w in workloads]),
+            "log2_num_heads": np.log2([w.num_heads or 1 for w in workloads]),
+            "log2_intermediate_size": np.log2([w.intermediate_size or 1 for w in workloads]),
+            "log2_seq_len": np.log2([w.seq_len for w in workloads]),
+            "log2_batch_size": np.log2([w.batch_size for w in workloads]),
+            "log2_world_size": np.log2([w.world_size for w in workloads]),
+            "log1p_fwd_flops": np.log1p(total("fwd_flops")),
+            "log1p_bwd_flops": np.log1p(total("bwd_flops")),
+            "log1p_params": np.log1p(total("params")),
+            "log1p_activation_bytes": np.log1p(total("output_bytes")),
+            "train": [1.0 if w.mode == "train" else 0.0 for w in workloads],
+            "steps_per_epoch": [w.steps_per_epoch for w in workloads],
+        }
+    )

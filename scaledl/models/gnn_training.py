@@ -1,6 +1,6 @@
 """Train :class:`~scaledl.models.gnn.RuntimeGNN` on layer graphs with early stopping.
 
-Full-batch training (every training graph in one PyTorch Geometric ``Batch``): the graphs are
+Full-batch training (every training graph in one batch, PyTorch Geometric's layout): the graphs are
 small, so one step over all of them is milliseconds on a CPU. Adam (Kingma & Ba 2015) on the mean
 squared error of log milliseconds; the model with the lowest validation loss is kept and training
 stops after ``patience`` epochs without improvement. Seeded: the same data and seed give the same
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch_geometric.data import Batch, Data
 
+from scaledl.models.features import GraphSet
 from scaledl.models.gnn import RuntimeGNN
 
 
@@ -43,45 +43,63 @@ class GNNTrainConfig:
     seed: int = 0
 
 
-def make_graph(
-    x: np.ndarray, edge_index: np.ndarray, edge_attr: np.ndarray, log_prior: float, y=None
-) -> Data:
-    """A PyG ``Data`` of one layer graph.
+@dataclass
+class GraphBatch:
+    """Tensors of a set of graphs in PyTorch Geometric's batch layout.
+
+    Attributes:
+        x: node features, shape (num_nodes, F), float32.
+        edge_index: shape (2, num_edges), int64.
+        edge_attr: shape (num_edges, F_e), float32.
+        batch: graph index of every node, shape (num_nodes,), int64.
+        log_prior: log of the additive prior in milliseconds, shape (num_graphs,).
+        y: log iteration milliseconds, shape (num_graphs,), or ``None``.
+    """
+
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    edge_attr: torch.Tensor
+    batch: torch.Tensor
+    log_prior: torch.Tensor
+    y: torch.Tensor | None = None
+
+
+def make_batch(
+    gs: GraphSet, x: np.ndarray, log_prior: np.ndarray, y: np.ndarray | None = None
+) -> GraphBatch:
+    """A :class:`GraphBatch` of a graph set and its node features.
 
     Args:
-        x: node features, shape (num_nodes, F).
-        edge_index: shape (2, num_edges).
-        edge_attr: shape (num_edges, F_e).
-        log_prior: log of the additive prior in milliseconds.
-        y: log iteration milliseconds (training) or ``None``.
+        gs: the graphs.
+        x: node features of shape (num_nodes, F).
+        log_prior: shape (num_graphs,).
+        y: targets of shape (num_graphs,) or ``None``.
     """
-    data = Data(
+    return GraphBatch(
         x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
-        edge_index=torch.from_numpy(np.ascontiguousarray(edge_index, dtype=np.int64)),
-        edge_attr=torch.from_numpy(np.ascontiguousarray(edge_attr, dtype=np.float32)),
-        log_prior=torch.tensor([log_prior], dtype=torch.float32),
+        edge_index=torch.from_numpy(np.ascontiguousarray(gs.edge_index, dtype=np.int64)),
+        edge_attr=torch.from_numpy(gs.edge_attr()),
+        batch=torch.from_numpy(np.ascontiguousarray(gs.graph, dtype=np.int64)),
+        log_prior=torch.from_numpy(np.asarray(log_prior, dtype=np.float32)),
+        y=None if y is None else torch.from_numpy(np.asarray(y, dtype=np.float32)),
     )
-    if y is not None:
-        data.y = torch.tensor([y], dtype=torch.float32)
-    return data
 
 
-def _predict(model: RuntimeGNN, batch: Batch) -> torch.Tensor:
+def _predict(model: RuntimeGNN, batch: GraphBatch) -> torch.Tensor:
     return model(batch.x, batch.edge_index, batch.edge_attr, batch.batch, batch.log_prior)
 
 
 def train_gnn(
-    train_graphs: list[Data],
-    val_graphs: list[Data],
+    train: GraphBatch,
+    val: GraphBatch | None,
     use_prior: bool,
     config: GNNTrainConfig | None = None,
 ) -> tuple[RuntimeGNN, dict]:
     """Fit a :class:`RuntimeGNN`.
 
     Args:
-        train_graphs: graphs with ``y``.
-        val_graphs: graphs with ``y`` for early stopping (may be empty: then the training loss
-            is monitored).
+        train: training graphs with ``y``.
+        val: graphs with ``y`` for early stopping (``None``: the training loss is monitored).
         use_prior: predict a correction to ``log_prior`` (ScaleDL) or the log time itself.
         config: hyper-parameters.
 
@@ -92,12 +110,11 @@ def train_gnn(
     Raises:
         ValueError: no training graph.
     """
-    if not train_graphs:
-        raise ValueError("GNN training: no training graph")
+    if train.y is None or len(train.y) == 0:
+        raise ValueError("GNN training: no training graph with a target")
     config = config or GNNTrainConfig()
     torch.manual_seed(config.seed)
-    train = Batch.from_data_list(train_graphs)
-    val = Batch.from_data_list(val_graphs) if val_graphs else train
+    val = val if val is not None and val.y is not None and len(val.y) else train
     model = RuntimeGNN(
         in_channels=train.x.shape[1],
         edge_channels=train.edge_attr.shape[1],
@@ -131,12 +148,8 @@ def train_gnn(
     return model, {"epochs": epoch, "best_epoch": best[1], "best_val_mse": best[0]}
 
 
-def predict_gnn(model: RuntimeGNN, graphs: list[Data], chunk: int = 4096) -> np.ndarray:
-    """Predicted log milliseconds of shape (len(graphs),)."""
-    out = []
+def predict_gnn(model: RuntimeGNN, batch: GraphBatch) -> np.ndarray:
+    """Predicted log milliseconds of shape (num_graphs,)."""
     model.eval()
     with torch.no_grad():
-        for start in range(0, len(graphs), chunk):
-            batch = Batch.from_data_list(graphs[start : start + chunk])
-            out.append(_predict(model, batch).numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+        return _predict(model, batch).numpy().astype(np.float64)

@@ -5,9 +5,9 @@ nonlinear function of its analytical features. :class:`LayerTimeRegressor` is a 
 estimator: a ridge regression on standardised features, by default of degree 1 (on log features
 and log time that is a power law, which extrapolates sanely to larger layers than profiled;
 degree 2 was measured to blow up on held-out families), plus a small gradient-boosting model
-fitted to the ridge's residuals (the nonlinearities the power law misses). :class:`LayerwiseModel` holds one
-forward and one backward regressor per layer type, trained on ``log`` milliseconds against
-:func:`layer_features`, and a *generic* pair trained on all layers, used for a layer type never
+fitted to the ridge's residuals (the nonlinearities the power law misses).
+:class:`LayerwiseModel` holds one forward and one backward regressor per layer type, trained on
+``log`` milliseconds against :func:`layer_features`, and a *generic* pair trained on all layers, used for a layer type never
 seen in training (the prediction says so in ``used_generic``).
 """
 
@@ -206,7 +206,9 @@ class LayerwiseModel:
                 pair = self.models["*"]
                 out.loc[mask, "used_generic"] = True
             for direction in ("forward", "backward"):
-                out.loc[mask, f"{direction}_ms"] = np.exp(pair[direction].predict(X[direction][mask]))
+                out.loc[mask, f"{direction}_ms"] = np.exp(
+                    pair[direction].predict(X[direction][mask])
+                )
         if "train" in nodes:
             out.loc[nodes["train"].to_numpy() == 0, "backward_ms"] = 0.0
         return out

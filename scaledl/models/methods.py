@@ -28,21 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.model_selection import GroupKFold
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.models.data import ProfileData, graph_nodes, measured_nodes
+from scaledl.models.data import ProfileData, measured_nodes
 from scaledl.models.epoch import EpochModel
-from scaledl.models.features import (
-    edge_feature_matrix,
-    node_feature_matrix,
-    workload_frame,
-    workload_graph,
-)
+from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
 from scaledl.models.gnn import RuntimeGNN
-from scaledl.models.gnn_training import GNNTrainConfig, make_graph, predict_gnn, train_gnn
+from scaledl.models.gnn_training import GNNTrainConfig, make_batch, predict_gnn, train_gnn
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
@@ -114,7 +108,7 @@ def node_predictions(
     Args:
         layerwise: fitted layer-wise model.
         allreduce: fitted all-reduce model, or ``None`` (no multi-rank training data: 0 ms).
-        nodes: graph nodes (:func:`~scaledl.models.data.graph_nodes`).
+        nodes: graph nodes (:attr:`~scaledl.models.features.GraphSet.nodes`).
 
     Returns:
         DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``total_ms``,
@@ -185,26 +179,29 @@ class GraphMethod(RuntimeMethod):
         if self.mode == "additive":
             return
         preds = self._out_of_fold(data) if self.uses_layerwise else None
-        graphs = self._graphs(data.nodes, preds, [data.workloads[i] for i in data.ids])
+        x, log_prior = self._features(data.graphs, preds)
         y = np.log(data.labels["iteration_ms"].to_numpy())
-        for g, target in zip(graphs, y, strict=True):
-            g.y = torch.tensor([target], dtype=torch.float32)
-        val = set(val_ids)
-        train_g = [g for g, i in zip(graphs, data.ids, strict=True) if i not in val]
-        val_g = [g for g, i in zip(graphs, data.ids, strict=True) if i in val]
+        is_val = data.labels["workload_id"].isin(set(val_ids)).to_numpy()
+        batches = {}
+        for name, mask in (("train", ~is_val), ("val", is_val)):
+            graphs = np.flatnonzero(mask)
+            sub = data.graphs.select(graphs)
+            node_mask = np.isin(data.graphs.graph, graphs)
+            # select() keeps each graph's nodes in order and graphs in ascending order.
+            batches[name] = make_batch(sub, x[node_mask], log_prior[graphs], y[graphs])
+        val = batches["val"] if is_val.any() else None
         self.gnn, self.history = train_gnn(
-            train_g, val_g, use_prior=self.uses_layerwise, config=self.gnn_config
+            batches["train"], val, use_prior=self.uses_layerwise, config=self.gnn_config
         )
 
     def _out_of_fold(self, data: ProfileData) -> pd.DataFrame:
         """Layer-wise node predictions, each from models not fitted on that workload."""
         nodes = data.nodes
-        ids = data.ids
-        folds = min(self.folds, len(ids))
+        folds = min(self.folds, len(data.ids))
         if folds < 2:
             return node_predictions(self.layerwise, self.allreduce, nodes)
         out = pd.DataFrame(index=nodes.index, columns=["forward_ms", "backward_ms", "total_ms"])
-        groups = nodes["workload_id"].to_numpy()
+        groups = nodes["graph"].to_numpy()
         splitter = GroupKFold(n_splits=folds)
         for train_idx, test_idx in splitter.split(nodes, groups=groups):
             part = nodes.iloc[train_idx]
@@ -213,43 +210,38 @@ class GraphMethod(RuntimeMethod):
             out.iloc[test_idx] = pred[["forward_ms", "backward_ms", "total_ms"]].to_numpy()
         return out.astype(float)
 
-    def _graphs(self, nodes: pd.DataFrame, preds: pd.DataFrame | None, workloads):
-        graphs = []
-        by_workload = nodes.groupby("workload_id", sort=False).indices
-        for w in workloads:
-            idx = by_workload[w.workload_id]
-            g = workload_graph(w)
-            p = None
-            prior = 0.0
-            if preds is not None:
-                p = preds.iloc[idx][["forward_ms", "backward_ms", "total_ms"]].to_numpy(float)
-                prior = float(np.log(max(p[:, 2].sum(), 1e-6)))
-            edge_index, edge_attr = edge_feature_matrix(g)
-            graphs.append(make_graph(node_feature_matrix(g, p), edge_index, edge_attr, prior))
-        return graphs
+    def _features(self, gs: GraphSet, preds: pd.DataFrame | None):
+        """Node features and per-graph log additive prior (0 without layer-wise inputs)."""
+        if preds is None:
+            return node_feature_matrix(gs, None), np.zeros(len(gs.workloads))
+        p = preds[["forward_ms", "backward_ms", "total_ms"]].to_numpy(dtype=np.float64)
+        prior = np.log(np.maximum(gs.per_graph_sum(p[:, 2]), 1e-6))
+        return node_feature_matrix(gs, p), prior
 
     def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
         """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns)."""
-        nodes = graph_nodes(workloads)
-        pred = node_predictions(self.layerwise, self.allreduce, nodes)
+        gs = build_graph_set(list({w.workload_id: w for w in workloads}.values()))
+        pred = node_predictions(self.layerwise, self.allreduce, gs.nodes)
         cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
-        return pd.concat([nodes[cols], pred], axis=1)
+        return pd.concat([gs.nodes[cols], pred], axis=1)
 
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),)."""
-        nodes = graph_nodes(workloads)
+        """Predicted iteration milliseconds, shape (len(workloads),) (duplicates allowed)."""
+        unique = list({w.workload_id: w for w in workloads}.values())
+        if len(unique) < len(workloads):
+            ids = [w.workload_id for w in unique]
+            by_id = dict(zip(ids, self.predict_iteration_ms(unique), strict=True))
+            return np.array([by_id[w.workload_id] for w in workloads])
+        gs = build_graph_set(workloads)
         preds = (
-            node_predictions(self.layerwise, self.allreduce, nodes) if self.uses_layerwise else None
+            node_predictions(self.layerwise, self.allreduce, gs.nodes)
+            if self.uses_layerwise
+            else None
         )
         if self.mode == "additive":
-            return (
-                preds.groupby(nodes["workload_id"], sort=False)["total_ms"]
-                .sum()
-                .reindex([w.workload_id for w in workloads])
-                .to_numpy()
-            )
-        graphs = self._graphs(nodes, preds, workloads)
-        return np.exp(predict_gnn(self.gnn, graphs))
+            return gs.per_graph_sum(preds["total_ms"].to_numpy())
+        x, log_prior = self._features(gs, preds)
+        return np.exp(predict_gnn(self.gnn, make_batch(gs, x, log_prior)))
 
 
 class AnalyticalMethod(RuntimeMethod):

@@ -143,7 +143,15 @@ def write_part(
 
 def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFrame:
     features = build_layer_graph(workload).layers[
-        ["layer_index", "fwd_flops", "bwd_flops", "fwd_ops", "params", "input_bytes", "output_bytes"]
+        [
+            "layer_index",
+            "fwd_flops",
+            "bwd_flops",
+            "fwd_ops",
+            "params",
+            "input_bytes",
+            "output_bytes",
+        ]
     ]
     return frame.merge(features, on="layer_index", how="left", validate="many_to_one")
 

@@ -189,7 +189,6 @@ def profile_workload(workload: Workload, settings: dict[str, Any], device: torch
         )
     epoch_s = time.perf_counter() - epoch_start
     epoch = [{"rank": rank, "epoch_s": epoch_s, "steps_per_epoch": steps}]
-    del net, model, optimizer
     return {"layers": layers, "iterations": iterations, "allreduce": allreduce, "epoch": epoch}
 
 

@@ -86,8 +86,12 @@ class Predictor:
             records = list(workloads)
         specs = []
         for i, rec in enumerate(records):
-            w = rec if isinstance(rec, Workload) else Workload.parse(
-                {k: v for k, v in rec.items() if k in Workload.model_fields}, source=f"row {i}"
+            w = (
+                rec
+                if isinstance(rec, Workload)
+                else Workload.parse(
+                    {k: v for k, v in rec.items() if k in Workload.model_fields}, source=f"row {i}"
+                )
             )
             if w.device_name == _DEFAULT_DEVICE and self.devices:
                 w = w.model_copy(update={"device_name": self.devices[0]})

@@ -148,7 +148,7 @@ class Workload(BaseModel):
             if self.seq_len is None:
                 raise ValueError("seq_len is required for family='hf'")
             return self
-        required = ["hidden_size", "num_layers", "num_heads", "intermediate_size", "seq_len"]
+        required = ["hidden_size", "num_layers", "num_heads", "intermediate_size"]
         if fam in VISION_FAMILIES:
             required += ["image_size", "patch_size"]
         else:
@@ -156,6 +156,13 @@ class Workload(BaseModel):
         for name in required:
             if getattr(self, name) is None:
                 raise ValueError(f"{name} is required for family={fam!r}")
+        # Before requiring seq_len: a vision seq_len is derived, and only when patch divides image.
+        if fam in VISION_FAMILIES and self.image_size % self.patch_size:
+            raise ValueError(
+                f"patch_size={self.patch_size} must divide image_size={self.image_size}"
+            )
+        if self.seq_len is None:
+            raise ValueError(f"seq_len is required for family={fam!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"num_heads={self.num_heads} must divide hidden_size={self.hidden_size}"
@@ -163,10 +170,6 @@ class Workload(BaseModel):
         if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}"
-            )
-        if fam in VISION_FAMILIES and self.image_size % self.patch_size:
-            raise ValueError(
-                f"patch_size={self.patch_size} must divide image_size={self.image_size}"
             )
         if self.max_positions is not None and self.seq_len > self.max_positions:
             raise ValueError(f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}")

@@ -1,0 +1,19 @@
+"""Run every benchmark (``make bench``); each writes its JSON under ``benchmarks/results/``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ("bench_design.py", "bench_profiling.py", "bench_predict.py")
+
+if __name__ == "__main__":
+    failed = []
+    for name in BENCHMARKS:
+        print(f"== {name}", flush=True)
+        if subprocess.run([sys.executable, str(HERE / name)]).returncode:
+            failed.append(name)
+    if failed:
+        sys.exit(f"benchmarks failed: {failed}")

@@ -1,0 +1,375 @@
+"""Orchestration of the evaluation: splits, fits, metrics, learning curves, external data, report.
+
+:func:`evaluate` reads a directory of validated profile tables, fits every method of the config on
+every split (the same training, validation and test ids for all methods), scores iteration and
+epoch time (:mod:`scaledl.evaluation.metrics`), runs the learning curves
+(:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
+(:mod:`scaledl.evaluation.external`: NeuSight, Vidur), then writes ``metrics.json``,
+``predictions.parquet``, ``figures/*.png`` and ``report.html`` under the output folder (each file
+written to a temporary name first and renamed into place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scaledl.evaluation import figures as figs
+from scaledl.evaluation.external import evaluate_neusight, evaluate_vidur
+from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
+from scaledl.evaluation.metrics import mean_metrics, noise_floor_cv, prediction_metrics
+from scaledl.evaluation.report import target_table, write_report
+from scaledl.evaluation.splits import (
+    Split,
+    SplitError,
+    extrapolation_split,
+    leave_one_family_out,
+    random_split,
+    validation_ids,
+)
+from scaledl.models.data import ProfileData, load_profile_data
+from scaledl.models.gnn_training import GNNTrainConfig
+from scaledl.models.methods import METHOD_NAMES, make_method
+from scaledl.workloads.spec import Workload
+
+
+def _cheap_learning_curve_params() -> dict[str, dict]:
+    return {
+        "scaledl": {"folds": 2, "gnn_config": GNNTrainConfig(max_epochs=60, patience=10)},
+        "graph_only": {"gnn_config": GNNTrainConfig(max_epochs=60, patience=10)},
+    }
+
+
+@dataclass
+class EvaluationConfig:
+    """Settings of :func:`evaluate`.
+
+    Attributes:
+        seed: seed of the splits, validation subsets and learning-curve seeds' offset.
+        test_fraction: share of each family held out in the ID split.
+        val_fraction: share of every training set passed as ``val_ids``.
+        methods: methods of :data:`~scaledl.models.methods.METHOD_NAMES` to evaluate.
+        learning_curve_sizes: training-set sizes of the learning curves (``None``: automatic,
+            :func:`~scaledl.evaluation.learning_curve.auto_sizes`).
+        learning_curve_seeds: seeds per (sampler, size); 0 skips the learning curves.
+        learning_curve_methods: methods fitted for the learning curves.
+        learning_curve_samplers: samplers compared.
+        include_external: evaluate on NeuSight and Vidur data.
+        neusight_root: NeuSight data folder.
+        vidur_root: Vidur ``network`` folder.
+        figures: draw the PNG figures (and embed them in the report).
+        extrapolation_quantile: tokens-per-step quantile from which workloads are tested in
+            the extrapolation split.
+        method_params: keyword arguments of :func:`~scaledl.models.methods.make_method` per
+            method for the main splits (default: the methods' defaults).
+        learning_curve_method_params: the same for the learning-curve fits (default: cheaper
+            GNN training, 2 out-of-fold folds, to bound the number of expensive fits).
+        sweep_family: family of the epoch-time-vs-batch/sequence figure.
+    """
+
+    seed: int = 0
+    test_fraction: float = 0.2
+    val_fraction: float = 0.15
+    methods: tuple[str, ...] = METHOD_NAMES
+    learning_curve_sizes: tuple[int, ...] | None = None
+    learning_curve_seeds: int = 5
+    learning_curve_methods: tuple[str, ...] = ("scaledl",)
+    learning_curve_samplers: tuple[str, ...] = SAMPLERS
+    include_external: bool = True
+    neusight_root: Path = Path("external/neusight")
+    vidur_root: Path = Path("external/vidur/network")
+    figures: bool = True
+    extrapolation_quantile: float = 0.8
+    method_params: dict[str, dict] = field(default_factory=dict)
+    learning_curve_method_params: dict[str, dict] = field(
+        default_factory=_cheap_learning_curve_params
+    )
+    sweep_family: str = "bert"
+
+    def __post_init__(self) -> None:
+        unknown = [
+            m for m in (*self.methods, *self.learning_curve_methods) if m not in METHOD_NAMES
+        ]
+        if unknown:
+            raise ValueError(f"EvaluationConfig: unknown method(s) {unknown}; see {METHOD_NAMES}")
+        if not self.methods:
+            raise ValueError("EvaluationConfig: field 'methods' is empty")
+        bad = [s for s in self.learning_curve_samplers if s not in SAMPLERS]
+        if bad:
+            raise ValueError(f"EvaluationConfig: unknown sampler(s) {bad}; see {SAMPLERS}")
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable view (GNN configs as dicts, paths as strings)."""
+        return json.loads(json.dumps(asdict(self), default=str))
+
+
+class _Runner:
+    """Fits methods and records fit counts and seconds per method."""
+
+    def __init__(self, data: ProfileData, params: dict[str, dict]) -> None:
+        self.data = data
+        self.params = params
+        self.fits: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}
+
+    def fit(self, method: str, train: ProfileData, val_ids, params: dict | None = None):
+        kwargs = self.params.get(method, {}) if params is None else params
+        model = make_method(method, **kwargs).fit(train, list(val_ids))
+        self.fits[method] = self.fits.get(method, 0) + 1
+        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds
+        return model
+
+    def run_split(self, split: Split, methods) -> pd.DataFrame:
+        train = self.data.subset(split.train_ids)
+        test = self.data.subset(split.test_ids)
+        true = test.labels.set_index("workload_id")
+        workloads = [test.workloads[i] for i in test.ids]
+        frames = []
+        for method in methods:
+            pred = self.fit(method, train, split.val_ids).predict(workloads)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "split": split.name,
+                        "method": method,
+                        "workload_id": pred["workload_id"],
+                        "family": true.loc[pred["workload_id"], "family"].to_numpy(),
+                        "true_iteration_s": true.loc[pred["workload_id"], "iteration_ms"].to_numpy()
+                        / 1000.0,
+                        "pred_iteration_s": pred["iteration_s"].to_numpy(),
+                        "true_epoch_s": true.loc[pred["workload_id"], "epoch_s"].to_numpy(),
+                        "pred_epoch_s": pred["epoch_s"].to_numpy(),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+
+def sweep_workloads(base: Workload, field_name: str, values) -> list[Workload]:
+    """Copies of a workload with one field varied.
+
+    Args:
+        base: the representative workload.
+        field_name: ``"batch_size"`` or ``"seq_len"``.
+        values: the values of that field.
+
+    Returns:
+        One validated workload per value.
+    """
+    record = {k: v for k, v in base.to_record().items() if k != "workload_id"}
+    return [
+        Workload.parse({**record, field_name: int(v)}, source=f"sweep {field_name}={v}")
+        for v in values
+    ]
+
+
+def _sweep(runner: _Runner, data: ProfileData, methods, family: str, seed: int, val_fraction):
+    labels = data.labels[data.labels["family"] == family]
+    if labels.empty:
+        return None, f"no {family!r} workloads: sweep figure skipped"
+    # Representative: the most common (world size, architecture) group, median-size workload.
+    table = pd.DataFrame([data.workloads[i].to_record() for i in labels["workload_id"]])
+    arch = ["hidden_size", "num_layers", "world_size", "mode"]
+    key = table.groupby(arch, dropna=False).size().idxmax()
+    group = table[(table[arch] == pd.Series(key, index=arch)).all(axis=1)]
+    tokens = group["batch_size"] * group["seq_len"]
+    base = data.workloads[
+        group.iloc[int(np.argsort(tokens.to_numpy())[len(group) // 2])]["workload_id"]
+    ]
+    all_ids = data.ids
+    models = {m: runner.fit(m, data, validation_ids(all_ids, val_fraction, seed)) for m in methods}
+    out = {"family": family, "base_workload": base.workload_id, "sweeps": {}}
+    for field_name, other in (("batch_size", "seq_len"), ("seq_len", "batch_size")):
+        measured = group[group[other] == getattr(base, other)]
+        lo, hi = int(table[field_name].min()), int(table[field_name].max())
+        grid = sorted({int(v) for v in 2 ** np.arange(np.floor(np.log2(lo)), np.log2(2 * hi) + 1)})
+        ws = sweep_workloads(base, field_name, grid)
+        lab = data.labels.set_index("workload_id")
+        out["sweeps"][field_name] = {
+            "values": grid,
+            "pred_epoch_s": {m: models[m].predict(ws)["epoch_s"].tolist() for m in methods},
+            "measured_values": measured[field_name].astype(int).tolist(),
+            "measured_epoch_s": lab.loc[measured["workload_id"], "epoch_s"].tolist(),
+        }
+    return out, None
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> dict:
+    """Evaluate ScaleDL and the baselines on a directory of validated profile tables.
+
+    Args:
+        validated_dir: directory of the six profile tables (see
+            :func:`scaledl.models.data.load_profile_data`).
+        out_dir: output folder (created); receives ``metrics.json``, ``predictions.parquet``,
+            ``neusight_predictions.parquet`` (with external data), ``figures/`` and
+            ``report.html``.
+        config: settings; ``None`` gives the defaults.
+
+    Returns:
+        The metrics dict written to ``metrics.json`` (schema in the module docstring of
+        :mod:`scaledl.evaluation` and the keys below): ``splits`` (``id``, ``ood``,
+        ``extrapolation``), ``learning_curve``, ``noise_floor_cv``, ``external``, ``targets``,
+        ``runtime_s``, ``fit_counts``, ``notes``, ``config``.
+
+    Raises:
+        scaledl.models.data.ProfileDataError: a table is missing or unreadable (names the file).
+        FileNotFoundError: external data requested but missing.
+        Exception: any method fit failing is raised, never turned into a metric.
+    """
+    started = time.perf_counter()
+    config = config or EvaluationConfig()
+    out_dir = Path(out_dir)
+    data = load_profile_data(Path(validated_dir))
+    load_s = time.perf_counter() - started
+    notes: list[str] = []
+    runner = _Runner(data, config.method_params)
+    methods = list(config.methods)
+    labels = data.labels
+    seed, vf = config.seed, config.val_fraction
+
+    id_split = random_split(labels, config.test_fraction, vf, seed)
+    frames = [runner.run_split(id_split, methods)]
+    splits: dict = {"id": _per_method(frames[-1])}
+
+    ood_splits = leave_one_family_out(labels, vf, seed)
+    if not ood_splits:
+        notes.append("OOD skipped: fewer than two families")
+        splits["ood"] = {"skipped": "fewer than two families"}
+    else:
+        ood: dict = {}
+        for split in ood_splits:
+            frames.append(runner.run_split(split, methods))
+            ood[split.name.split("/", 1)[1]] = _per_method(frames[-1])
+        families = list(ood)
+        ood["mean"] = {m: mean_metrics([ood[f][m] for f in families]) for m in methods}
+        splits["ood"] = ood
+
+    try:
+        ext_split = extrapolation_split(labels, config.extrapolation_quantile, vf, seed)
+    except SplitError as exc:
+        notes.append(f"extrapolation skipped: {exc}")
+        splits["extrapolation"] = {"skipped": str(exc)}
+    else:
+        frames.append(runner.run_split(ext_split, methods))
+        splits["extrapolation"] = _per_method(frames[-1])
+        splits["extrapolation"]["test_min_tokens_per_step"] = float(
+            labels.set_index("workload_id")
+            .loc[list(ext_split.test_ids)]
+            .eval("batch_size * seq_len")
+            .min()
+        )
+    main_s = time.perf_counter() - started - load_s
+
+    t0 = time.perf_counter()
+    sweep, note = _sweep(runner, data, methods, config.sweep_family, seed, vf)
+    if note:
+        notes.append(note)
+    sweep_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    lc: dict = {}
+    if config.learning_curve_seeds > 0 and config.learning_curve_methods:
+        for method in config.learning_curve_methods:
+            params = config.learning_curve_method_params.get(method, {})
+
+            def fit_predict(train, val, s, method=method, params=params):
+                model = runner.fit(method, train, val, params)
+                return model.predict([data.workloads[i] for i in id_split.test_ids])[
+                    "iteration_s"
+                ].to_numpy()
+
+            lc[method] = learning_curves(
+                data,
+                id_split.test_ids,
+                fit_predict,
+                config.learning_curve_sizes,
+                config.learning_curve_seeds,
+                config.learning_curve_samplers,
+                vf,
+            )
+    else:
+        notes.append("learning curves skipped (no seeds or no method)")
+    lc_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    external: dict = {}
+    neusight_pred = None
+    if config.include_external:
+        external["neusight"], neusight_pred = evaluate_neusight(config.neusight_root)
+        external["vidur"] = evaluate_vidur(config.vidur_root)
+    external_s = time.perf_counter() - t0
+
+    noise = noise_floor_cv(labels)
+    metrics = {
+        "splits": splits,
+        "learning_curve": lc[config.learning_curve_methods[0]] if lc else {},
+        "learning_curve_by_method": lc,
+        "noise_floor_cv": noise,
+        "external": external,
+        "sweep": sweep,
+        "n_workloads": len(labels),
+        "families": sorted(labels["family"].unique().tolist()),
+        "split_sizes": {
+            "id": {
+                "train": len(id_split.train_ids),
+                "val": len(id_split.val_ids),
+                "test": len(id_split.test_ids),
+            },
+        },
+        "fit_counts": dict(runner.fits),
+        "notes": notes,
+        "config": config.to_dict(),
+    }
+    metrics["targets"] = target_table(metrics)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = pd.concat(frames, ignore_index=True)
+    _atomic_write(out_dir / "predictions.parquet", lambda p: predictions.to_parquet(p, index=False))
+    if neusight_pred is not None:
+        _atomic_write(
+            out_dir / "neusight_predictions.parquet",
+            lambda p: neusight_pred.to_parquet(p, index=False),
+        )
+    t0 = time.perf_counter()
+    figure_paths = (
+        figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}
+    )
+    figures_s = time.perf_counter() - t0
+    metrics["runtime_s"] = {
+        "load": load_s,
+        "splits": main_s,
+        "sweep": sweep_s,
+        "learning_curve": lc_s,
+        "external": external_s,
+        "figures": figures_s,
+        "fit_seconds": dict(runner.seconds),
+        "total": time.perf_counter() - started,
+    }
+    text = json.dumps(metrics, indent=2, default=_json_default)
+    _atomic_write(out_dir / "metrics.json", lambda p: p.write_text(text))
+    _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
+    return json.loads(text)
+
+
+def _per_method(frame: pd.DataFrame) -> dict:
+    return {m: prediction_metrics(g) for m, g in frame.groupby("method", sort=False)}
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")

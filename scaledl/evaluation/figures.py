@@ -1,0 +1,166 @@
+"""Figures of the evaluation (matplotlib, Agg backend, PNG).
+
+* ``pred_vs_measured.png``: predicted vs measured iteration time, log-log, one panel per method,
+  ID split, with the ``y = x`` line.
+* ``sweep.png``: epoch time of the sweep family versus batch size and versus sequence length:
+  measured points and each method's predicted curve (methods trained on all data).
+* ``ood_mre.png``: OOD (leave-one-family-out) iteration MRE per family, grouped bars per method.
+* ``learning_curves.png``: iteration MRE versus training workloads per sampler, mean +- std band
+  over seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def pred_vs_measured(predictions: pd.DataFrame, path: Path) -> Path:
+    """Log-log scatter of predicted vs measured iteration seconds, one panel per method.
+
+    Args:
+        predictions: rows with ``method``, ``family``, ``true_iteration_s``,
+            ``pred_iteration_s`` (one split).
+        path: output PNG.
+
+    Returns:
+        ``path``.
+    """
+    methods = list(dict.fromkeys(predictions["method"]))
+    fig, axes = plt.subplots(1, len(methods), figsize=(3.2 * len(methods), 3.2), squeeze=False)
+    lo = predictions[["true_iteration_s", "pred_iteration_s"]].min().min() * 0.7
+    hi = predictions[["true_iteration_s", "pred_iteration_s"]].max().max() * 1.4
+    for ax, method in zip(axes[0], methods, strict=True):
+        part = predictions[predictions["method"] == method]
+        for family, g in part.groupby("family"):
+            ax.scatter(g["true_iteration_s"], g["pred_iteration_s"], s=14, label=family)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            title=method,
+            xlabel="measured iteration [s]",
+        )
+    axes[0][0].set_ylabel("predicted iteration [s]")
+    axes[0][-1].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def sweep_figure(sweep: dict, path: Path) -> Path:
+    """Epoch time vs batch size and vs sequence length: measured points, predicted curves.
+
+    Args:
+        sweep: ``metrics["sweep"]`` (see :func:`scaledl.evaluation.evaluate.evaluate`).
+        path: output PNG.
+
+    Returns:
+        ``path``.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, (name, s) in zip(axes, sweep["sweeps"].items(), strict=True):
+        for method, ys in s["pred_epoch_s"].items():
+            ax.plot(s["values"], ys, marker=".", label=method)
+        ax.scatter(s["measured_values"], s["measured_epoch_s"], c="k", zorder=5, label="measured")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=name,
+            ylabel="epoch time [s]",
+            title=f"{sweep['family']}: epoch time vs {name}",
+        )
+    axes[1].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def ood_bars(ood: dict, path: Path) -> Path:
+    """Grouped bars of OOD iteration MRE per family and method.
+
+    Args:
+        ood: ``metrics["splits"]["ood"]`` (families plus ``mean``).
+        path: output PNG.
+
+    Returns:
+        ``path``.
+    """
+    families = [f for f in ood if f != "mean"]
+    methods = list(ood[families[0]])
+    width = 0.8 / len(methods)
+    x = np.arange(len(families) + 1)
+    fig, ax = plt.subplots(figsize=(1.4 * len(x) + 2, 3.6))
+    for k, method in enumerate(methods):
+        values = [ood[f][method]["iteration"]["mre"] for f in families]
+        values.append(ood["mean"][method]["iteration"]["mre"])
+        ax.bar(x + (k - (len(methods) - 1) / 2) * width, values, width, label=method)
+    ax.set_xticks(x, [*families, "mean"])
+    ax.set(yscale="log", ylabel="iteration MRE (log scale)", title="Leave-one-family-out MRE")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def learning_curve_figure(curves: dict, path: Path, title: str = "") -> Path:
+    """Mean +- std iteration MRE versus training workloads, one line per sampler.
+
+    Args:
+        curves: one method's :func:`~scaledl.evaluation.learning_curve.learning_curves` result.
+        path: output PNG.
+        title: figure title.
+
+    Returns:
+        ``path``.
+    """
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for sampler, c in curves.items():
+        if not isinstance(c, dict) or "sizes" not in c:
+            continue
+        mean, std = np.array(c["mre_mean"]), np.array(c["mre_std"])
+        ax.plot(c["sizes"], mean, marker="o", label=sampler)
+        ax.fill_between(c["sizes"], mean - std, mean + std, alpha=0.2)
+    ax.set(xlabel="profiled training workloads", ylabel="test iteration MRE", title=title)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def draw_all(metrics: dict, predictions: pd.DataFrame, folder: Path) -> dict[str, Path]:
+    """Draw every figure the metrics allow.
+
+    Args:
+        metrics: the evaluation metrics.
+        predictions: all per-workload predictions (``split`` column).
+        folder: output folder.
+
+    Returns:
+        Figure key -> PNG path (keys ``pred_vs_measured``, ``sweep``, ``ood_mre``,
+        ``learning_curves_<method>``) for the figures drawn.
+    """
+    folder = Path(folder)
+    out = {
+        "pred_vs_measured": pred_vs_measured(
+            predictions[predictions["split"] == "id"], folder / "pred_vs_measured.png"
+        )
+    }
+    if metrics.get("sweep"):
+        out["sweep"] = sweep_figure(metrics["sweep"], folder / "sweep.png")
+    ood = metrics["splits"].get("ood", {})
+    if "mean" in ood:
+        out["ood_mre"] = ood_bars(ood, folder / "ood_mre.png")
+    for method, curves in metrics.get("learning_curve_by_method", {}).items():
+        out[f"learning_curves_{method}"] = learning_curve_figure(
+            curves, folder / f"learning_curves_{method}.png", f"learning curve: {method}"
+        )
+    return out

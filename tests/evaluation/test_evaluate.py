@@ -1,0 +1,76 @@
+import json
+
+import pandas as pd
+import pytest
+
+from scaledl.evaluation import EvaluationConfig, evaluate
+from scaledl.models.data import TABLE_NAMES, ProfileDataError, read_tables
+
+METHODS = ("analytical", "global_gbdt", "additive")
+
+
+def test_evaluate_end_to_end(profile_dir, tmp_path):
+    config = EvaluationConfig(
+        methods=METHODS,
+        learning_curve_methods=("analytical",),
+        learning_curve_sizes=(9,),
+        learning_curve_seeds=2,
+        include_external=False,
+    )
+    m = evaluate(profile_dir, tmp_path, config)
+    assert json.loads((tmp_path / "metrics.json").read_text()) == m
+    for method in METHODS:
+        block = m["splits"]["id"][method]
+        assert {"mre", "rmse_s", "p90_re", "iteration", "epoch", "per_family"} <= set(block)
+        assert set(block["per_family"]) == {"bert", "llama", "vit"}
+        assert m["splits"]["ood"]["mean"][method]["mre"] > 0
+        assert m["splits"]["extrapolation"][method]["iteration"]["n"] >= 1
+    assert set(m["splits"]["ood"]) == {"bert", "llama", "vit", "mean"}
+    assert m["splits"]["ood"]["bert"]["additive"]["iteration"]["n"] == 5
+    assert set(m["learning_curve"]) >= {"doptimal", "random", "lhs"}
+    assert m["learning_curve"]["random"]["sizes"][0] == 9
+    assert m["fit_counts"]["additive"] == 1 + 3 + 1 + 1  # id, 3 ood, extrapolation, sweep
+    assert m["runtime_s"]["fit_seconds"]["additive"] > 0
+    assert 0 < m["noise_floor_cv"] < 1
+    pred = pd.read_parquet(tmp_path / "predictions.parquet")
+    assert {
+        "split",
+        "method",
+        "workload_id",
+        "true_iteration_s",
+        "pred_iteration_s",
+        "true_epoch_s",
+        "pred_epoch_s",
+    } <= set(pred.columns)
+    assert len(pred[(pred["split"] == "ood/vit") & (pred["method"] == "analytical")]) == 5
+    html = (tmp_path / "report.html").read_text()
+    for name in ("pred_vs_measured", "sweep", "ood_mre", "learning_curves_analytical"):
+        assert (tmp_path / "figures" / f"{name}.png").is_file()
+        assert f"alt='{name}' src='data:image/png;base64," in html
+
+
+def test_single_family_skips_ood(profile_data, profile_dir, tmp_path):
+    tables = read_tables(profile_dir)
+    bert = set(profile_data.labels.loc[profile_data.labels["family"] == "bert", "workload_id"])
+    one = tmp_path / "one"
+    one.mkdir()
+    for name in TABLE_NAMES:
+        t = tables[name]
+        t[t["workload_id"].isin(bert)].to_parquet(one / f"{name}.parquet", index=False)
+    config = EvaluationConfig(
+        methods=("analytical",), learning_curve_seeds=0, include_external=False, figures=False
+    )
+    m = evaluate(one, tmp_path / "out", config)
+    assert "skipped" in m["splits"]["ood"]
+    assert any("OOD skipped" in n for n in m["notes"])
+    assert m["splits"]["id"]["analytical"]["iteration"]["n"] == 1
+
+
+def test_invalid_dir_names_the_file(tmp_path):
+    with pytest.raises(ProfileDataError, match="workloads.parquet"):
+        evaluate(tmp_path / "missing", tmp_path / "out", EvaluationConfig(include_external=False))
+
+
+def test_config_rejects_unknown_method():
+    with pytest.raises(ValueError, match="unknown method"):
+        EvaluationConfig(methods=("magic",))

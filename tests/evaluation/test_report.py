@@ -1,0 +1,68 @@
+import base64
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from scaledl.evaluation.report import render_report, target_table  # noqa: E402
+
+
+def _metrics(scaledl_ood=0.05, additive_ood=0.5):
+    def block(mre, rmse):
+        s = {"mre": mre, "rmse_s": rmse, "p50_re": mre, "p90_re": 2 * mre}
+        return {"iteration": s, "epoch": s, "mre": mre, "rmse_s": rmse, "p90_re": 2 * mre}
+
+    return {
+        "n_workloads": 10,
+        "families": ["a", "b"],
+        "noise_floor_cv": 0.02,
+        "splits": {
+            "id": {"scaledl": block(0.025, 0.01), "additive": block(0.2, 0.1)},
+            "ood": {
+                "mean": {
+                    "scaledl": block(scaledl_ood, 0.01),
+                    "additive": block(additive_ood, 0.1),
+                    "analytical": block(0.2, 0.02),
+                },
+            },
+            "extrapolation": {"scaledl": block(0.1, 0.05)},
+        },
+        "learning_curve": {
+            "doptimal": {"sizes": [10, 20, 40, 50], "mre_mean": [0.2, 0.1, 0.08, 0.07]},
+            "random": {"sizes": [10, 20, 40, 50], "mre_mean": [0.3, 0.2, 0.12, 0.07]},
+        },
+        "external": {},
+    }
+
+
+def test_target_table_values():
+    rows = {r["target"]: r for r in target_table(_metrics())}
+    assert rows["ID MRE <= 3% (ScaleDL, iteration)"]["reached"] is True
+    assert rows["ID MRE within 1.5x noise floor (median repeat CV)"]["reached"] is True
+    assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"]["reached"] is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than additive"]["reached"] is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"]["reached"] is False
+    assert rows["OOD RMSE of ScaleDL >= 5x lower than analytical"]["measured"] == "2.00x"
+    # random's MRE at 40 (largest proper subset) is 0.12; D-optimal reaches it at 20 = 40 / 2.
+    d = rows["D-optimal reaches random's final MRE with at most half the workloads"]
+    assert d["reached"] is True and "at 20" in d["measured"]
+    neu = [r for r in rows.values() if r["target"].startswith("NeuSight")][0]
+    assert neu["reached"] is None
+    worse = {r["target"]: r for r in target_table(_metrics(scaledl_ood=0.1))}
+    assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"]["reached"] is False
+
+
+def test_report_embeds_images_and_targets(tmp_path):
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2])
+    png = tmp_path / "f.png"
+    fig.savefig(png)
+    plt.close(fig)
+    metrics = _metrics()
+    metrics["targets"] = target_table(metrics)
+    html = render_report(metrics, {"pred_vs_measured": png})
+    assert "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode() in html
+    assert "<table class='targets'>" in html and "ID MRE &lt;= 3%" in html
+    assert html.count("<tr>") > len(metrics["targets"])
+    assert "NO" in html  # a target not reached is shown as such

@@ -1,0 +1,131 @@
+"""Session data shared by the core-module tests: one real tiny profile and one tiny bundle.
+
+Not a conftest on purpose: the profile is needed by ``tests/profiling``, ``tests/models``,
+``tests/registry`` and ``tests/test_cli.py``. Each of those conftests (and ``test_cli.py``)
+re-exports the fixtures below; the expensive work is memoised per pytest base temp directory, so
+it runs once per session whichever directory asks first.
+
+The profile (``ProfileSettings(warmup_steps=1, instrumented_steps=2, timeout_s=TIMEOUT_S)``):
+
+* world size 1, one torchrun launch until the slow workload, then a relaunch: tiny BERT, ViT and
+  T5 at two sizes each (6 x ``ok``) and, in the middle, ``slow`` (a 1M-step epoch) that the
+  launcher kills after ``TIMEOUT_S`` seconds (``timeout``);
+* world size 2, one launch: tiny BERT (``ok``), an ``hf`` workload whose config names a
+  ``model_type`` transformers does not know (fails inside the worker: ``failed``) and tiny ViT
+  (``ok``, after the failure).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scaledl.profiling.launch import ProfileSettings, ProfileSummary, profile_workloads
+from scaledl.profiling.store import consolidate
+from scaledl.workloads.spec import Workload
+
+# A tiny workload takes < 2 s in the worker (first one of a launch included); the slow one runs
+# for hours. The timer starts when the worker names the workload (marker file), after imports.
+TIMEOUT_S = 10.0
+SETTINGS = ProfileSettings(warmup_steps=1, instrumented_steps=2, timeout_s=TIMEOUT_S)
+_TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
+         "dataset_size": 8}  # fmt: skip
+
+
+def tiny(family: str, **fields) -> Workload:
+    """A tiny workload of ``family`` (hidden 32, 1 layer, 2 heads, batch 2, 8 samples)."""
+    spec = {"family": family, "batch_size": 2, **_TINY}
+    if family in ("vit", "deit"):
+        spec.update(image_size=32, patch_size=16, num_labels=10)
+    elif family != "hf":
+        spec.update(vocab_size=100, seq_len=16)
+    spec.update(fields)
+    return Workload.parse(spec)
+
+
+def gpt2_config(directory: Path) -> Path:
+    """A tiny GPT-2 config JSON (a family never profiled here)."""
+    path = Path(directory) / "gpt2.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2,
+                                "vocab_size": 100, "n_positions": 64}))  # fmt: skip
+    return path
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """The shared profile: its directory, summary, consolidated tables and workloads by name."""
+
+    out_dir: Path
+    summary: ProfileSummary
+    tables: dict[str, pd.DataFrame]
+    workloads: dict[str, Workload]
+
+    def ok_names(self) -> list[str]:
+        return [n for n in self.workloads if n not in ("slow", "hf_bad")]
+
+    def run(self, name: str) -> pd.Series:
+        runs = self.tables["runs"]
+        rows = runs[runs["workload_id"] == self.workloads[name].workload_id]
+        assert len(rows) == 1, f"{name}: {len(rows)} run rows"
+        return rows.iloc[0]
+
+
+@functools.cache
+def _profile(base: Path) -> Profiled:
+    root = base / "shared-profile"
+    root.mkdir()
+    bad = root / "bad_hf.json"
+    bad.write_text(json.dumps({"model_type": "no_such_model"}))
+    workloads = {
+        "bert_a": tiny("bert"),
+        "vit_a": tiny("vit"),
+        "t5_a": tiny("t5"),
+        "slow": tiny("bert", dataset_size=2_000_000),
+        "bert_b": tiny("bert", seq_len=32, batch_size=4),
+        "vit_b": tiny("vit", image_size=64, batch_size=4),
+        "t5_b": tiny("t5", seq_len=32, batch_size=4),
+        "bert_ws2": tiny("bert", world_size=2),
+        "hf_bad": tiny("hf", config_path=str(bad), seq_len=16, world_size=2),
+        "vit_ws2": tiny("vit", world_size=2),
+    }
+    out = root / "profiles"
+    summary = profile_workloads(list(workloads.values()), out, SETTINGS, progress=False)
+    return Profiled(out, summary, consolidate(out), workloads)
+
+
+@functools.cache
+def _bundle(base: Path) -> Path:
+    from scaledl.models.data import load_profile_data
+    from scaledl.models.gnn_training import GNNTrainConfig
+    from scaledl.models.train import TrainConfig, train_predictor
+    from scaledl.registry import save_bundle
+
+    profiled = _profile(base)
+    data = load_profile_data(profiled.out_dir)
+    gnn = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)
+    method = train_predictor(data, TrainConfig(gnn=gnn, folds=3))
+    root = base / "shared-registry"
+    info = {"workloads": len(data.ids)}
+    save_bundle(method, root, "scaledl", training_data=info, version="v1")
+    save_bundle(method, root, "scaledl", training_data=info, version="v2")
+    return root
+
+
+@pytest.fixture(scope="session")
+def profiled(tmp_path_factory) -> Profiled:
+    """The shared real profile (three torchrun launches, about a minute on 2 cores)."""
+    return _profile(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def registry_root(tmp_path_factory) -> Path:
+    """A registry root holding ``scaledl/v1`` and ``scaledl/v2`` (latest) of one tiny predictor.
+
+    Read-only for tests: copy a bundle before altering it.
+    """
+    return _bundle(tmp_path_factory.getbasetemp())
