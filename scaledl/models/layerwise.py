@@ -7,8 +7,9 @@ and log time that is a power law, which extrapolates sanely to larger layers tha
 degree 2 was measured to blow up on held-out families), plus a small gradient-boosting model
 fitted to the ridge's residuals (the nonlinearities the power law misses).
 :class:`LayerwiseModel` holds one forward and one backward regressor per layer type, trained on
-``log`` milliseconds against :func:`layer_features`, and a *generic* pair trained on all layers, used for a layer type never
-seen in training (the prediction says so in ``used_generic``).
+``log`` milliseconds against :func:`layer_features`, and a *generic* pair trained on all
+layers, used for a layer type never seen in training (the prediction says so in
+``used_generic``).
 """
 
 from __future__ import annotations
