@@ -115,7 +115,7 @@ def validate_preset(
         raise PresetError(f"{source}: field 'name' must be a non-empty string: {preset['name']!r}")
     preset["source"] = source
     preset["design"] = _validate_design(preset.get("design", {}), source)
-    for section in ("profiling", "device"):
+    for section in ("profiling", "device", "evaluation"):
         if section in preset and not isinstance(preset[section], dict):
             raise PresetError(f"{source}: field {section!r} must be a mapping: {preset[section]!r}")
     families = preset.get("families")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,9 @@ from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, make_method
 from scaledl.workloads.spec import Workload
+
+#: The real GPU measurements shipped with the repository (``external/``).
+EXTERNAL_ROOT = Path(__file__).resolve().parents[2] / "external"
 
 
 def _cheap_learning_curve_params() -> dict[str, dict]:
@@ -82,8 +85,8 @@ class EvaluationConfig:
     learning_curve_methods: tuple[str, ...] = ("scaledl",)
     learning_curve_samplers: tuple[str, ...] = SAMPLERS
     include_external: bool = True
-    neusight_root: Path = Path("external/neusight")
-    vidur_root: Path = Path("external/vidur/network")
+    neusight_root: Path = EXTERNAL_ROOT / "neusight"
+    vidur_root: Path = EXTERNAL_ROOT / "vidur" / "network"
     figures: bool = True
     extrapolation_quantile: float = 0.8
     method_params: dict[str, dict] = field(default_factory=dict)
@@ -103,6 +106,33 @@ class EvaluationConfig:
         bad = [s for s in self.learning_curve_samplers if s not in SAMPLERS]
         if bad:
             raise ValueError(f"EvaluationConfig: unknown sampler(s) {bad}; see {SAMPLERS}")
+
+    @classmethod
+    def from_preset(cls, section: dict | None) -> EvaluationConfig:
+        """Config from a preset's ``evaluation:`` mapping (lists become tuples).
+
+        Keys are this class's fields; ``gnn_max_epochs``/``gnn_patience``/``folds`` set the
+        ScaleDL and graph-only training of the main splits.
+
+        Raises:
+            ValueError: an unknown key (named).
+        """
+        section = dict(section or {})
+        gnn = {
+            k: section.pop(f"gnn_{k}") for k in ("max_epochs", "patience") if f"gnn_{k}" in section
+        }
+        folds = section.pop("folds", None)
+        unknown = sorted(set(section) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"preset evaluation: unknown field(s) {unknown}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+        if gnn or folds:
+            params = {"gnn_config": GNNTrainConfig(**gnn)} if gnn else {}
+            values["method_params"] = {
+                "scaledl": {**params, **({"folds": folds} if folds else {})},
+                "graph_only": params,
+            }
+        return cls(**values)
 
     def to_dict(self) -> dict:
         """JSON-serialisable view (GNN configs as dicts, paths as strings)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -77,8 +78,10 @@ def sweep_figure(sweep: dict, path: Path) -> Path:
         for method, ys in s["pred_epoch_s"].items():
             ax.plot(s["values"], ys, marker=".", label=method)
         ax.scatter(s["measured_values"], s["measured_epoch_s"], c="k", zorder=5, label="measured")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(s["values"], [str(v) for v in s["values"]])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set(
-            xscale="log",
             yscale="log",
             xlabel=name,
             ylabel="epoch time [s]",

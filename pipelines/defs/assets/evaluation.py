@@ -29,13 +29,15 @@ def split_table(metrics: dict[str, Any]) -> pd.DataFrame:
 def evaluation_report(
     context: dg.AssetExecutionContext,
     settings: ScaledlSettings,
+    search_space: dict[str, Any],
     validated_profiles: dict[str, Any],
 ) -> dict[str, Any]:
     """Accuracy report: ID and leave-one-family-out OOD errors of ScaleDL and baselines."""
-    from scaledl.evaluation import evaluate
+    from scaledl.evaluation import EvaluationConfig, evaluate
 
     out_dir = settings.reports_dir
-    metrics = dict(evaluate(Path(validated_profiles["validated_dir"]), out_dir))
+    config = EvaluationConfig.from_preset(search_space.get("evaluation"))
+    metrics = dict(evaluate(Path(validated_profiles["validated_dir"]), out_dir, config))
     metrics["metrics_path"] = str(out_dir / "metrics.json")
     figures = sorted((out_dir / "figures").glob("*.png"))
     table = split_table(metrics)
@@ -49,9 +51,7 @@ def evaluation_report(
     if ood is not None:
         meta["ood_mre"] = dg.MetadataValue.float(ood)
     try:
-        meta["id_mre"] = dg.MetadataValue.float(
-            float(metrics["splits"]["id"]["scaledl"]["mre"])
-        )
+        meta["id_mre"] = dg.MetadataValue.float(float(metrics["splits"]["id"]["scaledl"]["mre"]))
     except (KeyError, TypeError, ValueError):
         context.log.warning("evaluation metrics have no in-distribution ScaleDL MRE")
     context.add_output_metadata(meta)

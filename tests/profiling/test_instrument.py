@@ -1,0 +1,89 @@
+import pytest
+import torch
+
+from scaledl.graph.layer_graph import build_layer_graph
+from scaledl.graph.units import find_units
+from scaledl.profiling.instrument import LayerInstrument
+from scaledl.profiling.timers import Clock
+from scaledl.workloads.builders import build_model, make_batch, training_loss
+from scaledl.workloads.spec import Workload
+
+TINY = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
+        "batch_size": 2}  # fmt: skip
+SPECS = {
+    "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
+    "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
+    "t5": {"family": "t5", "vocab_size": 100, "seq_len": 16, **TINY},
+}
+
+
+def timed_step(workload: Workload, steps: int = 2):
+    torch.manual_seed(0)
+    model = build_model(workload)
+    units = find_units(model)
+    clock = Clock(torch.device("cpu"))
+    batch = make_batch(workload, generator=torch.Generator().manual_seed(0))
+    train = workload.mode == "train"
+    with LayerInstrument(units, clock, backward=train) as inst:
+        for _ in range(steps):
+            inst.start_step()
+            if train:
+                training_loss(model(**batch)).backward()
+            else:
+                with torch.inference_mode():
+                    model(**batch)
+            rows = inst.layer_times_ms(backward_end=clock.mark())
+    return model, rows
+
+
+@pytest.mark.parametrize("family", ["bert", "vit"])
+def test_train_times_every_layer_call(family):
+    w = Workload.parse(SPECS[family])
+    model, rows = timed_step(w)
+    layers = build_layer_graph(w).layers
+    assert len(rows) == len(layers)
+    assert [r["layer_index"] for r in rows] == list(range(len(layers)))
+    assert [r["layer_type"] for r in rows] == list(layers["layer_type"])
+    assert all(r["forward_ms"] > 0 for r in rows)
+    assert all(r["backward_ms"] > 0 for r in rows), rows
+    # The markers are identities: gradients still reach every parameter.
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_t5_counts_match_graph():
+    w = Workload.parse(SPECS["t5"])
+    _, rows = timed_step(w, steps=1)
+    layers = build_layer_graph(w).layers
+    assert [r["layer_type"] for r in rows] == list(layers["layer_type"])
+    assert sum(r["backward_ms"] for r in rows) > 0
+
+
+def test_infer_has_forward_only():
+    w = Workload.parse({**SPECS["bert"], "mode": "infer"})
+    _, rows = timed_step(w)
+    assert len(rows) == len(build_layer_graph(w).layers)
+    assert all(r["forward_ms"] > 0 for r in rows)
+    assert all(r["backward_ms"] == 0.0 for r in rows)
+
+
+def test_instrument_removes_its_hooks():
+    w = Workload.parse(SPECS["bert"])
+    model = build_model(w)
+    units = find_units(model)
+    clock = Clock(torch.device("cpu"))
+    with LayerInstrument(units, clock, backward=True) as inst:
+        inst.start_step()
+        training_loss(model(**make_batch(w))).backward()
+        assert len(inst.calls) == len(units)
+    inst.start_step()
+    model(**make_batch(w))
+    assert inst.calls == []
+
+
+def test_cpu_clock_measures_milliseconds():
+    clock = Clock(torch.device("cpu"))
+    a = clock.mark()
+    b = clock.mark()
+    clock.synchronize()
+    assert 0 <= clock.elapsed_ms(a, b) < 1000
+    assert clock.elapsed_ms(0.0, 0.25) == pytest.approx(250.0)

@@ -1,0 +1,136 @@
+"""Real torchrun launches (gloo, CPU) of tiny workloads: the shared profile plus one relaunch."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaledl.graph.layer_graph import build_layer_graph
+from scaledl.profiling.launch import Rendezvous, profile_workloads, torchrun_command
+from scaledl.profiling.store import parts_dir, read_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scaledl_fixtures import SETTINGS, TIMEOUT_S  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def rows_of(profiled, table: str, name: str):
+    frame = profiled.tables[table]
+    return frame[frame["workload_id"] == profiled.workloads[name].workload_id]
+
+
+def test_summary_counts(profiled):
+    s = profiled.summary
+    assert s.requested == 10 and s.skipped == 0
+    assert s.ok == 8
+    assert s.failed == {
+        profiled.workloads["slow"].workload_id: "timeout",
+        profiled.workloads["hf_bad"].workload_id: "failed",
+    }
+
+
+def test_every_workload_has_one_run_and_one_spec(profiled):
+    runs = profiled.tables["runs"]
+    ids = {w.workload_id for w in profiled.workloads.values()}
+    assert set(runs["workload_id"]) == ids and runs["workload_id"].is_unique
+    assert set(profiled.tables["workloads"]["workload_id"]) == ids
+    for name in profiled.ok_names():
+        run = profiled.run(name)
+        assert run["status"] == "ok" and not run["error"], name
+        assert run["device_type"] == "cpu"
+
+
+@pytest.mark.parametrize("name", ["bert_ws2", "vit_ws2"])
+def test_two_rank_tables(profiled, name):
+    w = profiled.workloads[name]
+    n_layers = len(build_layer_graph(w).layers)
+    layers = rows_of(profiled, "layer_timings", name)
+    assert set(layers["rank"]) == {0, 1}
+    assert len(layers) == 2 * SETTINGS.instrumented_steps * n_layers
+    assert (layers["forward_ms"] > 0).all() and (layers["backward_ms"] >= 0).all()
+    assert layers.groupby("layer_index")["backward_ms"].max().gt(0).all()
+    assert layers["fwd_flops"].notna().all() and layers["params"].sum() > 0
+    allreduce = rows_of(profiled, "allreduce_timings", name)
+    assert set(allreduce["rank"]) == {0, 1}
+    assert (allreduce["allreduce_ms"] > 0).all()
+    # One bucket (tiny model): every step all-reduces all fp32 gradients.
+    params = int(build_layer_graph(w).layers["params"].sum())
+    per_step = allreduce.groupby(["rank", "step"])["allreduce_bytes"].sum()
+    assert len(per_step) == 2 * SETTINGS.instrumented_steps
+    assert (per_step == 4 * params).all()
+    iters = rows_of(profiled, "iteration_timings", name)
+    assert set(iters["rank"]) == {0, 1}
+    assert (iters["iteration_ms"] > 0).all()
+    label = iters[iters["phase"] == "label"]
+    assert len(label) == 2 * w.steps_per_epoch  # 8 samples, batch 2, 2 ranks: 2 steps each
+    epochs = rows_of(profiled, "epochs", name)
+    assert sorted(epochs["rank"]) == [0, 1]
+    assert (epochs["epoch_s"] > 0).all() and (epochs["steps_per_epoch"] == w.steps_per_epoch).all()
+
+
+def test_single_rank_workloads_have_no_allreduce(profiled):
+    for name in ("bert_a", "vit_b", "t5_a"):
+        assert rows_of(profiled, "allreduce_timings", name).empty
+        layers = rows_of(profiled, "layer_timings", name)
+        assert set(layers["rank"]) == {0}
+        assert (layers["forward_ms"] > 0).all()
+        assert profiled.run(name)["measured_steps"] == profiled.workloads[name].steps_per_epoch
+
+
+def test_failure_inside_the_worker_is_recorded(profiled):
+    run = profiled.run("hf_bad")
+    assert run["status"] == "failed"
+    assert "no_such_model" in run["error"] and "model_type" in run["error"]
+    assert "rank 0:" in run["error"] and "rank 1:" in run["error"]
+    for table in ("layer_timings", "iteration_timings", "allreduce_timings", "epochs"):
+        assert rows_of(profiled, table, "hf_bad").empty
+    # The workload after it in the same launch was profiled normally.
+    assert profiled.run("vit_ws2")["status"] == "ok"
+    assert len(rows_of(profiled, "layer_timings", "vit_ws2")) > 0
+
+
+def test_timeout_is_recorded_and_the_rest_proceed(profiled):
+    run = profiled.run("slow")
+    assert run["status"] == "timeout"
+    assert "launch timeout" in run["error"]
+    assert rows_of(profiled, "iteration_timings", "slow").empty
+    # Before and after it in the same group: all ok (the rest ran in a relaunch).
+    for name in ("bert_a", "vit_a", "t5_a", "bert_b", "vit_b", "t5_b"):
+        assert profiled.run(name)["status"] == "ok", name
+    assert TIMEOUT_S < 60
+
+
+def test_resume_skips_ok_workloads(profiled):
+    ok = [profiled.workloads[n] for n in profiled.ok_names()]
+    before = {w.workload_id: read_run(parts_dir(profiled.out_dir) / w.workload_id) for w in ok}
+    summary = profile_workloads(ok, profiled.out_dir, SETTINGS, progress=False)
+    assert (summary.requested, summary.skipped, summary.ok, summary.failed) == (8, 8, 0, {})
+    assert summary.wall_s < 5  # nothing launched
+    for wid, run in before.items():
+        assert read_run(parts_dir(profiled.out_dir) / wid)["run_id"] == run["run_id"]
+
+
+def test_force_profiles_again(profiled, tmp_path):
+    w = profiled.workloads["bert_a"]
+    shutil.copytree(parts_dir(profiled.out_dir) / w.workload_id, parts_dir(tmp_path) / w.workload_id)
+    old = read_run(parts_dir(tmp_path) / w.workload_id)["run_id"]
+    summary = profile_workloads([w, w], tmp_path, SETTINGS, progress=False)
+    assert (summary.requested, summary.skipped, summary.ok) == (1, 1, 0)
+    summary = profile_workloads([w], tmp_path, SETTINGS, force=True, progress=False)
+    assert (summary.skipped, summary.ok, summary.failed) == (0, 1, {})
+    run = read_run(parts_dir(tmp_path) / w.workload_id)
+    assert run["status"] == "ok" and run["run_id"] != old
+
+
+def test_torchrun_command():
+    tasks, out = Path("/t/tasks.json"), Path("/t/out")
+    cmd = torchrun_command(2, 1, tasks, out, None)
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
+    assert cmd[-5:] == ["scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
+    multi = torchrun_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
+    assert "--standalone" not in multi
+    assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d",
+            "--rdzv-endpoint=10.0.0.1:29500", "--nproc-per-node=4"} <= set(multi)  # fmt: skip

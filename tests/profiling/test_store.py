@@ -1,0 +1,114 @@
+import json
+
+import pandas as pd
+import pytest
+
+from scaledl.profiling.store import (
+    TABLES,
+    ProfileStoreError,
+    atomic_write_parquet,
+    completed_workload_ids,
+    consolidate,
+    parts_dir,
+    read_run,
+    write_part,
+)
+from scaledl.workloads.spec import Workload
+
+BERT = Workload.parse({"family": "bert", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                       "intermediate_size": 64, "vocab_size": 100, "seq_len": 16,
+                       "batch_size": 2, "dataset_size": 8})  # fmt: skip
+OTHER = BERT.model_copy(update={"batch_size": 4})
+RUN = {"workload_id": BERT.workload_id, "status": "failed", "error": "boom", "host": "h"}
+
+
+def ok_records(workload: Workload) -> dict[str, list[dict]]:
+    layers = [{"rank": 0, "step": s, "layer_index": i, "layer_name": f"l{i}", "layer_type": "x",
+               "forward_ms": 1.0 + i, "backward_ms": 2.0} for s in (0, 1) for i in range(5)]  # fmt: skip
+    iterations = [{"rank": 0, "step": s, "phase": phase, "iteration_ms": ms, "forward_ms": 0.0,
+                   "backward_ms": 0.0, "optimizer_ms": 0.0, "allreduce_ms": 0.0,
+                   "allreduce_bytes": 0}
+                  for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
+                  for s, ms in enumerate(values)]  # fmt: skip
+    epoch = [{"rank": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
+    return {"layers": layers, "iterations": iterations, "epoch": epoch}
+
+
+def test_ok_part_has_every_table_and_summary(tmp_path):
+    part = write_part(tmp_path, BERT, {**RUN, "status": "ok", "error": ""}, ok_records(BERT))
+    assert part == parts_dir(tmp_path) / BERT.workload_id
+    run = read_run(part)
+    assert run["status"] == "ok" and run["run_id"].startswith(BERT.workload_id + "-")
+    assert run["measured_steps"] == 2
+    assert run["instrumentation_overhead"] == pytest.approx(12.0 / 10.0 - 1.0)
+    assert run["iteration_cv"] == pytest.approx(1.0 / 10.0)
+    layers = pd.read_parquet(part / "layer_timings.parquet")
+    assert len(layers) == 10
+    # Analytical features come from the layer graph.
+    assert (layers["fwd_flops"] > 0).any() and layers["params"].notna().all()
+    epochs = pd.read_parquet(part / "epochs.parquet")
+    assert list(epochs["dataset_size"]) == [8]
+    assert json.loads((part / "workload.json").read_text())["workload_id"] == BERT.workload_id
+    assert completed_workload_ids(tmp_path) == {BERT.workload_id}
+
+
+def test_failed_part_is_not_completed_but_is_consolidated(tmp_path):
+    write_part(tmp_path, BERT, RUN, {})
+    assert completed_workload_ids(tmp_path) == set()
+    assert completed_workload_ids(tmp_path, statuses=("failed",)) == {BERT.workload_id}
+    tables = consolidate(tmp_path)
+    assert set(tables) == set(TABLES)
+    assert list(tables["runs"]["status"]) == ["failed"]
+    assert tables["runs"]["error"].iloc[0] == "boom"
+    assert tables["layer_timings"].empty
+    for name in TABLES:
+        assert (tmp_path / f"{name}.parquet").exists()
+
+
+def test_write_part_is_atomic(tmp_path):
+    with pytest.raises(TypeError):
+        write_part(tmp_path, BERT, {**RUN, "error": object()}, {})  # not JSON: fails mid-write
+    assert list(parts_dir(tmp_path).iterdir()) == []  # neither the part nor a temporary dir
+
+    first = write_part(tmp_path, BERT, RUN, {})
+    before = read_run(first)
+    with pytest.raises(TypeError):
+        write_part(tmp_path, BERT, {**RUN, "error": object()}, {})
+    assert [p.name for p in parts_dir(tmp_path).iterdir()] == [BERT.workload_id]
+    assert read_run(first) == before  # the previous part is intact
+
+
+def test_rewrite_replaces_the_part(tmp_path):
+    first = read_run(write_part(tmp_path, BERT, RUN, {}))
+    second = read_run(write_part(tmp_path, BERT, {**RUN, "error": "again"}, {}))
+    assert first["run_id"] != second["run_id"]
+    assert read_run(parts_dir(tmp_path) / BERT.workload_id)["error"] == "again"
+
+
+def test_consolidate_names_the_unreadable_part_file(tmp_path):
+    write_part(tmp_path, BERT, RUN, {})
+    part = write_part(tmp_path, OTHER, {**RUN, "workload_id": OTHER.workload_id}, {})
+    (part / "allreduce_timings.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ProfileStoreError) as info:
+        consolidate(tmp_path)
+    assert str(part / "allreduce_timings.parquet") in str(info.value)
+    # Only the other workload: consolidates fine.
+    tables = consolidate(tmp_path, workload_ids={BERT.workload_id})
+    assert list(tables["workloads"]["workload_id"]) == [BERT.workload_id]
+
+
+def test_consolidate_names_an_unreadable_run_record(tmp_path):
+    part = write_part(tmp_path, BERT, RUN, {})
+    (part / "run.json").write_text("{truncated")
+    with pytest.raises(ProfileStoreError) as info:
+        consolidate(tmp_path)
+    assert str(part / "run.json") in str(info.value)
+
+
+def test_atomic_write_parquet_leaves_no_temporary_file(tmp_path):
+    path = atomic_write_parquet(pd.DataFrame({"a": [1, 2]}), tmp_path / "sub" / "t.parquet")
+    assert pd.read_parquet(path)["a"].tolist() == [1, 2]
+    with pytest.raises(Exception):
+        atomic_write_parquet(pd.DataFrame({"a": [object()]}), path)
+    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
+    assert pd.read_parquet(path)["a"].tolist() == [1, 2]
