@@ -68,6 +68,9 @@ class ProfileSettings:
         threads_per_rank: ``OMP_NUM_THREADS`` of each CPU rank.
         seed: model initialisation seed.
         collective_timeout_s: process-group timeout (a lost rank fails the launch after it).
+        startup_timeout_s: seconds a launch may take before its first workload starts
+            (imports, rendezvous); past it the launch is killed and its first workload recorded
+            ``timeout``.
         device: ``auto`` (CUDA when present) or ``cpu``.
         rendezvous: multi-node rendezvous, or ``None`` for single-node ``--standalone``.
     """
@@ -78,6 +81,7 @@ class ProfileSettings:
     threads_per_rank: int = 1
     seed: int = 0
     collective_timeout_s: float = 120.0
+    startup_timeout_s: float = 600.0
     device: str = "auto"
     rendezvous: Rendezvous | None = field(default=None)
 
@@ -245,7 +249,8 @@ def _launch(workloads, world, nodes, out_dir, settings) -> tuple[str | None, str
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         current, status = None, "ok"
-        last_id, last_start = None, time.time()
+        launched = time.time()
+        last_id, last_start = None, launched
         while proc.poll() is None:
             time.sleep(0.2)
             info = _read_marker(marker)
@@ -254,6 +259,10 @@ def _launch(workloads, world, nodes, out_dir, settings) -> tuple[str | None, str
             if last_id is not None and time.time() - last_start > settings.timeout_s:
                 _kill(proc)
                 current, status = last_id, "timeout"
+                break
+            if last_id is None and time.time() - launched > settings.startup_timeout_s:
+                _kill(proc)
+                current, status = workloads[0].workload_id, "timeout"
                 break
         if proc.returncode not in (0, None) and status == "ok":
             current, status = last_id, "failed"
