@@ -29,6 +29,15 @@ from scaledl.workloads.spec import Workload
 FIRST_BUCKET_BYTES = 1024 * 1024
 BUCKET_CAP_BYTES = 25 * 1024 * 1024
 EDGE_TYPES = ("sequential", "residual", "cross", "gradient", "update")
+#: Analytical features of a layer call (also stored beside each measured layer time).
+LAYER_FEATURE_COLUMNS = (
+    "fwd_flops",
+    "bwd_flops",
+    "fwd_ops",
+    "params",
+    "input_bytes",
+    "output_bytes",
+)
 
 NODE_COLUMNS = (
     "node_index",
@@ -37,12 +46,7 @@ NODE_COLUMNS = (
     "layer_name",
     "layer_type",
     "block",
-    "fwd_flops",
-    "bwd_flops",
-    "fwd_ops",
-    "params",
-    "input_bytes",
-    "output_bytes",
+    *LAYER_FEATURE_COLUMNS,
     "input_shape",
     "output_shape",
     "allreduce_bytes",

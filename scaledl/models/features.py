@@ -28,21 +28,18 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from scaledl.graph.layer_graph import EDGE_TYPES, LayerGraph, build_layer_graph
+from scaledl.graph.layer_graph import (
+    EDGE_TYPES,
+    LAYER_FEATURE_COLUMNS,
+    LayerGraph,
+    build_layer_graph,
+)
 from scaledl.graph.units import LAYER_TYPES
 from scaledl.workloads.spec import Workload
 
 _SCALED = ("fwd_flops", "bwd_flops", "input_bytes", "output_bytes")
 _ARCH_EXCLUDE = {"batch_size", "world_size", "num_nodes", "dataset_size"}
-NODE_NUMERIC = (
-    "fwd_flops",
-    "bwd_flops",
-    "fwd_ops",
-    "params",
-    "input_bytes",
-    "output_bytes",
-    "allreduce_bytes",
-)
+NODE_NUMERIC = (*LAYER_FEATURE_COLUMNS, "allreduce_bytes")
 WORKLOAD_NUMERIC = ("batch_size", "seq_len", "hidden_size", "world_size")
 _NODE_TEXT = ("node_kind", "layer_name", "layer_type")
 NUM_PREDICTION_FEATURES = 3

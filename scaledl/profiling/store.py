@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.graph.layer_graph import build_layer_graph
+from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS, build_layer_graph
 from scaledl.workloads.spec import Workload
 
 TABLES = (
@@ -142,17 +142,7 @@ def write_part(
 
 
 def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFrame:
-    features = build_layer_graph(workload).layers[
-        [
-            "layer_index",
-            "fwd_flops",
-            "bwd_flops",
-            "fwd_ops",
-            "params",
-            "input_bytes",
-            "output_bytes",
-        ]
-    ]
+    features = build_layer_graph(workload).layers[["layer_index", *LAYER_FEATURE_COLUMNS]]
     return frame.merge(features, on="layer_index", how="left", validate="many_to_one")
 
 
