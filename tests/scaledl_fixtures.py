@@ -33,8 +33,13 @@ from scaledl.workloads.spec import Workload
 # for hours. The timer starts when the worker names the workload (marker file), after imports.
 TIMEOUT_S = 10.0
 SETTINGS = ProfileSettings(warmup_steps=1, instrumented_steps=2, timeout_s=TIMEOUT_S)
-_TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
-         "dataset_size": 8}  # fmt: skip
+_TINY = {
+    "hidden_size": 32,
+    "num_layers": 1,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "dataset_size": 8,
+}
 
 
 def tiny(family: str, **fields) -> Workload:
@@ -51,8 +56,18 @@ def tiny(family: str, **fields) -> Workload:
 def gpt2_config(directory: Path) -> Path:
     """A tiny GPT-2 config JSON (a family never profiled here)."""
     path = Path(directory) / "gpt2.json"
-    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2,
-                                "vocab_size": 100, "n_positions": 64}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_embd": 32,
+                "n_layer": 1,
+                "n_head": 2,
+                "vocab_size": 100,
+                "n_positions": 64,
+            }
+        )
+    )
     return path
 
 

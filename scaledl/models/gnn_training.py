@@ -77,9 +77,9 @@ def make_batch(
     """
     return GraphBatch(
         x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
-        edge_index=torch.from_numpy(np.ascontiguousarray(gs.edge_index, dtype=np.int64)),
+        edge_index=torch.from_numpy(np.array(gs.edge_index, dtype=np.int64)),
         edge_attr=torch.from_numpy(gs.edge_attr()),
-        batch=torch.from_numpy(np.ascontiguousarray(gs.graph, dtype=np.int64)),
+        batch=torch.from_numpy(np.array(gs.graph, dtype=np.int64)),
         log_prior=torch.from_numpy(np.asarray(log_prior, dtype=np.float32)),
         y=None if y is None else torch.from_numpy(np.asarray(y, dtype=np.float32)),
     )

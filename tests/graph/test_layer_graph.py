@@ -15,8 +15,13 @@ from scaledl.graph.layer_graph import (
 from scaledl.workloads.builders import build_model
 from scaledl.workloads.spec import Workload
 
-TINY = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
-        "batch_size": 2}  # fmt: skip
+TINY = {
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "batch_size": 2,
+}
 SPECS = {
     "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
     "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
@@ -30,8 +35,18 @@ def spec_of(family: str, tmp_path) -> dict:
     if family != "hf":
         return SPECS[family]
     cfg = tmp_path / "gpt2.json"
-    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2,
-                               "vocab_size": 100, "n_positions": 64}))  # fmt: skip
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_embd": 32,
+                "n_layer": 2,
+                "n_head": 2,
+                "vocab_size": 100,
+                "n_positions": 64,
+            }
+        )
+    )
     return {"family": "hf", "config_path": str(cfg), "seq_len": 16, "batch_size": 2}
 
 
@@ -78,9 +93,18 @@ def test_every_family_has_a_consistent_graph(family, tmp_path):
 
 def test_bert_flops_match_a_hand_count():
     b, s, h, heads, inter = 2, 16, 64, 2, 128
-    w = Workload.parse({"family": "bert", "hidden_size": h, "num_layers": 1, "num_heads": heads,
-                        "intermediate_size": inter, "vocab_size": 100, "seq_len": s,
-                        "batch_size": b})  # fmt: skip
+    w = Workload.parse(
+        {
+            "family": "bert",
+            "hidden_size": h,
+            "num_layers": 1,
+            "num_heads": heads,
+            "intermediate_size": inter,
+            "vocab_size": 100,
+            "seq_len": s,
+            "batch_size": b,
+        }
+    )
     layers = build_layer_graph(w).layers.set_index("layer_name")
     tokens, dh = b * s, h // heads
     projections = 4 * 2 * tokens * h * h  # Q, K, V, output projection
@@ -118,8 +142,16 @@ def test_inference_graph_has_no_backward_and_no_optimizer(family):
 
 def test_allreduce_buckets_hold_every_gradient_byte():
     # About 1.3M parameters (5 MB of fp32 gradients): a 1 MiB first bucket, then one more.
-    w = Workload.parse({**SPECS["bert"], "hidden_size": 256, "num_heads": 4,
-                        "intermediate_size": 512, "vocab_size": 1000, "world_size": 2})  # fmt: skip
+    w = Workload.parse(
+        {
+            **SPECS["bert"],
+            "hidden_size": 256,
+            "num_heads": 4,
+            "intermediate_size": 512,
+            "vocab_size": 1000,
+            "world_size": 2,
+        }
+    )
     g = build_layer_graph(w)
     nodes, edges = g.nodes, g.edges
     buckets = nodes[nodes["node_kind"] == "allreduce"]
@@ -174,8 +206,17 @@ def test_shared_t5_embedding_is_owned_by_its_first_call():
 
 
 def test_bert_base_graph_build_time():
-    w = Workload.parse({"family": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12,
-                        "intermediate_size": 3072, "seq_len": 128, "batch_size": 8})  # fmt: skip
+    w = Workload.parse(
+        {
+            "family": "bert",
+            "hidden_size": 768,
+            "num_layers": 12,
+            "num_heads": 12,
+            "intermediate_size": 3072,
+            "seq_len": 128,
+            "batch_size": 8,
+        }
+    )
     started = time.perf_counter()
     g = build_layer_graph(w)
     elapsed = time.perf_counter() - started

@@ -8,8 +8,13 @@ from scaledl.graph.units import LAYER_TYPES, classify, find_units
 from scaledl.workloads.builders import build_model
 from scaledl.workloads.spec import Workload
 
-TINY = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
-        "batch_size": 2}  # fmt: skip
+TINY = {
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "batch_size": 2,
+}
 SPECS = {
     "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
     "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
@@ -95,8 +100,18 @@ def test_classify(attr, module, expected):
 def test_units_cover_every_parameter_without_overlap(family, tmp_path):
     if family == "hf":
         cfg = tmp_path / "gpt2.json"
-        cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2,
-                                   "vocab_size": 100, "n_positions": 64}))  # fmt: skip
+        cfg.write_text(
+            json.dumps(
+                {
+                    "model_type": "gpt2",
+                    "n_embd": 32,
+                    "n_layer": 2,
+                    "n_head": 2,
+                    "vocab_size": 100,
+                    "n_positions": 64,
+                }
+            )
+        )
         spec = {"family": "hf", "config_path": str(cfg), "seq_len": 16, "batch_size": 2}
     else:
         spec = SPECS[family]

@@ -15,7 +15,6 @@ from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
 
 
-
 @pytest.fixture(autouse=True)
 def one_thread():
     """As the methods fit: small graphs, and 2 busy cores make torch threads spin."""
@@ -46,8 +45,14 @@ def batch_of(workloads, y=None, prior_shift: float = 0.0):
 
 def model(use_prior: bool, hidden: int = 8) -> RuntimeGNN:
     torch.manual_seed(0)
-    return RuntimeGNN(NUM_NODE_FEATURES, NUM_EDGE_FEATURES, hidden_channels=hidden, num_layers=2,
-                      heads=2, use_prior=use_prior)  # fmt: skip
+    return RuntimeGNN(
+        NUM_NODE_FEATURES,
+        NUM_EDGE_FEATURES,
+        hidden_channels=hidden,
+        num_layers=2,
+        heads=2,
+        use_prior=use_prior,
+    )
 
 
 def test_batch_layout_of_three_graphs():
@@ -135,8 +140,9 @@ def test_history_keys_and_best_model_is_kept():
 
 
 def test_early_stopping():
-    wild = GNNTrainConfig(hidden_channels=8, num_layers=1, heads=2, lr=5.0, max_epochs=300,
-                          patience=2)  # fmt: skip
+    wild = GNNTrainConfig(
+        hidden_channels=8, num_layers=1, heads=2, lr=5.0, max_epochs=300, patience=2
+    )
     _, history = train_gnn(TRAIN, VAL, use_prior=True, config=wild)
     assert history["epochs"] < 300
     assert history["epochs"] - history["best_epoch"] == 2

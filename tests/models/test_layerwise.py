@@ -5,7 +5,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from scaledl.models.features import NODE_NUMERIC, WORKLOAD_NUMERIC
-from scaledl.models.layerwise import LAYER_FEATURES, LayerTimeRegressor, LayerwiseModel, layer_features
+from scaledl.models.layerwise import (
+    LAYER_FEATURES,
+    LayerTimeRegressor,
+    LayerwiseModel,
+    layer_features,
+)
 
 
 @parametrize_with_checks([LayerTimeRegressor()])
@@ -20,15 +25,25 @@ def synthetic_nodes(n_per_type: int = 12, types=("attention", "feed-forward"), s
     for k, layer_type in enumerate(types):
         for _ in range(n_per_type):
             flops = float(rng.uniform(1e6, 1e9))
-            rows.append({
-                "layer_type": layer_type, "fwd_flops": flops, "bwd_flops": 2 * flops,
-                "fwd_ops": 10 + k, "params": 1000 * (k + 1), "input_bytes": flops / 100,
-                "output_bytes": flops / 100, "allreduce_bytes": 0.0,
-                "batch_size": int(rng.choice([1, 2, 4])), "seq_len": 128, "hidden_size": 64,
-                "world_size": 1, "train": 1,
-                "forward_ms": (k + 1) * 1e-6 * flops ** 0.8,
-                "backward_ms": 2 * (k + 1) * 1e-6 * flops ** 0.8,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "layer_type": layer_type,
+                    "fwd_flops": flops,
+                    "bwd_flops": 2 * flops,
+                    "fwd_ops": 10 + k,
+                    "params": 1000 * (k + 1),
+                    "input_bytes": flops / 100,
+                    "output_bytes": flops / 100,
+                    "allreduce_bytes": 0.0,
+                    "batch_size": int(rng.choice([1, 2, 4])),
+                    "seq_len": 128,
+                    "hidden_size": 64,
+                    "world_size": 1,
+                    "train": 1,
+                    "forward_ms": (k + 1) * 1e-6 * flops**0.8,
+                    "backward_ms": 2 * (k + 1) * 1e-6 * flops**0.8,
+                }
+            )
     return pd.DataFrame(rows)
 
 

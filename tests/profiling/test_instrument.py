@@ -8,8 +8,13 @@ from scaledl.profiling.timers import Clock
 from scaledl.workloads.builders import build_model, make_batch, training_loss
 from scaledl.workloads.spec import Workload
 
-TINY = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
-        "batch_size": 2}  # fmt: skip
+TINY = {
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "batch_size": 2,
+}
 SPECS = {
     "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
     "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},

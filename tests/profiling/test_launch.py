@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 
 from scaledl.graph.layer_graph import build_layer_graph
-from scaledl.profiling.launch import Rendezvous, profile_workloads, torchrun_command
+from scaledl.profiling.launch import (
+    ProfileSettings,
+    Rendezvous,
+    profile_workloads,
+    torchrun_command,
+)
 from scaledl.profiling.store import parts_dir, read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import SETTINGS, TIMEOUT_S  # noqa: E402
+from scaledl_fixtures import SETTINGS, TIMEOUT_S, tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +119,9 @@ def test_resume_skips_ok_workloads(profiled):
 
 def test_force_profiles_again(profiled, tmp_path):
     w = profiled.workloads["bert_a"]
-    shutil.copytree(parts_dir(profiled.out_dir) / w.workload_id, parts_dir(tmp_path) / w.workload_id)
+    shutil.copytree(
+        parts_dir(profiled.out_dir) / w.workload_id, parts_dir(tmp_path) / w.workload_id
+    )
     old = read_run(parts_dir(tmp_path) / w.workload_id)["run_id"]
     summary = profile_workloads([w, w], tmp_path, SETTINGS, progress=False)
     assert (summary.requested, summary.skipped, summary.ok) == (1, 1, 0)
@@ -132,5 +139,20 @@ def test_torchrun_command():
     assert cmd[-5:] == ["scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
     multi = torchrun_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
     assert "--standalone" not in multi
-    assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d",
-            "--rdzv-endpoint=10.0.0.1:29500", "--nproc-per-node=4"} <= set(multi)  # fmt: skip
+    assert {
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.1:29500",
+        "--nproc-per-node=4",
+    } <= set(multi)
+
+
+def test_startup_timeout_records_the_first_workload(tmp_path):
+    # Imports alone take seconds: a 0.5 s startup budget kills the launch before any workload.
+    settings = ProfileSettings(**{**SETTINGS.__dict__, "startup_timeout_s": 0.5})
+    w = tiny("bert")
+    summary = profile_workloads([w], tmp_path, settings, progress=False)
+    assert summary.failed == {w.workload_id: "timeout"} and summary.ok == 0
+    run = read_run(parts_dir(tmp_path) / w.workload_id)
+    assert run["status"] == "timeout" and "launch timeout" in run["error"]

@@ -15,21 +15,52 @@ from scaledl.profiling.store import (
 )
 from scaledl.workloads.spec import Workload
 
-BERT = Workload.parse({"family": "bert", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                       "intermediate_size": 64, "vocab_size": 100, "seq_len": 16,
-                       "batch_size": 2, "dataset_size": 8})  # fmt: skip
+BERT = Workload.parse(
+    {
+        "family": "bert",
+        "hidden_size": 32,
+        "num_layers": 1,
+        "num_heads": 2,
+        "intermediate_size": 64,
+        "vocab_size": 100,
+        "seq_len": 16,
+        "batch_size": 2,
+        "dataset_size": 8,
+    }
+)
 OTHER = BERT.model_copy(update={"batch_size": 4})
 RUN = {"workload_id": BERT.workload_id, "status": "failed", "error": "boom", "host": "h"}
 
 
 def ok_records(workload: Workload) -> dict[str, list[dict]]:
-    layers = [{"rank": 0, "step": s, "layer_index": i, "layer_name": f"l{i}", "layer_type": "x",
-               "forward_ms": 1.0 + i, "backward_ms": 2.0} for s in (0, 1) for i in range(5)]  # fmt: skip
-    iterations = [{"rank": 0, "step": s, "phase": phase, "iteration_ms": ms, "forward_ms": 0.0,
-                   "backward_ms": 0.0, "optimizer_ms": 0.0, "allreduce_ms": 0.0,
-                   "allreduce_bytes": 0}
-                  for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
-                  for s, ms in enumerate(values)]  # fmt: skip
+    layers = [
+        {
+            "rank": 0,
+            "step": s,
+            "layer_index": i,
+            "layer_name": f"l{i}",
+            "layer_type": "x",
+            "forward_ms": 1.0 + i,
+            "backward_ms": 2.0,
+        }
+        for s in (0, 1)
+        for i in range(5)
+    ]
+    iterations = [
+        {
+            "rank": 0,
+            "step": s,
+            "phase": phase,
+            "iteration_ms": ms,
+            "forward_ms": 0.0,
+            "backward_ms": 0.0,
+            "optimizer_ms": 0.0,
+            "allreduce_ms": 0.0,
+            "allreduce_bytes": 0,
+        }
+        for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
+        for s, ms in enumerate(values)
+    ]
     epoch = [{"rank": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
     return {"layers": layers, "iterations": iterations, "epoch": epoch}
 
@@ -108,7 +139,7 @@ def test_consolidate_names_an_unreadable_run_record(tmp_path):
 def test_atomic_write_parquet_leaves_no_temporary_file(tmp_path):
     path = atomic_write_parquet(pd.DataFrame({"a": [1, 2]}), tmp_path / "sub" / "t.parquet")
     assert pd.read_parquet(path)["a"].tolist() == [1, 2]
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # pyarrow cannot convert an object column
         atomic_write_parquet(pd.DataFrame({"a": [object()]}), path)
     assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
     assert pd.read_parquet(path)["a"].tolist() == [1, 2]

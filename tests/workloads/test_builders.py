@@ -6,8 +6,14 @@ import torch
 from scaledl.workloads.builders import build_model, hf_config, make_batch, training_loss
 from scaledl.workloads.spec import Workload, WorkloadError
 
-TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
-        "batch_size": 2, "dataset_size": 8}  # fmt: skip
+TINY = {
+    "hidden_size": 32,
+    "num_layers": 1,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "batch_size": 2,
+    "dataset_size": 8,
+}
 SPECS = {
     "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
     "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
@@ -15,8 +21,14 @@ SPECS = {
     "llama": {"family": "llama", "vocab_size": 100, "seq_len": 16, **TINY, "num_kv_heads": 1},
     "deit": {"family": "deit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
 }
-GPT2 = {"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2, "vocab_size": 100,
-        "n_positions": 64}  # fmt: skip
+GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 32,
+    "n_layer": 1,
+    "n_head": 2,
+    "vocab_size": 100,
+    "n_positions": 64,
+}
 
 
 @pytest.fixture
@@ -89,7 +101,9 @@ def test_meta_device_allocates_nothing():
     assert all(p.is_meta for p in model.parameters())
 
 
-@pytest.mark.parametrize(("precision", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+@pytest.mark.parametrize(
+    ("precision", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16)]
+)
 def test_precision_sets_parameter_dtype(precision, dtype):
     model = build_model(workload("bert", precision=precision), device="meta")
     assert {p.dtype for p in model.parameters()} == {dtype}
@@ -133,8 +147,11 @@ def test_unknown_model_type_names_it(tmp_path):
 
 
 def test_training_loss_without_model_loss():
-    out = {"last_hidden_state": torch.ones(2, 3), "ids": torch.zeros(2, dtype=torch.int64),
-           "pair": (torch.full((2,), 2.0), torch.full((1,), 4.0))}  # fmt: skip
+    out = {
+        "last_hidden_state": torch.ones(2, 3),
+        "ids": torch.zeros(2, dtype=torch.int64),
+        "pair": (torch.full((2,), 2.0), torch.full((1,), 4.0)),
+    }
     assert float(training_loss(out)) == pytest.approx(1.0 + 2.0 + 4.0)
     with pytest.raises(ValueError, match="floating"):
         training_loss({"ids": torch.zeros(2, dtype=torch.int64)})

@@ -4,12 +4,36 @@ import pytest
 
 from scaledl.workloads.spec import Workload, WorkloadError
 
-BERT = {"family": "bert", "hidden_size": 64, "num_layers": 2, "num_heads": 2,
-        "intermediate_size": 128, "vocab_size": 100, "seq_len": 16, "batch_size": 2}  # fmt: skip
-VIT = {"family": "vit", "hidden_size": 64, "num_layers": 2, "num_heads": 2,
-       "intermediate_size": 128, "image_size": 32, "patch_size": 8, "batch_size": 2}  # fmt: skip
-T5 = {"family": "t5", "hidden_size": 64, "num_layers": 3, "num_heads": 2,
-      "intermediate_size": 128, "vocab_size": 100, "seq_len": 24, "batch_size": 2}  # fmt: skip
+BERT = {
+    "family": "bert",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 100,
+    "seq_len": 16,
+    "batch_size": 2,
+}
+VIT = {
+    "family": "vit",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 128,
+    "image_size": 32,
+    "patch_size": 8,
+    "batch_size": 2,
+}
+T5 = {
+    "family": "t5",
+    "hidden_size": 64,
+    "num_layers": 3,
+    "num_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 100,
+    "seq_len": 24,
+    "batch_size": 2,
+}
 
 # sha256 of the normalised BERT spec above, computed once: a change means every stored
 # workload_id (profiles, designs, bundles) silently stops matching its spec.
@@ -35,9 +59,19 @@ def parse_error(spec: dict) -> str:
         ({**BERT, "world_size": 2, "num_nodes": 4}, ["num_nodes=4", "world_size=2"]),
         ({**BERT, "world_size": 6, "num_nodes": 4}, ["num_nodes=4", "world_size=6"]),
         ({**BERT, "backend": "nccl"}, ["nccl", "device_name='cpu'"]),
-        ({**BERT, "backend": "nccl", "device_name": "cpu:AMD EPYC"}, ["device_name='cpu:AMD EPYC'"]),
-        ({"family": "llama", **{k: v for k, v in BERT.items() if k != "family"},
-          "num_heads": 4, "num_kv_heads": 3}, ["num_kv_heads=3", "num_heads=4"]),  # fmt: skip
+        (
+            {**BERT, "backend": "nccl", "device_name": "cpu:AMD EPYC"},
+            ["device_name='cpu:AMD EPYC'"],
+        ),
+        (
+            {
+                "family": "llama",
+                **{k: v for k, v in BERT.items() if k != "family"},
+                "num_heads": 4,
+                "num_kv_heads": 3,
+            },
+            ["num_kv_heads=3", "num_heads=4"],
+        ),
         ({k: v for k, v in BERT.items() if k != "hidden_size"}, ["hidden_size", "'bert'"]),
         ({k: v for k, v in VIT.items() if k != "patch_size"}, ["patch_size", "'vit'"]),
         ({"family": "hf", "seq_len": 16, "batch_size": 2}, ["config_path"]),
@@ -52,8 +86,15 @@ def test_consistency_errors_name_field_and_value(spec, named):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("batch_size", 0), ("hidden_size", -64), ("family", "gpt"), ("precision", "fp8"),
-     ("mode", "serve"), ("dataset_size", 0), ("backend", "mpi")],  # fmt: skip
+    [
+        ("batch_size", 0),
+        ("hidden_size", -64),
+        ("family", "gpt"),
+        ("precision", "fp8"),
+        ("mode", "serve"),
+        ("dataset_size", 0),
+        ("backend", "mpi"),
+    ],
 )
 def test_field_errors_name_field_and_value(field, value):
     message = parse_error({**BERT, field: value})
@@ -85,8 +126,9 @@ def test_vision_seq_len_is_derived(family, image, patch, expected):
     assert w.seq_len == expected
     assert w.is_vision
     # Giving the derived value explicitly is accepted and yields the same workload.
-    same = Workload.parse({**VIT, "family": family, "image_size": image, "patch_size": patch,
-                           "seq_len": expected})  # fmt: skip
+    same = Workload.parse(
+        {**VIT, "family": family, "image_size": image, "patch_size": patch, "seq_len": expected}
+    )
     assert same == w
     assert same.workload_id == w.workload_id
 
@@ -138,8 +180,16 @@ def test_workload_id_regression():
 def test_workload_id_equal_for_equal_specs():
     a = Workload.parse(BERT)
     # Defaults spelled out, NaN cells, another key order: the same normalised spec.
-    b = Workload.parse({**dict(reversed(list(BERT.items()))), "world_size": 1, "num_nodes": 1,
-                        "precision": "fp32", "max_positions": 512, "num_labels": float("nan")})  # fmt: skip
+    b = Workload.parse(
+        {
+            **dict(reversed(list(BERT.items()))),
+            "world_size": 1,
+            "num_nodes": 1,
+            "precision": "fp32",
+            "max_positions": 512,
+            "num_labels": float("nan"),
+        }
+    )
     assert a == b
     assert a.workload_id == b.workload_id
     assert a.to_record()["workload_id"] == a.workload_id
@@ -148,10 +198,22 @@ def test_workload_id_equal_for_equal_specs():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("hidden_size", 128), ("num_layers", 3), ("num_heads", 4), ("intermediate_size", 256),
-     ("vocab_size", 101), ("max_positions", 128), ("seq_len", 8), ("batch_size", 3),
-     ("world_size", 2), ("precision", "bf16"), ("mode", "infer"), ("dataset_size", 512),
-     ("device_name", "cpu:Other"), ("num_labels", 5)],  # fmt: skip
+    [
+        ("hidden_size", 128),
+        ("num_layers", 3),
+        ("num_heads", 4),
+        ("intermediate_size", 256),
+        ("vocab_size", 101),
+        ("max_positions", 128),
+        ("seq_len", 8),
+        ("batch_size", 3),
+        ("world_size", 2),
+        ("precision", "bf16"),
+        ("mode", "infer"),
+        ("dataset_size", 512),
+        ("device_name", "cpu:Other"),
+        ("num_labels", 5),
+    ],
 )
 def test_workload_id_changes_with_every_field(field, value):
     base = Workload.parse(BERT)

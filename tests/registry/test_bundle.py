@@ -1,0 +1,178 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from scaledl.registry import (
+    BundleError,
+    IncompatibleBundleError,
+    list_predictors,
+    load_predictor,
+    read_manifest,
+    resolve_bundle,
+    save_bundle,
+)
+from scaledl.registry.bundle import FORMAT_VERSION, load_method
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def bundle(registry_root, tmp_path):
+    """A private copy of the latest bundle (tests alter it)."""
+    target = tmp_path / "bundle"
+    shutil.copytree(registry_root / "scaledl" / "v2", target)
+    return target
+
+
+def test_layout_and_manifest(registry_root):
+    bundle = registry_root / "scaledl" / "v2"
+    assert sorted(p.name for p in bundle.iterdir()) == [
+        "gnn.pt",
+        "layerwise.skops",
+        "manifest.json",
+        "params.json",
+    ]
+    manifest = read_manifest(bundle)
+    assert manifest["format_version"] == FORMAT_VERSION
+    assert (manifest["name"], manifest["version"]) == ("scaledl", "v2")
+    assert set(manifest["files"]) == {"gnn.pt", "layerwise.skops", "params.json"}
+    assert manifest["training_data"] == {"workloads": 8}
+    assert manifest["training_summary"]["training_workloads"] == 8
+    assert "attention" in manifest["feature_schema"]["layer_types"]
+    assert (registry_root / "scaledl" / "latest").read_text().strip() == "v2"
+    assert not any(p.name.startswith(".") for p in (registry_root / "scaledl").iterdir())
+
+
+def test_save_load_gives_identical_predictions(registry_root, profiled):
+    from scaledl.models.data import load_profile_data
+    from scaledl.models.gnn_training import GNNTrainConfig
+    from scaledl.models.train import TrainConfig, train_predictor
+
+    data = load_profile_data(profiled.out_dir)
+    workloads = [data.workloads[i] for i in data.ids]
+    gnn = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)
+    # Training is seeded: this is the method the shared bundle holds.
+    method = train_predictor(data, TrainConfig(gnn=gnn, folds=3))
+    expected = method.predict(workloads)
+    predictor = load_predictor(registry_root / "scaledl")
+    assert predictor.version == "v2"
+    got = predictor.predict(workloads)
+    np.testing.assert_allclose(got["iteration_s"], expected["iteration_s"], rtol=1e-6)
+    np.testing.assert_allclose(got["epoch_s"], expected["epoch_s"], rtol=1e-6)
+    # And a fresh save of that method loads back to the same numbers.
+    path = save_bundle(method, registry_root.parent / "fresh", "scaledl")
+    again = load_predictor(path).predict(workloads)
+    np.testing.assert_array_equal(again["iteration_s"], got["iteration_s"])
+
+
+def test_load_method_restores_every_part(bundle):
+    method, manifest = load_method(bundle)
+    assert method.gnn is not None and not method.gnn.training
+    assert method.allreduce is not None  # two-rank workloads were profiled
+    assert len(method.epoch_model.coef_) == 3
+    assert "*" in method.layerwise.models and "attention" in method.layerwise.models
+    assert method.training_devices == ["cpu"]
+    assert manifest["version"] == "v2"
+
+
+@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.skops", "params.json"])
+def test_tampered_file_is_named(bundle, name):
+    path = bundle / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(BundleError) as info:
+        load_predictor(bundle)
+    assert str(path) in str(info.value)
+    assert "checksum" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.skops"])
+def test_truncated_file_is_refused(bundle, name):
+    path = bundle / name
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(BundleError, match=name):
+        load_predictor(bundle)
+
+
+def test_missing_file_is_named(bundle):
+    (bundle / "gnn.pt").unlink()
+    with pytest.raises(BundleError, match="gnn.pt.*missing"):
+        load_predictor(bundle)
+
+
+def test_truncated_manifest(bundle):
+    path = bundle / "manifest.json"
+    path.write_text(path.read_text()[:50])
+    with pytest.raises(BundleError, match="manifest.json"):
+        load_predictor(bundle)
+
+
+def edit_manifest(bundle, **changes):
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+    return manifest
+
+
+def test_other_format_version_is_incompatible(bundle):
+    edit_manifest(bundle, format_version=FORMAT_VERSION + 1)
+    with pytest.raises(IncompatibleBundleError, match="format_version"):
+        load_predictor(bundle)
+
+
+def test_other_sklearn_minor_is_incompatible(bundle):
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    versions = {**manifest["library_versions"], "scikit-learn": "0.1.0"}
+    edit_manifest(bundle, library_versions=versions)
+    with pytest.raises(IncompatibleBundleError, match="scikit-learn 0.1.0"):
+        load_predictor(bundle)
+
+
+def test_missing_latest_and_bad_paths(registry_root, tmp_path):
+    name_dir = tmp_path / "scaledl"
+    shutil.copytree(registry_root / "scaledl", name_dir)
+    assert resolve_bundle(name_dir) == name_dir / "v2"
+    (name_dir / "latest").write_text("v9\n")
+    with pytest.raises(BundleError, match="'v9'"):
+        load_predictor(name_dir)
+    (name_dir / "latest").unlink()
+    with pytest.raises(BundleError, match="not a predictor bundle"):
+        load_predictor(name_dir)
+    with pytest.raises(BundleError, match="nowhere"):
+        load_predictor(tmp_path / "nowhere")
+    # The versions themselves still load.
+    assert load_predictor(name_dir / "v1").version == "v1"
+
+
+def test_list_predictors(registry_root, tmp_path):
+    table = list_predictors(registry_root)
+    assert list(table["version"]) == ["v1", "v2"]
+    assert list(table["latest"]) == [False, True]
+    assert set(table["name"]) == {"scaledl"}
+    assert list(table["training_workloads"]) == [8, 8]
+    assert list_predictors(tmp_path / "empty").empty
+    assert list(list_predictors(tmp_path).columns) == [
+        "name",
+        "version",
+        "latest",
+        "created_at",
+        "training_workloads",
+        "path",
+    ]
+
+
+def test_save_refuses_existing_version_and_unfitted_method(registry_root, tmp_path):
+    from scaledl.models.methods import GraphMethod
+
+    method, _ = load_method(registry_root / "scaledl" / "v1")
+    method.training_workloads = []
+    with pytest.raises(ValueError, match="exists already"):
+        save_bundle(method, registry_root, "scaledl", version="v1")
+    with pytest.raises(ValueError, match="fitted"):
+        save_bundle(GraphMethod(mode="scaledl"), tmp_path)
+    with pytest.raises(ValueError, match="fitted"):
+        save_bundle(GraphMethod(mode="additive"), tmp_path)
