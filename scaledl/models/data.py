@@ -5,7 +5,8 @@ workloads whose run is ``ok``:
 
 * ``labels``: one row per workload: ``iteration_ms`` (median over the un-instrumented epoch's
   steps of the slowest rank's step time: data-parallel ranks wait for each other), ``epoch_s``
-  (the slowest rank's epoch wall time), ``steps_per_epoch``, ``iteration_cv`` and ``family``;
+  (the slowest rank's epoch wall time), ``steps_per_epoch``, ``iteration_cv`` (robust CV of the
+  label steps, :func:`~scaledl.profiling.store.robust_cv`) and ``family``;
 * ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.profiling.store import robust_cv
 from scaledl.workloads.spec import Workload
 
 TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "iteration_timings",
@@ -111,7 +113,7 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     label_steps = (
         iters[iters["phase"] == "label"].groupby(["workload_id", "step"])["iteration_ms"].max()
     )
-    labels = label_steps.groupby("workload_id").agg(["median", "mean", "std", "count"])
+    labels = label_steps.groupby("workload_id").agg(["median", robust_cv])
     epochs = (
         tables["epochs"]
         .groupby("workload_id")
@@ -141,7 +143,7 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
                 "seq_len": workload.seq_len,
                 "world_size": workload.world_size,
                 "iteration_ms": float(lab["median"]),
-                "iteration_cv": float(lab["std"] / lab["mean"]) if lab["count"] > 1 else 0.0,
+                "iteration_cv": float(lab["robust_cv"]),
                 "epoch_s": float(epochs.loc[wid, "epoch_s"]),
                 "steps_per_epoch": int(epochs.loc[wid, "steps_per_epoch"]),
             }

@@ -83,29 +83,46 @@ class LayerInstrument:
         self.calls = []
         self._open = {}
 
-    def layer_times_ms(self, backward_end: Any) -> list[dict[str, Any]]:
+    def layer_times_ms(self, step_start: Any, backward_end: Any) -> list[dict[str, Any]]:
         """Per-call forward and backward milliseconds of the last step, in execution order.
 
+        A call whose input needs no gradient (an embedding of token ids, a patch embedding of
+        pixels) has no input marker: its backward ends at the next backward mark of any call,
+        or at ``backward_end`` when none follows (it was the last backward; with DDP that
+        interval also holds the wait for the last all-reduce buckets). Measured before this
+        rule: T5's two embedding calls both ran to the end of the backward pass, so their
+        intervals overlapped and the layer sum exceeded the iteration.
+
         Args:
+            step_start: the mark taken when the step began (reference of all marks).
             backward_end: the mark taken when the whole backward pass returned.
 
         Returns:
             One dict per call: ``layer_index``, ``layer_name``, ``layer_type``, ``forward_ms``,
             ``backward_ms`` (0.0 without backward).
         """
+
+        def at(mark: Any) -> float:
+            return self.clock.elapsed_ms(step_start, mark)
+
+        end_all = at(backward_end)
+        marks = sorted(at(m) for c in self.calls for m in c.marks.values())
         rows = []
         for i, c in enumerate(self.calls):
-            fwd = self.clock.elapsed_ms(c.fwd_start, c.fwd_end)
             bwd = 0.0
             if self.backward and "out" in c.marks:
-                end = c.marks.get("in", backward_end)
-                bwd = max(self.clock.elapsed_ms(c.marks["out"], end), 0.0)
+                start = at(c.marks["out"])
+                if "in" in c.marks:
+                    end = at(c.marks["in"])
+                else:
+                    end = next((m for m in marks if m > start), end_all)
+                bwd = max(end - start, 0.0)
             rows.append(
                 {
                     "layer_index": i,
                     "layer_name": c.name,
                     "layer_type": c.layer_type,
-                    "forward_ms": fwd,
+                    "forward_ms": self.clock.elapsed_ms(c.fwd_start, c.fwd_end),
                     "backward_ms": bwd,
                 }
             )

@@ -12,7 +12,8 @@ whole or not at all: an interrupted batch loses nothing finished, and a rerun sk
 
 * ``workloads``: the spec of each workload (``Workload.to_record()``).
 * ``runs``: ``run_id``, ``workload_id``, ``status`` (ok/failed/oom/timeout), ``error``, ``host``,
-  versions, step counts, times, ``instrumentation_overhead`` (fraction) and ``iteration_cv``.
+  versions, step counts, times, ``instrumentation_overhead`` (fraction) and ``iteration_cv``
+  (:func:`robust_cv` of the label steps).
 * ``layer_timings``: ``run_id``, ``workload_id``, ``rank``, ``step``, ``layer_index``,
   ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms`` and the layer's analytical
   features (``fwd_flops``, ``bwd_flops``, ``params``, ``input_bytes``, ``output_bytes``).
@@ -157,8 +158,22 @@ def _run_summary(iterations: pd.DataFrame) -> dict[str, Any]:
         "instrumentation_overhead": float(instrumented.median() / label_median - 1.0)
         if len(instrumented) and label_median > 0
         else np.nan,
-        "iteration_cv": float(label.std(ddof=0) / label.mean()) if len(label) > 1 else 0.0,
+        "iteration_cv": robust_cv(label.to_numpy()),
     }
+
+
+def robust_cv(values: np.ndarray) -> float:
+    """Robust coefficient of variation: ``1.4826 * MAD / median`` (0 for fewer than 2 values).
+
+    The scaled median absolute deviation estimates the standard deviation of normal noise but
+    ignores the rare, much slower step (an OS hiccup) that a plain ``std / mean`` lets dominate;
+    the labels are medians, which ignore such steps too (Rousseeuw & Croux 1993).
+    """
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return 0.0
+    median = float(np.median(values))
+    return float(1.4826 * np.median(np.abs(values - median)) / median)
 
 
 def read_run(part: Path) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def profile_workload(workload: Workload, settings: dict[str, Any], device: torch
             t1 = clock.mark()
             clock.synchronize()
             recorder.enabled = False
-            rows = inst.layer_times_ms(backward_end=t_bwd)
+            rows = inst.layer_times_ms(step_start=t0, backward_end=t_bwd)
             if len(rows) != expected_layers:
                 raise RuntimeError(
                     f"workload {workload.workload_id}: {len(rows)} layer calls timed but the "

@@ -27,10 +27,10 @@ def _resources(repo: Path, dvc_exe: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe):
+def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
     from scaledl.registry import load_predictor
 
-    repo, _ = dvc_repo
+    repo, remote = dvc_repo
     data = repo / "data"
     with dg.instance_for_test() as instance:
         result = dg.materialize(
@@ -69,3 +69,17 @@ def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe):
         runs = again.output_for_node("profiling_runs")
         assert runs["reused"] == first["ok_total"]
         assert runs["profiled"] <= len(first["failed"])
+
+        # A consumer: clone the repository, pull the data version from the same remote, load
+        # the predictor from the clone and predict, without profiling or training anything.
+        run_cmd("git", "add", "-A", cwd=repo)
+        run_cmd("git", "commit", "-qm", "data version", cwd=repo)
+        clone = tmp_path / "consumer"
+        run_cmd("git", "clone", "-q", repo, clone, cwd=tmp_path)
+        run_cmd(dvc_exe, "remote", "add", "-f", "-d", "local", remote, cwd=clone)
+        run_cmd(dvc_exe, "pull", "-q", cwd=clone)
+        relative = Path(bundle["latest"]).relative_to(repo)
+        pulled = load_predictor(clone / relative)
+        assert pulled.version == predictor.version
+        again = pulled.predict(design_workloads(design)[:3])
+        assert again["iteration_s"].tolist() == predictions["iteration_s"].tolist()

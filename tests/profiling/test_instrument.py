@@ -32,12 +32,13 @@ def timed_step(workload: Workload, steps: int = 2):
     with LayerInstrument(units, clock, backward=train) as inst:
         for _ in range(steps):
             inst.start_step()
+            start = clock.mark()
             if train:
                 training_loss(model(**batch)).backward()
             else:
                 with torch.inference_mode():
                     model(**batch)
-            rows = inst.layer_times_ms(backward_end=clock.mark())
+            rows = inst.layer_times_ms(step_start=start, backward_end=clock.mark())
     return model, rows
 
 
@@ -92,3 +93,26 @@ def test_cpu_clock_measures_milliseconds():
     clock.synchronize()
     assert 0 <= clock.elapsed_ms(a, b) < 1000
     assert clock.elapsed_ms(0.0, 0.25) == pytest.approx(250.0)
+
+
+@pytest.mark.parametrize("family", ["t5", "bert"])
+def test_layer_intervals_fit_inside_the_step(family):
+    """Layer intervals never overlap: their sum stays within the step's own interval.
+
+    T5 has two embedding calls whose inputs need no gradient (no input marker): each one's
+    backward must end at the next backward mark, not both at the end of the backward pass.
+    """
+    w = Workload.parse(SPECS[family])
+    torch.manual_seed(0)
+    model = build_model(w)
+    clock = Clock(torch.device("cpu"))
+    batch = make_batch(w, generator=torch.Generator().manual_seed(0))
+    with LayerInstrument(find_units(model), clock, backward=True) as inst:
+        for _ in range(2):
+            inst.start_step()
+            start = clock.mark()
+            training_loss(model(**batch)).backward()
+            end = clock.mark()
+            rows = inst.layer_times_ms(step_start=start, backward_end=end)
+    step_ms = clock.elapsed_ms(start, end)
+    assert sum(r["forward_ms"] + r["backward_ms"] for r in rows) <= step_ms
