@@ -4,7 +4,6 @@ import pytest
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from scaledl.models.features import NODE_NUMERIC, WORKLOAD_NUMERIC
 from scaledl.models.layerwise import (
     LAYER_FEATURES,
     LayerTimeRegressor,
@@ -50,11 +49,22 @@ def synthetic_nodes(n_per_type: int = 12, types=("attention", "feed-forward"), s
 def test_layer_features_shape_and_direction():
     nodes = synthetic_nodes(3)
     fwd, bwd = layer_features(nodes, "forward"), layer_features(nodes, "backward")
-    assert fwd.shape == bwd.shape == (6, len(LAYER_FEATURES) - 1)
-    np.testing.assert_allclose(fwd[:, 0], np.log1p(nodes["fwd_flops"]))
-    np.testing.assert_allclose(bwd[:, 0], np.log1p(nodes["bwd_flops"]))
-    np.testing.assert_allclose(fwd[:, -4], np.log2(nodes["batch_size"]))
-    assert len(NODE_NUMERIC) + len(WORKLOAD_NUMERIC) == len(LAYER_FEATURES)
+    assert fwd.shape == bwd.shape == (6, len(LAYER_FEATURES))
+    np.testing.assert_allclose(fwd[:, 0], nodes["fwd_flops"])
+    np.testing.assert_allclose(bwd[:, 0], nodes["bwd_flops"])
+    np.testing.assert_allclose(bwd[:, 1], 2 * nodes["fwd_ops"])
+    np.testing.assert_allclose(fwd[:, 2], nodes["input_bytes"] + nodes["output_bytes"])
+    np.testing.assert_allclose(fwd[:, 3], nodes["params"])
+
+
+def test_work_model_recovers_linear_costs():
+    """Times linear in the work are recovered (non-negative coefficients, small intercept)."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, size=(60, 4)) * np.array([1e9, 100, 1e7, 1e6])
+    y = 0.05 + 2e-9 * X[:, 0] + 0.01 * X[:, 1] + 1e-8 * X[:, 2]
+    reg = LayerTimeRegressor(n_estimators=0).fit(X, y)
+    assert (reg.coef_ >= 0).all() and reg.intercept_ >= 0
+    np.testing.assert_allclose(reg.predict(X), y, rtol=0.05)  # the light ridge biases a little
 
 
 def test_fit_predicts_known_power_law():
@@ -104,7 +114,7 @@ def test_non_positive_forward_ms_names_the_field(bad):
 
 
 def test_empty_samples_and_unfitted_model():
-    with pytest.raises(ValueError, match="no training samples"):
+    with pytest.raises(ValueError, match="training samples"):
         LayerwiseModel().fit(synthetic_nodes().iloc[:0])
     with pytest.raises(RuntimeError, match="not fitted"):
         LayerwiseModel().predict(synthetic_nodes())
@@ -112,13 +122,15 @@ def test_empty_samples_and_unfitted_model():
         LayerTimeRegressor().predict(np.zeros((2, 3)))
 
 
-def test_regressor_clips_far_extrapolation():
-    X = np.linspace(0, 1, 20)[:, None]
-    y = 3 * X[:, 0]
-    reg = LayerTimeRegressor(extrapolation_margin=1.0).fit(X, y)
-    assert reg.predict(np.array([[100.0]]))[0] == pytest.approx(y.max() + 1.0)
-    assert reg.predict(np.array([[-100.0]]))[0] == pytest.approx(y.min() - 1.0)
+def test_regressor_correction_is_bounded():
+    """The boosted correction never scales the work model beyond exp(+-max_correction)."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(1, 10, size=(40, 2))
+    y = X[:, 0] * np.exp(rng.uniform(-3, 3, size=40))  # wild multiplicative noise
+    reg = LayerTimeRegressor(max_correction=0.5).fit(X, y)
+    work = LayerTimeRegressor(n_estimators=0, max_correction=0.5).fit(X, y)
     assert reg.booster_ is not None
+    ratio = reg.predict(X) / work.predict(X)
+    assert (ratio <= np.exp(0.5) + 1e-9).all() and (ratio >= np.exp(-0.5) - 1e-9).all()
     small = LayerTimeRegressor().fit(X[:4], y[:4])
     assert small.booster_ is None  # too few rows to boost
-    np.testing.assert_allclose(small.predict(X[:4]), y[:4], atol=0.05)
