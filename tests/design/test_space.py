@@ -27,7 +27,8 @@ def test_quick_preset_has_enough_cheap_candidates_of_every_family():
         assert w.hidden_size <= 256 and w.num_layers <= 4
         assert w.batch_size * w.seq_len <= preset["design"]["max_tokens_per_step"]
         assert cost.flops_per_step(w) <= preset["design"]["max_flops_per_step"]
-        assert w.dataset_size == 6 * w.batch_size * w.world_size
+        steps = preset["design"]["steps_per_epoch"]
+        assert w.dataset_size == steps * w.batch_size * w.world_size
         assert w.steps_per_epoch == 6
 
 

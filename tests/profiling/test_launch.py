@@ -148,9 +148,16 @@ def test_torchrun_command():
     } <= set(multi)
 
 
-def test_startup_timeout_records_the_first_workload(tmp_path):
-    # Imports alone take seconds: a 0.5 s startup budget kills the launch before any workload.
-    settings = ProfileSettings(**{**SETTINGS.__dict__, "startup_timeout_s": 0.5})
+def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
+    # A launch that never starts a workload (a hung rendezvous, here a process that sleeps) is
+    # killed after startup_timeout_s and its first workload is recorded as a timeout.
+    import sys
+
+    import scaledl.profiling.launch as launch
+
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(launch, "torchrun_command", lambda *args, **kwargs: hang)
+    settings = ProfileSettings(**{**SETTINGS.__dict__, "startup_timeout_s": 1.0})
     w = tiny("bert")
     summary = profile_workloads([w], tmp_path, settings, progress=False)
     assert summary.failed == {w.workload_id: "timeout"} and summary.ok == 0
