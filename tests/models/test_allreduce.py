@@ -47,7 +47,8 @@ def test_json_round_trip_per_topology_and_configuration():
         np.testing.assert_allclose(m.predict_ms(b, p, nodes), t, rtol=1e-8)
     topo = AlphaBetaAllReduce(per_topology=True).fit(b, p, t, nodes)
     assert topo.params_[((1,), 0)][0] == pytest.approx(0.1)
-    assert 1 / topo.params_[((1,), 0)][1] == pytest.approx(12e6)
+    bandwidth = 1 / topo.params_[((1,), 0)][1]
+    assert bandwidth == pytest.approx(12e6)
     # unseen configuration: nearest world size with the same topology
     conf = AlphaBetaAllReduce(per_configuration=True).fit(b, p, t, nodes)
     assert conf.predict_ms(1e6, 32, 4)[0] == pytest.approx(0.1 + ring_bytes_factor(32) * 1e6 / 12e6)
