@@ -11,10 +11,11 @@ Semi-Supervised Classification", with edge features) with a residual connection 
     \mathrm{TransformerConv}(\mathbf{h}^{(l)}, \mathcal{E}, \mathbf{e})\right)\right)
 
 The readout concatenates mean and max pooling and the log of the additive prior and maps them
-through an MLP to a scalar :math:`\delta`; the prediction is
-:math:`\log \hat t = \log t_{\text{additive}} + \delta` (a correction to the sum of layer-wise
-predictions) when ``use_prior`` is set, else :math:`\log \hat t = \delta` (the graph-only,
-DNNPerf-style baseline).
+through an MLP to a scalar :math:`\delta`, clamped to the range of corrections seen in training
+at inference (an unseen architecture is never pushed further from its prior than any training
+one was); the prediction is :math:`\log \hat t = \log t_{\text{additive}} + \delta` (a
+correction to the sum of layer-wise predictions) when ``use_prior`` is set, else
+:math:`\log \hat t = \delta` (the graph-only, DNNPerf-style baseline).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class RuntimeGNN(nn.Module):
         self.register_buffer("feature_mean", torch.zeros(in_channels))
         self.register_buffer("feature_std", torch.ones(in_channels))
         self.register_buffer("output_bias", torch.zeros(1))
+        # Range of the correction seen in training (set by the trainer): outside its data the
+        # GNN may not move the prediction further from the prior than it ever did in training.
+        self.register_buffer("delta_min", torch.full((1,), -float("inf")))
+        self.register_buffer("delta_max", torch.full((1,), float("inf")))
 
     def forward(
         self,
@@ -108,6 +113,8 @@ class RuntimeGNN(nn.Module):
             dim=-1,
         )
         delta = self.readout(pooled).squeeze(-1) + self.output_bias
+        if not self.training:
+            delta = torch.maximum(torch.minimum(delta, self.delta_max), self.delta_min)
         return log_prior + delta if self.use_prior else delta
 
     def extra_repr(self) -> str:  # noqa: D102

@@ -30,6 +30,8 @@ class GNNTrainConfig:
         weight_decay: Adam weight decay.
         max_epochs: upper bound on epochs.
         patience: epochs without validation improvement before stopping.
+        delta_margin: the output is clamped to the training targets' range (corrections to the
+            prior for ScaleDL) widened by this fraction of its width on each side.
         seed: torch seed.
     """
 
@@ -40,6 +42,7 @@ class GNNTrainConfig:
     weight_decay: float = 1e-4
     max_epochs: int = 400
     patience: int = 40
+    delta_margin: float = 0.1
     seed: int = 0
 
 
@@ -127,6 +130,9 @@ def train_gnn(
     model.feature_std.copy_(train.x.std(0).clamp(min=1e-3))
     offset = train.y - train.log_prior if use_prior else train.y
     model.output_bias.fill_(float(offset.mean()))
+    margin = config.delta_margin * float(offset.max() - offset.min())
+    model.delta_min.fill_(float(offset.min()) - margin)
+    model.delta_max.fill_(float(offset.max()) + margin)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     best = (float("inf"), 0, {k: v.clone() for k, v in model.state_dict().items()})
     epoch = 0
