@@ -45,12 +45,15 @@ def candidate_factors(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, n
     }
     families = ["bert", "vit", "t5", "llama", "deit"]
     modes = ["train", "infer"]
-    grid = np.array(list(itertools.product(range(5), range(2), *[range(len(v)) for v in
-                                                                levels.values()])))
+    grid = np.array(
+        list(itertools.product(range(5), range(2), *[range(len(v)) for v in levels.values()]))
+    )
     rows = np.random.default_rng(seed).choice(len(grid), N_CANDIDATES, replace=False)
     grid = grid[np.sort(rows)]
-    numeric = {name: np.asarray(v, dtype=float)[grid[:, 2 + k]]
-               for k, (name, v) in enumerate(levels.items())}
+    numeric = {
+        name: np.asarray(v, dtype=float)[grid[:, 2 + k]]
+        for k, (name, v) in enumerate(levels.items())
+    }
     categorical = {"family": np.array(families)[grid[:, 0]], "mode": np.array(modes)[grid[:, 1]]}
     return numeric, categorical
 
@@ -65,8 +68,9 @@ def main() -> dict:
     idx, log_det = d_optimal_indices(X, N_CHOOSE, seed=0, n_starts=N_STARTS)
     seconds = time.perf_counter() - t0
 
-    random_lds = [log_det_information(X[random_indices(n_cand, N_CHOOSE, seed=s)])
-                  for s in range(N_RANDOM)]
+    random_lds = [
+        log_det_information(X[random_indices(n_cand, N_CHOOSE, seed=s)]) for s in range(N_RANDOM)
+    ]
     lhs_ld = log_det_information(
         X[lhs_indices(model.unit_coordinates(numeric, categorical), N_CHOOSE, seed=0)]
     )
@@ -111,8 +115,12 @@ def main() -> dict:
                 for (fam, ws), count in quick.table.groupby(["family", "world_size"]).size().items()
             },
         },
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
-                 "python": platform.python_version(), "numpy": np.__version__},
+        "host": {
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     tmp = RESULT.with_suffix(".json.tmp")

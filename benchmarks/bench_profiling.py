@@ -42,13 +42,20 @@ def main() -> None:
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 16
     preset = load_preset("quick")
-    design = generate_design(preset, preset["design"]["n_workloads"],
-                             device_name=local_device_name(), backend=local_backend())  # fmt: skip
+    design = generate_design(
+        preset,
+        preset["design"]["n_workloads"],
+        device_name=local_device_name(),
+        backend=local_backend(),
+    )
     rows = design.table.sort_values("world_size").groupby("world_size").head(n // 2)
-    workloads = [Workload.parse({k: v for k, v in r.items() if k in Workload.model_fields})
-                 for r in rows.to_dict("records")]  # fmt: skip
-    settings = ProfileSettings(**{k: preset["profiling"][k]
-                                  for k in ("warmup_steps", "instrumented_steps", "timeout_s")})  # fmt: skip
+    workloads = [
+        Workload.parse({k: v for k, v in r.items() if k in Workload.model_fields})
+        for r in rows.to_dict("records")
+    ]
+    settings = ProfileSettings(
+        **{k: preset["profiling"][k] for k in ("warmup_steps", "instrumented_steps", "timeout_s")}
+    )
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         summary = profile_workloads(workloads, Path(tmp), settings, progress=False)

@@ -47,6 +47,9 @@ _LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "t
 _TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scaledl.models.layerwise.LayerTimeRegressor")
 
 
+_OPTIONAL_GNN_BUFFERS = {"delta_min", "delta_max"}
+
+
 class BundleError(RuntimeError):
     """A predictor bundle is missing, tampered with, truncated or unreadable."""
 
@@ -238,7 +241,12 @@ def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
         params = json.loads((bundle / "params.json").read_text())
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
         gnn = RuntimeGNN(**params["gnn_config"])
-        gnn.load_state_dict(state)
+        # Bundles written before the correction clamp existed lack its two buffers: they load
+        # with the clamp open (+-inf), which is how they were evaluated. Anything else missing
+        # or unexpected is an error.
+        missing, unexpected = gnn.load_state_dict(state, strict=False)
+        if unexpected or set(missing) - _OPTIONAL_GNN_BUFFERS:
+            raise ValueError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
     gnn.eval()
