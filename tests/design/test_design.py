@@ -73,9 +73,13 @@ def test_design_is_deterministic_for_a_seed(sampler):
 def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, quick_design):
     existing = quick_design.table.iloc[:40]
     X, _ = model_matrix(
-        [Workload.parse(r) for r in existing.drop(columns=["workload_id", "sampler", "seed",
-                                                          "log_det", "d_efficiency"])
-         .to_dict("records")] + candidate_workloads(quick, "cpu"),
+        [
+            Workload.parse(r)
+            for r in existing.drop(
+                columns=["workload_id", "sampler", "seed", "log_det", "d_efficiency"]
+            ).to_dict("records")
+        ]
+        + candidate_workloads(quick, "cpu"),
         "full",
     )
     base = log_det_information(X[:40])
@@ -86,8 +90,11 @@ def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, qu
     assert r.log_det >= base
     assert r.metadata["log_det_existing"] == pytest.approx(base)
     # better than adding 12 random new candidates
-    new = [w for w in candidate_workloads(quick, "cpu")
-           if w.workload_id not in set(existing["workload_id"])]
+    new = [
+        w
+        for w in candidate_workloads(quick, "cpu")
+        if w.workload_id not in set(existing["workload_id"])
+    ]
     rng = np.random.default_rng(0)
     random_lds = []
     for _ in range(10):

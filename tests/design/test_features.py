@@ -47,7 +47,10 @@ def test_terms_follow_the_varying_factors():
     assert np.allclose(X[:, 4], X[:, 1] ** 2)
     assert np.allclose(X[:, 5], X[:, 1] * X[:, 2])
     assert FeatureModel.fit(numeric, categorical, "main").terms == (
-        "intercept", "a", "b", "family[x]"
+        "intercept",
+        "a",
+        "b",
+        "family[x]",
     )
 
 
@@ -77,16 +80,52 @@ def test_check_estimable_names_aliased_terms():
 def test_model_matrix_of_workloads_codes_vision_tokens_and_ffn_ratio():
     common = {"num_layers": 1, "batch_size": 2}
     ws = [
-        Workload(family="bert", hidden_size=64, num_heads=2, intermediate_size=128,
-                 vocab_size=100, seq_len=32, **common),
-        Workload(family="bert", hidden_size=128, num_heads=2, intermediate_size=512,
-                 vocab_size=100, seq_len=64, **common),
-        Workload(family="vit", hidden_size=128, num_heads=4, intermediate_size=512,
-                 image_size=32, patch_size=8, **common),
-        Workload(family="vit", hidden_size=64, num_heads=2, intermediate_size=128,
-                 image_size=64, patch_size=8, **common),
-        Workload(family="bert", hidden_size=256, num_heads=8, intermediate_size=512,
-                 vocab_size=100, seq_len=64, mode="infer", **common),
+        Workload(
+            family="bert",
+            hidden_size=64,
+            num_heads=2,
+            intermediate_size=128,
+            vocab_size=100,
+            seq_len=32,
+            **common,
+        ),
+        Workload(
+            family="bert",
+            hidden_size=128,
+            num_heads=2,
+            intermediate_size=512,
+            vocab_size=100,
+            seq_len=64,
+            **common,
+        ),
+        Workload(
+            family="vit",
+            hidden_size=128,
+            num_heads=4,
+            intermediate_size=512,
+            image_size=32,
+            patch_size=8,
+            **common,
+        ),
+        Workload(
+            family="vit",
+            hidden_size=64,
+            num_heads=2,
+            intermediate_size=128,
+            image_size=64,
+            patch_size=8,
+            **common,
+        ),
+        Workload(
+            family="bert",
+            hidden_size=256,
+            num_heads=8,
+            intermediate_size=512,
+            vocab_size=100,
+            seq_len=64,
+            mode="infer",
+            **common,
+        ),
     ]
     X, fm = model_matrix(ws, "main")
     assert fm.ranges["seq_len"] == (17.0, 65.0)  # vit: (32/8)^2 + 1 tokens

@@ -139,13 +139,22 @@ def test_bad_yaml_names_the_file(tmp_path):
         ({"design": {"sampler": "sobol"}}, r"design.sampler .*'sobol'"),
         ({"design": {"memory_budget_bytes": "lots"}}, r"design.memory_budget_bytes .*'lots'"),
         ({"families": {"gpt": {"batch_size": 1}}}, r"families.gpt: unknown family 'gpt'"),
-        ({"families": {"bert": {"batch_size": [1], "head_dim": 8, "ffn_ratio": 2,
-                                "hidden": [8]}}},
-         r"families.bert: unknown field\(s\) \['hidden'\]"),
-        ({"families": {"bert": {"batch_size": [1, "x"], "head_dim": 8, "ffn_ratio": 2}}},
-         r"families.bert.batch_size: level 'x' is not a positive integer"),
-        ({"families": {"bert": {"batch_size": [], "head_dim": 8, "ffn_ratio": 2}}},
-         r"families.bert.batch_size: an empty list"),
+        (
+            {
+                "families": {
+                    "bert": {"batch_size": [1], "head_dim": 8, "ffn_ratio": 2, "hidden": [8]}
+                }
+            },
+            r"families.bert: unknown field\(s\) \['hidden'\]",
+        ),
+        (
+            {"families": {"bert": {"batch_size": [1, "x"], "head_dim": 8, "ffn_ratio": 2}}},
+            r"families.bert.batch_size: level 'x' is not a positive integer",
+        ),
+        (
+            {"families": {"bert": {"batch_size": [], "head_dim": 8, "ffn_ratio": 2}}},
+            r"families.bert.batch_size: an empty list",
+        ),
         ({"families": {"bert": {"batch_size": 1, "ffn_ratio": 2}}}, r"'head_dim' or 'num_heads'"),
         ({"families": {}}, r"field 'families' must be a non-empty mapping"),
     ],
