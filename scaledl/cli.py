@@ -118,13 +118,12 @@ def profile(
             rows = read_design(design).to_dict("records")
             source = str(design)
         else:
-            rows, source = [json.loads(workload)], "--workload"
+            try:
+                rows, source = [json.loads(workload)], "--workload"
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--workload: invalid JSON: {exc}") from None
         specs = [
-            Workload.parse(
-                {k: v for k, v in r.items() if k in Workload.model_fields},
-                source=f"{source} row {i}",
-            )  # fmt: skip
-            for i, r in enumerate(rows)
+            Workload.from_record(r, source=f"{source} row {i + 1}") for i, r in enumerate(rows)
         ]
     except (ValueError, WorkloadError) as exc:
         _fail(str(exc))
@@ -142,13 +141,26 @@ def profile(
 @app.command()
 def validate(
     path: Annotated[Path, typer.Argument(help="Profiles directory")] = Path("data/profiles"),
-    out: Annotated[Path, typer.Option(help="Validated tables")] = Path("data/validated"),
-    quarantine: Annotated[Path, typer.Option(help="Quarantine")] = Path("data/quarantine"),
-    report: Annotated[Path, typer.Option(help="HTML report dir")] = Path("data/reports/validation"),
+    out: Annotated[Path | None, typer.Option(help="Validated tables [PATH/../validated]")] = None,
+    quarantine: Annotated[Path | None, typer.Option(help="Quarantine [PATH/../quarantine]")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="HTML report dir [PATH/../reports/validation]")
+    ] = None,
 ) -> None:
-    """Validate profile tables (great-expectations); quarantine bad rows with reasons."""
+    """Validate profile tables (great-expectations); quarantine bad rows with reasons.
+
+    Outputs go beside the profiles directory (``data/profiles`` -> ``data/validated``,
+    ``data/quarantine``, ``data/reports/validation``), so validating a scratch directory never
+    overwrites the project's own report.
+    """
     from scaledl.validation import ValidationError, validate_profiles
 
+    if not path.is_dir():
+        _fail(f"{path}: profiles directory not found")
+    root = path.resolve().parent
+    out = out or root / "validated"
+    quarantine = quarantine or root / "quarantine"
+    report = report or root / "reports" / "validation"
     try:
         result = validate_profiles(path, out, quarantine, report)
     except ValidationError as exc:
@@ -213,7 +225,7 @@ def predict(
         else:
             raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
         model = load_predictor(predictor)
-        result = model.predict(frame, detail=detail)
+        result = model.predict(frame, detail=detail, source=str(workloads or "--set"))
     except (ValueError, WorkloadError, BundleError) as exc:
         _fail(str(exc))
     table, nodes = result if detail else (result, None)

@@ -44,12 +44,13 @@ class Predictor:
         """Devices the predictor was trained on."""
         return list(self._method.training_devices)
 
-    def predict(self, workloads: Any, detail: bool = False) -> pd.DataFrame:
+    def predict(self, workloads: Any, detail: bool = False, source: str = "") -> pd.DataFrame:
         """Predict iteration and epoch time.
 
         Args:
             workloads: a DataFrame (one row per workload), or a list of ``Workload``s or dicts.
             detail: also return per-node predictions.
+            source: where the workloads came from (a file), named in errors.
 
         Returns:
             One row per workload, in input order: ``workload_id``, ``family``, ``batch_size``,
@@ -63,7 +64,7 @@ class Predictor:
             scaledl.workloads.spec.WorkloadError: a workload is invalid (names row and field),
                 or asks for a device the predictor was not trained on.
         """
-        specs = self._to_workloads(workloads)
+        specs = self._to_workloads(workloads, source)
         result = self._method.predict(specs)
         nodes = self._method.node_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
@@ -77,7 +78,7 @@ class Predictor:
             raise RuntimeError(f"{self.path}: predictor returned non-finite times")
         return (result, nodes) if detail else result
 
-    def _to_workloads(self, workloads: Any) -> list[Workload]:
+    def _to_workloads(self, workloads: Any, source: str = "") -> list[Workload]:
         if isinstance(workloads, pd.DataFrame):
             records = workloads.to_dict("records")
         elif isinstance(workloads, (Workload, dict)):
@@ -85,19 +86,15 @@ class Predictor:
         else:
             records = list(workloads)
         specs = []
+        prefix = f"{source}: " if source else ""
         for i, rec in enumerate(records):
-            w = (
-                rec
-                if isinstance(rec, Workload)
-                else Workload.parse(
-                    {k: v for k, v in rec.items() if k in Workload.model_fields}, source=f"row {i}"
-                )
-            )
+            where = f"{prefix}row {i + 1}"
+            w = rec if isinstance(rec, Workload) else Workload.from_record(rec, source=where)
             if w.device_name == _DEFAULT_DEVICE and self.devices:
                 w = w.model_copy(update={"device_name": self.devices[0]})
             elif w.device_name not in self.devices:
                 raise WorkloadError(
-                    f"row {i}: field 'device_name' (value {w.device_name!r}): predictor "
+                    f"{where}: field 'device_name' (value {w.device_name!r}): predictor "
                     f"{self.version} was trained on {self.devices}"
                 )
             specs.append(w)

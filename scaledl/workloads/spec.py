@@ -20,9 +20,11 @@ Decisions (written here because nobody answers questions):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -46,6 +48,13 @@ ARCHITECTURE_FIELDS = (
     "num_labels",
     "decoder_num_layers",
     "decoder_seq_len",
+)
+
+
+#: Columns that workload tables carry beside the spec (design and profile tables, predictions);
+#: :meth:`Workload.from_record` ignores them. Any other unknown column is an error.
+RECORD_METADATA_COLUMNS = frozenset(
+    {"workload_id", "sampler", "seed", "log_det", "d_efficiency", "steps_per_epoch"}
 )
 
 
@@ -223,17 +232,41 @@ class Workload(BaseModel):
         Raises:
             WorkloadError: naming ``source``, the field and the offending value.
         """
+        if not isinstance(data, dict):
+            raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {data!r}")
         try:
             return cls.model_validate(dict(data))
         except ValidationError as exc:
             problems = []
             for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"]) or "<spec>"
-                value = data.get(err["loc"][0]) if err["loc"] else None
                 message = err["msg"].removeprefix("Value error, ")
-                shown = f" (value {value!r})" if err["loc"] else ""
-                problems.append(f"field {field!r}{shown}: {message}")
+                if err["loc"]:
+                    field = ".".join(str(p) for p in err["loc"])
+                    value = data.get(err["loc"][0])
+                    if err["type"] == "extra_forbidden":
+                        close = difflib.get_close_matches(field, list(cls.model_fields), n=1)
+                        hint = f" (did you mean {close[0]!r}?)" if close else ""
+                        message = "unknown field" + hint
+                    problems.append(f"field {field!r} (value {value!r}): {message}")
+                else:
+                    # Cross-field checks name their first field at the start of the message.
+                    named = re.match(r"(\w+)(=| is required| does not)", message)
+                    field = named.group(1) if named else "<spec>"
+                    problems.append(f"field {field!r}: {message}")
             raise WorkloadError(f"{source}: invalid workload: " + "; ".join(problems)) from None
+
+    @classmethod
+    def from_record(cls, record: Any, source: str = "<input>") -> Workload:
+        """:meth:`parse` a table row, ignoring :data:`RECORD_METADATA_COLUMNS`.
+
+        Raises:
+            WorkloadError: as :meth:`parse`; an unknown column is an error (with a suggestion),
+                never silently dropped.
+        """
+        if not isinstance(record, dict):
+            raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {record!r}")
+        kept = {k: v for k, v in record.items() if k not in RECORD_METADATA_COLUMNS}
+        return cls.parse(kept, source)
 
 
 def _is_missing(value: Any) -> bool:

@@ -27,7 +27,7 @@ def predictor(registry_root):
 def test_predict_frame_rows_in_order(predictor):
     frame = pd.DataFrame(
         [
-            {**ROW, "batch_size": 4, "dataset_size": 100, "unrelated": "ignored"},
+            {**ROW, "batch_size": 4, "dataset_size": 100, "workload_id": "ignored metadata"},
             {**ROW, "family": "t5", "world_size": 2},
             {
                 **ROW,
@@ -93,14 +93,14 @@ def test_missing_required_field_names_field_and_row(predictor):
     frame = pd.DataFrame([ROW, {**ROW, "hidden_size": np.nan}])
     with pytest.raises(WorkloadError) as info:
         predictor.predict(frame)
-    assert "row 1" in str(info.value) and "hidden_size" in str(info.value)
+    assert "row 2" in str(info.value) and "hidden_size" in str(info.value)  # rows count from 1
     no_batch = pd.DataFrame([{k: v for k, v in ROW.items() if k != "batch_size"}])
-    with pytest.raises(WorkloadError, match=r"row 0.*field 'batch_size'"):
+    with pytest.raises(WorkloadError, match=r"row 1.*field 'batch_size'"):
         predictor.predict(no_batch)
 
 
 def test_invalid_value_names_field_and_row(predictor):
-    with pytest.raises(WorkloadError, match=r"row 2: .*num_heads=3.*hidden_size=32"):
+    with pytest.raises(WorkloadError, match=r"row 3: .*num_heads=3.*hidden_size=32"):
         predictor.predict([ROW, ROW, {**ROW, "num_heads": 3}])
 
 
@@ -109,10 +109,18 @@ def test_unknown_device_is_refused(predictor):
     with pytest.raises(WorkloadError) as info:
         predictor.predict([ROW, {**ROW, "device_name": "cuda:NVIDIA H100 80GB HBM3"}])
     message = str(info.value)
-    assert "row 1" in message and "device_name" in message and "H100" in message
+    assert "row 2" in message and "device_name" in message and "H100" in message
     assert "v2" in message
 
 
 def test_no_workload(predictor):
     with pytest.raises(WorkloadError, match="no workload"):
         predictor.predict([])
+
+
+def test_unknown_column_is_an_error_with_a_suggestion(predictor):
+    frame = pd.DataFrame([{**ROW, "wrld_size": 8}])
+    with pytest.raises(
+        WorkloadError, match=r"runs\.csv: row 1.*'wrld_size'.*did you mean 'world_size'"
+    ):
+        predictor.predict(frame, source="runs.csv")

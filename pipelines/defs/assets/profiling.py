@@ -16,10 +16,9 @@ def design_workloads(design: pd.DataFrame) -> list[Any]:
     """The design table's rows as :class:`~scaledl.workloads.spec.Workload` objects."""
     from scaledl.workloads.spec import Workload
 
-    fields = [c for c in Workload.model_fields if c in design.columns]
     return [
-        Workload.parse(row, source=f"design row {i}")
-        for i, row in enumerate(design[fields].to_dict("records"))
+        Workload.from_record(row, source=f"design row {i + 1}")
+        for i, row in enumerate(design.to_dict("records"))
     ]
 
 
