@@ -16,6 +16,7 @@ import yaml
 
 from scaledl.design.errors import PresetError
 from scaledl.design.features import ORDERS
+from scaledl.workloads.spec import ARCHITECTURE_FIELDS
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 SAMPLERS = ("doptimal", "random", "lhs")
@@ -35,26 +36,7 @@ DESIGN_DEFAULTS: dict[str, Any] = {
 }
 
 # Family keys: Workload fields that may be given as a scalar or levels, plus helper keys.
-_INT_KEYS = (
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "head_dim",
-    "intermediate_size",
-    "vocab_size",
-    "max_positions",
-    "image_size",
-    "patch_size",
-    "num_channels",
-    "num_labels",
-    "decoder_num_layers",
-    "decoder_seq_len",
-    "seq_len",
-    "batch_size",
-    "world_size",
-    "num_nodes",
-)
+_INT_KEYS = (*ARCHITECTURE_FIELDS, "head_dim", "seq_len", "batch_size", "world_size", "num_nodes")
 _FLOAT_KEYS = ("ffn_ratio",)
 _CHOICE_KEYS = {"mode": ("train", "infer"), "precision": ("fp32", "bf16", "fp16")}
 FAMILY_KEYS = (*_INT_KEYS, *_FLOAT_KEYS, *_CHOICE_KEYS)
