@@ -2,26 +2,12 @@ import json
 
 import pytest
 import torch
+from tiny_specs import SPECS
 from torch import nn
 
 from scaledl.graph.units import LAYER_TYPES, classify, find_units
 from scaledl.workloads.builders import build_model
 from scaledl.workloads.spec import Workload
-
-TINY = {
-    "hidden_size": 32,
-    "num_layers": 2,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "batch_size": 2,
-}
-SPECS = {
-    "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
-    "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
-    "t5": {"family": "t5", "vocab_size": 100, "seq_len": 16, **TINY},
-    "llama": {"family": "llama", "vocab_size": 100, "seq_len": 16, **TINY},
-    "deit": {"family": "deit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
-}
 
 
 class Block(nn.Module):

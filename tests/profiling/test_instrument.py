@@ -1,5 +1,6 @@
 import pytest
 import torch
+from tiny_specs import SPECS
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.units import find_units
@@ -7,19 +8,6 @@ from scaledl.profiling.instrument import LayerInstrument
 from scaledl.profiling.timers import Clock
 from scaledl.workloads.builders import build_model, make_batch, training_loss
 from scaledl.workloads.spec import Workload
-
-TINY = {
-    "hidden_size": 32,
-    "num_layers": 2,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "batch_size": 2,
-}
-SPECS = {
-    "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
-    "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
-    "t5": {"family": "t5", "vocab_size": 100, "seq_len": 16, **TINY},
-}
 
 
 def timed_step(workload: Workload, steps: int = 2):
