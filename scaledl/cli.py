@@ -97,16 +97,26 @@ def profile(
     ] = None,
     out: Annotated[Path, typer.Option(help="Profiles directory")] = Path("data/profiles"),
     force: Annotated[bool, typer.Option(help="Profile again even if already profiled")] = False,
+    preset: Annotated[
+        str, typer.Option(help="Preset (name or YAML) whose `profiling:` settings to use")
+    ] = "quick",
+    repeats: Annotated[
+        int | None, typer.Option(help="Independent launches per workload (preset's by default)")
+    ] = None,
     timeout_s: Annotated[
-        float, typer.Option(help="Seconds per workload before it is killed")
-    ] = 300.0,
-    warmup_steps: Annotated[int, typer.Option(help="Warm-up iterations")] = 2,
-    instrumented_steps: Annotated[int, typer.Option(help="Iterations timed per layer")] = 3,
+        float | None, typer.Option(help="Seconds per workload before it is killed")
+    ] = None,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="host:port for multi-node")] = None,
     node_rank: Annotated[int, typer.Option(help="This node's rank (multi-node)")] = 0,
 ) -> None:
-    """Profile workloads with torchrun (resumes; failures recorded, never fatal)."""
-    from scaledl.design import read_design
+    """Profile workloads with torchrun (resumes; failures recorded, never fatal).
+
+    Measurement settings (repeats, warm-up, instrumented rounds, the label stop rule, the
+    interference guard) are the preset's ``profiling:`` section, so profiles made here and by
+    the pipeline with the same preset are measured alike; ``--repeats`` and ``--timeout-s``
+    override it.
+    """
+    from scaledl.design import PresetError, load_preset, read_design
     from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
     from scaledl.profiling.store import consolidate
     from scaledl.workloads.spec import Workload, WorkloadError
@@ -128,13 +138,23 @@ def profile(
     except (ValueError, WorkloadError) as exc:
         _fail(str(exc))
     rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
-    settings = ProfileSettings(warmup_steps=warmup_steps, instrumented_steps=instrumented_steps,
-                               timeout_s=timeout_s, rendezvous=rdzv)  # fmt: skip
+    overrides = {"repeats": repeats, "timeout_s": timeout_s}
+    try:
+        settings = ProfileSettings.from_preset(
+            load_preset(preset).get("profiling"),
+            rendezvous=rdzv,
+            **{k: v for k, v in overrides.items() if v is not None},
+        )
+    except (PresetError, ValueError) as exc:
+        _fail(str(exc))
     summary = profile_workloads(specs, out, settings, force=force)
     consolidate(out)
+    disturbed = sum(summary.interference.values())
     typer.echo(
-        f"{out}: {summary.ok} profiled, {summary.skipped} reused, {len(summary.failed)} failed "
-        f"{summary.failed or ''} in {summary.wall_s:.0f} s"
+        f"{out}: {summary.ok} (workload, repeat) parts profiled, {summary.skipped} reused, "
+        f"{summary.remeasured} re-measured after interference, {disturbed} still disturbed "
+        f"(quarantined by validation), {len(summary.failed)} failed {summary.failed or ''} "
+        f"in {summary.wall_s:.0f} s"
     )
 
 
@@ -298,8 +318,14 @@ def summary(
     typer.echo(f"report:    {data / 'reports' / 'report.html'}")
     typer.echo(f"metrics:   {metrics_path}")
     typer.echo(f"predictor: {bundle}")
+    rep = metrics.get("label_reproducibility") or {}
     typer.echo(
-        f"label noise floor (median repeat CV): {metrics.get('noise_floor_cv', float('nan')):.1%}"
+        "label reproducibility (MRE between launches, the noise floor): "
+        + (
+            f"{rep['mre']:.1%} over {rep['n_workloads']} workloads"
+            if rep.get("n_workloads")
+            else "not measured (repeats: 1)"
+        )
     )
     typer.echo(headline(metrics))
 

@@ -5,7 +5,9 @@ Not a conftest on purpose: the profile is needed by ``tests/profiling``, ``tests
 re-exports the fixtures below; the expensive work is memoised per pytest base temp directory, so
 it runs once per session whichever directory asks first.
 
-The profile (``ProfileSettings(warmup_steps=1, instrumented_steps=2, timeout_s=TIMEOUT_S)``):
+The profile (:data:`SETTINGS`: one launch per world size, labels of at least 8 steps; the
+interference guard measures but never retries, so a busy test machine cannot make the session
+slow or flaky: ``tests/profiling/test_guard.py`` tests the guard with a busy loop of its own):
 
 * world size 1, one torchrun launch until the slow workload, then a relaunch: tiny BERT, ViT and
   T5 at two sizes each (6 x ``ok``) and, in the middle, ``slow`` (a 1M-step epoch) that the
@@ -32,7 +34,20 @@ from scaledl.workloads.spec import Workload
 # A tiny workload takes < 2 s in the worker (first one of a launch included); the slow one runs
 # for hours. The timer starts when the worker names the workload (marker file), after imports.
 TIMEOUT_S = 10.0
-SETTINGS = ProfileSettings(warmup_steps=1, instrumented_steps=2, timeout_s=TIMEOUT_S)
+SETTINGS = ProfileSettings(
+    warmup_steps=1,
+    instrumented_steps=2,
+    layer_stride=2,
+    label_min_steps=8,
+    label_budget_s=0.5,
+    timeout_s=TIMEOUT_S,
+    max_retries=0,
+    drift_tolerance=100.0,
+    allreduce_drift_tolerance=100.0,
+    max_foreign_load_cores=64.0,
+    quiet_wait_s=0.0,
+    probe_repeats=2,
+)
 _TINY = {
     "hidden_size": 32,
     "num_layers": 1,

@@ -55,8 +55,8 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
         Args:
             workloads: workloads this launcher can run (see :meth:`runnable`).
             out_dir: the profiles directory.
-            profiling: the preset's ``profiling`` section (``warmup_steps``,
-                ``instrumented_steps``, ``timeout_s``).
+            profiling: the preset's ``profiling`` section (fields of
+                :class:`~scaledl.profiling.launch.ProfileSettings`).
             force: profile again even where an ``ok`` part exists.
 
         Returns:
@@ -64,11 +64,8 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
         """
         from scaledl.profiling.launch import ProfileSettings, profile_workloads
 
-        known = {"warmup_steps", "instrumented_steps", "timeout_s", "seed", "collective_timeout_s"}
-        settings = ProfileSettings(
-            **{k: v for k, v in profiling.items() if k in known},
-            threads_per_rank=self.threads_per_rank,
-            rendezvous=self.rendezvous(),
+        settings = ProfileSettings.from_preset(
+            profiling, threads_per_rank=self.threads_per_rank, rendezvous=self.rendezvous()
         )
         return profile_workloads(workloads, Path(out_dir), settings, force=force, progress=False)
 

@@ -23,8 +23,9 @@ import pandas as pd
 from scaledl.evaluation import figures as figs
 from scaledl.evaluation.external import evaluate_neusight, evaluate_vidur
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
-from scaledl.evaluation.metrics import mean_metrics, noise_floor_cv, prediction_metrics
+from scaledl.evaluation.metrics import mean_metrics, prediction_metrics
 from scaledl.evaluation.report import target_table, write_report
+from scaledl.evaluation.reproducibility import label_reproducibility
 from scaledl.evaluation.splits import (
     Split,
     SplitError,
@@ -250,7 +251,9 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     Returns:
         The metrics dict written to ``metrics.json`` (schema in the module docstring of
         :mod:`scaledl.evaluation` and the keys below): ``splits`` (``id``, ``ood``,
-        ``extrapolation``), ``learning_curve``, ``noise_floor_cv``, ``external``, ``targets``,
+        ``extrapolation``), ``learning_curve``, ``label_reproducibility`` (the noise floor: MRE
+        between independent launches of the same workloads, overall and per world size; see
+        :mod:`scaledl.evaluation.reproducibility`), ``external``, ``targets``,
         ``runtime_s``, ``fit_counts``, ``notes``, ``config``.
 
     Raises:
@@ -341,12 +344,14 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         external["vidur"] = evaluate_vidur(config.vidur_root)
     external_s = time.perf_counter() - t0
 
-    noise = noise_floor_cv(labels)
+    reproducibility = label_reproducibility(
+        data.run_labels, {w: data.workloads[w].world_size for w in data.workloads}
+    )
     metrics = {
         "splits": splits,
         "learning_curve": lc[config.learning_curve_methods[0]] if lc else {},
         "learning_curve_by_method": lc,
-        "noise_floor_cv": noise,
+        "label_reproducibility": reproducibility,
         "external": external,
         "sweep": sweep,
         "n_workloads": len(labels),

@@ -9,9 +9,8 @@ literature, e.g. NeuSight, ASPLOS 2025):
 * ``p50_re`` / ``p90_re``: the 50th / 90th percentile (linear interpolation,
   :func:`numpy.percentile`) of the relative errors.
 
-The noise floor is the median over workloads of the repeat coefficient of variation of the
-measured iteration time (``labels.iteration_cv``): no predictor can be expected to beat the
-scatter of the measurement itself.
+The noise floor is the label reproducibility (:mod:`scaledl.evaluation.reproducibility`): how
+far independent launches of the same workload disagree.
 """
 
 from __future__ import annotations
@@ -118,24 +117,3 @@ def mean_metrics(per_group: list[dict]) -> dict:
         out[target] = {k: float(np.mean([g[target][k] for g in per_group])) for k in keys}
     out.update({k: out["iteration"][k] for k in FLAT_KEYS})
     return out
-
-
-def noise_floor_cv(labels: pd.DataFrame) -> float:
-    """Median repeat coefficient of variation of the measured iteration times.
-
-    Args:
-        labels: the ``labels`` table of :class:`~scaledl.models.data.ProfileData`.
-
-    Returns:
-        ``median(labels.iteration_cv)``.
-
-    Raises:
-        ValueError: no ``iteration_cv`` column or no finite value in it.
-    """
-    if "iteration_cv" not in labels:
-        raise ValueError("labels: no column 'iteration_cv'")
-    cv = labels["iteration_cv"].to_numpy(dtype=float)
-    cv = cv[np.isfinite(cv)]
-    if cv.size == 0:
-        raise ValueError("labels: column 'iteration_cv' has no finite value")
-    return float(np.median(cv))

@@ -3,10 +3,16 @@
 From a directory of validated tables (:mod:`scaledl.profiling.store` layout) this builds, for the
 workloads whose run is ``ok``:
 
-* ``labels``: one row per workload: ``iteration_ms`` (median over the un-instrumented epoch's
-  steps of the slowest rank's step time: data-parallel ranks wait for each other), ``epoch_s``
-  (the slowest rank's epoch wall time), ``steps_per_epoch``, ``iteration_cv`` (robust CV of the
-  label steps, :func:`~scaledl.profiling.store.robust_cv`) and ``family``;
+* ``run_labels``: one row per launch (repeat) of a workload: ``iteration_ms`` (median over
+  the launch's un-instrumented label steps of the slowest rank's step time: data-parallel ranks
+  wait for each other) and ``epoch_s`` (median over the launch's epochs of the slowest rank's
+  epoch wall time);
+* ``labels``: one row per workload: ``iteration_ms`` and ``epoch_s`` (medians of the launch
+  labels), ``iteration_repeats`` (launches), ``iteration_rel_se`` (relative standard error of
+  the label: the launch-to-launch standard deviation over the square root of the launches, or,
+  with one launch, its median's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
+  (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`)
+  and ``family``;
 * ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
@@ -31,6 +37,9 @@ TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "itera
                "epochs")  # fmt: skip
 
 
+_RUN_TABLES = ("layer_timings", "allreduce_timings", "iteration_timings", "epochs")
+
+
 class ProfileDataError(ValueError):
     """Profile tables cannot be turned into training data; names the file and column."""
 
@@ -44,12 +53,15 @@ class ProfileData:
         labels: one row per workload (see module docstring), indexed by position.
         graphs: the workloads' layer graphs, graph ``g`` is ``labels.iloc[g]``.
         buckets: measured all-reduce buckets.
+        run_labels: one row per launch of a workload (``workload_id``, ``repeat``,
+            ``iteration_ms``, ``epoch_s``).
     """
 
     workloads: dict[str, Workload]
     labels: pd.DataFrame
     graphs: GraphSet
     buckets: pd.DataFrame
+    run_labels: pd.DataFrame
 
     @property
     def ids(self) -> list[str]:
@@ -70,6 +82,9 @@ class ProfileData:
             labels=self.labels.iloc[positions].reset_index(drop=True),
             graphs=self.graphs.select(positions),
             buckets=self.buckets[self.buckets["workload_id"].isin(keep)].reset_index(drop=True),
+            run_labels=self.run_labels[self.run_labels["workload_id"].isin(keep)].reset_index(
+                drop=True
+            ),
         )
 
 
@@ -105,25 +120,72 @@ def load_profile_data(directory: Path) -> ProfileData:
     return profile_data_from_tables(read_tables(directory), source=str(directory))
 
 
+def _usable_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs with status ``ok`` that the interference guard did not flag."""
+    ok = runs["status"] == "ok"
+    if "interference" in runs.columns:
+        ok &= ~runs["interference"].fillna(False).astype(bool)
+    return runs[ok]
+
+
+def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One label per usable launch (run) of a workload.
+
+    Args:
+        tables: the six profile tables.
+
+    Returns:
+        Columns ``run_id``, ``workload_id``, ``repeat``, ``iteration_ms`` (median over label
+        steps of the slowest rank's step time), ``iteration_cv`` (robust CV of those steps),
+        ``label_halfwidth`` (the run's recorded 95% half-width of the median, ``nan`` when not
+        recorded) and ``epoch_s`` (median over epochs of the slowest rank's epoch time).
+    """
+    runs = _usable_runs(tables["runs"])
+    iters = tables["iteration_timings"]
+    iters = iters[(iters["phase"] == "label") & iters["run_id"].isin(set(runs["run_id"]))]
+    per_step = iters.groupby(["run_id", "step"])["iteration_ms"].max()
+    per_run = per_step.groupby("run_id").agg(["median", robust_cv])
+    epochs = tables["epochs"]
+    epochs = epochs[epochs["run_id"].isin(set(runs["run_id"]))]
+    epoch_keys = ["run_id", "epoch"] if "epoch" in epochs.columns else ["run_id"]
+    epoch_s = epochs.groupby(epoch_keys)["epoch_s"].max().groupby("run_id").median()
+    steps = epochs.groupby("run_id")["steps_per_epoch"].max()
+    frame = runs[["run_id", "workload_id"]].copy()
+    frame["repeat"] = runs["repeat"].fillna(0).astype(int) if "repeat" in runs else 0
+    frame["label_halfwidth"] = (
+        runs["label_halfwidth"].astype(float) if "label_halfwidth" in runs else np.nan
+    )
+    frame["iteration_ms"] = frame["run_id"].map(per_run["median"])
+    frame["iteration_cv"] = frame["run_id"].map(per_run["robust_cv"])
+    frame["epoch_s"] = frame["run_id"].map(epoch_s)
+    frame["steps_per_epoch"] = frame["run_id"].map(steps)
+    frame = frame.dropna(subset=["iteration_ms", "epoch_s"])
+    return frame.sort_values(["workload_id", "repeat"]).reset_index(drop=True)
+
+
+def _relative_se(group: pd.DataFrame) -> float:
+    """Relative standard error of a workload's label (see the module docstring)."""
+    values = group["iteration_ms"].to_numpy(dtype=float)
+    median = float(np.median(values))
+    if len(values) >= 2:
+        return float(np.std(values, ddof=1) / np.sqrt(len(values)) / median)
+    halfwidth = float(group["label_halfwidth"].iloc[0])
+    return halfwidth / 1.96 if halfwidth == halfwidth else float("nan")
+
+
 def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<tables>"):
     """:func:`load_profile_data` on tables already in memory."""
-    runs = tables["runs"]
-    ok_runs = runs[runs["status"] == "ok"]
-    iters = tables["iteration_timings"]
-    label_steps = (
-        iters[iters["phase"] == "label"].groupby(["workload_id", "step"])["iteration_ms"].max()
-    )
-    labels = label_steps.groupby("workload_id").agg(["median", robust_cv])
-    epochs = (
-        tables["epochs"]
-        .groupby("workload_id")
-        .agg(epoch_s=("epoch_s", "max"), steps_per_epoch=("steps_per_epoch", "max"))
-    )
+    usable = set(_usable_runs(tables["runs"])["run_id"])
+    tables = {
+        name: frame[frame["run_id"].isin(usable)] if name in _RUN_TABLES else frame
+        for name, frame in tables.items()
+    }
+    runs = launch_labels(tables)
     records = tables["workloads"].set_index("workload_id")
     workloads: dict[str, Workload] = {}
     rows = []
-    for wid in ok_runs["workload_id"]:
-        if wid not in labels.index or wid not in epochs.index or wid not in records.index:
+    for wid, group in runs.groupby("workload_id", sort=False):
+        if wid not in records.index:
             continue
         record = records.loc[wid].to_dict()
         workload = Workload.parse(record, source=f"{source}/workloads.parquet row {wid}")
@@ -133,7 +195,6 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
                 f"its spec (hash {workload.workload_id!r})"
             )
         workloads[wid] = workload
-        lab = labels.loc[wid]
         rows.append(
             {
                 "workload_id": wid,
@@ -142,10 +203,12 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
                 "batch_size": workload.batch_size,
                 "seq_len": workload.seq_len,
                 "world_size": workload.world_size,
-                "iteration_ms": float(lab["median"]),
-                "iteration_cv": float(lab["robust_cv"]),
-                "epoch_s": float(epochs.loc[wid, "epoch_s"]),
-                "steps_per_epoch": int(epochs.loc[wid, "steps_per_epoch"]),
+                "iteration_ms": float(group["iteration_ms"].median()),
+                "iteration_repeats": len(group),
+                "iteration_rel_se": _relative_se(group),
+                "iteration_cv": float(group["iteration_cv"].median()),
+                "epoch_s": float(group["epoch_s"].median()),
+                "steps_per_epoch": int(group["steps_per_epoch"].max()),
             }
         )
     if not rows:
@@ -154,7 +217,8 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     graphs = build_graph_set([workloads[r["workload_id"]] for r in rows])
     graphs.nodes = _attach_measurements(graphs.nodes, tables)
     buckets = _bucket_samples(tables["allreduce_timings"], workloads)
-    return ProfileData(workloads, label_frame, graphs, buckets)
+    run_labels = runs[runs["workload_id"].isin(workloads)].reset_index(drop=True)
+    return ProfileData(workloads, label_frame, graphs, buckets, run_labels)
 
 
 def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 
 Full-batch training (every training graph in one batch, PyTorch Geometric's layout): the graphs are
 small, so one step over all of them is milliseconds on a CPU. Adam (Kingma & Ba 2015) on the mean
-squared error of log milliseconds; the model with the lowest validation loss is kept and training
+squared error of log milliseconds, each graph weighted by the precision of its label
+(:func:`label_weights`); the model with the lowest validation loss is kept and training
 stops after ``patience`` epochs without improvement. Seeded: the same data and seed give the same
 weights.
 """
@@ -16,6 +17,9 @@ import torch
 
 from scaledl.models.features import GraphSet
 from scaledl.models.gnn import RuntimeGNN
+
+#: Relative error every label is assumed to have at least in :func:`label_weights`.
+LABEL_SE_FLOOR = 0.02
 
 
 @dataclass
@@ -57,6 +61,7 @@ class GraphBatch:
         batch: graph index of every node, shape (num_nodes,), int64.
         log_prior: log of the additive prior in milliseconds, shape (num_graphs,).
         y: log iteration milliseconds, shape (num_graphs,), or ``None``.
+        weight: per-graph loss weights, shape (num_graphs,), mean 1, or ``None`` (equal).
     """
 
     x: torch.Tensor
@@ -65,10 +70,15 @@ class GraphBatch:
     batch: torch.Tensor
     log_prior: torch.Tensor
     y: torch.Tensor | None = None
+    weight: torch.Tensor | None = None
 
 
 def make_batch(
-    gs: GraphSet, x: np.ndarray, log_prior: np.ndarray, y: np.ndarray | None = None
+    gs: GraphSet,
+    x: np.ndarray,
+    log_prior: np.ndarray,
+    y: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
 ) -> GraphBatch:
     """A :class:`GraphBatch` of a graph set and its node features.
 
@@ -77,7 +87,11 @@ def make_batch(
         x: node features of shape (num_nodes, F).
         log_prior: shape (num_graphs,).
         y: targets of shape (num_graphs,) or ``None``.
+        weight: loss weights of shape (num_graphs,) (normalised to mean 1) or ``None``.
     """
+    if weight is not None:
+        weight = np.asarray(weight, dtype=np.float64)
+        weight = weight / weight.mean()
     return GraphBatch(
         x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
         edge_index=torch.from_numpy(np.array(gs.edge_index, dtype=np.int64)),
@@ -85,7 +99,34 @@ def make_batch(
         batch=torch.from_numpy(np.array(gs.graph, dtype=np.int64)),
         log_prior=torch.from_numpy(np.asarray(log_prior, dtype=np.float32)),
         y=None if y is None else torch.from_numpy(np.asarray(y, dtype=np.float32)),
+        weight=None if weight is None else torch.from_numpy(weight.astype(np.float32)),
     )
+
+
+def label_weights(rel_se: np.ndarray, floor: float = LABEL_SE_FLOOR) -> np.ndarray:
+    """Inverse-variance loss weights of labels with a relative standard error.
+
+    A log-time target with relative standard error ``s`` has variance about ``s**2``; the
+    weight is ``1 / (floor**2 + s**2)`` (weighted least squares, Aitken 1935), so a label that
+    reproduced badly counts less, and labels more precise than ``floor`` do not dominate. A
+    missing error (``nan``) counts as 0.
+
+    Args:
+        rel_se: relative standard errors, shape (n,).
+        floor: the error every label is assumed to have at least (model error included).
+
+    Returns:
+        Weights of shape (n,), mean 1.
+    """
+    se = np.nan_to_num(np.asarray(rel_se, dtype=np.float64), nan=0.0)
+    weight = 1.0 / (floor**2 + se**2)
+    return weight / weight.mean()
+
+
+def _loss(pred: torch.Tensor, batch: GraphBatch) -> torch.Tensor:
+    """(Weighted) mean squared error of log milliseconds."""
+    err = (pred - batch.y) ** 2
+    return err.mean() if batch.weight is None else (err * batch.weight).mean()
 
 
 def _predict(model: RuntimeGNN, batch: GraphBatch) -> torch.Tensor:
@@ -139,12 +180,12 @@ def train_gnn(
     for epoch in range(1, config.max_epochs + 1):
         model.train()
         optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(_predict(model, train), train.y)
+        loss = _loss(_predict(model, train), train)
         loss.backward()
         optimizer.step()
         model.eval()
         with torch.no_grad():
-            val_loss = float(torch.nn.functional.mse_loss(_predict(model, val), val.y))
+            val_loss = float(_loss(_predict(model, val), val))
         if val_loss < best[0] - 1e-6:
             best = (val_loss, epoch, {k: v.clone() for k, v in model.state_dict().items()})
         elif epoch - best[1] >= config.patience:

@@ -37,7 +37,13 @@ from scaledl.models.data import ProfileData, measured_nodes
 from scaledl.models.epoch import EpochModel
 from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
 from scaledl.models.gnn import RuntimeGNN
-from scaledl.models.gnn_training import GNNTrainConfig, make_batch, predict_gnn, train_gnn
+from scaledl.models.gnn_training import (
+    GNNTrainConfig,
+    label_weights,
+    make_batch,
+    predict_gnn,
+    train_gnn,
+)
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
@@ -182,6 +188,7 @@ class GraphMethod(RuntimeMethod):
         preds = self._out_of_fold(data) if self.uses_layerwise else None
         x, log_prior = self._features(data.graphs, preds)
         y = np.log(data.labels["iteration_ms"].to_numpy())
+        weight = label_weights(data.labels["iteration_rel_se"].to_numpy())
         is_val = data.labels["workload_id"].isin(set(val_ids)).to_numpy()
         batches = {}
         for name, mask in (("train", ~is_val), ("val", is_val)):
@@ -189,7 +196,9 @@ class GraphMethod(RuntimeMethod):
             sub = data.graphs.select(graphs)
             node_mask = np.isin(data.graphs.graph, graphs)
             # select() keeps each graph's nodes in order and graphs in ascending order.
-            batches[name] = make_batch(sub, x[node_mask], log_prior[graphs], y[graphs])
+            batches[name] = make_batch(
+                sub, x[node_mask], log_prior[graphs], y[graphs], weight[graphs]
+            )
         val = batches["val"] if is_val.any() else None
         self.gnn, self.history = train_gnn(
             batches["train"], val, use_prior=self.uses_layerwise, config=self.gnn_config
@@ -300,19 +309,20 @@ class GlobalGBDTMethod(RuntimeMethod):
         workloads = [data.workloads[i] for i in data.ids]
         X = workload_frame(workloads)[list(_GBDT_FEATURES)].to_numpy()
         y = np.log(data.labels["iteration_ms"].to_numpy())
+        weight = label_weights(data.labels["iteration_rel_se"].to_numpy())
         val = np.isin(data.ids, val_ids)
         best = (np.inf, {})
         if val.any() and (~val).sum() >= 4:
             for values in itertools.product(*_GBDT_GRID.values()):
                 params = dict(zip(_GBDT_GRID, values, strict=True))
                 model = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **params)
-                model.fit(X[~val], y[~val])
+                model.fit(X[~val], y[~val], sample_weight=weight[~val])
                 err = float(np.mean(np.abs(np.expm1(model.predict(X[val]) - y[val]))))
                 if err < best[0]:
                     best = (err, params)
         self.params_ = best[1]
         self.model_ = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **self.params_)
-        self.model_.fit(X, y)
+        self.model_.fit(X, y, sample_weight=weight)
 
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
         """Predicted iteration milliseconds, shape (len(workloads),)."""

@@ -1,45 +1,73 @@
-"""Launch profiling with ``torchrun``: batches per world size, timeouts, failures recorded, resume.
+"""Launch profiling with ``torchrun``: repeats, pinning, a quiet host, timeouts, failures, resume.
 
-Workloads are grouped by ``(world_size, num_nodes)``; each group is profiled by one ``torchrun``
-launch (``--nproc-per-node = world_size / num_nodes``) running
-:mod:`scaledl.profiling.worker` over the group's task file, so the seconds of imports are paid
-once per group. The launcher watches the worker's marker file: a workload running longer than
-``timeout_s`` gets its process group killed and is recorded as ``timeout``; a launch that dies is
-recorded as ``failed`` for the workload it was on, with the tail of its log. In both cases the
-rest of the group is launched again, so one bad workload never kills a batch. Workloads whose part
-already says ``ok`` are skipped unless ``force`` is set.
+Workloads are grouped by ``(world_size, num_nodes)``. Each workload is measured in ``repeats``
+independent launches: for repeat ``r`` = 0, 1, ... every group is profiled by one ``torchrun``
+launch (``--nproc-per-node = world_size / num_nodes``) running :mod:`scaledl.profiling.worker`
+over the group's workloads in a shuffled order (seeded per repeat; the first workload of a launch
+is never the last of the group's previous launch), so two measurements of one workload are never
+back to back and the label (median of the launch medians) averages over launch-to-launch
+variation: model initialisation, memory layout, the state of the machine.
 
-CPU ranks run with ``OMP_NUM_THREADS`` threads each (default 1: on 2 cores, 2 threads per rank
-made BERT 6x slower through oversubscription). Multi-node runs pass the rendezvous settings of
-:class:`Rendezvous` to torchrun (``--nnodes``, ``--node-rank``, ``--rdzv-backend c10d``,
-``--rdzv-endpoint``); the same command must then be started on every node.
+Before every launch the launcher checks the load other processes put on the cores
+(:func:`scaledl.profiling.hostload.wait_for_quiet_host`): it waits a bounded time for a quiet
+host and logs what it saw. CPU ranks are pinned to cores of their own (``cores_per_rank``: by
+default the host's cores divided by the largest local world size of the whole profile, so a
+workload's ranks get the same cores at every world size), with one thread per core, and run with
+glibc's dynamic mmap threshold fixed (``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``,
+mallopt(3)): measured on the quick preset, the default allocator returned large activation
+buffers to the kernel and faulted them in again on some steps but not others, making step times
+bimodal (BERT with 1,024 tokens: 19-32 ms; 20.7 ms stable with the threshold fixed).
+
+The launcher watches the worker's marker file: a workload running longer than ``timeout_s`` gets
+its process group killed and is recorded as ``timeout``; a launch that dies is recorded as
+``failed`` for the workload it was on, with the tail of its log. In both cases the rest of the
+launch is started again, so one bad workload never kills a batch. (workload, repeat) parts that
+are complete (``ok`` and undisturbed) are skipped unless ``force`` is set.
+
+Multi-node runs pass the rendezvous settings of :class:`Rendezvous` to torchrun (``--nnodes``,
+``--node-rank``, ``--rdzv-backend c10d``, ``--rdzv-endpoint``); the same command must then be
+started on every node.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import math
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from scaledl.profiling.affinity import cores_per_rank_for
+from scaledl.profiling.hostload import wait_for_quiet_host
 from scaledl.profiling.store import (
-    completed_workload_ids,
+    completed_parts,
     current_marker_path,
-    parts_dir,
-    read_run,
+    part_statuses,
     write_part,
 )
 from scaledl.workloads.spec import Workload
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the launcher's looks at a running launch, and torchrun's at its workers
+#: (torchrun's default 0.1 s wakes a process ten times a second on cores the ranks use).
+POLL_S = 1.0
+MONITOR_INTERVAL_S = 2.0
+
+#: glibc allocator settings of CPU ranks (fixed thresholds disable the dynamic mmap threshold).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
 
 
 @dataclass(frozen=True)
@@ -63,10 +91,33 @@ class ProfileSettings:
 
     Attributes:
         warmup_steps: iterations before measuring (DDP rebuilds buckets after the first).
-        instrumented_steps: iterations timed per layer.
+        instrumented_steps: instrumented rounds: each layer call is timed once per round.
+        layer_stride: iterations per instrumented round (1 / stride of the calls are timed in
+            each iteration, which keeps the hooks' cost a small share of the iteration).
+        repeats: independent launches per workload (the label is the median of their medians).
+        label_target_halfwidth: label steps are measured until the relative 95% half-width of
+            their median is below this fraction...
+        label_min_steps: ... with at least this many steps ...
+        label_max_steps: ... and at most this many (checked at epoch ends) ...
+        label_budget_s: ... or until this many seconds of label measurement are spent.
+        probe_repeats: timings per figure of the calibration probe.
+        drift_tolerance: a GEMM probe slower than the baseline by more than this fraction
+            marks the attempt disturbed.
+        allreduce_drift_tolerance: the same for the all-reduce probe (loopback and network
+            collectives jitter more than a GEMM).
+        max_foreign_load_cores: other processes keeping more than this many cores busy during an
+            attempt mark it disturbed, and make the launcher wait before a launch; ``None``:
+            0.25 on a CPU device, no limit on a GPU (its probe guards it).
+        max_retries: new attempts of a disturbed workload before it is recorded with
+            ``interference``.
+        retry_wait_s: bound of the wait for a quiet host before a new attempt.
+        quiet_wait_s: bound of the wait for a quiet host before a launch.
+        cores_per_rank: cores each CPU rank is pinned to; ``None``: the host's cores divided by
+            the largest local world size of the profile; 0: no pinning (``threads_per_rank``
+            threads).
         timeout_s: seconds one workload may take before it is killed and recorded ``timeout``.
-        threads_per_rank: ``OMP_NUM_THREADS`` of each CPU rank.
-        seed: model initialisation seed.
+        threads_per_rank: ``OMP_NUM_THREADS`` of each unpinned CPU rank.
+        seed: model initialisation seed (and of the launch orders).
         collective_timeout_s: process-group timeout (a lost rank fails the launch after it).
         startup_timeout_s: seconds a launch may take before its first workload starts
             (imports, rendezvous); past it the launch is killed and its first workload recorded
@@ -75,8 +126,22 @@ class ProfileSettings:
         rendezvous: multi-node rendezvous, or ``None`` for single-node ``--standalone``.
     """
 
-    warmup_steps: int = 2
-    instrumented_steps: int = 2
+    warmup_steps: int = 3
+    instrumented_steps: int = 3
+    layer_stride: int = 3
+    repeats: int = 1
+    label_target_halfwidth: float = 0.01
+    label_min_steps: int = 16
+    label_max_steps: int = 400
+    label_budget_s: float = 3.0
+    probe_repeats: int = 5
+    drift_tolerance: float = 0.05
+    allreduce_drift_tolerance: float = 0.25
+    max_foreign_load_cores: float | None = None
+    max_retries: int = 2
+    retry_wait_s: float = 20.0
+    quiet_wait_s: float = 60.0
+    cores_per_rank: int | None = None
     timeout_s: float = 300.0
     threads_per_rank: int = 1
     seed: int = 0
@@ -85,14 +150,51 @@ class ProfileSettings:
     device: str = "auto"
     rendezvous: Rendezvous | None = field(default=None)
 
-    def worker_settings(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        if self.repeats < 1 or self.instrumented_steps < 1 or self.layer_stride < 1:
+            raise ValueError(
+                "profile settings: repeats, instrumented_steps and layer_stride must be >= 1, got "
+                f"{self.repeats}, {self.instrumented_steps}, {self.layer_stride}"
+            )
+
+    @classmethod
+    def from_preset(cls, section: dict[str, Any] | None, **overrides: Any) -> ProfileSettings:
+        """Settings from a preset's ``profiling:`` mapping, then keyword overrides.
+
+        Raises:
+            ValueError: an unknown key, naming it and the known ones.
+        """
+        values = {**dict(section or {}), **overrides}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"profiling settings: unknown field(s) {unknown}; known: {sorted(known)}"
+            )
+        return cls(**values)
+
+    def foreign_load_limit(self, cuda: bool) -> float:
+        """The foreign-load threshold in cores (see :attr:`max_foreign_load_cores`)."""
+        if self.max_foreign_load_cores is not None:
+            return float(self.max_foreign_load_cores)
+        return math.inf if cuda else 0.25
+
+    def worker_settings(self, cores_per_rank: int, cuda: bool) -> dict[str, Any]:
         """The settings the worker reads from its task file."""
-        return {
-            "warmup_steps": self.warmup_steps,
-            "instrumented_steps": self.instrumented_steps,
-            "seed": self.seed,
-            "collective_timeout_s": self.collective_timeout_s,
-        }
+        keys = (
+            "warmup_steps", "instrumented_steps", "layer_stride", "seed",
+            "collective_timeout_s", "label_target_halfwidth", "label_min_steps",
+            "label_max_steps", "label_budget_s", "probe_repeats", "drift_tolerance",
+            "allreduce_drift_tolerance", "max_retries", "retry_wait_s",
+        )  # fmt: skip
+        values = {k: getattr(self, k) for k in keys}
+        values["max_foreign_load_cores"] = self.foreign_load_limit(cuda)
+        values["cores_per_rank"] = cores_per_rank
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe view (the rendezvous as a mapping)."""
+        return asdict(self)
 
 
 @dataclass
@@ -100,10 +202,13 @@ class ProfileSummary:
     """What one :func:`profile_workloads` call did.
 
     Attributes:
-        requested: workloads asked for.
-        skipped: already profiled (``ok`` parts reused).
-        ok: profiled now with status ``ok``.
+        requested: (workload, repeat) parts asked for.
+        skipped: already complete (reused).
+        ok: profiled now with status ``ok`` and no interference.
         failed: workload id -> status (failed/oom/timeout) of those that did not succeed.
+        interference: workload id -> repeats recorded still disturbed after their retries.
+        remeasured: parts that needed more than one attempt (disturbed, then measured again).
+        host_checks: one line per launch saying how loaded the host was before it.
         wall_s: seconds spent.
     """
 
@@ -111,6 +216,9 @@ class ProfileSummary:
     skipped: int = 0
     ok: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    interference: dict[str, int] = field(default_factory=dict)
+    remeasured: int = 0
+    host_checks: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
 
@@ -130,6 +238,7 @@ def torchrun_command(
         ]
     cmd += [
         f"--nproc-per-node={nproc_per_node}",
+        f"--monitor-interval={MONITOR_INTERVAL_S}",
         "-m",
         "scaledl.profiling.worker",
         "--tasks",
@@ -140,6 +249,44 @@ def torchrun_command(
     return cmd
 
 
+def launch_schedule(
+    workloads: list[Workload], repeats: int, done: set[tuple[str, int]], seed: int = 0
+) -> list[tuple[int, int, int, list[Workload]]]:
+    """The launches of a profile: ``(repeat, world_size, num_nodes, workloads)`` in order.
+
+    Repeat by repeat, one launch per ``(world_size, num_nodes)`` group, each in its own
+    shuffled order (seeded by ``seed`` and the repeat); when a group's launch would start with
+    the workload its previous launch ended with, the order is rotated by one, so a workload is
+    never measured twice back to back.
+
+    Args:
+        workloads: distinct workloads.
+        repeats: launches per workload.
+        done: (workload id, repeat) parts already complete (left out).
+        seed: seed of the orders.
+
+    Returns:
+        The launches that have something to do.
+    """
+    groups: dict[tuple[int, int], list[Workload]] = {}
+    for w in workloads:
+        groups.setdefault((w.world_size, w.num_nodes), []).append(w)
+    last: dict[tuple[int, int], str] = {}
+    schedule = []
+    for repeat in range(repeats):
+        for key in sorted(groups):
+            order = list(groups[key])
+            random.Random(f"{seed}-{repeat}-{key}").shuffle(order)
+            if len(order) > 1 and order[0].workload_id == last.get(key):
+                order = order[1:] + order[:1]
+            if order:
+                last[key] = order[-1].workload_id
+            todo = [w for w in order if (w.workload_id, repeat) not in done]
+            if todo:
+                schedule.append((repeat, key[0], key[1], todo))
+    return schedule
+
+
 def profile_workloads(
     workloads: list[Workload],
     out_dir: Path,
@@ -147,13 +294,13 @@ def profile_workloads(
     force: bool = False,
     progress: bool = True,
 ) -> ProfileSummary:
-    """Profile workloads with torchrun, skipping those already profiled.
+    """Profile workloads with torchrun, ``settings.repeats`` launches each, skipping done parts.
 
     Args:
         workloads: the workloads to profile.
         out_dir: the profiles directory (parts are written under ``out_dir/parts``).
         settings: profiling settings (defaults of :class:`ProfileSettings`).
-        force: profile again even where an ``ok`` part exists.
+        force: profile again even where a complete part exists.
         progress: show a progress bar (done/total, ETA, failures).
 
     Returns:
@@ -164,95 +311,119 @@ def profile_workloads(
     out_dir = Path(out_dir)
     started = time.perf_counter()
     unique = list({w.workload_id: w for w in workloads}.values())
-    summary = ProfileSummary(requested=len(unique))
-    done = set() if force else completed_workload_ids(out_dir)
-    todo = [w for w in unique if w.workload_id not in done]
-    summary.skipped = len(unique) - len(todo)
-    groups: dict[tuple[int, int], list[Workload]] = {}
-    for w in todo:
-        groups.setdefault((w.world_size, w.num_nodes), []).append(w)
-    bar = tqdm(total=len(todo), disable=not progress, desc="profiling", unit="workload")
+    summary = ProfileSummary(requested=len(unique) * settings.repeats)
+    done = set() if force else completed_parts(out_dir)
+    schedule = launch_schedule(unique, settings.repeats, done, settings.seed)
+    todo = sum(len(ws) for *_, ws in schedule)
+    summary.skipped = summary.requested - todo
+    cuda = _uses_cuda(settings)
+    cores = settings.cores_per_rank
+    if cores is None:
+        local_worlds = [world // nodes for _, world, nodes, _ in schedule] or [1]
+        cores = 0 if cuda else cores_per_rank_for(max(local_worlds))
+    bar = tqdm(total=todo, disable=not progress, desc="profiling", unit="part")
     try:
-        for (world, nodes), group in sorted(groups.items()):
-            _profile_group(group, world, nodes, out_dir, settings, summary, bar)
+        for repeat, world, nodes, group in schedule:
+            check = wait_for_quiet_host(settings.foreign_load_limit(cuda), settings.quiet_wait_s)
+            line = f"launch r{repeat} world size {world}: {check.describe()}"
+            (log.info if check.quiet else log.warning)(line)
+            summary.host_checks.append(line)
+            _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summary, bar)
     finally:
         bar.close()
     summary.wall_s = time.perf_counter() - started
     return summary
 
 
-def _profile_group(group, world, nodes, out_dir, settings, summary, bar) -> None:
+def _uses_cuda(settings: ProfileSettings) -> bool:
+    if settings.device == "cpu":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summary, bar) -> None:
     remaining = list(group)
     while remaining:
-        before = _statuses(out_dir, remaining)
-        failed_id, status, log_tail = _launch(remaining, world, nodes, out_dir, settings)
-        after = _statuses(out_dir, remaining)
-        newly = {k: v[0] for k, v in after.items() if before.get(k) != v}
-        for wid, st in newly.items():
-            if st == "ok":
-                summary.ok += 1
-            else:
-                summary.failed[wid] = st
-            bar.update(1)
+        keys = {(w.workload_id, repeat) for w in remaining}
+        before = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
+        failed_id, status, log_tail = _launch(
+            remaining, repeat, world, nodes, out_dir, settings, cores
+        )
+        after = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
+        newly = {k[0]: v[0] for k, v in after.items() if before.get(k) != v}
+        _count_new(out_dir, newly, repeat, summary)
+        bar.update(len(newly))
         finished = set(newly)
         if failed_id is not None and failed_id not in finished:
             workload = next(w for w in remaining if w.workload_id == failed_id)
-            _record_failure(out_dir, workload, status, log_tail, settings)
+            _record_failure(out_dir, workload, repeat, status, log_tail, settings)
             summary.failed[failed_id] = status
             finished.add(failed_id)
             bar.update(1)
         elif status != "ok" and not newly:
             # The launch died before starting any workload: record the first, go on.
             workload = remaining[0]
-            _record_failure(out_dir, workload, status, log_tail, settings)
+            _record_failure(out_dir, workload, repeat, status, log_tail, settings)
             summary.failed[workload.workload_id] = status
             finished.add(workload.workload_id)
             bar.update(1)
-        bar.set_postfix(failed=len(summary.failed))
+        bar.set_postfix(failed=len(summary.failed), interference=len(summary.interference))
         remaining = [w for w in remaining if w.workload_id not in finished]
 
 
-def _statuses(out_dir: Path, workloads: list[Workload]) -> dict[str, tuple[str, str]]:
-    """``workload_id -> (status, run_id)`` of the parts present now."""
-    result = {}
-    for w in workloads:
-        part = parts_dir(out_dir) / w.workload_id
-        if (part / "run.json").exists():
-            run = read_run(part)
-            result[w.workload_id] = (run["status"], run["run_id"])
-    return result
+def _count_new(out_dir: Path, newly: dict[str, str], repeat: int, summary: ProfileSummary):
+    from scaledl.profiling.store import part_path, read_run
+
+    for wid, status in newly.items():
+        if status != "ok":
+            summary.failed[wid] = status
+            continue
+        run = read_run(part_path(out_dir, wid, repeat))
+        if run.get("interference"):
+            summary.interference[wid] = summary.interference.get(wid, 0) + 1
+        else:
+            summary.ok += 1
+        if run.get("attempts", 1) > 1:
+            summary.remeasured += 1
 
 
-def _launch(workloads, world, nodes, out_dir, settings) -> tuple[str | None, str, str]:
+def _launch(workloads, repeat, world, nodes, out_dir, settings, cores):
     """One torchrun launch; returns (workload it died on, status, log tail)."""
     marker = current_marker_path(out_dir)
     marker.unlink(missing_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix="scaledl-launch-"))
     tasks = tmpdir / "tasks.json"
+    cuda = _uses_cuda(settings)
     tasks.write_text(
         json.dumps(
             {
-                "settings": settings.worker_settings(),
+                "settings": settings.worker_settings(cores, cuda),
                 "device": settings.device,
+                "repeat": repeat,
                 "workloads": [w.model_dump(mode="json") for w in workloads],
             }
         )
     )
     log_path = tmpdir / "torchrun.log"
     env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(settings.threads_per_rank)
+    env["OMP_NUM_THREADS"] = str(cores or settings.threads_per_rank)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["PYTHONUNBUFFERED"] = "1"
+    env["SCALEDL_LAUNCHER_PID"] = str(os.getpid())
+    if not cuda:
+        env.update(MALLOC_ENV)
     cmd = torchrun_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous)
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         current, status = None, "ok"
         launched = time.time()
         last_id, last_start = None, launched
         while proc.poll() is None:
-            time.sleep(0.2)
+            time.sleep(POLL_S)
             info = _read_marker(marker)
             if info is not None and info["workload_id"] != last_id:
                 last_id, last_start = info["workload_id"], info["started"]
@@ -299,10 +470,13 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
-def _record_failure(out_dir, workload: Workload, status: str, log_tail: str, settings) -> None:
+def _record_failure(
+    out_dir, workload: Workload, repeat: int, status: str, log_tail: str, settings
+) -> None:
     now = dt.datetime.now(dt.UTC).isoformat()
     run = {
         "workload_id": workload.workload_id,
+        "repeat": repeat,
         "status": status,
         "error": f"launch {status}; torchrun log tail:\n{log_tail}",
         "host": os.uname().nodename,

@@ -1,19 +1,26 @@
-"""Profile storage: one atomic part per workload, consolidated into parquet tables.
+"""Profile storage: one atomic part per (workload, repeat), consolidated into parquet tables.
 
 Layout under a profiles directory ``OUT`` (default ``data/profiles``)::
 
-    OUT/parts/<workload_id>/run.json            the run record (status, error, host, versions)
-    OUT/parts/<workload_id>/<table>.parquet     that workload's rows of each table
-    OUT/<table>.parquet                         all parts together (:func:`consolidate`)
+    OUT/parts/<workload_id>/r<repeat>/workload.json    the workload's spec
+    OUT/parts/<workload_id>/r<repeat>/run.json         the run record (status, error, host...)
+    OUT/parts/<workload_id>/r<repeat>/<table>.parquet  that launch's rows of each table
+    OUT/<table>.parquet                                all parts together (:func:`consolidate`)
 
-A part is written into a temporary directory and renamed into place, so a part either exists
-whole or not at all: an interrupted batch loses nothing finished, and a rerun skips every
-``workload_id`` whose part says ``ok`` (failed ones are tried again). Tables (units in names):
+Each repeat of a workload is an independent launch (:mod:`scaledl.profiling.launch`). A part is
+written into a temporary directory and renamed into place, so a part either exists whole or not
+at all: an interrupted batch loses nothing finished, and a rerun skips every (workload, repeat)
+whose part says ``ok`` without interference (failed and disturbed ones are measured again).
+Tables (units in names):
 
-* ``workloads``: the spec of each workload (``Workload.to_record()``).
-* ``runs``: ``run_id``, ``workload_id``, ``status`` (ok/failed/oom/timeout), ``error``, ``host``,
-  versions, step counts, times, ``instrumentation_overhead`` (fraction) and ``iteration_cv``
-  (:func:`robust_cv` of the label steps).
+* ``workloads``: the spec of each workload (``Workload.to_record()``), once per workload.
+* ``runs``: one row per launch of a workload: ``run_id``, ``workload_id``, ``repeat``,
+  ``status`` (ok/failed/oom/timeout), ``error``, ``host``, versions, step counts, times,
+  ``label_ms`` (median of the slowest rank's label steps), ``instrumentation_overhead``
+  (fraction), ``iteration_cv`` (:func:`robust_cv` of the label steps), the adaptive stop's
+  ``label_steps``, ``label_halfwidth`` (relative 95% half-width of the median) and
+  ``label_stop_reason``, the interference guard's ``interference``, ``attempts``,
+  ``probe_drift``, ``foreign_load_cores`` and probe figures, and each rank's core ``affinity``.
 * ``layer_timings``: ``run_id``, ``workload_id``, ``rank``, ``step``, ``layer_index``,
   ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms`` and the layer's analytical
   features (``fwd_flops``, ``bwd_flops``, ``params``, ``input_bytes``, ``output_bytes``).
@@ -22,8 +29,8 @@ whole or not at all: an interrupted batch loses nothing finished, and a rerun sk
 * ``iteration_timings``: ``run_id``, ``workload_id``, ``rank``, ``step``, ``phase``
   (``instrumented``/``label``), ``iteration_ms``, ``forward_ms``, ``backward_ms``,
   ``optimizer_ms``, ``allreduce_ms``, ``allreduce_bytes``.
-* ``epochs``: ``run_id``, ``workload_id``, ``rank``, ``epoch_s``, ``steps_per_epoch``,
-  ``dataset_size``.
+* ``epochs``: ``run_id``, ``workload_id``, ``rank``, ``epoch`` (index within the launch),
+  ``epoch_s``, ``steps_per_epoch``, ``dataset_size``.
 """
 
 from __future__ import annotations
@@ -70,7 +77,9 @@ _COLUMNS = {
         "run_id", "workload_id", "rank", "step", "phase", "iteration_ms", "forward_ms",
         "backward_ms", "optimizer_ms", "allreduce_ms", "allreduce_bytes",
     ],
-    "epochs": ["run_id", "workload_id", "rank", "epoch_s", "steps_per_epoch", "dataset_size"],
+    "epochs": [
+        "run_id", "workload_id", "rank", "epoch", "epoch_s", "steps_per_epoch", "dataset_size",
+    ],
 }  # fmt: skip
 
 
@@ -83,6 +92,11 @@ def parts_dir(out_dir: Path) -> Path:
     return Path(out_dir) / "parts"
 
 
+def part_path(out_dir: Path, workload_id: str, repeat: int) -> Path:
+    """Directory of one (workload, repeat) part."""
+    return parts_dir(out_dir) / workload_id / f"r{int(repeat)}"
+
+
 def current_marker_path(out_dir: Path) -> Path:
     """File where the worker names the workload it is profiling now (for launch timeouts)."""
     path = parts_dir(out_dir)
@@ -90,23 +104,70 @@ def current_marker_path(out_dir: Path) -> Path:
     return path / "_current.json"
 
 
+def probe_baseline_path(out_dir: Path) -> Path:
+    """JSON file of the stored per-host probe baselines (``OUT/probe_baselines.json``)."""
+    return Path(out_dir) / "probe_baselines.json"
+
+
+def read_probe_baselines(out_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """The stored probe baselines: ``key -> local rank -> {gemm_ms, allreduce_ms}``.
+
+    The key names the host, device type, local world size and cores per rank
+    (:func:`scaledl.profiling.worker` builds it); an absent file is an empty mapping.
+
+    Raises:
+        ProfileStoreError: the file exists but is not a JSON mapping (names the file).
+    """
+    path = probe_baseline_path(out_dir)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ProfileStoreError(f"{path}: unreadable probe baselines: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileStoreError(f"{path}: probe baselines must be a JSON mapping")
+    return data
+
+
+def write_probe_baselines(out_dir: Path, baselines: dict[str, dict[str, dict[str, float]]]):
+    """Write the stored probe baselines atomically (see :func:`read_probe_baselines`)."""
+    path = probe_baseline_path(out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
+    try:
+        tmp.write_text(json.dumps(_jsonable_nested(baselines), indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _jsonable_nested(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable_nested(v) for k, v in value.items()}
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value
+
+
 def write_part(
     out_dir: Path, workload: Workload, run: dict[str, Any], records: dict[str, list[dict]]
 ) -> Path:
-    """Write one workload's run and tables atomically.
+    """Write one (workload, repeat) run and its tables atomically.
 
     Args:
         out_dir: the profiles directory.
         workload: the workload profiled.
-        run: the run record (``status``, ``error``, host and versions...).
+        run: the run record (``repeat``, ``status``, ``error``, host and versions...; a record
+            without ``repeat`` is repeat 0).
         records: rows per part table (``layers``, ``iterations``, ``allreduce``, ``epoch``),
             each row with ``rank`` and the table's measurements.
 
     Returns:
         The part directory.
     """
-    run = dict(run)
-    run_id = f"{workload.workload_id}-{uuid.uuid4().hex[:8]}"
+    run = {"repeat": 0, "interference": False, **run}
+    run_id = f"{workload.workload_id}-r{run['repeat']}-{uuid.uuid4().hex[:8]}"
     run["run_id"] = run_id
     frames = {}
     for key, table in _PART_FILES.items():
@@ -120,12 +181,17 @@ def write_part(
         run.update(_run_summary(frames["iteration_timings"]))
     else:
         run.update(
-            {"measured_steps": 0, "instrumentation_overhead": np.nan, "iteration_cv": np.nan}
+            {
+                "measured_steps": 0,
+                "label_ms": np.nan,
+                "instrumentation_overhead": np.nan,
+                "iteration_cv": np.nan,
+            }
         )
     for table, frame in frames.items():
         frames[table] = frame.reindex(columns=_COLUMNS[table])
 
-    final = parts_dir(out_dir) / workload.workload_id
+    final = part_path(out_dir, workload.workload_id, run["repeat"])
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{workload.workload_id}.", dir=final.parent))
     try:
@@ -148,13 +214,18 @@ def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFram
 
 
 def _run_summary(iterations: pd.DataFrame) -> dict[str, Any]:
-    """Label steps, instrumentation overhead and repeat CV of one run's iteration rows."""
+    """Label, instrumentation overhead and repeat CV of one run's iteration rows.
+
+    The label of a launch is the median over label steps of the slowest rank's step time
+    (data-parallel ranks wait for each other at every all-reduce).
+    """
     per_step = iterations.groupby(["phase", "step"])["iteration_ms"].max()
     label = per_step.get("label", pd.Series(dtype=float))
     instrumented = per_step.get("instrumented", pd.Series(dtype=float))
     label_median = float(label.median()) if len(label) else np.nan
     return {
         "measured_steps": int(len(label)),
+        "label_ms": label_median,
         "instrumentation_overhead": float(instrumented.median() / label_median - 1.0)
         if len(instrumented) and label_median > 0
         else np.nan,
@@ -189,17 +260,51 @@ def read_run(part: Path) -> dict[str, Any]:
         raise ProfileStoreError(f"{path}: unreadable run record: {exc}") from exc
 
 
-def completed_workload_ids(out_dir: Path, statuses: tuple[str, ...] = ("ok",)) -> set[str]:
-    """Workloads whose part exists with one of ``statuses``."""
+def _part_dirs(out_dir: Path) -> list[Path]:
+    """Every part directory (``parts/<workload_id>/r<k>``), sorted."""
     root = parts_dir(out_dir)
     if not root.exists():
-        return set()
+        return []
+    return sorted(
+        part
+        for workload in root.iterdir()
+        if workload.is_dir() and not workload.name.startswith((".", "_"))
+        for part in workload.iterdir()
+        if part.is_dir() and part.name.startswith("r") and (part / "run.json").exists()
+    )
+
+
+def completed_parts(out_dir: Path) -> set[tuple[str, int]]:
+    """(workload id, repeat) of the parts that need no new measurement.
+
+    A part is complete when its run is ``ok`` and was not disturbed (``interference`` false);
+    failed, timed-out and disturbed parts are measured again by the next launch.
+
+    Raises:
+        ProfileStoreError: a run record is unreadable (names the file).
+    """
     done = set()
-    for part in root.iterdir():
-        if part.is_dir() and not part.name.startswith(".") and (part / "run.json").exists():
-            if read_run(part)["status"] in statuses:
-                done.add(part.name)
+    for part in _part_dirs(out_dir):
+        run = read_run(part)
+        if run["status"] == "ok" and not run.get("interference", False):
+            done.add((part.parent.name, int(run.get("repeat", 0))))
     return done
+
+
+def part_statuses(out_dir: Path) -> dict[tuple[str, int], tuple[str, str]]:
+    """``(workload_id, repeat) -> (status, run_id)`` of every part present now."""
+    result = {}
+    for part in _part_dirs(out_dir):
+        run = read_run(part)
+        result[(part.parent.name, int(run.get("repeat", 0)))] = (run["status"], run["run_id"])
+    return result
+
+
+def completed_workload_ids(out_dir: Path, repeats: int = 1) -> set[str]:
+    """Workloads whose repeats ``0..repeats-1`` are all complete (:func:`completed_parts`)."""
+    done = completed_parts(out_dir)
+    ids = {wid for wid, _ in done}
+    return {wid for wid in ids if all((wid, r) in done for r in range(repeats))}
 
 
 def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str, pd.DataFrame]:
@@ -215,16 +320,18 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
     Raises:
         ProfileStoreError: a part is unreadable (the message names its file).
     """
-    root = parts_dir(out_dir)
     collected: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
-    parts = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for part in parts:
-        if workload_ids is not None and part.name not in workload_ids:
+    seen: set[str] = set()
+    for part in _part_dirs(out_dir):
+        workload_id = part.parent.name
+        if workload_ids is not None and workload_id not in workload_ids:
             continue
         run = read_run(part)
         try:
             record = json.loads((part / "workload.json").read_text())
-            collected["workloads"].append(pd.DataFrame([record]))
+            if workload_id not in seen:
+                seen.add(workload_id)
+                collected["workloads"].append(pd.DataFrame([record]))
             collected["runs"].append(pd.DataFrame([run]))
             for table in _COLUMNS:
                 collected[table].append(pd.read_parquet(part / f"{table}.parquet"))

@@ -1,22 +1,37 @@
 """Rank-side profiler, started by ``torchrun``: ``python -m scaledl.profiling.worker``.
 
 One launch profiles a list of workloads that share a world size (imports cost seconds: they are
-paid once per launch). Per workload, every rank:
+paid once per launch). At the start of a launch every rank pins itself to its own cores
+(:mod:`scaledl.profiling.affinity`) and runs the calibration probe a few times; the fastest
+figures are the launch's baseline (:mod:`scaledl.profiling.probe`). Per workload, every rank
+then makes up to ``1 + max_retries`` *attempts*, each of which:
 
-1. builds the model (random weights, fixed seed), wraps it in DDP when training on more than one
-   rank, and creates an AdamW optimizer;
-2. runs ``warmup_steps`` iterations (DDP rebuilds its buckets after the first one);
-3. runs ``instrumented_steps`` iterations with per-layer forward/backward timing, per-bucket
-   all-reduce timing and the optimizer step timed (:mod:`scaledl.profiling.instrument`);
-4. runs one real epoch, un-instrumented: ``dataset_size`` synthetic samples through a
-   ``DataLoader`` with a ``DistributedSampler``; each step's time is an iteration label and the
-   loop's wall time is the epoch label.
+1. runs the probe (before), and rank 0 starts measuring the foreign load on the host
+   (:mod:`scaledl.profiling.hostload`);
+2. builds the model (random weights, fixed seed), wraps it in DDP when training on more than one
+   rank, and creates an AdamW optimizer; runs ``warmup_steps`` iterations (DDP rebuilds its
+   buckets after the first);
+3. runs one calibration iteration and ``instrumented_steps`` rounds of ``layer_stride``
+   iterations with per-layer forward/backward timing (each layer timed once per round), per-bucket
+   all-reduce timing (first iteration of a round) and the optimizer step timed
+   (:mod:`scaledl.profiling.instrument`);
+4. runs real, un-instrumented epochs: ``dataset_size`` synthetic samples through a
+   ``DataLoader`` with a ``DistributedSampler``; each step's time (the slowest rank's) is a label
+   sample and each epoch's wall time an epoch sample; epochs continue until the adaptive stop
+   rule says the median is precise enough (:mod:`scaledl.profiling.stopping`);
+5. runs the probe again (after).
+
+An attempt whose probes drifted from the baseline by more than ``drift_tolerance`` on any rank,
+or during which other processes kept more than ``max_foreign_load_cores`` cores busy, was
+disturbed: the worker waits (bounded) for the host to be quiet and measures again. The last
+attempt is recorded either way; a still disturbed one carries ``interference = True`` and its
+probe figures, and validation quarantines it.
 
 An iteration is forward + loss + backward (+ gradient all-reduce inside DDP) + AdamW step for
 training, forward under ``torch.inference_mode()`` for inference. CPU ranks use gloo and
 ``perf_counter``; CUDA ranks use NCCL and CUDA events, synchronising only at step ends.
 
-Rank 0 gathers every rank's records and writes the workload's tables atomically
+Rank 0 gathers every rank's records and writes the (workload, repeat) part atomically
 (:func:`scaledl.profiling.store.write_part`). An exception inside a workload is recorded (status
 ``failed``, or ``oom``) and the batch goes on; a hang (a rank lost) ends the process when the
 collective times out, and the launcher records the workload and relaunches the rest.
@@ -27,6 +42,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import socket
@@ -35,17 +51,36 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.units import find_units
+from scaledl.profiling.affinity import pin_local_rank
+from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
 from scaledl.profiling.instrument import AllReduceRecorder, LayerInstrument
-from scaledl.profiling.store import current_marker_path, write_part
+from scaledl.profiling.probe import (
+    CalibrationProbe,
+    ProbeResult,
+    baseline_of,
+    merge_baselines,
+    probe_drift,
+)
+from scaledl.profiling.stopping import StopRule, median_halfwidth
+from scaledl.profiling.store import (
+    current_marker_path,
+    read_probe_baselines,
+    write_part,
+    write_probe_baselines,
+)
 from scaledl.profiling.timers import Clock
 from scaledl.workloads.builders import build_model, make_batch, training_loss
 from scaledl.workloads.spec import Workload
+
+#: Probes taken at the start of a launch; the fastest figures are its baseline.
+BASELINE_PROBES = 3
 
 
 class SyntheticDataset(Dataset):
@@ -63,138 +98,365 @@ class SyntheticDataset(Dataset):
         return {k: v[0] for k, v in make_batch(self.workload, generator=gen).items()}
 
 
-def _step(model, optimizer, batch, train: bool):
+def _step(model, batch, train: bool):
     if not train:
         with torch.inference_mode():
             model(**batch)
-        return None
-    loss = training_loss(model(**batch))
-    loss.backward()
-    return loss
+        return
+    training_loss(model(**batch)).backward()
+
+
+def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise maximum over ranks (the same list on every rank afterwards)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.cpu().tolist()
+
+
+class _Session:
+    """One workload's model, optimizer and fixed batch on this rank."""
+
+    def __init__(self, workload: Workload, settings: dict[str, Any], device: torch.device) -> None:
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        self.world = dist.get_world_size() if dist.is_initialized() else 1
+        if self.world != workload.world_size:
+            raise ValueError(
+                f"workload {workload.workload_id}: world_size={workload.world_size} but the "
+                f"launch has {self.world} ranks"
+            )
+        torch.manual_seed(settings.get("seed", 0))
+        self.workload, self.settings, self.device = workload, settings, device
+        self.train = workload.mode == "train"
+        self.clock = Clock(device)
+        self.model = build_model(workload, device=device)
+        self.units = find_units(self.model)
+        self.recorder = AllReduceRecorder()
+        self.net = self.model
+        if self.train and self.world > 1:
+            self.net = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+            self.net.register_comm_hook(self.recorder, AllReduceRecorder.hook)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4) if self.train else None
+        gen = torch.Generator().manual_seed(1000 + self.rank)
+        self.batch = {k: v.to(device) for k, v in make_batch(workload, generator=gen).items()}
+
+    def optimizer_step(self) -> None:
+        if self.train:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def iteration(self, batch) -> None:
+        _step(self.net, batch, self.train)
+        self.optimizer_step()
+
+    def warmup(self) -> None:
+        for _ in range(self.settings["warmup_steps"]):
+            self.iteration(self.batch)
+        self.clock.synchronize()
+
+    def instrumented(self) -> dict[str, list[dict[str, Any]]]:
+        """One calibration iteration, then rounds of ``layer_stride`` timed iterations."""
+        stride = int(self.settings.get("layer_stride", 1))
+        rounds = int(self.settings["instrumented_steps"])
+        expected = len(build_layer_graph(self.workload).layers)
+        layers, iterations, allreduce = [], [], []
+        with LayerInstrument(self.units, self.clock, backward=self.train, stride=stride) as inst:
+            inst.start_step()
+            self._timed_iteration(inst, record_allreduce=False)
+            for r in range(rounds):
+                round_rows, round_iters, round_buckets = [], [], []
+                for j in range(stride):
+                    inst.start_step()
+                    rows, it, buckets = self._timed_iteration(inst, record_allreduce=j == 0)
+                    round_rows += rows
+                    round_iters.append(it)
+                    round_buckets += buckets
+                indices = sorted(row["layer_index"] for row in round_rows)
+                if indices != list(range(expected)):
+                    raise RuntimeError(
+                        f"workload {self.workload.workload_id}: round {r} timed layer calls "
+                        f"{len(indices)} but the layer graph has {expected}"
+                    )
+                layers += [{"rank": self.rank, "step": r, **row} for row in round_rows]
+                allreduce += [{"rank": self.rank, "step": r, **b} for b in round_buckets]
+                n = len(round_iters)
+                iterations.append(
+                    {
+                        "rank": self.rank,
+                        "step": r,
+                        "phase": "instrumented",
+                        "iteration_ms": sum(i["iteration_ms"] for i in round_iters) / n,
+                        "forward_ms": sum(row["forward_ms"] for row in round_rows),
+                        "backward_ms": sum(row["backward_ms"] for row in round_rows),
+                        "optimizer_ms": sum(i["optimizer_ms"] for i in round_iters) / n,
+                        "allreduce_ms": sum(b["allreduce_ms"] for b in round_buckets),
+                        "allreduce_bytes": sum(b["allreduce_bytes"] for b in round_buckets),
+                    }
+                )
+        return {"layers": layers, "iterations": iterations, "allreduce": allreduce}
+
+    def _timed_iteration(self, inst: LayerInstrument, record_allreduce: bool):
+        self.recorder.records.clear()
+        self.recorder.enabled = record_allreduce
+        t0 = self.clock.mark()
+        _step(self.net, self.batch, self.train)
+        t_bwd = self.clock.mark()
+        self.optimizer_step()
+        t1 = self.clock.mark()
+        self.clock.synchronize()
+        self.recorder.enabled = False
+        rows = inst.layer_times_ms(step_start=t0, backward_end=t_bwd)
+        it = {
+            "iteration_ms": self.clock.elapsed_ms(t0, t1),
+            "optimizer_ms": self.clock.elapsed_ms(t_bwd, t1) if self.train else 0.0,
+        }
+        return rows, it, list(self.recorder.records)
+
+    def labels(self, rule: StopRule) -> dict[str, Any]:
+        """Real epochs until the stop rule is met; label steps and epoch wall times."""
+        dataset = SyntheticDataset(self.workload)
+        sampler = DistributedSampler(
+            dataset, num_replicas=self.world, rank=self.rank, shuffle=True, seed=0
+        )
+        loader = DataLoader(
+            dataset, batch_size=self.workload.batch_size, sampler=sampler, num_workers=0
+        )
+        iterations, epochs, slowest = [], [], []
+        started = time.perf_counter()
+        epoch, reason = 0, None
+        while reason is None:
+            sampler.set_epoch(epoch)
+            if self.world > 1:
+                dist.barrier()
+            epoch_start = time.perf_counter()
+            local = []
+            for batch in loader:
+                t0 = self.clock.mark()
+                batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+                self.iteration(batch)
+                t1 = self.clock.mark()
+                self.clock.synchronize()
+                local.append(self.clock.elapsed_ms(t0, t1))
+            epoch_s = time.perf_counter() - epoch_start
+            agreed = _max_over_ranks([*local, epoch_s, time.perf_counter() - started], self.device)
+            for i, ms in enumerate(local):
+                iterations.append(
+                    {
+                        "rank": self.rank,
+                        "step": len(slowest) + i,
+                        "phase": "label",
+                        "iteration_ms": ms,
+                        "forward_ms": 0.0,
+                        "backward_ms": 0.0,
+                        "optimizer_ms": 0.0,
+                        "allreduce_ms": 0.0,
+                        "allreduce_bytes": 0,
+                    }
+                )
+            epochs.append(
+                {
+                    "rank": self.rank,
+                    "epoch": epoch,
+                    "epoch_s": epoch_s,
+                    "steps_per_epoch": len(local),
+                }
+            )
+            slowest += agreed[:-2]
+            reason = rule.reason_to_stop(slowest, agreed[-1])
+            epoch += 1
+        return {
+            "iterations": iterations,
+            "epoch": epochs,
+            "label_steps": len(slowest),
+            "label_halfwidth": median_halfwidth(slowest),
+            "label_stop_reason": reason,
+            "label_epochs": epoch,
+        }
 
 
 def profile_workload(workload: Workload, settings: dict[str, Any], device: torch.device):
-    """Profile one workload on this rank.
+    """Measure one workload on this rank (one attempt, without the probes).
 
     Args:
         workload: the workload (``world_size`` must equal the process group's size).
-        settings: ``warmup_steps``, ``instrumented_steps`` and ``seed``.
+        settings: the task file's settings (``warmup_steps``, ``instrumented_steps``,
+            ``layer_stride``, ``seed``, the stop rule's ``label_*`` fields).
         device: this rank's device.
 
     Returns:
-        A dict of record lists for this rank: ``layers``, ``iterations``, ``allreduce``,
-        ``epoch``.
+        A dict of record lists for this rank (``layers``, ``iterations``, ``allreduce``,
+        ``epoch``) and the label measurement's ``label_steps``, ``label_halfwidth``
+        (relative 95% half-width of the median), ``label_stop_reason`` and ``label_epochs``.
+
+    Raises:
+        ValueError: the world size does not match the launch.
+        RuntimeError: the instrumented rounds did not time every layer call of the graph.
     """
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    if world != workload.world_size:
-        raise ValueError(
-            f"workload {workload.workload_id}: world_size={workload.world_size} but the launch "
-            f"has {world} ranks"
-        )
-    torch.manual_seed(settings.get("seed", 0))
-    train = workload.mode == "train"
-    clock = Clock(device)
-    model = build_model(workload, device=device)
-    units = find_units(model)
-    expected_layers = len(build_layer_graph(workload).layers)
-    recorder = AllReduceRecorder()
-    net = model
-    if train and world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
-        net.register_comm_hook(recorder, AllReduceRecorder.hook)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
-    gen = torch.Generator().manual_seed(1000 + rank)
-    fixed_batch = {k: v.to(device) for k, v in make_batch(workload, generator=gen).items()}
+    session = _Session(workload, settings, device)
+    session.warmup()
+    result = session.instrumented()
+    labels = session.labels(stop_rule_of(settings))
+    result["iterations"] += labels.pop("iterations")
+    result.update(labels)
+    return result
 
-    def iteration(batch) -> None:
-        _step(net, optimizer, batch, train)
-        if train:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(settings["warmup_steps"]):
-        iteration(fixed_batch)
-    clock.synchronize()
-
-    layers, iterations, allreduce = [], [], []
-    with LayerInstrument(units, clock, backward=train) as inst:
-        for step in range(settings["instrumented_steps"]):
-            inst.start_step()
-            recorder.records.clear()
-            recorder.enabled = True
-            t0 = clock.mark()
-            _step(net, optimizer, fixed_batch, train)
-            t_bwd = clock.mark()
-            t_opt0 = clock.mark()
-            if train:
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            t1 = clock.mark()
-            clock.synchronize()
-            recorder.enabled = False
-            rows = inst.layer_times_ms(step_start=t0, backward_end=t_bwd)
-            if len(rows) != expected_layers:
-                raise RuntimeError(
-                    f"workload {workload.workload_id}: {len(rows)} layer calls timed but the "
-                    f"layer graph has {expected_layers}"
-                )
-            for r in rows:
-                layers.append({"rank": rank, "step": step, **r})
-            buckets = list(recorder.records)
-            for b in buckets:
-                allreduce.append({"rank": rank, "step": step, **b})
-            iterations.append(
-                {
-                    "rank": rank,
-                    "step": step,
-                    "phase": "instrumented",
-                    "iteration_ms": clock.elapsed_ms(t0, t1),
-                    "forward_ms": sum(r["forward_ms"] for r in rows),
-                    "backward_ms": sum(r["backward_ms"] for r in rows),
-                    "optimizer_ms": clock.elapsed_ms(t_opt0, t1) if train else 0.0,
-                    "allreduce_ms": sum(b["allreduce_ms"] for b in buckets),
-                    "allreduce_bytes": sum(b["allreduce_bytes"] for b in buckets),
-                }
-            )
-
-    dataset = SyntheticDataset(workload)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    loader = DataLoader(dataset, batch_size=workload.batch_size, sampler=sampler, num_workers=0)
-    if world > 1:
-        dist.barrier()
-    epoch_start = time.perf_counter()
-    steps = 0
-    for step, batch in enumerate(loader):
-        t0 = clock.mark()
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        iteration(batch)
-        t1 = clock.mark()
-        clock.synchronize()
-        steps += 1
-        iterations.append(
-            {
-                "rank": rank,
-                "step": step,
-                "phase": "label",
-                "iteration_ms": clock.elapsed_ms(t0, t1),
-                "forward_ms": 0.0,
-                "backward_ms": 0.0,
-                "optimizer_ms": 0.0,
-                "allreduce_ms": 0.0,
-                "allreduce_bytes": 0,
-            }
-        )
-    epoch_s = time.perf_counter() - epoch_start
-    epoch = [{"rank": rank, "epoch_s": epoch_s, "steps_per_epoch": steps}]
-    return {"layers": layers, "iterations": iterations, "allreduce": allreduce, "epoch": epoch}
+def stop_rule_of(settings: dict[str, Any]) -> StopRule:
+    """The :class:`StopRule` of a task file's settings (defaults where absent)."""
+    keys = {
+        "label_target_halfwidth": "target_rel_halfwidth",
+        "label_min_steps": "min_steps",
+        "label_max_steps": "max_steps",
+        "label_budget_s": "budget_s",
+    }
+    return StopRule(**{field: settings[k] for k, field in keys.items() if k in settings})
 
 
 def _status_of(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".lower()
     return "oom" if ("out of memory" in text or isinstance(exc, MemoryError)) else "failed"
+
+
+class _Guard:
+    """The interference guard of one launch on this rank: probe, baseline, foreign load."""
+
+    def __init__(
+        self, settings: dict[str, Any], device: torch.device, rank: int, out_dir: Path
+    ) -> None:
+        self.settings = settings
+        self.rank = rank
+        self.probe = CalibrationProbe(device, repeats=int(settings.get("probe_repeats", 5)))
+        self.probe.run()  # warm-up: first-touch of the buffers, kernel selection
+        own = baseline_of([self.probe.run() for _ in range(BASELINE_PROBES)])
+        local_rank = os.environ.get("LOCAL_RANK", "0")
+        local_world = os.environ.get("LOCAL_WORLD_SIZE", "1")
+        key = (
+            f"{socket.gethostname()}/{device.type}/local_world_size={local_world}/"
+            f"cores_per_rank={settings.get('cores_per_rank') or 0}"
+        )
+        stored = read_probe_baselines(out_dir).get(key, {})
+        self.baseline = merge_baselines(own, stored.get(local_rank))
+        mine = {"key": key, "local_rank": local_rank, "baseline": self.baseline.to_dict()}
+        if rank == 0:
+            merged = read_probe_baselines(out_dir)
+            for entry in _gather(mine):
+                merged.setdefault(entry["key"], {})[entry["local_rank"]] = entry["baseline"]
+            write_probe_baselines(out_dir, merged)
+        else:
+            _gather(mine)
+        root = int(os.environ.get("SCALEDL_LAUNCHER_PID", os.getppid()))
+        self.root_pid = root
+        self.meter = ForeignLoadMeter(root) if rank == 0 else None
+        self.tolerance = float(settings.get("drift_tolerance", 0.05))
+        self.allreduce_tolerance = float(settings.get("allreduce_drift_tolerance", 0.25))
+        self.max_foreign = float(settings.get("max_foreign_load_cores", math.inf))
+
+    def before(self) -> ProbeResult:
+        probe = self.probe.run()
+        if self.meter is not None:
+            self.meter.start()
+        return probe
+
+    def after(self) -> tuple[ProbeResult, float]:
+        foreign = self.meter.stop() if self.meter is not None else float("nan")
+        return self.probe.run(), foreign
+
+    def drift(self, before: ProbeResult, after: ProbeResult) -> dict[str, float]:
+        """The worse drift of the two probes of an attempt, per figure (``nan`` ignored)."""
+        a, b = probe_drift(before, self.baseline), probe_drift(after, self.baseline)
+        return {k: float(np.nanmax([a[k], b[k]])) if a[k] == a[k] else b[k] for k in a}
+
+    def verdict(self, gathered: list[dict[str, Any]]) -> dict[str, Any]:
+        """Drift and foreign load of an attempt over all ranks (the same on every rank)."""
+        gemm = max(g["drift"]["gemm"] for g in gathered)
+        allreduce = [g["drift"]["allreduce"] for g in gathered]
+        allreduce = max(allreduce) if all(a == a for a in allreduce) else float("nan")
+        foreign = gathered[0]["foreign_load_cores"]
+        disturbed = (
+            gemm > self.tolerance
+            or (allreduce == allreduce and allreduce > self.allreduce_tolerance)
+            or (foreign == foreign and foreign > self.max_foreign)
+        )
+        return {
+            "probe_gemm_drift": gemm,
+            "probe_allreduce_drift": allreduce,
+            "foreign_load_cores": foreign,
+            "disturbed": disturbed,
+        }
+
+    def wait_for_quiet(self) -> float:
+        """Rank 0 waits (bounded) for the host to be quiet; the others wait at a barrier."""
+        waited = 0.0
+        if self.rank == 0 and self.max_foreign < math.inf:
+            report = wait_for_quiet_host(
+                self.max_foreign, float(self.settings.get("retry_wait_s", 20.0)), 0.5, self.root_pid
+            )
+            waited = report.waited_s
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
+        return waited
+
+
+def _gather(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return [payload]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, payload)
+    return gathered
+
+
+def _attempts(workload: Workload, settings, device, guard: _Guard, cuda: bool):
+    """Measure a workload until an attempt is undisturbed or the retries are spent.
+
+    Returns:
+        ``(gathered payloads of the last attempt, guard record)``.
+    """
+    max_retries = int(settings.get("max_retries", 2))
+    history: list[dict[str, Any]] = []
+    waited_s = 0.0
+    for attempt in range(max_retries + 1):
+        before = guard.before()
+        try:
+            result, status, error = profile_workload(workload, settings, device), "ok", ""
+        except Exception as exc:  # recorded, never hidden: status + error text
+            result, status = None, _status_of(exc)
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            if cuda:
+                torch.cuda.empty_cache()
+        after, foreign = guard.after()
+        drift = guard.drift(before, after)
+        gathered = _gather(
+            {
+                "result": result,
+                "status": status,
+                "error": error,
+                "drift": drift,
+                "foreign_load_cores": foreign,
+                "probe_before": before.to_dict(),
+                "probe_after": after.to_dict(),
+                "baseline": guard.baseline.to_dict(),
+                "affinity": sorted(os.sched_getaffinity(0)),
+            }
+        )
+        verdict = guard.verdict(gathered)
+        history.append(verdict)
+        failed = any(g["status"] != "ok" for g in gathered)
+        if failed or not verdict["disturbed"] or attempt == max_retries:
+            break
+        waited_s += guard.wait_for_quiet()
+    record = {
+        "attempts": len(history),
+        "quiet_wait_s": waited_s,
+        "interference": bool(history[-1]["disturbed"]) and not failed,
+        "probe_gemm_drift": history[-1]["probe_gemm_drift"],
+        "probe_allreduce_drift": history[-1]["probe_allreduce_drift"],
+        "foreign_load_cores": history[-1]["foreign_load_cores"],
+        "disturbed_attempts": sum(h["disturbed"] for h in history),
+    }
+    return gathered, record
 
 
 def run_tasks(tasks_path: Path, out_dir: Path) -> None:
@@ -203,11 +465,15 @@ def run_tasks(tasks_path: Path, out_dir: Path) -> None:
     settings = spec["settings"]
     cuda = torch.cuda.is_available() and spec.get("device", "auto") != "cpu"
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cores_per_rank = settings.get("cores_per_rank")
+    if cores_per_rank:
+        pin_local_rank(local_rank, int(cores_per_rank))
     if cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        if not cores_per_rank:
+            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         device = torch.device("cpu")
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
@@ -216,35 +482,31 @@ def run_tasks(tasks_path: Path, out_dir: Path) -> None:
             timeout=dt.timedelta(seconds=settings.get("collective_timeout_s", 120)),
         )
     rank = dist.get_rank() if distributed else 0
+    repeat = int(spec.get("repeat", 0))
     try:
+        guard = _Guard(settings, device, rank, out_dir)
         for record in spec["workloads"]:
             workload = Workload.parse(record, source=str(tasks_path))
             if rank == 0:
                 current_marker_path(out_dir).write_text(
-                    json.dumps({"workload_id": workload.workload_id, "started": time.time()})
+                    json.dumps(
+                        {
+                            "workload_id": workload.workload_id,
+                            "repeat": repeat,
+                            "started": time.time(),
+                        }
+                    )
                 )
             started = dt.datetime.now(dt.UTC).isoformat()
-            try:
-                result, status, error = profile_workload(workload, settings, device), "ok", ""
-            except Exception as exc:  # recorded, never hidden: status + error text
-                result, status = None, _status_of(exc)
-                error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-                if cuda:
-                    torch.cuda.empty_cache()
-            gathered = [None] * dist.get_world_size() if distributed else None
-            payload = {"result": result, "status": status, "error": error}
-            if distributed:
-                dist.all_gather_object(gathered, payload)
-            else:
-                gathered = [payload]
+            gathered, guard_record = _attempts(workload, settings, device, guard, cuda)
             if rank == 0:
-                _write(out_dir, workload, settings, gathered, started, device)
+                _write(out_dir, workload, settings, gathered, guard_record, started, device, repeat)
     finally:
         if distributed:
             dist.destroy_process_group()
 
 
-def _write(out_dir, workload, settings, gathered, started, device) -> None:
+def _write(out_dir, workload, settings, gathered, guard_record, started, device, repeat) -> None:
     statuses = [g["status"] for g in gathered]
     status = next((s for s in statuses if s != "ok"), "ok")
     error = "\n".join(f"rank {r}: {g['error']}" for r, g in enumerate(gathered) if g["error"])
@@ -254,12 +516,9 @@ def _write(out_dir, workload, settings, gathered, started, device) -> None:
         "allreduce": [],
         "epoch": [],
     }
-    if status == "ok":
-        for g in gathered:
-            for name in tables:
-                tables[name].extend(g["result"][name])
     run = {
         "workload_id": workload.workload_id,
+        "repeat": repeat,
         "status": status,
         "error": error,
         "host": socket.gethostname(),
@@ -270,9 +529,25 @@ def _write(out_dir, workload, settings, gathered, started, device) -> None:
         "python_version": platform.python_version(),
         "warmup_steps": settings["warmup_steps"],
         "instrumented_steps": settings["instrumented_steps"],
+        "layer_stride": int(settings.get("layer_stride", 1)),
         "started_at": started,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+        "affinity": ";".join(
+            f"rank{r}:{','.join(map(str, g['affinity']))}" for r, g in enumerate(gathered)
+        ),
+        "probe_gemm_ms": max(g["probe_after"]["gemm_ms"] for g in gathered),
+        "probe_allreduce_ms": max(g["probe_after"]["allreduce_ms"] for g in gathered),
+        "baseline_gemm_ms": max(g["baseline"]["gemm_ms"] for g in gathered),
+        "baseline_allreduce_ms": max(g["baseline"]["allreduce_ms"] for g in gathered),
+        **guard_record,
     }
+    if status == "ok":
+        first = gathered[0]["result"]
+        run.update({k: first[k] for k in ("label_steps", "label_halfwidth", "label_stop_reason")})
+        run["label_epochs"] = first["label_epochs"]
+        for g in gathered:
+            for name in tables:
+                tables[name].extend(g["result"][name])
     write_part(out_dir, workload, run, tables)
 
 

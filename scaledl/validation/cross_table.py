@@ -17,7 +17,11 @@ Two kinds of rules:
   (``runs`` included), is quarantined with the rule's name; the workload row is kept (other runs
   may use it).
 
-A run whose ``iteration_cv`` exceeds ``max_iteration_cv`` is flagged, not quarantined.
+A run the profiler's interference guard recorded as still disturbed after its retries
+(``interference`` true: its calibration probes drifted from the host's baseline, or other
+processes kept the cores busy) is quarantined whole under the rule ``interference``, with the
+probe figures as the value. A run whose ``iteration_cv`` exceeds ``max_iteration_cv`` is flagged,
+not quarantined.
 """
 
 from __future__ import annotations
@@ -289,6 +293,26 @@ def _check_allreduce(alive, failures, config: ValidationConfig) -> ExpectationOu
     )
 
 
+def _check_interference(alive, failures) -> ExpectationOutcome:
+    """Rule ``interference``: the run was measured while the host was disturbed."""
+    runs = alive["runs"]
+    if "interference" not in runs.columns:
+        return _outcome("runs", "cross_table", "interference", "interference", len(runs), [])
+    bad = []
+    disturbed = runs[runs["interference"].fillna(False).astype(bool)]
+    for row in disturbed.to_dict("records"):
+        figures = ", ".join(
+            f"{k} {row[k]:.3g}"
+            for k in ("probe_gemm_drift", "probe_allreduce_drift", "foreign_load_cores")
+            if k in row and row[k] == row[k] and row[k] is not None
+        )
+        attempts = row.get("attempts", 1)
+        detail = f"run {row['run_id']}: disturbed after {attempts} attempt(s): {figures}"
+        failures[row["run_id"]].append(RowFailure("interference", "interference", detail))
+        bad.append(detail)
+    return _outcome("runs", "cross_table", "interference", "interference", len(runs), bad)
+
+
 def run_failures(
     alive: dict[str, pd.DataFrame], config: ValidationConfig
 ) -> tuple[list[ExpectationOutcome], dict[str, list[RowFailure]]]:
@@ -309,6 +333,7 @@ def run_failures(
         _check_required(alive, failures, config),
         _check_layer_sum(alive, failures, config),
         _check_allreduce(alive, failures, config),
+        _check_interference(alive, failures),
     ]
     return outcomes, dict(failures)
 

@@ -96,9 +96,11 @@ def _ms(name: str, *, positive: bool = True, nullable: bool = False) -> ColumnSp
     )
 
 
-def _count(name: str, minimum: float = 0, *, nullable: bool = False) -> ColumnSpec:
+def _count(
+    name: str, minimum: float = 0, *, nullable: bool = False, required: bool = True
+) -> ColumnSpec:
     """Return an integer column with a lower bound."""
-    return ColumnSpec(name, "int", nullable=nullable, min_value=minimum)
+    return ColumnSpec(name, "int", nullable=nullable, required=required, min_value=minimum)
 
 
 _ID = ColumnSpec("run_id", "str")
@@ -163,6 +165,12 @@ RUNS = TableSpec(
             "instrumentation_overhead", "number", nullable=True, min_value=-1.0, max_value=100.0
         ),
         ColumnSpec("iteration_cv", "number", min_value=0.0),
+        _count("repeat", required=False),
+        _count("attempts", 1, required=False),
+        ColumnSpec("label_ms", "number", required=False, min_value=0.0, strict_min=True),
+        _count("label_steps", 1, required=False),
+        ColumnSpec("label_halfwidth", "number", required=False, min_value=0.0),
+        ColumnSpec("foreign_load_cores", "number", required=False, nullable=True, min_value=0.0),
     ),
 )
 
@@ -226,13 +234,14 @@ EPOCHS = TableSpec(
         _ID,
         _WID,
         _RANK,
+        _count("epoch"),
         ColumnSpec(
             "epoch_s", "number", min_value=0, strict_min=True, max_from_config="max_epoch_s"
         ),
         ColumnSpec("steps_per_epoch", "int", min_value=0, strict_min=True),
         ColumnSpec("dataset_size", "int", min_value=0, strict_min=True),
     ),
-    unique_together=("run_id", "rank"),
+    unique_together=("run_id", "rank", "epoch"),
 )
 
 #: The profile tables in dependency order (parents first).

@@ -69,9 +69,48 @@ def test_instrument_removes_its_hooks():
         inst.start_step()
         training_loss(model(**make_batch(w))).backward()
         assert len(inst.calls) == len(units)
-    inst.start_step()
-    model(**make_batch(w))
-    assert inst.calls == []
+    assert all(not u.module._forward_hooks and not u.module._forward_pre_hooks for u in units)
+    with pytest.raises(RuntimeError, match="outside"):
+        inst.start_step()
+
+
+def test_stride_rejects_zero():
+    with pytest.raises(ValueError, match="stride"):
+        LayerInstrument([], Clock(torch.device("cpu")), backward=True, stride=0)
+
+
+@pytest.mark.parametrize("family", ["t5", "llama", "vit"])
+def test_stride_times_each_call_once_per_round(family):
+    """After the calibration iteration, a round of ``stride`` iterations times every call once;
+    between rounds only the calls of the current phase (and the always-timed ones) carry hooks.
+    """
+    w = Workload.parse(SPECS[family])
+    torch.manual_seed(0)
+    model = build_model(w)
+    units = find_units(model)
+    clock = Clock(torch.device("cpu"))
+    batch = make_batch(w, generator=torch.Generator().manual_seed(0))
+    n_layers = len(build_layer_graph(w).layers)
+    stride = 3
+    with LayerInstrument(units, clock, backward=True, stride=stride) as inst:
+        rounds = []
+        for _ in range(1 + 2 * stride):
+            inst.start_step()
+            start = clock.mark()
+            training_loss(model(**batch)).backward()
+            end = clock.mark()
+            rounds.append(inst.layer_times_ms(step_start=start, backward_end=end))
+            hooked = sum(1 for u in units if u.module._forward_pre_hooks)
+            if len(rounds) > 1:
+                assert hooked < len(units)  # fewer hooks than the calibration iteration
+    assert sorted(r["layer_index"] for r in rounds[0]) == list(range(n_layers))
+    for k in range(2):
+        rows = [r for it in rounds[1 + k * stride : 1 + (k + 1) * stride] for r in it]
+        assert sorted(r["layer_index"] for r in rows) == list(range(n_layers))
+        assert all(r["forward_ms"] > 0 for r in rows)
+        assert all(r["backward_ms"] >= 0 for r in rows)
+        # Every layer's backward was timed (it ends at its own input hook or the next hook).
+        assert sum(r["backward_ms"] > 0 for r in rows) >= n_layers - 1
 
 
 def test_cpu_clock_measures_milliseconds():

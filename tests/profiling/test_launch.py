@@ -10,10 +10,11 @@ from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.profiling.launch import (
     ProfileSettings,
     Rendezvous,
+    launch_schedule,
     profile_workloads,
     torchrun_command,
 )
-from scaledl.profiling.store import parts_dir, read_run
+from scaledl.profiling.store import part_path, read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scaledl_fixtures import SETTINGS, TIMEOUT_S, tiny  # noqa: E402
@@ -69,10 +70,14 @@ def test_two_rank_tables(profiled, name):
     assert set(iters["rank"]) == {0, 1}
     assert (iters["iteration_ms"] > 0).all()
     label = iters[iters["phase"] == "label"]
-    assert len(label) == 2 * w.steps_per_epoch  # 8 samples, batch 2, 2 ranks: 2 steps each
+    run = profiled.run(name)
+    assert len(label) == 2 * run["label_steps"] and run["label_steps"] >= 8
     epochs = rows_of(profiled, "epochs", name)
-    assert sorted(epochs["rank"]) == [0, 1]
+    # 8 samples, batch 2, 2 ranks: 2 steps an epoch, epochs until >= 8 label steps.
+    assert set(epochs["rank"]) == {0, 1} and len(epochs) == 2 * run["label_epochs"]
+    assert run["label_epochs"] * w.steps_per_epoch == run["label_steps"]
     assert (epochs["epoch_s"] > 0).all() and (epochs["steps_per_epoch"] == w.steps_per_epoch).all()
+    assert run["affinity"] == "rank0:0;rank1:1"  # each rank pinned to a core of its own
 
 
 def test_single_rank_workloads_have_no_allreduce(profiled):
@@ -81,7 +86,13 @@ def test_single_rank_workloads_have_no_allreduce(profiled):
         layers = rows_of(profiled, "layer_timings", name)
         assert set(layers["rank"]) == {0}
         assert (layers["forward_ms"] > 0).all()
-        assert profiled.run(name)["measured_steps"] == profiled.workloads[name].steps_per_epoch
+        run = profiled.run(name)
+        assert run["measured_steps"] == run["label_steps"] >= 8
+        assert run["measured_steps"] % profiled.workloads[name].steps_per_epoch == 0
+        assert run["label_stop_reason"] in ("precise", "budget", "max_steps")
+        assert 0 < run["label_halfwidth"] < 1
+        assert run["attempts"] == 1 and run["repeat"] == 0
+        assert run["affinity"] == "rank0:0"
 
 
 def test_failure_inside_the_worker_is_recorded(profiled):
@@ -109,25 +120,25 @@ def test_timeout_is_recorded_and_the_rest_proceed(profiled):
 
 def test_resume_skips_ok_workloads(profiled):
     ok = [profiled.workloads[n] for n in profiled.ok_names()]
-    before = {w.workload_id: read_run(parts_dir(profiled.out_dir) / w.workload_id) for w in ok}
+    before = {w.workload_id: read_run(part_path(profiled.out_dir, w.workload_id, 0)) for w in ok}
     summary = profile_workloads(ok, profiled.out_dir, SETTINGS, progress=False)
     assert (summary.requested, summary.skipped, summary.ok, summary.failed) == (8, 8, 0, {})
     assert summary.wall_s < 5  # nothing launched
     for wid, run in before.items():
-        assert read_run(parts_dir(profiled.out_dir) / wid)["run_id"] == run["run_id"]
+        assert read_run(part_path(profiled.out_dir, wid, 0))["run_id"] == run["run_id"]
 
 
 def test_force_profiles_again(profiled, tmp_path):
     w = profiled.workloads["bert_a"]
     shutil.copytree(
-        parts_dir(profiled.out_dir) / w.workload_id, parts_dir(tmp_path) / w.workload_id
+        part_path(profiled.out_dir, w.workload_id, 0), part_path(tmp_path, w.workload_id, 0)
     )
-    old = read_run(parts_dir(tmp_path) / w.workload_id)["run_id"]
+    old = read_run(part_path(tmp_path, w.workload_id, 0))["run_id"]
     summary = profile_workloads([w, w], tmp_path, SETTINGS, progress=False)
     assert (summary.requested, summary.skipped, summary.ok) == (1, 1, 0)
     summary = profile_workloads([w], tmp_path, SETTINGS, force=True, progress=False)
     assert (summary.skipped, summary.ok, summary.failed) == (0, 1, {})
-    run = read_run(parts_dir(tmp_path) / w.workload_id)
+    run = read_run(part_path(tmp_path, w.workload_id, 0))
     assert run["status"] == "ok" and run["run_id"] != old
 
 
@@ -136,6 +147,7 @@ def test_torchrun_command():
     cmd = torchrun_command(2, 1, tasks, out, None)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
+    assert "--monitor-interval=2.0" in cmd
     assert cmd[-5:] == ["scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
     multi = torchrun_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
     assert "--standalone" not in multi
@@ -161,5 +173,40 @@ def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
     w = tiny("bert")
     summary = profile_workloads([w], tmp_path, settings, progress=False)
     assert summary.failed == {w.workload_id: "timeout"} and summary.ok == 0
-    run = read_run(parts_dir(tmp_path) / w.workload_id)
+    run = read_run(part_path(tmp_path, w.workload_id, 0))
     assert run["status"] == "timeout" and "launch timeout" in run["error"]
+
+
+def test_schedule_interleaves_repeats_and_never_back_to_back():
+    ws1 = [tiny("bert", batch_size=b) for b in (2, 4, 6)]
+    ws2 = [tiny("vit", world_size=2, batch_size=b) for b in (2, 4)]
+    schedule = launch_schedule(ws1 + ws2, repeats=3, done=set(), seed=0)
+    assert [(r, ws) for r, ws, _, _ in schedule] == [(r, ws) for r in range(3) for ws in (1, 2)]
+    for _, ws, _, group in schedule:
+        assert len(group) == (3 if ws == 1 else 2)
+    for ws in (1, 2):
+        launches = [g for _, w, _, g in schedule if w == ws]
+        for prev, nxt in zip(launches, launches[1:], strict=False):
+            assert prev[-1].workload_id != nxt[0].workload_id
+    orders = [[w.workload_id for w in g] for _, w, _, g in schedule if w == 1]
+    assert len({tuple(o) for o in orders}) > 1  # shuffled per repeat
+
+
+def test_schedule_resumes_per_repeat():
+    ws = [tiny("bert", batch_size=b) for b in (2, 4)]
+    done = {(ws[0].workload_id, 0), (ws[0].workload_id, 1), (ws[1].workload_id, 0)}
+    schedule = launch_schedule(ws, repeats=2, done=done, seed=0)
+    assert [(r, [w.workload_id for w in g]) for r, _, _, g in schedule] == [
+        (1, [ws[1].workload_id])
+    ]
+
+
+def test_settings_from_preset_reject_unknown_fields():
+    settings = ProfileSettings.from_preset({"repeats": 2, "layer_stride": 3}, timeout_s=9.0)
+    assert (settings.repeats, settings.layer_stride, settings.timeout_s) == (2, 3, 9.0)
+    with pytest.raises(ValueError, match="repeat"):
+        ProfileSettings.from_preset({"repeat": 2})
+    with pytest.raises(ValueError, match="repeats"):
+        ProfileSettings(repeats=0)
+    assert ProfileSettings().foreign_load_limit(cuda=False) == 0.25
+    assert ProfileSettings().foreign_load_limit(cuda=True) == float("inf")

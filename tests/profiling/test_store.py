@@ -7,11 +7,16 @@ from scaledl.profiling.store import (
     TABLES,
     ProfileStoreError,
     atomic_write_parquet,
+    completed_parts,
     completed_workload_ids,
     consolidate,
+    part_path,
+    part_statuses,
     parts_dir,
+    read_probe_baselines,
     read_run,
     write_part,
+    write_probe_baselines,
 )
 from scaledl.workloads.spec import Workload
 
@@ -61,16 +66,18 @@ def ok_records(workload: Workload) -> dict[str, list[dict]]:
         for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
         for s, ms in enumerate(values)
     ]
-    epoch = [{"rank": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
+    epoch = [{"rank": 0, "epoch": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
     return {"layers": layers, "iterations": iterations, "epoch": epoch}
 
 
 def test_ok_part_has_every_table_and_summary(tmp_path):
     part = write_part(tmp_path, BERT, {**RUN, "status": "ok", "error": ""}, ok_records(BERT))
-    assert part == parts_dir(tmp_path) / BERT.workload_id
+    assert part == parts_dir(tmp_path) / BERT.workload_id / "r0"
     run = read_run(part)
-    assert run["status"] == "ok" and run["run_id"].startswith(BERT.workload_id + "-")
+    assert run["status"] == "ok" and run["run_id"].startswith(BERT.workload_id + "-r0-")
+    assert run["repeat"] == 0 and run["interference"] is False
     assert run["measured_steps"] == 2
+    assert run["label_ms"] == pytest.approx(10.0)
     assert run["instrumentation_overhead"] == pytest.approx(12.0 / 10.0 - 1.0)
     assert run["iteration_cv"] == pytest.approx(1.4826 * 1.0 / 10.0)  # robust: 1.4826 MAD/median
     layers = pd.read_parquet(part / "layer_timings.parquet")
@@ -81,12 +88,45 @@ def test_ok_part_has_every_table_and_summary(tmp_path):
     assert list(epochs["dataset_size"]) == [8]
     assert json.loads((part / "workload.json").read_text())["workload_id"] == BERT.workload_id
     assert completed_workload_ids(tmp_path) == {BERT.workload_id}
+    assert list(epochs["epoch"]) == [0]
+
+
+def test_repeats_are_parts_of_their_own(tmp_path):
+    ok = {**RUN, "status": "ok", "error": ""}
+    write_part(tmp_path, BERT, ok, ok_records(BERT))
+    assert completed_workload_ids(tmp_path, repeats=2) == set()
+    write_part(tmp_path, BERT, {**ok, "repeat": 1}, ok_records(BERT))
+    assert completed_parts(tmp_path) == {(BERT.workload_id, 0), (BERT.workload_id, 1)}
+    assert completed_workload_ids(tmp_path, repeats=2) == {BERT.workload_id}
+    tables = consolidate(tmp_path)
+    assert sorted(tables["runs"]["repeat"]) == [0, 1]
+    assert len(tables["workloads"]) == 1  # the spec once, however many repeats
+    assert tables["runs"]["run_id"].is_unique
+
+
+def test_disturbed_part_is_not_complete(tmp_path):
+    ok = {**RUN, "status": "ok", "error": ""}
+    write_part(tmp_path, BERT, {**ok, "interference": True}, ok_records(BERT))
+    assert completed_parts(tmp_path) == set()
+    assert part_statuses(tmp_path)[(BERT.workload_id, 0)][0] == "ok"
+
+
+def test_probe_baselines_round_trip(tmp_path):
+    assert read_probe_baselines(tmp_path) == {}
+    data = {"h/cpu/1/1": {"0": {"gemm_ms": 10.0, "allreduce_ms": float("nan")}}}
+    write_probe_baselines(tmp_path, data)
+    assert read_probe_baselines(tmp_path) == {
+        "h/cpu/1/1": {"0": {"gemm_ms": 10.0, "allreduce_ms": None}}
+    }
+    (tmp_path / "probe_baselines.json").write_text("[1, 2]")
+    with pytest.raises(ProfileStoreError, match="probe_baselines.json"):
+        read_probe_baselines(tmp_path)
 
 
 def test_failed_part_is_not_completed_but_is_consolidated(tmp_path):
     write_part(tmp_path, BERT, RUN, {})
     assert completed_workload_ids(tmp_path) == set()
-    assert completed_workload_ids(tmp_path, statuses=("failed",)) == {BERT.workload_id}
+    assert part_statuses(tmp_path)[(BERT.workload_id, 0)][0] == "failed"
     tables = consolidate(tmp_path)
     assert set(tables) == set(TABLES)
     assert list(tables["runs"]["status"]) == ["failed"]
@@ -99,13 +139,14 @@ def test_failed_part_is_not_completed_but_is_consolidated(tmp_path):
 def test_write_part_is_atomic(tmp_path):
     with pytest.raises(TypeError):
         write_part(tmp_path, BERT, {**RUN, "error": object()}, {})  # not JSON: fails mid-write
-    assert list(parts_dir(tmp_path).iterdir()) == []  # neither the part nor a temporary dir
+    # Neither the part nor a temporary directory.
+    assert list((parts_dir(tmp_path) / BERT.workload_id).iterdir()) == []
 
     first = write_part(tmp_path, BERT, RUN, {})
     before = read_run(first)
     with pytest.raises(TypeError):
         write_part(tmp_path, BERT, {**RUN, "error": object()}, {})
-    assert [p.name for p in parts_dir(tmp_path).iterdir()] == [BERT.workload_id]
+    assert [p.name for p in (parts_dir(tmp_path) / BERT.workload_id).iterdir()] == ["r0"]
     assert read_run(first) == before  # the previous part is intact
 
 
@@ -113,7 +154,7 @@ def test_rewrite_replaces_the_part(tmp_path):
     first = read_run(write_part(tmp_path, BERT, RUN, {}))
     second = read_run(write_part(tmp_path, BERT, {**RUN, "error": "again"}, {}))
     assert first["run_id"] != second["run_id"]
-    assert read_run(parts_dir(tmp_path) / BERT.workload_id)["error"] == "again"
+    assert read_run(part_path(tmp_path, BERT.workload_id, 0))["error"] == "again"
 
 
 def test_consolidate_names_the_unreadable_part_file(tmp_path):

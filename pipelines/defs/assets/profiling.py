@@ -41,15 +41,18 @@ def profiling_runs(
             + ", ".join(f"{w.workload_id} ({w.num_nodes} nodes)" for w in skipped[:10])
         )
     out_dir = settings.profiles_dir
-    summary = launcher.profile(
-        runnable, out_dir, dict(search_space.get("profiling", {})), force=settings.force_profile
-    )
+    profiling = dict(search_space.get("profiling", {}))
+    summary = launcher.profile(runnable, out_dir, profiling, force=settings.force_profile)
+    for line in summary.host_checks:
+        context.log.info(line)
     context.log.info(
-        f"profiled {summary.ok}, reused {summary.skipped}, failed {len(summary.failed)} "
-        f"of {summary.requested} workloads in {summary.wall_s:.1f} s"
+        f"profiled {summary.ok}, reused {summary.skipped}, failed {len(summary.failed)}, "
+        f"disturbed {sum(summary.interference.values())}, re-measured {summary.remeasured} "
+        f"of {summary.requested} (workload, repeat) parts in {summary.wall_s:.1f} s"
     )
     design_ids = {w.workload_id for w in runnable}
-    ok_ids = completed_workload_ids(out_dir) & design_ids
+    repeats = int(profiling.get("repeats", 1))
+    ok_ids = completed_workload_ids(out_dir, repeats) & design_ids
     tables = consolidate(out_dir, workload_ids=design_ids)
     runs = tables["runs"]
     per_family = _iteration_summary(tables)
@@ -59,6 +62,8 @@ def profiling_runs(
         "reused": summary.skipped,
         "profiled": summary.ok,
         "failed": dict(summary.failed),
+        "interference": dict(summary.interference),
+        "remeasured": summary.remeasured,
         "not_runnable": [w.workload_id for w in skipped],
         "ok_total": len(ok_ids),
         "wall_s": summary.wall_s,
@@ -78,6 +83,9 @@ def profiling_runs(
             "reused": summary.skipped,
             "profiled_now": summary.ok,
             "failed": len(summary.failed),
+            "disturbed_parts": sum(summary.interference.values()),
+            "remeasured_parts": summary.remeasured,
+            "host_checks": dg.MetadataValue.md("\n".join(f"- {c}" for c in summary.host_checks)),
             "ok_total": len(ok_ids),
             "force_profile": settings.force_profile,
             "profiling_wall_s": round(summary.wall_s, 2),

@@ -1,0 +1,166 @@
+"""Calibration probe: a fixed GEMM on every rank (and a fixed all-reduce) that tells interference.
+
+Every rank runs the same fixed work before and after each workload: a block of ``gemm_calls``
+matrix products of fixed size (about 10 ms on one CPU core, a few ms on a GPU) and, when the
+world size is above 1, an all-reduce of a fixed buffer (after a barrier, so the time is the
+collective's, not the ranks' skew). Each figure is the median of ``repeats`` timings. The block
+is long enough (several scheduler slices) that a core shared with another process shows up as a
+slower block, where a single sub-millisecond product would run inside one slice and look normal
+(measured on a 2-core VM: a 1 ms product's median did not move under a busy loop on its core, a
+10 ms block of ten took 2.2x longer).
+
+A launch keeps a *baseline* per rank: the fastest figures of its first probes and of the
+per-host baseline stored beside the profiles (:func:`merge_baselines`; interference only slows a
+probe down, so the fastest is the least disturbed, and a launch that starts during a disturbance
+does not take the disturbed figures for normal). A workload whose probes drift from the baseline
+by more than a tolerance (:func:`probe_drift`) was measured while something else used the device
+or the network, and is measured again (the worker's retry loop); the same idea as the
+calibration runs of trace-replay systems on shared clusters.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+from scaledl.profiling.timers import Clock
+
+#: Fixed probe work per device type: (square GEMM size, dtype, products per block,
+#: all-reduce elements).
+PROBE_WORK = {
+    "cpu": (384, torch.float32, 10, 1_048_576),
+    "cuda": (4096, torch.bfloat16, 10, 16_777_216),
+}
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One probe's figures on one rank.
+
+    Attributes:
+        gemm_ms: median milliseconds of the GEMM block.
+        allreduce_ms: median milliseconds of the fixed all-reduce (``nan`` at world size 1).
+    """
+
+    gemm_ms: float
+    allreduce_ms: float
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-safe figures."""
+        return asdict(self)
+
+
+class CalibrationProbe:
+    """The fixed probe work of one rank.
+
+    Args:
+        device: this rank's device (``cpu`` or ``cuda``).
+        repeats: timings per figure (the median is kept).
+
+    Raises:
+        ValueError: a device type without probe work, or ``repeats < 1``.
+    """
+
+    def __init__(self, device: torch.device, repeats: int = 5) -> None:
+        if device.type not in PROBE_WORK:
+            raise ValueError(f"calibration probe: field 'device' (value {device.type!r}) unknown")
+        if repeats < 1:
+            raise ValueError(f"calibration probe: field 'repeats' must be >= 1, got {repeats}")
+        size, dtype, self.calls, elements = PROBE_WORK[device.type]
+        gen = torch.Generator().manual_seed(12345)
+        self.a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+        self.b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+        self.buffer = torch.ones(elements, device=device)
+        self.clock = Clock(device)
+        self.repeats = repeats
+
+    def _gemm_block_ms(self) -> float:
+        start = self.clock.mark()
+        for _ in range(self.calls):
+            torch.mm(self.a, self.b)
+        end = self.clock.mark()
+        self.clock.synchronize()
+        return self.clock.elapsed_ms(start, end)
+
+    def _allreduce_ms(self) -> float:
+        dist.barrier()
+        self.clock.synchronize()
+        start = self.clock.mark()
+        dist.all_reduce(self.buffer)
+        end = self.clock.mark()
+        self.clock.synchronize()
+        return self.clock.elapsed_ms(start, end)
+
+    def run(self) -> ProbeResult:
+        """Run the probe (a collective when the process group has more than one rank).
+
+        Returns:
+            The medians of :attr:`repeats` timings.
+        """
+        gemm = statistics.median(self._gemm_block_ms() for _ in range(self.repeats))
+        allreduce = float("nan")
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            allreduce = statistics.median(self._allreduce_ms() for _ in range(self.repeats))
+        return ProbeResult(gemm_ms=float(gemm), allreduce_ms=float(allreduce))
+
+
+def baseline_of(probes: list[ProbeResult]) -> ProbeResult:
+    """The baseline of a launch: the fastest of its first probes, figure by figure.
+
+    Args:
+        probes: at least one probe of this rank.
+
+    Returns:
+        The element-wise minimum (``nan`` all-reduce stays ``nan``).
+
+    Raises:
+        ValueError: no probe.
+    """
+    if not probes:
+        raise ValueError("probe baseline: no probe")
+    allreduce = [p.allreduce_ms for p in probes if p.allreduce_ms == p.allreduce_ms]
+    return ProbeResult(
+        gemm_ms=min(p.gemm_ms for p in probes),
+        allreduce_ms=min(allreduce) if allreduce else float("nan"),
+    )
+
+
+def merge_baselines(own: ProbeResult, stored: dict[str, float] | None) -> ProbeResult:
+    """The faster of a launch's own baseline and a stored one, figure by figure.
+
+    Args:
+        own: this launch's baseline of this rank.
+        stored: the stored baseline of this rank (``gemm_ms``, ``allreduce_ms``), or ``None``.
+
+    Returns:
+        The element-wise minimum (``nan`` figures are ignored).
+    """
+    if not stored:
+        return own
+    allreduce = stored.get("allreduce_ms")
+    return baseline_of(
+        [
+            own,
+            ProbeResult(float(stored["gemm_ms"]), float("nan" if allreduce is None else allreduce)),
+        ]
+    )
+
+
+def probe_drift(probe: ProbeResult, baseline: ProbeResult) -> dict[str, float]:
+    """Relative slow-down of a probe against the baseline, per figure.
+
+    Args:
+        probe: a probe of this rank.
+        baseline: the rank's baseline.
+
+    Returns:
+        ``{"gemm": g, "allreduce": a}`` with ``g = gemm_ms / baseline.gemm_ms - 1`` (0.05 = 5%
+        slower; negative when faster) and ``a`` likewise, ``nan`` without an all-reduce figure.
+    """
+    allreduce = float("nan")
+    if probe.allreduce_ms == probe.allreduce_ms and baseline.allreduce_ms > 0:
+        allreduce = probe.allreduce_ms / baseline.allreduce_ms - 1.0
+    return {"gemm": probe.gemm_ms / baseline.gemm_ms - 1.0, "allreduce": allreduce}

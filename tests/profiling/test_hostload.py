@@ -1,0 +1,53 @@
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
+
+BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
+
+
+def busy_loop(seconds: float) -> subprocess.Popen:
+    """A bounded busy loop on one core, outside this process's tree."""
+    return subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)], start_new_session=True)
+
+
+def test_meter_counts_other_trees_and_not_its_own():
+    """One busy child, two meters over the same interval: the meter rooted at this process owns
+    the child (not foreign), the meter rooted elsewhere sees it as foreign. The difference is the
+    child's core, whatever else the host runs meanwhile."""
+    own = ForeignLoadMeter(root_pid=os.getpid())
+    other = ForeignLoadMeter(root_pid=1 << 22)  # a tree that does not exist: all is foreign
+    proc = busy_loop(3.0)
+    try:
+        time.sleep(0.3)
+        own.start()
+        other.start()
+        time.sleep(1.5)
+        seen_by_other, seen_by_own = other.stop(), own.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert seen_by_other - seen_by_own == pytest.approx(1.0, abs=0.35)
+
+
+def test_meter_stop_before_start_raises():
+    with pytest.raises(RuntimeError):
+        ForeignLoadMeter().stop()
+
+
+def test_wait_for_quiet_host_is_bounded_and_reports():
+    proc = busy_loop(5.0)
+    try:
+        time.sleep(0.3)
+        started = time.monotonic()
+        report = wait_for_quiet_host(0.3, max_wait_s=1.0, sample_s=0.5, root_pid=1 << 22)
+        assert time.monotonic() - started < 3.0
+        assert not report.quiet and report.max_seen_cores > 0.5
+        assert "still busy" in report.describe()
+    finally:
+        proc.kill()
+        proc.wait()
