@@ -53,11 +53,15 @@ def torch_dtype(workload: Workload) -> torch.dtype:
 
 
 def hf_config(workload: Workload) -> Any:
-    """The ``transformers`` configuration object of a workload.
+    """The ``transformers`` configuration object of a workload (a private copy for ``hf``).
+
+    ``hf`` configs get eager attention, and a ``pad_token_id`` of 0 when a
+    sequence-classification head has none (transformers needs one for batches of several
+    sequences; the cost does not depend on it).
 
     Raises:
-        WorkloadError: the ``config_path`` of an ``hf`` workload is unreadable or its
-            ``model_type`` is unknown to transformers.
+        WorkloadError: the ``config_path`` of an ``hf`` workload is unreadable or unusable
+            (:func:`scaledl.workloads.hf.read_hf_config`).
     """
     import transformers
 
@@ -119,7 +123,7 @@ def hf_config(workload: Workload) -> Any:
     config = copy.deepcopy(info.config)
     config._attn_implementation = "eager"
     if info.task == "sequence-classification" and config.pad_token_id is None:
-        config.pad_token_id = 0  # batches of several sequences need one (no effect on cost)
+        config.pad_token_id = 0
     return config
 
 
