@@ -89,9 +89,38 @@ def design(
     )
 
 
+def parse_workloads(rows: list[dict], source: str) -> list:
+    """Workloads of table rows, each built and traced once on the meta device.
+
+    Args:
+        rows: one mapping per workload.
+        source: the file (or option) they came from.
+
+    Returns:
+        The :class:`~scaledl.workloads.spec.Workload` list, in row order.
+
+    Raises:
+        WorkloadError: a row is invalid or its model cannot be built or traced; the message
+            names ``source``, the row (from 1) and the field.
+    """
+    from scaledl.models.features import check_traceable
+    from scaledl.workloads.spec import Workload
+
+    specs = []
+    for i, row in enumerate(rows):
+        where = f"{source}: row {i + 1}"
+        spec = Workload.from_record(row, source=where)
+        check_traceable(spec, where)
+        specs.append(spec)
+    return specs
+
+
 @app.command()
 def profile(
     design: Annotated[Path | None, typer.Option(help="Design parquet to profile")] = None,
+    workloads: Annotated[
+        Path | None, typer.Option(help="CSV, YAML or parquet of workloads (as for predict)")
+    ] = None,
     workload: Annotated[
         str | None, typer.Option(help="One workload as JSON (single-workload form)")
     ] = None,
@@ -114,27 +143,35 @@ def profile(
     Measurement settings (repeats, warm-up, instrumented rounds, the label stop rule, the
     interference guard) are the preset's ``profiling:`` section, so profiles made here and by
     the pipeline with the same preset are measured alike; ``--repeats`` and ``--timeout-s``
-    override it.
+    override it. Every workload is checked before anything is launched: an invalid row, a model
+    that cannot be built, or a ``device_name`` other than this host's (profiling measures this
+    host) ends the command with exit code 2 naming the file, row and field.
     """
     from scaledl.design import PresetError, load_preset, read_design
     from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
     from scaledl.profiling.store import consolidate
-    from scaledl.workloads.spec import Workload, WorkloadError
+    from scaledl.workloads.device import local_device_name
+    from scaledl.workloads.spec import WorkloadError
 
-    if (design is None) == (workload is None):
-        _fail("give exactly one of --design PATH or --workload JSON")
+    if sum(x is not None for x in (design, workloads, workload)) != 1:
+        _fail("give exactly one of --design PATH, --workloads FILE or --workload JSON")
     try:
         if design is not None:
-            rows = read_design(design).to_dict("records")
-            source = str(design)
+            rows, source = read_design(design).to_dict("records"), str(design)
+        elif workloads is not None:
+            rows, source = read_workloads_file(workloads).to_dict("records"), str(workloads)
         else:
             try:
                 rows, source = [json.loads(workload)], "--workload"
             except json.JSONDecodeError as exc:
                 raise ValueError(f"--workload: invalid JSON: {exc}") from None
-        specs = [
-            Workload.from_record(r, source=f"{source} row {i + 1}") for i, r in enumerate(rows)
-        ]
+        specs = parse_workloads(rows, source)
+        for i, spec in enumerate(specs):
+            if spec.device_name != local_device_name():
+                raise ValueError(
+                    f"{source}: row {i + 1}: field 'device_name' (value {spec.device_name!r}): "
+                    f"this host profiles on {local_device_name()!r}"
+                )
     except (ValueError, WorkloadError) as exc:
         _fail(str(exc))
     rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
@@ -261,11 +298,16 @@ def predict(
 def list_predictors_command(
     registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
 ) -> None:
-    """List registered predictor bundles."""
+    """List registered predictor bundles; a broken version is listed with its reason."""
     from scaledl.registry import list_predictors
 
     table = list_predictors(registry)
-    typer.echo(table.to_string(index=False) if len(table) else f"{registry}: no predictor")
+    if not len(table):
+        typer.echo(f"{registry}: no predictor")
+        return
+    typer.echo(table.drop(columns=["problem"]).to_string(index=False))
+    for row in table[table["status"] != "ok"].itertuples(index=False):
+        typer.secho(f"{row.name} {row.version}: {row.status}: {row.problem}", err=True)
 
 
 @app.command()

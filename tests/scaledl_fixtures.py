@@ -12,9 +12,9 @@ slow or flaky: ``tests/profiling/test_guard.py`` tests the guard with a busy loo
 * world size 1, one torchrun launch until the slow workload, then a relaunch: tiny BERT, ViT and
   T5 at two sizes each (6 x ``ok``) and, in the middle, ``slow`` (a 1M-step epoch) that the
   launcher kills after ``TIMEOUT_S`` seconds (``timeout``);
-* world size 2, one launch: tiny BERT (``ok``), an ``hf`` workload whose config names a
-  ``model_type`` transformers does not know (fails inside the worker: ``failed``) and tiny ViT
-  (``ok``, after the failure).
+* world size 2, one launch: tiny BERT (``ok``), an ``hf`` workload whose config names an
+  activation transformers does not know (the spec checks its config when parsed, the model
+  fails to build inside the worker: ``failed``) and tiny ViT (``ok``, after the failure).
 """
 
 from __future__ import annotations
@@ -58,11 +58,16 @@ _TINY = {
 
 
 def tiny(family: str, **fields) -> Workload:
-    """A tiny workload of ``family`` (hidden 32, 1 layer, 2 heads, batch 2, 8 samples)."""
+    """A tiny workload of ``family`` (hidden 32, 1 layer, 2 heads, batch 2, 8 samples).
+
+    For ``hf`` the architecture is the config's (give ``config_path``): only batch and dataset.
+    """
     spec = {"family": family, "batch_size": 2, **_TINY}
-    if family in ("vit", "deit"):
+    if family == "hf":
+        spec = {"family": family, "batch_size": 2, "dataset_size": _TINY["dataset_size"]}
+    elif family in ("vit", "deit"):
         spec.update(image_size=32, patch_size=16, num_labels=10)
-    elif family != "hf":
+    else:
         spec.update(vocab_size=100, seq_len=16)
     spec.update(fields)
     return Workload.parse(spec)
@@ -110,7 +115,8 @@ def _profile(base: Path) -> Profiled:
     root = base / "shared-profile"
     root.mkdir()
     bad = root / "bad_hf.json"
-    bad.write_text(json.dumps({"model_type": "no_such_model"}))
+    gpt2 = json.loads(gpt2_config(root).read_text())
+    bad.write_text(json.dumps({**gpt2, "activation_function": "no_such_activation"}))
     workloads = {
         "bert_a": tiny("bert"),
         "vit_a": tiny("vit"),

@@ -1,11 +1,15 @@
+import json
+import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
-from scaledl.cli import app
+import scaledl
+from scaledl.cli import app, read_workloads_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
@@ -74,8 +78,6 @@ def test_predict_from_csv(registry_root, tmp_path):  # noqa: F811
 
 
 def test_predict_from_yaml_with_detail(registry_root, tmp_path):  # noqa: F811
-    import yaml
-
     path = tmp_path / "workloads.yaml"
     path.write_text(yaml.safe_dump({"workloads": ROWS[:1]}))
     result = invoke(
@@ -151,3 +153,163 @@ def test_list_predictors(registry_root, tmp_path):  # noqa: F811
     assert "version" in lines[0] and "latest" in lines[0]
     assert any(" v1 " in f" {line} " and "False" in line for line in lines[1:])
     assert any(" v2 " in f" {line} " and "True" in line for line in lines[1:])
+
+
+# --------------------------------------------------------------- bad input (issue 15)
+REPO = Path(__file__).resolve().parents[1]
+BAD = Path("tests/fixtures/bad_inputs")  # config paths in the fixtures are relative to REPO
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def predict_file(registry_root, name, *extra):  # noqa: F811
+    return invoke("predict", "--predictor", registry_root / "scaledl", "--workloads",
+                  BAD / "workloads" / name, *extra)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        # case 1: a sequence longer than the config's position table
+        ("gpt2_seq_len_512.csv", ["row 2", "field 'seq_len'", "seq_len=512", "n_positions=128",
+                                  "gpt2_n_positions_128.json"]),
+        # case 2: invalid attention geometry, refused before anything is built
+        ("llama_kv3_heads8.yaml", ["row 2", "field 'num_key_value_heads'",
+                                   "num_key_value_heads=3 must divide num_attention_heads=8",
+                                   "llama_kv3_heads8.json"]),
+        ("bert_hidden250_heads8.csv", ["row 1", "field 'num_attention_heads'",
+                                       "num_attention_heads=8 must divide hidden_size=250",
+                                       "bert_hidden250_heads8.json"]),
+    ],
+)  # fmt: skip
+def test_predict_refuses_a_workload_its_config_cannot_run(registry_root, in_repo, name, named):  # noqa: F811
+    result = predict_file(registry_root, name)
+    assert result.exit_code == 2, result.output
+    assert str(BAD / "workloads" / name) in result.output
+    for text in named:
+        assert text in result.output, (text, result.output)
+    assert "Traceback" not in result.output
+
+
+def test_predict_names_a_model_that_cannot_be_built(registry_root, tmp_path):  # noqa: F811
+    config = tmp_path / "gpt2.json"
+    config.write_text(
+        '{"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2, "vocab_size": 100, '
+        '"activation_function": "no_such_activation"}'
+    )
+    path = tmp_path / "w.csv"
+    path.write_text(f"family,config_path,seq_len,batch_size\nhf,{config},16,2\n")
+    result = invoke("predict", "--predictor", registry_root / "scaledl", "--workloads", path)
+    assert result.exit_code == 2, result.output
+    for text in (f"{path}: row 1", f"config {config}", "hidden_size=32", "no_such_activation"):
+        assert text in result.output, text
+
+
+def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_repo):  # noqa: F811
+    """Case 3: 0.8-1.25x asked; the two rows have equal layer graphs and fields."""
+    frame = read_workloads_file(BAD / "workloads" / "llama_builtin_and_hf.yaml")
+    predictions = scaledl.load_predictor(registry_root / "scaledl").predict(frame)
+    builtin, hf = predictions["iteration_s"]
+    assert 0.8 <= hf / builtin <= 1.25
+    assert hf == pytest.approx(builtin, rel=1e-9)
+    result = predict_file(registry_root, "llama_builtin_and_hf.yaml")
+    assert result.exit_code == 0, result.output
+
+
+def test_predict_hf_vision_config(registry_root, in_repo):  # noqa: F811
+    """Case 4: an HF ViT config with image_size in the workload predicts like a text one."""
+    result = predict_file(registry_root, "vit_hf_image_size.yaml", "--detail")
+    assert result.exit_code == 0, result.output
+    assert "patch-embed" in result.output and "iteration_s" in result.output
+
+
+def copy_registry(registry_root, tmp_path):  # noqa: F811
+    root = tmp_path / "registry"
+    shutil.copytree(registry_root, root)
+    return root
+
+
+def test_bundle_file_outside_the_manifest_is_refused(registry_root, tmp_path):  # noqa: F811
+    """Case 5: params.json edited and its manifest entry removed."""
+    bundle = copy_registry(registry_root, tmp_path) / "scaledl" / "v2"
+    params = json.loads((bundle / "params.json").read_text())
+    params["epoch"]["coef"] = [100.0 * c + 1.0 for c in params["epoch"]["coef"]]
+    (bundle / "params.json").write_text(json.dumps(params))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["files"]["params.json"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    result = invoke("predict", "--predictor", bundle, *INLINE)
+    assert result.exit_code == 2, result.output
+    assert f"{bundle / 'params.json'}: not listed in" in result.output.replace("\n", "")
+
+
+def test_one_broken_version_does_not_break_the_registry(registry_root, tmp_path):  # noqa: F811
+    """Case 6: v1's manifest cut to 40 bytes; v2 is listed, predicts, and v1 says why."""
+    root = copy_registry(registry_root, tmp_path)
+    manifest = root / "scaledl" / "v1" / "manifest.json"
+    manifest.write_text(manifest.read_text()[:40])
+    listed = invoke("list-predictors", "--registry", root)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.strip().splitlines()
+    assert "status" in lines[0]
+    assert any(" v2 " in f" {line} " and " ok " in f" {line} " for line in lines[1:])
+    assert any(" v1 " in f" {line} " and "broken" in line for line in lines[1:])
+    assert f"scaledl v1: broken: {manifest}: unreadable manifest" in listed.stderr
+    predicted = invoke("predict", "--predictor", root / "scaledl", *INLINE)
+    assert predicted.exit_code == 0, predicted.output
+
+
+def test_profile_refuses_a_bad_row_before_launching(in_repo, tmp_path):
+    out = tmp_path / "profiles"
+    path = BAD / "workloads" / "profile_bad_row.csv"
+    result = invoke("profile", "--workloads", path, "--out", out)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: row 2" in result.output and "num_heads=3 must divide hidden_size=32" in (
+        result.output
+    )
+    assert not out.exists()  # nothing was launched
+
+
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [("cuda:NVIDIA H100 80GB HBM3", "this host profiles on"), ("tpu:v5", "this host profiles on")],
+)
+def test_profile_refuses_another_device(tmp_path, device, expected):
+    spec = {**ROWS[0], "device_name": device}
+    result = invoke("profile", "--workload", json.dumps(spec), "--out", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "--workload: row 1: field 'device_name'" in result.output and expected in result.output
+
+
+def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
+    """Cases 9 and 10: one reader for CSV, YAML and parquet; the device named as everywhere."""
+    from scaledl.workloads.device import local_device_name
+    from scaledl.workloads.spec import Workload
+
+    csv = BAD / "workloads" / "profile_tiny.csv"
+    rows = read_workloads_file(csv)
+    yaml_path, parquet = tmp_path / "w.yaml", tmp_path / "w.parquet"
+    yaml_path.write_text(yaml.safe_dump(rows.to_dict("records"), sort_keys=False))
+    rows.to_parquet(parquet)
+    for path in (yaml_path, parquet):
+        pd.testing.assert_frame_equal(read_workloads_file(path), rows, check_dtype=False)
+    out = tmp_path / "profiles"
+    result = invoke("profile", "--workloads", csv, "--out", out, "--warmup-steps", 1,
+                    "--instrumented-steps", 2, "--timeout-s", 60)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "1 profiled" in result.output
+    recorded = pd.read_parquet(out / "workloads.parquet").iloc[0]
+    record = rows.iloc[0].to_dict()
+    # One device naming: the CLI, the design (device_name=local_device_name()) and a spec
+    # naming the old-style bare "cpu" all give this workload the same id.
+    assert recorded["device_name"] == local_device_name()
+    assert recorded["workload_id"] == Workload.parse(record).workload_id
+    named = Workload.parse({**record, "device_name": local_device_name()})
+    assert recorded["workload_id"] == named.workload_id
+    if local_device_name().startswith("cpu:"):
+        bare = Workload.parse({**record, "device_name": "cpu"})
+        assert recorded["workload_id"] == bare.workload_id
+    assert pd.read_parquet(out / "runs.parquet")["status"].tolist() == ["ok"]

@@ -35,7 +35,8 @@ from scaledl.graph.layer_graph import (
     build_layer_graph,
 )
 from scaledl.graph.units import LAYER_TYPES
-from scaledl.workloads.spec import Workload
+from scaledl.workloads.builders import describe_workload
+from scaledl.workloads.spec import Workload, WorkloadError
 
 _SCALED = ("fwd_flops", "bwd_flops", "input_bytes", "output_bytes")
 _ARCH_EXCLUDE = {"batch_size", "world_size", "num_nodes", "dataset_size"}
@@ -73,6 +74,31 @@ def architecture_key(workload: Workload) -> str:
 def _graphs_at_batch_1_and_2(key: str) -> tuple[LayerGraph, LayerGraph]:
     base = Workload.parse({**json.loads(key), "batch_size": 1, "world_size": 2, "num_nodes": 1})
     return build_layer_graph(base), build_layer_graph(base.model_copy(update={"batch_size": 2}))
+
+
+def check_traceable(workload: Workload, where: str) -> None:
+    """Build and trace the workload's model on the meta device, or say why it cannot be.
+
+    The traces are the cached ones predictions use (:func:`architecture_key`), so checking
+    costs nothing extra before a prediction.
+
+    Args:
+        workload: a parsed workload.
+        where: the file and row it came from (``"workloads.csv row 3"``), named in errors.
+
+    Raises:
+        WorkloadError: any failure of building or tracing, naming ``where``, the family,
+            config and architecture fields, and the library's message.
+    """
+    try:
+        _graphs_at_batch_1_and_2(architecture_key(workload))
+    except WorkloadError as exc:
+        raise WorkloadError(f"{where}: {exc}") from exc
+    except Exception as exc:
+        raise WorkloadError(
+            f"{where}: {describe_workload(workload)}: cannot build or trace the model: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 @lru_cache(maxsize=8192)

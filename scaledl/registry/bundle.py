@@ -15,6 +15,13 @@ A bundle is a directory ``<root>/<name>/<version>/`` holding:
 format version, every checksum and the scikit-learn version *before* deserialising anything, and
 deserialises only allow-listed types; any mismatch raises :class:`BundleError` (or a subclass)
 naming the file.
+
+The loader knows the files it reads (:data:`BUNDLE_FILES`): each must be listed in the
+manifest's ``files`` with its SHA-256, so a file edited and dropped from the manifest is refused,
+not trusted. A manifest entry that is not a plain file name of the bundle directory, or that the
+loader does not know, is refused too (a bundle from another format). Other files in the
+directory are never read. :func:`list_predictors` lists a broken version with its reason instead
+of failing, so one damaged version never hides the good ones.
 """
 
 from __future__ import annotations
@@ -48,6 +55,19 @@ _TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scaledl.models.layerwise.LayerTimeRe
 
 
 _OPTIONAL_GNN_BUFFERS = {"delta_min", "delta_max"}
+#: The files the loader reads besides ``manifest.json``; each must be listed in its ``files``.
+BUNDLE_FILES = ("gnn.pt", "layerwise.skops", "params.json")
+#: Columns of :func:`list_predictors`.
+LIST_COLUMNS = (
+    "name",
+    "version",
+    "latest",
+    "status",
+    "problem",
+    "created_at",
+    "training_workloads",
+    "path",
+)
 
 
 class BundleError(RuntimeError):
@@ -176,6 +196,8 @@ def resolve_bundle(path: Path) -> Path:
     latest = path / "latest"
     if latest.exists():
         version = latest.read_text().strip()
+        if version in ("", ".", "..") or Path(version).name != version:
+            raise BundleError(f"{latest}: names {version!r}, not a version directory name")
         bundle = path / version
         if not (bundle / "manifest.json").exists():
             raise BundleError(f"{latest}: names version {version!r}, which has no manifest.json")
@@ -193,14 +215,30 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     path = Path(bundle) / "manifest.json"
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{path}: unreadable manifest: not a JSON object")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IncompatibleBundleError(
             f"{path}: field 'format_version' is {manifest.get('format_version')!r}; this ScaleDL "
             f"reads {FORMAT_VERSION}"
         )
-    for name, expected in manifest.get("files", {}).items():
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise BundleError(f"{path}: field 'files' (value {files!r:.80}): expected name -> sha256")
+    for name in BUNDLE_FILES:
+        if name not in files:
+            raise BundleError(
+                f"{Path(bundle) / name}: not listed in {path} field 'files': the loader reads it, "
+                "so an unverified file is refused"
+            )
+    for name, expected in files.items():
+        if name not in BUNDLE_FILES:
+            raise BundleError(
+                f"{Path(bundle) / name}: listed in {path} field 'files' but not a bundle file "
+                f"({', '.join(BUNDLE_FILES)})"
+            )
         file = Path(bundle) / name
         if not file.exists():
             raise BundleError(f"{file}: listed in the manifest but missing")
@@ -262,28 +300,41 @@ def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
 
 
 def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:
-    """Every bundle under a registry root.
+    """Every bundle version under a registry root, each verified as :func:`read_manifest` does.
+
+    A version is any directory of a name directory that is not hidden (``save_bundle`` writes
+    into hidden temporary directories). A version that fails verification is listed with
+    ``status`` ``"broken"`` (or ``"incompatible"``: another format or scikit-learn version)
+    and the reason, never skipped and never fatal.
 
     Returns:
-        One row per bundle: ``name``, ``version``, ``latest`` (bool), ``created_at``,
-        ``training_workloads`` and ``path``.
+        One row per version, columns :data:`LIST_COLUMNS`: ``name``, ``version``, ``latest``
+        (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``), ``problem`` (the
+        reason, ``""`` when ok), ``created_at``, ``training_workloads`` and ``path``.
     """
     rows = []
     root = Path(root)
     for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         latest = (name_dir / "latest").read_text().strip() if (name_dir / "latest").exists() else ""
-        for bundle in sorted(p for p in name_dir.iterdir() if (p / "manifest.json").exists()):
-            manifest = json.loads((bundle / "manifest.json").read_text())
+        versions = (p for p in name_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for bundle in sorted(versions):
+            try:
+                manifest, status, problem = read_manifest(bundle), "ok", ""
+            except IncompatibleBundleError as exc:
+                manifest, status, problem = {}, "incompatible", str(exc)
+            except BundleError as exc:
+                manifest, status, problem = {}, "broken", str(exc)
+            data = manifest.get("training_data")
             rows.append(
                 {
                     "name": name_dir.name,
                     "version": bundle.name,
                     "latest": bundle.name == latest,
+                    "status": status,
+                    "problem": problem,
                     "created_at": manifest.get("created_at", ""),
-                    "training_workloads": manifest.get("training_data", {}).get("workloads"),
+                    "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
                     "path": str(bundle),
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["name", "version", "latest", "created_at", "training_workloads", "path"]
-    )
+    return pd.DataFrame(rows, columns=list(LIST_COLUMNS))

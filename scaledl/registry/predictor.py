@@ -2,9 +2,12 @@
 
 Workloads come as :class:`~scaledl.workloads.spec.Workload` objects, dicts, or DataFrame rows
 (one workload per row, columns named as the spec's fields; missing and NaN cells take the
-field's default). A predictor predicts for the device it was trained on: a workload whose
-``device_name`` is left at the default ``"cpu"`` means "the predictor's device"; any other
-``device_name`` not among the training devices is an error, never a silent guess.
+field's default). A predictor predicts for the device it was trained on: a dict or row without
+``device_name`` means "the predictor's device" (an error when it was trained on several), a
+bare ``cpu`` or ``cuda`` the predictor's one device of that kind; a ``device_name`` not among
+the training devices is an error, never a silent guess. Every workload is built and traced
+(meta device, cached) before predicting, so a model that cannot be built is an error naming the
+row, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.models.features import check_traceable
 from scaledl.registry.bundle import load_method, resolve_bundle
-from scaledl.workloads.spec import Workload, WorkloadError
-
-_DEFAULT_DEVICE = Workload.model_fields["device_name"].default
+from scaledl.workloads.device import normalise_device_name
+from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 
 
 class Predictor:
@@ -61,8 +64,9 @@ class Predictor:
             ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``, ``used_generic``).
 
         Raises:
-            scaledl.workloads.spec.WorkloadError: a workload is invalid (names row and field),
-                or asks for a device the predictor was not trained on.
+            scaledl.workloads.spec.WorkloadError: a workload is invalid or its model cannot be
+                built or traced (names source, row and field), or it asks for a device the
+                predictor was not trained on.
         """
         specs = self._to_workloads(workloads, source)
         result = self._method.predict(specs)
@@ -89,18 +93,39 @@ class Predictor:
         prefix = f"{source}: " if source else ""
         for i, rec in enumerate(records):
             where = f"{prefix}row {i + 1}"
-            w = rec if isinstance(rec, Workload) else Workload.from_record(rec, source=where)
-            if w.device_name == _DEFAULT_DEVICE and self.devices:
-                w = w.model_copy(update={"device_name": self.devices[0]})
-            elif w.device_name not in self.devices:
+            if isinstance(rec, Workload):
+                w = rec
+            else:
+                w = Workload.from_record(self._with_device(rec, where), source=where)
+            if w.device_name not in self.devices:
                 raise WorkloadError(
                     f"{where}: field 'device_name' (value {w.device_name!r}): predictor "
                     f"{self.version} was trained on {self.devices}"
                 )
+            check_traceable(w, where)
             specs.append(w)
         if not specs:
             raise WorkloadError("no workload to predict")
         return specs
+
+    def _with_device(self, record: Any, where: str) -> Any:
+        """The record with its missing or bare ``device_name`` resolved to a training device."""
+        if not isinstance(record, dict):
+            return record  # Workload.from_record names the problem
+        device = record.get("device_name")
+        owner = f"predictor {self.version}"
+        try:
+            if device is None or is_missing(device):
+                if len(self.devices) != 1:
+                    raise ValueError(
+                        f"device_name is required: {owner} was trained on {self.devices}"
+                    )
+                device = self.devices[0]
+            elif isinstance(device, str):
+                device = normalise_device_name(device, self.devices, owner)
+        except ValueError as exc:
+            raise WorkloadError(f"{where}: field 'device_name': {exc}") from None
+        return {**record, "device_name": device}
 
 
 def load_predictor(path: Path | str) -> Predictor:

@@ -22,6 +22,11 @@ class ValidationConfig(BaseModel):
             takes it from the workload's ``precision`` (fp32: 4, bf16/fp16: 2), because the
             profiler builds the model's parameters, hence its gradients, in that dtype.
         required_run_tables: per-rank tables in which every ``ok`` run must have rows.
+        epoch_ratio_min: smallest plausible ``epoch_s / (steps_per_epoch x median label
+            iteration)``; the epoch is one real pass over those steps, so the ratio is about 1
+            (1.00-1.24 over the tiny CPU workloads of ``tests/evaluation/data``).
+        epoch_ratio_max: largest plausible ratio (data loading and the epoch's first step add
+            to the iterations; a unit error is 60x or 1000x off).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -33,3 +38,5 @@ class ValidationConfig(BaseModel):
     max_iteration_cv: float = Field(default=0.10, ge=0)
     grad_bytes_per_param: int | None = Field(default=None, gt=0)
     required_run_tables: tuple[str, ...] = ("layer_timings", "iteration_timings", "epochs")
+    epoch_ratio_min: float = Field(default=0.5, gt=0)
+    epoch_ratio_max: float = Field(default=3.0, gt=0)

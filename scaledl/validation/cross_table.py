@@ -16,6 +16,18 @@ Two kinds of rules:
   **A run is usable only whole**: when one of these fails, every row of the run, in every table
   (``runs`` included), is quarantined with the rule's name; the workload row is kept (other runs
   may use it).
+* **Completeness** (``run_complete``): a run that lost a row of a per-rank table to a row-level
+  check (a NaN or negative time, a conflicting duplicate key, ...) would leave a step without
+  one of its layers, buckets or iterations, so it is quarantined whole, naming the lost row
+  (:func:`lost_row_failures`). The surviving rows must also form a full grid: every rank has
+  every instrumented step, every instrumented step every ``layer_index`` ``0..max`` (and every
+  all-reduce ``bucket_index`` when the run has buckets), and every rank a gap-free run of label
+  steps (:func:`run_failures`).
+* **Epoch consistency**: ``epoch_s`` of each rank, divided by ``steps_per_epoch`` x the median
+  label ``iteration_ms`` of that rank, must lie in ``[epoch_ratio_min, epoch_ratio_max]`` (an
+  epoch written in milliseconds is 1000x off), and ``steps_per_epoch`` must equal
+  ``ceil(dataset_size / (batch_size x world_size))`` of the workload, with the epoch row's
+  ``dataset_size`` the workload's. Failures carry the measured ratio.
 
 A run the profiler's interference guard recorded as still disturbed after its retries
 (``interference`` true: its calibration probes drifted from the host's baseline, or other
@@ -26,6 +38,7 @@ not quarantined.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
@@ -37,6 +50,9 @@ from scaledl.validation.report import ExpectationOutcome, Flag
 from scaledl.validation.schemas import RUN_TABLES
 
 RUN_STATUS_FAILED = "run status failed"
+RUN_COMPLETE = "run_complete"
+#: Columns locating a row inside its run, in the order they are named in messages.
+_ROW_KEYS = ("rank", "phase", "step", "layer_index", "bucket_index")
 #: Bytes of one gradient element per workload precision.
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -313,6 +329,187 @@ def _check_interference(alive, failures) -> ExpectationOutcome:
     return _outcome("runs", "cross_table", "interference", "interference", len(runs), bad)
 
 
+def lost_row_failures(
+    frames: dict[str, pd.DataFrame], logs: dict[str, FailureLog]
+) -> tuple[list[ExpectationOutcome], dict[str, list[RowFailure]]]:
+    """Rule ``run_complete``: a run whose per-rank rows were partly quarantined is incomplete.
+
+    Args:
+        frames: all six tables (``RangeIndex``), by name.
+        logs: their failure logs after the row-level and reference checks.
+
+    Returns:
+        ``(outcomes, failures)``: one outcome per per-rank table and, per run still alive (its
+        ``runs`` row not quarantined), the reason naming the table, the first lost row (rank,
+        step, layer...) and why it was lost.
+    """
+    runs = frames["runs"]
+    dead = set(runs["run_id"].iloc[sorted(logs["runs"].rows)])
+    alive_runs = set(runs["run_id"]) - dead
+    failures: dict[str, list[RowFailure]] = defaultdict(list)
+    outcomes = []
+    for name in RUN_TABLES:
+        frame, bad = frames[name], []
+        lost: dict[str, list[tuple[int, list[RowFailure]]]] = defaultdict(list)
+        for position, row_failures in logs[name].items():
+            run = frame["run_id"].iloc[position]
+            if run in alive_runs:
+                lost[run].append((position, row_failures))
+        for run, rows in lost.items():
+            position, row_failures = rows[0]
+            where = " ".join(
+                f"{key} {format_value(frame[key].iloc[position])}"
+                for key in _ROW_KEYS
+                if key in frame.columns
+            )
+            why = "; ".join(f"{f.expectation} on {f.column}" for f in row_failures)
+            detail = f"run {run}: {len(rows)} {name} row(s) quarantined, first {where} ({why})"
+            failures[run].append(RowFailure(RUN_COMPLETE, name, detail))
+            bad.append(detail)
+        outcomes.append(_outcome(name, "cross_table", RUN_COMPLETE, "run_id", len(alive_runs), bad))
+    return outcomes, dict(failures)
+
+
+def _first_missing(frame: pd.DataFrame, axes: dict[str, list]) -> str | None:
+    """The first cell of the full grid ``axes`` that ``frame`` lacks, or None when complete."""
+    expected = math.prod(len(v) for v in axes.values())
+    if len(frame.drop_duplicates(list(axes))) == expected:
+        return None
+    have = set(frame[list(axes)].itertuples(index=False, name=None))
+    grid = pd.MultiIndex.from_product(list(axes.values()))
+    cell = next(c for c in grid if c not in have)
+    return " ".join(f"{k} {v}" for k, v in zip(axes, cell, strict=True))
+
+
+def _check_steps_complete(alive, failures) -> ExpectationOutcome:
+    """Rule ``run_complete`` on the surviving rows: full rank x step x layer/bucket grids."""
+    iters = alive["iteration_timings"]
+    tables = {
+        "layer_timings": alive["layer_timings"],
+        "allreduce_timings": alive["allreduce_timings"],
+        "instrumented": iters[iters["phase"] == "instrumented"],
+        "label": iters[iters["phase"] == "label"],
+    }
+    groups = {
+        name: dict(tuple(frame.groupby("run_id", sort=False))) for name, frame in tables.items()
+    }
+    empty = {name: frame.iloc[0:0] for name, frame in tables.items()}
+    runs, bad = list(alive["runs"]["run_id"]), []
+    for run in runs:
+        g = {name: groups[name].get(run, empty[name]) for name in tables}
+        ranks = sorted({int(r) for name in tables for r in g[name]["rank"]})
+        timed = ("layer_timings", "instrumented")
+        steps = sorted({int(s) for name in timed for s in g[name]["step"]})
+        detail = None
+        layers = g["layer_timings"]
+        if len(layers) and steps:
+            axes = {"rank": ranks, "step": steps}
+            indices = list(range(int(layers["layer_index"].max()) + 1))
+            missing = _first_missing(layers, {**axes, "layer_index": indices})
+            detail = missing and f"layer_timings lacks {missing}"
+            if detail is None:
+                missing = _first_missing(g["instrumented"], axes)
+                detail = missing and f"iteration_timings (instrumented) lacks {missing}"
+            buckets = g["allreduce_timings"]
+            if detail is None and len(buckets):
+                indices = list(range(int(buckets["bucket_index"].max()) + 1))
+                missing = _first_missing(buckets, {**axes, "bucket_index": indices})
+                detail = missing and f"allreduce_timings lacks {missing}"
+        if detail is None and ranks:
+            label = g["label"]
+            present = sorted({int(s) for s in label["step"]})
+            if not present:
+                detail = "iteration_timings has no label iteration"
+            else:
+                span = list(range(present[0], present[-1] + 1))
+                missing = _first_missing(label, {"rank": ranks, "step": span})
+                detail = missing and f"iteration_timings (label) lacks {missing}"
+        if detail:
+            detail = f"run {run}: {detail}"
+            failures[run].append(RowFailure(RUN_COMPLETE, "step", detail))
+            bad.append(detail)
+    return _outcome("runs", "cross_table", RUN_COMPLETE, "step", len(runs), bad)
+
+
+def _epoch_frame(alive) -> pd.DataFrame:
+    """Epoch rows joined with their workload and their rank's median label iteration."""
+    iters = alive["iteration_timings"]
+    label = iters[iters["phase"] == "label"]
+    median = label.groupby(["run_id", "rank"])["iteration_ms"].median().rename("median_ms")
+    spec = alive["workloads"][["workload_id", "batch_size", "world_size", "dataset_size"]]
+    spec = spec.rename(columns={"dataset_size": "workload_dataset_size"})
+    epochs = alive["epochs"].merge(spec, on="workload_id", how="inner")
+    return epochs.merge(median.reset_index(), on=["run_id", "rank"], how="left")
+
+
+def _check_epoch_time(alive, failures, config: ValidationConfig) -> ExpectationOutcome:
+    """Rule ``epoch_matches_iterations``: epoch_s / (steps x median iteration) within bounds."""
+    epochs = _epoch_frame(alive)
+    epochs = epochs[epochs["median_ms"].notna()]
+    expected_s = epochs["steps_per_epoch"] * epochs["median_ms"] / 1000.0
+    epochs = epochs.assign(expected_s=expected_s, ratio=epochs["epoch_s"] / expected_s)
+    lo, hi = config.epoch_ratio_min, config.epoch_ratio_max
+    off = epochs[(epochs["ratio"] < lo) | (epochs["ratio"] > hi)]
+    bad = []
+    for row in off.drop_duplicates("run_id").itertuples(index=False):
+        detail = (
+            f"run {row.run_id} rank {int(row.rank)}: epoch_s {row.epoch_s:.4g} s vs "
+            f"steps_per_epoch {row.steps_per_epoch} x median label iteration "
+            f"{row.median_ms:.4g} ms = {row.expected_s:.4g} s: ratio {row.ratio:.4g} "
+            f"outside [{lo:g}, {hi:g}]"
+        )
+        failures[row.run_id].append(RowFailure("epoch_matches_iterations", "epoch_s", detail))
+        bad.append(detail)
+    return _outcome(
+        "epochs",
+        "cross_table",
+        "epoch_matches_iterations",
+        "epoch_s",
+        epochs["run_id"].nunique(),
+        bad,
+    )
+
+
+def _check_steps_per_epoch(alive, failures) -> ExpectationOutcome:
+    """Rule ``steps_per_epoch_matches_dataset``: ceil(dataset / (batch x world)) steps."""
+    epochs = _epoch_frame(alive)
+    bad, seen = [], set()
+    for row in epochs.itertuples(index=False):
+        dataset, batch, world = (
+            int(row.workload_dataset_size),
+            int(row.batch_size),
+            int(row.world_size),
+        )
+        expected = math.ceil(dataset / (batch * world))
+        if int(row.dataset_size) != dataset:
+            detail = (
+                f"run {row.run_id} rank {int(row.rank)}: epoch dataset_size {row.dataset_size} != "
+                f"workload dataset_size {dataset}: ratio {row.dataset_size / dataset:.4g}"
+            )
+        elif int(row.steps_per_epoch) != expected:
+            detail = (
+                f"run {row.run_id} rank {int(row.rank)}: steps_per_epoch {row.steps_per_epoch} != "
+                f"ceil(dataset_size {dataset} / (batch_size {batch} x world_size {world})) = "
+                f"{expected}: ratio {row.steps_per_epoch / expected:.4g}"
+            )
+        else:
+            continue
+        if row.run_id not in seen:
+            seen.add(row.run_id)
+            failures[row.run_id].append(
+                RowFailure("steps_per_epoch_matches_dataset", "steps_per_epoch", detail)
+            )
+            bad.append(detail)
+    return _outcome(
+        "epochs",
+        "cross_table",
+        "steps_per_epoch_matches_dataset",
+        "steps_per_epoch",
+        epochs["run_id"].nunique(),
+        bad,
+    )
+
+
 def run_failures(
     alive: dict[str, pd.DataFrame], config: ValidationConfig
 ) -> tuple[list[ExpectationOutcome], dict[str, list[RowFailure]]]:
@@ -333,6 +530,9 @@ def run_failures(
         _check_required(alive, failures, config),
         _check_layer_sum(alive, failures, config),
         _check_allreduce(alive, failures, config),
+        _check_steps_complete(alive, failures),
+        _check_epoch_time(alive, failures, config),
+        _check_steps_per_epoch(alive, failures),
         _check_interference(alive, failures),
     ]
     return outcomes, dict(failures)

@@ -6,13 +6,16 @@ Order of the profile validation:
 2. table-level GX suite per table: required columns, non-empty (``allreduce_timings`` may be
    empty), dtypes. Any table-level failure writes the HTML report and raises
    :class:`ValidationError` listing every such failure (file, table, column, expectation);
-3. row-level GX suite per table (+ the pandas integrality check of integer columns): failing
+3. exact duplicate rows: the first copy stays, later copies are quarantined as ``duplicate``
+   (:mod:`scaledl.validation.duplicates`);
+4. row-level GX suite per table (+ the pandas integrality check of integer columns): failing
    rows are quarantined, valid rows continue;
-4. reference rules (unknown ids, quarantined or failed parent run/workload) - row-level;
-5. run rules on the surviving rows (see :mod:`scaledl.validation.cross_table`): a failing run
-   is quarantined whole, in every table;
-6. high-CV runs are flagged (``flag_high_cv`` column of the validated ``runs`` table);
-7. valid rows go to ``out_dir/<table>.parquet``, quarantined rows (original columns plus
+5. reference rules (unknown ids, quarantined or failed parent run/workload) - row-level;
+6. run rules (see :mod:`scaledl.validation.cross_table`): a run that lost a row to steps 4-5
+   is incomplete, and the surviving rows must pass the completeness, timing, all-reduce and
+   epoch rules; a failing run is quarantined whole, in every table;
+7. high-CV runs are flagged (``flag_high_cv`` column of the validated ``runs`` table);
+8. valid rows go to ``out_dir/<table>.parquet``, quarantined rows (original columns plus
    ``failed_expectation``, ``failed_column``, ``failed_value``) to
    ``quarantine_dir/<table>.parquet`` (written for every table, possibly empty, so no stale file
    remains), and the report to ``report_dir/index.html``. All writes are atomic.
@@ -26,7 +29,13 @@ import numpy as np
 import pandas as pd
 
 from scaledl.validation.config import ValidationConfig
-from scaledl.validation.cross_table import high_cv_flags, reference_failures, run_failures
+from scaledl.validation.cross_table import (
+    high_cv_flags,
+    lost_row_failures,
+    reference_failures,
+    run_failures,
+)
+from scaledl.validation.duplicates import DUPLICATE, split_duplicates
 from scaledl.validation.errors import TableFailure, ValidationError
 from scaledl.validation.gx_runner import GxRunner
 from scaledl.validation.quarantine import FailureLog, RowFailure, format_value
@@ -152,6 +161,12 @@ def validate_profiles(
     if failures:
         _fail(report, failures, report_dir)
 
+    rows_in = {name: len(frame) for name, frame in frames.items()}
+    copies: dict[str, pd.DataFrame] = {}
+    for name in PROFILE_TABLES:
+        frames[name], copies[name], outcome = split_duplicates(name, frames[name])
+        report.expectations.append(outcome)
+
     logs: dict[str, FailureLog] = {}
     for name, spec in PROFILE_TABLES.items():
         logs[name], errors = _row_level(runner, spec, frames[name], paths[name], config, report)
@@ -160,9 +175,15 @@ def validate_profiles(
         _fail(report, failures, report_dir)
 
     report.expectations.extend(reference_failures(frames, logs))
+    lost_outcomes, bad_runs = lost_row_failures(frames, logs)
+    report.expectations.extend(lost_outcomes)
     alive = {name: _alive(frames[name], logs[name]) for name in PROFILE_TABLES}
-    outcomes, bad_runs = run_failures(alive, config)
+    for name in ("runs", *RUN_TABLES):  # incomplete runs are judged by the rule that lost rows
+        alive[name] = alive[name][~alive[name]["run_id"].isin(bad_runs.keys())]
+    outcomes, rule_failures = run_failures(alive, config)
     report.expectations.extend(outcomes)
+    for run, reasons in rule_failures.items():
+        bad_runs.setdefault(run, []).extend(reasons)
     for name in ("runs", *RUN_TABLES):
         run_ids = frames[name]["run_id"]
         positions = np.flatnonzero(run_ids.isin(bad_runs.keys()).to_numpy())
@@ -170,18 +191,23 @@ def validate_profiles(
 
     for name, spec in PROFILE_TABLES.items():
         valid, quarantined = logs[name].split(frames[name])
+        if len(copies[name]):
+            quarantined = pd.concat([quarantined, copies[name]], ignore_index=True)
         valid = restore_int_dtypes(spec, valid)
         if name == "runs":
             valid["flag_high_cv"], flags = high_cv_flags(valid, config)
             report.flags.extend(flags)
         write_parquet_atomic(valid, out_dir / f"{name}.parquet")
         write_parquet_atomic(quarantined, quarantine_dir / f"{name}.parquet")
+        reasons = logs[name].reasons()
+        if len(copies[name]):
+            reasons[DUPLICATE] = len(copies[name])
         report.tables[name] = TableSummary(
             file=str(paths[name]),
-            rows_in=len(frames[name]),
+            rows_in=rows_in[name],
             passed=len(valid),
             quarantined=len(quarantined),
-            quarantine_reasons=logs[name].reasons(),
+            quarantine_reasons=reasons,
         )
     write_html(report, report_dir)
     return report

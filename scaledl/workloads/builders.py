@@ -9,21 +9,40 @@ touches every parameter (DDP refuses unused parameters):
 * ``t5``: ``T5ForConditionalGeneration`` (sequence-to-sequence loss).
 * ``llama``: ``LlamaForCausalLM`` (causal-LM loss).
 * ``deit``: ``DeiTForImageClassificationWithTeacher`` (class + distillation heads).
-* ``hf``: ``AutoModel.from_config`` of the JSON at ``config_path`` (any ``model_type``
-  transformers knows); the loss is the mean of every floating output, so pooler and heads count.
+* ``hf``: the class the config's ``architectures`` names, built by the matching Auto class's
+  ``from_config`` (causal-LM, masked-LM and seq2seq-LM heads get ``labels`` = inputs,
+  classification heads class labels); a config without ``architectures`` builds the bare
+  model (``AutoModel``), whose loss is the mean of every floating output, so pooler and heads
+  count. See :mod:`scaledl.workloads.hf` for what is checked first.
 
-The loss of a batch is computed by :func:`training_loss`.
+The loss of a batch is computed by :func:`training_loss`. Any failure to build a model is a
+:class:`~scaledl.workloads.spec.WorkloadError` naming the family, config and architecture fields.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import copy
 from typing import Any
 
 import torch
 
+from scaledl.workloads.hf import read_hf_config
 from scaledl.workloads.spec import Workload, WorkloadError
+
+#: Workload fields named when a model cannot be built or traced.
+_DESCRIBED_FIELDS = (
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_positions",
+    "image_size",
+    "patch_size",
+    "seq_len",
+    "decoder_seq_len",
+)
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -34,11 +53,15 @@ def torch_dtype(workload: Workload) -> torch.dtype:
 
 
 def hf_config(workload: Workload) -> Any:
-    """The ``transformers`` configuration object of a workload.
+    """The ``transformers`` configuration object of a workload (a private copy for ``hf``).
+
+    ``hf`` configs get eager attention, and a ``pad_token_id`` of 0 when a
+    sequence-classification head has none (transformers needs one for batches of several
+    sequences; the cost does not depend on it).
 
     Raises:
-        WorkloadError: the ``config_path`` of an ``hf`` workload is unreadable or its
-            ``model_type`` is unknown to transformers.
+        WorkloadError: the ``config_path`` of an ``hf`` workload is unreadable or unusable
+            (:func:`scaledl.workloads.hf.read_hf_config`).
     """
     import transformers
 
@@ -96,20 +119,24 @@ def hf_config(workload: Workload) -> Any:
             max_position_embeddings=w.max_positions,
             **common,
         )
-    path = Path(w.config_path)
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorkloadError(f"{path}: field 'config_path': cannot read config: {exc}") from exc
-    model_type = raw.pop("model_type", None)
-    try:
-        config = transformers.AutoConfig.for_model(model_type, **raw)
-    except (ValueError, KeyError) as exc:
-        raise WorkloadError(
-            f"{path}: field 'model_type' (value {model_type!r}): unknown to transformers"
-        ) from exc
+    info = read_hf_config(w.config_path)
+    config = copy.deepcopy(info.config)
     config._attn_implementation = "eager"
+    if info.task == "sequence-classification" and config.pad_token_id is None:
+        config.pad_token_id = 0
     return config
+
+
+def describe_workload(workload: Workload) -> str:
+    """The family, config and architecture fields of a workload, for error messages."""
+    w = workload
+    fields = ", ".join(
+        f"{n}={getattr(w, n)}" for n in _DESCRIBED_FIELDS if getattr(w, n) is not None
+    )
+    if w.family != "hf":
+        return f"family {w.family!r} ({fields})"
+    info = read_hf_config(w.config_path)
+    return f"family 'hf', config {w.config_path} ({info.model_type}, {info.architecture}; {fields})"
 
 
 def build_model(workload: Workload, device: str | torch.device = "cpu") -> torch.nn.Module:
@@ -122,6 +149,10 @@ def build_model(workload: Workload, device: str | torch.device = "cpu") -> torch
     Returns:
         The model in ``train()`` mode for training workloads, ``eval()`` otherwise, with the
         dtype of ``workload.precision``.
+
+    Raises:
+        WorkloadError: the config is unusable or transformers cannot build the model; the
+            message names the family, config and architecture fields (:func:`describe_workload`).
     """
     import transformers
 
@@ -133,13 +164,37 @@ def build_model(workload: Workload, device: str | torch.device = "cpu") -> torch
         "llama": transformers.LlamaForCausalLM,
         "deit": transformers.DeiTForImageClassificationWithTeacher,
     }
-    with torch.device(device):
-        if workload.family == "hf":
-            model = transformers.AutoModel.from_config(config)
-        else:
-            model = classes[workload.family](config)
+    try:
+        with torch.device(device):
+            if workload.family == "hf":
+                auto_class = getattr(transformers, read_hf_config(workload.config_path).auto_class)
+                model = auto_class.from_config(config)
+            else:
+                model = classes[workload.family](config)
+    except Exception as exc:
+        raise WorkloadError(
+            f"{describe_workload(workload)}: cannot build the model: {type(exc).__name__}: {exc}"
+        ) from exc
+    if torch.device(device).type == "meta":
+        _skip_padding_warnings(model)
     model = model.to(dtype=torch_dtype(workload))
     return model.train() if workload.mode == "train" else model.eval()
+
+
+def _skip_padding_warnings(model: torch.nn.Module) -> None:
+    """Turn off transformers' "padding without attention mask" warning on a meta model.
+
+    The warning (``PreTrainedModel.warn_if_padding_and_no_attention_mask``, called by GPT-2,
+    DeBERTa, Longformer and some 30 other models when the config has a ``pad_token_id``) looks
+    at token values, which meta tensors do not have; it computes nothing the model uses.
+    """
+    for module in model.modules():
+        if hasattr(module, "warn_if_padding_and_no_attention_mask"):
+            module.warn_if_padding_and_no_attention_mask = _no_warning
+
+
+def _no_warning(*_args: Any, **_kwargs: Any) -> None:
+    return None
 
 
 def make_batch(
@@ -149,27 +204,33 @@ def make_batch(
 
     Shapes:
         text: ``input_ids`` and ``labels`` of shape (batch_size, seq_len), int64;
-        t5 adds ``labels`` of shape (batch_size, decoder_seq_len);
+        t5 and hf seq2seq-LM heads: ``labels`` of shape (batch_size, decoder_seq_len);
+        hf bare encoder-decoder models: ``decoder_input_ids`` of that shape instead;
+        hf sequence-classification heads: ``labels`` of shape (batch_size,);
+        hf bare models: ``input_ids`` only;
         vision: ``pixel_values`` of shape (batch_size, channels, image_size, image_size) and
-        ``labels`` of shape (batch_size,) (not for DeiT with teacher, which takes none).
+        ``labels`` of shape (batch_size,) (not for DeiT with teacher nor hf bare models).
     """
     w = workload
     b = w.batch_size
     kw = {"device": device, "generator": generator}
+    task = read_hf_config(w.config_path).task if w.family == "hf" else None
     if w.is_vision:
         pixels = torch.randn(b, w.num_channels, w.image_size, w.image_size, **kw)
         batch = {"pixel_values": pixels.to(torch_dtype(w))}
-        if w.family == "vit":
+        if w.family == "vit" or task == "image-classification":
             batch["labels"] = torch.randint(0, w.num_labels, (b,), **kw)
         return batch
-    vocab = w.vocab_size if w.family != "hf" else hf_config(w).vocab_size
-    ids = torch.randint(0, vocab, (b, w.seq_len), **kw)
-    if w.family == "t5":
-        return {"input_ids": ids, "labels": torch.randint(0, vocab, (b, w.decoder_seq_len), **kw)}
-    if w.family == "hf":
-        config = hf_config(w)
-        if getattr(config, "is_encoder_decoder", False):
-            return {"input_ids": ids, "decoder_input_ids": ids}
+    ids = torch.randint(0, w.vocab_size, (b, w.seq_len), **kw)
+    if w.family == "t5" or task == "seq2seq-lm":
+        labels = torch.randint(0, w.vocab_size, (b, w.decoder_seq_len), **kw)
+        return {"input_ids": ids, "labels": labels}
+    if task == "sequence-classification":
+        return {"input_ids": ids, "labels": torch.randint(0, w.num_labels, (b,), **kw)}
+    if task == "base":
+        if w.decoder_seq_len is not None:
+            decoder_ids = torch.randint(0, w.vocab_size, (b, w.decoder_seq_len), **kw)
+            return {"input_ids": ids, "decoder_input_ids": decoder_ids}
         return {"input_ids": ids}
     return {"input_ids": ids, "labels": ids}
 

@@ -12,8 +12,15 @@ Decisions (written here because nobody answers questions):
   DeiT). A ``seq_len`` given for a vision family must equal that number or be omitted.
 * ``t5`` is encoder-decoder: ``seq_len`` is the encoder length, ``decoder_seq_len`` the decoder's.
 * ``device_name`` is part of the spec, hence of ``workload_id``: the same architecture measured on
-  two machines is two workloads. ``scaledl.workloads.device.local_device_name()`` gives the name of
-  this host's device.
+  two machines is two workloads. One naming on every path (CLI, design, pipeline, Python): a spec
+  that names no device runs on this host's, ``scaledl.workloads.device.local_device_name()``
+  (``cpu:<processor model>`` or ``cuda:<GPU name>``), and the old-style bare ``cpu`` / ``cuda``
+  is normalised to this host's device of that kind (a bare ``cuda`` on a host without CUDA is an
+  error). ``backend`` defaults to ``nccl`` for CUDA devices and ``gloo`` otherwise. A predictor
+  reading a workloads file resolves a missing or bare device against its training devices
+  instead (:class:`scaledl.registry.Predictor`).
+* ``hf`` workloads are completed and checked against their config when parsed (architecture
+  fields, position table, attention geometry, vision fields): see :mod:`scaledl.workloads.hf`.
 * ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
   (fields equal to their default included), so it is stable across processes and releases.
 """
@@ -89,8 +96,9 @@ class Workload(BaseModel):
         precision: ``fp32``, ``bf16`` or ``fp16``.
         mode: ``train`` (forward + backward + all-reduce + AdamW step) or ``infer`` (forward).
         dataset_size: samples in one epoch (all ranks together).
-        device_name: the device the workload runs on (``cpu:<model>`` or the CUDA device name).
-        backend: ``gloo`` (CPU) or ``nccl`` (CUDA).
+        device_name: the device the workload runs on (``cpu:<model>`` or ``cuda:<GPU name>``);
+            default this host's device, bare ``cpu``/``cuda`` normalised (module docstring).
+        backend: ``gloo`` or ``nccl``; default ``nccl`` on CUDA devices, ``gloo`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -117,7 +125,7 @@ class Workload(BaseModel):
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     mode: Literal["train", "infer"] = "train"
     dataset_size: int = Field(default=256, gt=0)
-    device_name: str = "cpu"
+    device_name: str  # filled by _fill_defaults: this host's device when not given
     backend: Literal["gloo", "nccl"] = "gloo"
 
     @model_validator(mode="before")
@@ -125,7 +133,7 @@ class Workload(BaseModel):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = {k: v for k, v in data.items() if not _is_missing(v)}
+        data = {k: v for k, v in data.items() if not is_missing(v)}
         family = data.get("family")
         defaults = _FAMILY_DEFAULTS.get(family, {})
         for key, value in defaults.items():
@@ -135,6 +143,11 @@ class Workload(BaseModel):
             data.setdefault("decoder_seq_len", data.get("seq_len"))
         if family == "llama":
             data.setdefault("num_kv_heads", data.get("num_heads"))
+        _fill_device(data)
+        if family == "hf" and data.get("config_path"):
+            from scaledl.workloads.hf import fill_hf_workload
+
+            data = fill_hf_workload(data)
         if family in VISION_FAMILIES and data.get("image_size") and data.get("patch_size"):
             image, patch = int(data["image_size"]), int(data["patch_size"])
             if image % patch == 0:
@@ -150,13 +163,27 @@ class Workload(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Workload:
-        fam = self.family
-        if fam == "hf":
+        if self.family == "hf":
+            # The architecture was checked against the config (scaledl.workloads.hf).
             if not self.config_path:
                 raise ValueError("config_path is required for family='hf'")
             if self.seq_len is None:
-                raise ValueError("seq_len is required for family='hf'")
-            return self
+                raise ValueError("seq_len is required for family='hf' (text configs)")
+        else:
+            self._check_architecture()
+        if self.num_nodes > self.world_size:
+            raise ValueError(f"num_nodes={self.num_nodes} exceeds world_size={self.world_size}")
+        if self.world_size % self.num_nodes:
+            raise ValueError(f"num_nodes={self.num_nodes} must divide world_size={self.world_size}")
+        if self.backend == "nccl" and not self.device_name.startswith("cuda"):
+            raise ValueError(
+                f"backend='nccl' needs a CUDA device, got device_name={self.device_name!r}"
+            )
+        return self
+
+    def _check_architecture(self) -> None:
+        """Required fields and geometry of the built-in families."""
+        fam = self.family
         required = ["hidden_size", "num_layers", "num_heads", "intermediate_size"]
         if fam in VISION_FAMILIES:
             required += ["image_size", "patch_size"]
@@ -182,15 +209,6 @@ class Workload(BaseModel):
             )
         if self.max_positions is not None and self.seq_len > self.max_positions:
             raise ValueError(f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}")
-        if self.num_nodes > self.world_size:
-            raise ValueError(f"num_nodes={self.num_nodes} exceeds world_size={self.world_size}")
-        if self.world_size % self.num_nodes:
-            raise ValueError(f"num_nodes={self.num_nodes} must divide world_size={self.world_size}")
-        if self.backend == "nccl" and not self.device_name.startswith("cuda"):
-            raise ValueError(
-                f"backend='nccl' needs a CUDA device, got device_name={self.device_name!r}"
-            )
-        return self
 
     # ------------------------------------------------------------------ derived quantities
     @property
@@ -211,8 +229,10 @@ class Workload(BaseModel):
 
     @property
     def is_vision(self) -> bool:
-        """True for image families (``vit``, ``deit``)."""
-        return self.family in VISION_FAMILIES
+        """True for image families (``vit``, ``deit``) and ``hf`` vision configs."""
+        return self.family in VISION_FAMILIES or (
+            self.family == "hf" and self.image_size is not None
+        )
 
     def to_record(self) -> dict[str, Any]:
         """The spec as a flat dict with ``workload_id`` first (one row of the workloads table)."""
@@ -269,7 +289,22 @@ class Workload(BaseModel):
         return cls.parse(kept, source)
 
 
-def _is_missing(value: Any) -> bool:
+def _fill_device(data: dict[str, Any]) -> None:
+    """Name the device in full (this host's by default) and default the backend to match it."""
+    from scaledl.workloads.device import local_device_name, local_devices, normalise_device_name
+
+    device = data.get("device_name")
+    if device is None:
+        device = local_device_name()
+    elif isinstance(device, str):
+        device = normalise_device_name(device, local_devices(), "this host")
+    data["device_name"] = device
+    if isinstance(device, str):
+        data.setdefault("backend", "nccl" if device.startswith("cuda") else "gloo")
+
+
+def is_missing(value: Any) -> bool:
+    """True for ``None`` and NaN (an empty table cell)."""
     if value is None:
         return True
     try:

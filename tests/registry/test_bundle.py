@@ -13,7 +13,8 @@ from scaledl.registry import (
     resolve_bundle,
     save_bundle,
 )
-from scaledl.registry.bundle import FORMAT_VERSION, load_method
+from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method
+from scaledl.workloads.device import local_device_name
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,7 @@ def test_load_method_restores_every_part(bundle):
     assert method.allreduce is not None  # two-rank workloads were profiled
     assert len(method.epoch_model.coef_) == 3
     assert "*" in method.layerwise.models and "attention" in method.layerwise.models
-    assert method.training_devices == ["cpu"]
+    assert method.training_devices == [local_device_name()]
     assert manifest["version"] == "v2"
 
 
@@ -118,6 +119,34 @@ def edit_manifest(bundle, **changes):
     return manifest
 
 
+def test_a_file_dropped_from_the_manifest_is_refused(bundle):
+    """Issue 15, case 5: params.json edited and removed from the manifest."""
+    (bundle / "params.json").write_text((bundle / "params.json").read_text().replace("1", "2"))
+    files = {k: v for k, v in read_files(bundle).items() if k != "params.json"}
+    edit_manifest(bundle, files=files)
+    with pytest.raises(BundleError) as info:
+        load_predictor(bundle)
+    message = str(info.value)
+    assert message.startswith(f"{bundle / 'params.json'}: not listed in")
+    assert "field 'files'" in message
+
+
+@pytest.mark.parametrize("name", ["../params.json", "extra.json"])
+def test_an_unknown_manifest_entry_is_refused(bundle, name):
+    edit_manifest(bundle, files={**read_files(bundle), name: "0" * 64})
+    with pytest.raises(BundleError, match="not a bundle file"):
+        load_predictor(bundle)
+
+
+def test_unlisted_files_the_loader_never_reads_are_ignored(bundle):
+    (bundle / "README.txt").write_text("notes")
+    assert load_predictor(bundle).version == "v2"
+
+
+def read_files(bundle):
+    return json.loads((bundle / "manifest.json").read_text())["files"]
+
+
 def test_other_format_version_is_incompatible(bundle):
     edit_manifest(bundle, format_version=FORMAT_VERSION + 1)
     with pytest.raises(IncompatibleBundleError, match="format_version"):
@@ -144,6 +173,9 @@ def test_missing_latest_and_bad_paths(registry_root, tmp_path):
         load_predictor(name_dir)
     with pytest.raises(BundleError, match="nowhere"):
         load_predictor(tmp_path / "nowhere")
+    (name_dir / "latest").write_text("../scaledl/v1\n")
+    with pytest.raises(BundleError, match="not a version directory name"):
+        load_predictor(name_dir)
     # The versions themselves still load.
     assert load_predictor(name_dir / "v1").version == "v1"
 
@@ -154,15 +186,42 @@ def test_list_predictors(registry_root, tmp_path):
     assert list(table["latest"]) == [False, True]
     assert set(table["name"]) == {"scaledl"}
     assert list(table["training_workloads"]) == [8, 8]
+    assert list(table["status"]) == ["ok", "ok"] and list(table["problem"]) == ["", ""]
     assert list_predictors(tmp_path / "empty").empty
-    assert list(list_predictors(tmp_path).columns) == [
-        "name",
-        "version",
-        "latest",
-        "created_at",
-        "training_workloads",
-        "path",
-    ]
+    assert list(list_predictors(tmp_path).columns) == list(LIST_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("damage", "status", "problem"),
+    [
+        ("cut", "broken", "unreadable manifest"),
+        ("delete", "broken", "unreadable manifest"),
+        ("tamper", "broken", "checksum mismatch"),
+        ("format", "incompatible", "format_version"),
+    ],
+)
+def test_a_broken_version_is_listed_with_its_reason(registry_root, tmp_path, damage, status,
+                                                    problem):  # fmt: skip
+    """Issue 15, case 6: the good version is still listed and loads through ``latest``."""
+    root = tmp_path / "registry"
+    shutil.copytree(registry_root, root)
+    v1 = root / "scaledl" / "v1"
+    manifest = v1 / "manifest.json"
+    if damage == "cut":
+        manifest.write_text(manifest.read_text()[:40])
+    elif damage == "delete":
+        manifest.unlink()
+    elif damage == "tamper":
+        (v1 / "gnn.pt").write_bytes((v1 / "gnn.pt").read_bytes()[:-1])
+    else:
+        edit_manifest(v1, format_version=FORMAT_VERSION + 1)
+    (root / "scaledl" / ".v3.tmp").mkdir()  # an unfinished save_bundle: not a version
+    table = list_predictors(root).set_index("version")
+    assert list(table.index) == ["v1", "v2"]
+    assert table.loc["v1", "status"] == status and problem in table.loc["v1", "problem"]
+    assert table.loc["v2", "status"] == "ok" and table.loc["v2", "latest"]
+    assert table.loc["v2", "training_workloads"] == 8
+    assert load_predictor(root / "scaledl").version == "v2"
 
 
 def test_save_refuses_existing_version_and_unfitted_method(registry_root, tmp_path):

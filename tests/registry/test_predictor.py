@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 from scaledl.registry import load_predictor
+from scaledl.workloads.device import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 
 pytestmark = pytest.mark.slow
@@ -58,7 +59,7 @@ def test_predict_frame_rows_in_order(predictor):
     assert list(result["steps_per_epoch"]) == [25, 64, 128]
     assert (result["iteration_s"] > 0).all() and np.isfinite(result["epoch_s"]).all()
     assert set(result["predictor_version"]) == {"v2"}
-    # "cpu" means the predictor's device: the id is that of the spec on the training device.
+    # No device_name means the predictor's device: the id is that of the spec on that device.
     expected = Workload.parse(
         {**ROW, "batch_size": 4, "dataset_size": 100, "device_name": predictor.devices[0]}
     )
@@ -104,8 +105,21 @@ def test_invalid_value_names_field_and_row(predictor):
         predictor.predict([ROW, ROW, {**ROW, "num_heads": 3}])
 
 
+def test_missing_or_bare_device_means_the_predictor_device(predictor):
+    """Issue 15, case 9: one naming; the old-style bare kind resolves to the training device."""
+    kind = predictor.devices[0].split(":")[0]
+    rows = [ROW, {**ROW, "device_name": kind}, {**ROW, "device_name": predictor.devices[0]}]
+    result = predictor.predict(rows)
+    assert result["workload_id"].nunique() == 1
+    other = "cuda" if kind == "cpu" else "cpu"
+    with pytest.raises(WorkloadError) as info:
+        predictor.predict([ROW, {**ROW, "device_name": other}])
+    message = str(info.value)
+    assert "row 2: field 'device_name'" in message and str(predictor.devices) in message
+
+
 def test_unknown_device_is_refused(predictor):
-    assert predictor.devices == ["cpu"]
+    assert predictor.devices == [local_device_name()]
     with pytest.raises(WorkloadError) as info:
         predictor.predict([ROW, {**ROW, "device_name": "cuda:NVIDIA H100 80GB HBM3"}])
     message = str(info.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -128,7 +129,16 @@ def make_profiles(
                             "allreduce_bytes": 2400.0 if ws_of[wid] > 1 else 0.0,
                         }
                     )
-            epochs.append({**ids, "epoch_s": 0.8, "steps_per_epoch": 64, "dataset_size": 256})
+            # A real epoch: ceil(256 / (4 x world size)) steps of 12 ms, plus 5% data loading.
+            steps = math.ceil(256 / (4 * ws_of[wid]))
+            epochs.append(
+                {
+                    **ids,
+                    "epoch_s": steps * 0.012 * 1.05,
+                    "steps_per_epoch": steps,
+                    "dataset_size": 256,
+                }
+            )
     return {
         "workloads": workloads,
         "runs": runs,

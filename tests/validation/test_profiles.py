@@ -74,11 +74,16 @@ def test_good_data_passes_untouched(tmp_path):
 SCENARIO_RUNS = {
     "r1": "w1",
     "r2": "w2",  # clean
-    "nan_fwd": "w1",  # one NaN forward_ms: only that row
-    "neg_iter": "w1",  # negative label iteration_ms: only that row
-    "absurd_iter": "w2",  # 1e9 ms label iteration: only that row
-    "dup_layer": "w2",  # duplicated layer row: both copies
-    "dup_run": "w1",  # run_id twice in runs: whole run
+    "nan_fwd": "w1",  # one NaN forward_ms: that row, and the run it leaves incomplete
+    "neg_iter": "w1",  # negative label iteration_ms: idem
+    "absurd_iter": "w2",  # 1e9 ms label iteration: idem
+    "dup_layer": "w2",  # exact copy of a layer row: the copy only, the run is kept
+    "conflict_layer": "w2",  # two different rows for one layer key: both, and the run
+    "hole_layer": "w1",  # one layer row missing from the file: whole run
+    "dup_run": "w1",  # runs row written twice, identical: the copy only
+    "conflict_run": "w1",  # run_id twice in runs with different hosts: whole run
+    "epoch_in_ms": "w1",  # epoch_s written in milliseconds: whole run, with the ratio
+    "bad_steps": "w2",  # steps_per_epoch not ceil(dataset / (batch x world)): whole run
     "bad_ranks": "w2",  # layer rank 1 relabelled 2
     "missing_rank": "w2",  # epochs lacks rank 1
     "ws_mismatch": "w1",  # runs.world_size 4 vs workload 1
@@ -95,14 +100,21 @@ SCENARIO_RUNS = {
 SCENARIO_WORKLOADS = {"w1": 1, "w2": 2, "w_bf16": 2}
 # run -> (reason on its runs row, reason on its rows in the per-rank tables)
 WHOLE_RUN = {
-    "dup_run": ("expect_column_values_to_be_unique", "run quarantined"),
+    "nan_fwd": ("run_complete",) * 2,
+    "neg_iter": ("run_complete",) * 2,
+    "absurd_iter": ("run_complete",) * 2,
+    "conflict_layer": ("run_complete",) * 2,
+    "hole_layer": ("run_complete",) * 2,
+    "conflict_run": ("expect_column_values_to_be_unique", "run quarantined"),
+    "epoch_in_ms": ("epoch_matches_iterations",) * 2,
+    "bad_steps": ("steps_per_epoch_matches_dataset",) * 2,
     "bad_ranks": ("ranks_match_world_size",) * 2,
     "missing_rank": ("ranks_match_world_size",) * 2,
     "ws_mismatch": ("world_size_matches_workload",) * 2,
     "slow_layers": ("layer_sum_within_iteration",) * 2,
     "bad_bytes": ("allreduce_bytes_match_params",) * 2,
     "oom": ("expect_column_values_to_be_in_set", "run status failed"),
-    "nan_rank": ("run_has_rows",) * 2,
+    "nan_rank": ("run_complete",) * 2,
     "no_allreduce": ("allreduce_bytes_match_params",) * 2,
     "bf16_as_fp32": ("allreduce_bytes_match_params",) * 2,
 }
@@ -134,12 +146,18 @@ def scenario(tmp_path_factory):
     tables["allreduce_timings"] = ar.loc[ar["run_id"] != "no_allreduce"].reset_index(drop=True)
     epochs["rank"] = epochs["rank"].astype(float)
     epochs.loc[epochs["run_id"] == "nan_rank", "rank"] = np.nan
+    epochs.loc[epochs["run_id"] == "epoch_in_ms", "epoch_s"] *= 1000.0
+    epochs.loc[epochs["run_id"] == "bad_steps", "steps_per_epoch"] = 64  # 32 with 2 ranks
     tables["epochs"] = epochs.loc[
         ~((epochs["run_id"] == "missing_rank") & (epochs["rank"] == 1))
     ].reset_index(drop=True)
-    tables["runs"] = pd.concat([runs, rows_of(runs, "dup_run")], ignore_index=True)
+    other_host = rows_of(runs, "conflict_run").assign(host="h1")
+    tables["runs"] = pd.concat([runs, rows_of(runs, "dup_run"), other_host], ignore_index=True)
+    conflicting = layers.iloc[[layer_row(tables, "conflict_layer")]].assign(forward_ms=1.5)
+    hole = (layers["run_id"] == "hole_layer") & (layers["step"] == 1) & (layers["layer_index"] == 2)
     tables["layer_timings"] = pd.concat(
-        [layers, layers.iloc[[layer_row(tables, "dup_layer")]]], ignore_index=True
+        [layers.loc[~hole], layers.iloc[[layer_row(tables, "dup_layer")]], conflicting],
+        ignore_index=True,
     )
     unknown = tables["layer_timings"].iloc[[0]].assign(run_id="r404")
     tables["layer_timings"] = pd.concat([tables["layer_timings"], unknown], ignore_index=True)
@@ -153,9 +171,9 @@ def test_clean_runs_untouched(scenario):
     tables, report, valid, _, _ = scenario
     assert not report.passed
     for name in ("runs", *RUN_TABLES):
-        for run_id in ("r1", "r2", "within_tol", "noisy", "bf16_ok"):
+        for run_id in ("r1", "r2", "within_tol", "noisy", "bf16_ok", "dup_layer", "dup_run"):
             got = rows_of(valid[name], run_id).drop(columns=["flag_high_cv"], errors="ignore")
-            want = rows_of(tables[name], run_id)
+            want = rows_of(tables[name], run_id).drop_duplicates()
             pd.testing.assert_frame_equal(
                 got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False
             )
@@ -181,8 +199,27 @@ def test_run_failure_messages(scenario):
     assert "world_size 4 != workload world_size 1" in value["ws_mismatch"]
     assert "sum 9 ms > iteration 8 ms" in value["slow_layers"]
     assert "6200 all-reduce bytes, expected 2400 (4 x 600 params)" in value["bad_bytes"]
-    assert value["oom"] == "oom" and value["dup_run"] == "dup_run"
-    assert "no rows in epochs" in value["nan_rank"]
+    assert value["oom"] == "oom" and value["conflict_run"] == "conflict_run"
+    assert "1 epochs row(s) quarantined, first rank null" in value["nan_rank"]
+    assert (
+        "run nan_fwd: 1 layer_timings row(s) quarantined, first rank 0 step 0 layer_index 0 "
+        "(expect_column_values_to_not_be_null on forward_ms)"
+    ) in value["nan_fwd"]
+    assert (
+        "iteration_timings row(s) quarantined, first rank 0 phase label step 2"
+        in (value["neg_iter"])
+    )
+    assert "layer_timings row(s) quarantined" in value["conflict_layer"]
+    assert "expect_compound_columns_to_be_unique" in value["conflict_layer"]
+    assert "run hole_layer: layer_timings lacks rank 0 step 1 layer_index 2" in value["hole_layer"]
+    assert (
+        "run epoch_in_ms rank 0: epoch_s 806.4 s vs steps_per_epoch 64 x median label "
+        "iteration 12 ms = 0.768 s: ratio 1050 outside [0.5, 3]"
+    ) in value["epoch_in_ms"]
+    assert (
+        "run bad_steps rank 0: steps_per_epoch 64 != ceil(dataset_size 256 / (batch_size 4 x "
+        "world_size 2)) = 32: ratio 2"
+    ) in value["bad_steps"]
     assert "no all-reduce rows (expected 2400 bytes per step)" in value["no_allreduce"]
     assert "2400 all-reduce bytes, expected 1200 (2 x 600 params)" in value["bf16_as_fp32"]
     oom_layers = rows_of(bad["layer_timings"], "oom")
@@ -197,35 +234,58 @@ def only_rows(bad, valid, tables, table, run_id, n_bad):
         assert len(rows_of(valid[name], run_id)) == len(rows_of(tables[name], run_id)) - n
 
 
-def test_nan_time_quarantines_only_that_row(scenario):
-    tables, _, valid, bad, _ = scenario
-    only_rows(bad, valid, tables, "layer_timings", "nan_fwd", 1)
-    row = rows_of(bad["layer_timings"], "nan_fwd").iloc[0]
-    assert row["failed_expectation"] == "expect_column_values_to_not_be_null"
-    assert (row["failed_column"], row["failed_value"]) == ("forward_ms", "null")
+def test_nan_time_row_keeps_its_own_reason(scenario):
+    _, _, _, bad, _ = scenario
+    rows = rows_of(bad["layer_timings"], "nan_fwd")
+    row = rows[rows["failed_value"].str.startswith("null")].iloc[0]
+    assert row["failed_expectation"] == "expect_column_values_to_not_be_null; run_complete"
+    assert row["failed_column"] == "forward_ms; layer_timings"
 
 
 @pytest.mark.parametrize(("run_id", "value"), [("neg_iter", "-3.0"), ("absurd_iter", "1e+09")])
-def test_negative_or_absurd_time_quarantines_only_that_row(scenario, run_id, value):
-    tables, _, valid, bad, _ = scenario
-    only_rows(bad, valid, tables, "iteration_timings", run_id, 1)
-    row = rows_of(bad["iteration_timings"], run_id).iloc[0]
-    assert row["failed_expectation"] == "expect_column_values_to_be_between"
-    assert row["failed_column"] == "iteration_ms"
-    assert float(row["failed_value"]) == float(value)
-
-
-def test_duplicated_layer_rows_quarantined(scenario):
-    tables, _, valid, bad, _ = scenario
-    only_rows(bad, valid, tables, "layer_timings", "dup_layer", 2)
-    got = rows_of(bad["layer_timings"], "dup_layer")
-    assert set(got["failed_expectation"]) == {"expect_compound_columns_to_be_unique"}
-    assert got["failed_value"].iloc[0] == "run_id=dup_layer,rank=0,step=0,layer_index=0"
-
-
-def test_duplicated_run_id(scenario):
+def test_negative_or_absurd_time_row_keeps_its_own_reason(scenario, run_id, value):
     _, _, _, bad, _ = scenario
+    rows = rows_of(bad["iteration_timings"], run_id)
+    row = rows[rows["failed_expectation"].str.startswith("expect_")].iloc[0]
+    assert row["failed_expectation"] == "expect_column_values_to_be_between; run_complete"
+    assert row["failed_column"].startswith("iteration_ms")
+    assert float(row["failed_value"].split(";")[0]) == float(value)
+
+
+def test_exact_duplicate_layer_row_keeps_one_copy(scenario):
+    tables, report, valid, bad, _ = scenario
+    only_rows(bad, valid, tables, "layer_timings", "dup_layer", 1)
+    got = rows_of(bad["layer_timings"], "dup_layer").iloc[0]
+    assert (got["failed_expectation"], got["failed_column"]) == ("duplicate", "*")
+    original = layer_row(tables, "dup_layer")
+    assert got["failed_value"] == f"copy of row {original + 1}"
+    kept = rows_of(valid["layer_timings"], "dup_layer")
+    assert len(kept) == len(rows_of(tables["layer_timings"], "dup_layer")) - 1
+    assert report.tables["layer_timings"].quarantine_reasons["duplicate"] == 1
+
+
+def test_conflicting_layer_rows_quarantine_both_and_the_run(scenario):
+    _, _, _, bad, _ = scenario
+    got = rows_of(bad["layer_timings"], "conflict_layer")
+    unique = got[got["failed_expectation"].str.contains("expect_compound_columns_to_be_unique")]
+    assert len(unique) == 2
+    assert (
+        unique["failed_value"]
+        .str.startswith("run_id=conflict_layer,rank=0,step=0,layer_index=0")
+        .all()
+    )
+
+
+def test_exact_duplicate_run_row_keeps_one_copy(scenario):
+    _, _, valid, bad, _ = scenario
     got = rows_of(bad["runs"], "dup_run")
+    assert got["failed_expectation"].tolist() == ["duplicate"]
+    assert len(rows_of(valid["runs"], "dup_run")) == 1
+
+
+def test_conflicting_run_id(scenario):
+    _, _, _, bad, _ = scenario
+    got = rows_of(bad["runs"], "conflict_run")
     assert len(got) == 2
     assert set(got["failed_expectation"]) == {"expect_column_values_to_be_unique"}
 
@@ -257,6 +317,12 @@ def test_report_counts_and_html(scenario):
     reasons = report.tables["layer_timings"].quarantine_reasons
     assert reasons["run status failed"] == len(rows_of(tables["layer_timings"], "oom"))
     assert reasons["expect_column_values_to_not_be_null"] == 1
+    incomplete = ("nan_fwd", "neg_iter", "absurd_iter", "conflict_layer", "hole_layer", "nan_rank")
+    # bad_ranks lacks its rank-1 layer rows too (they were written as rank 2).
+    incomplete += ("bad_ranks",)
+    assert reasons["run_complete"] == sum(
+        len(rows_of(tables["layer_timings"], r)) for r in incomplete
+    )
     failed = {(e.table, e.expectation) for e in report.expectations if not e.success}
     assert ("layer_timings", "layer_sum_within_iteration") in failed
     assert ("iteration_timings", "expect_column_values_to_be_between") in failed
@@ -269,19 +335,20 @@ def test_report_counts_and_html(scenario):
 # --------------------------------------------------------------------------- configuration
 def test_world_size_one_profiles_with_custom_config(tmp_path):
     """An empty all-reduce table is fine without multi-rank runs; max_time_ms is honoured."""
-    tables = make_profiles({"r1": "w1"})
+    tables = make_profiles({"r1": "w1", "r2": "w1"})
     tables["workloads"] = tables["workloads"].iloc[[0]]
     assert tables["allreduce_timings"].empty
     tables["layer_timings"].loc[0, "forward_ms"] = 25.0  # fine under the default maximum
     config = {"max_time_ms": 20.0, "layer_sum_tolerance": 5.0}
     report, valid, bad = run(make_dirs(tmp_path), tables, **config)
-    assert bad["layer_timings"]["failed_value"].tolist() == ["25.0"]
-    assert bad["layer_timings"]["failed_column"].tolist() == ["forward_ms"]
-    assert report.quarantined_rows == 1
+    first = bad["layer_timings"].iloc[0]
+    assert first["failed_value"].startswith("25.0; run r1: 1 layer_timings row(s) quarantined")
+    assert first["failed_column"] == "forward_ms; layer_timings"
+    assert set(bad["layer_timings"]["run_id"]) == {"r1"}  # r1 is incomplete: quarantined whole
     assert report.config["max_time_ms"] == 20.0
     assert valid["allreduce_timings"].empty
-    assert len(valid["layer_timings"]) == len(tables["layer_timings"]) - 1
-    assert valid["runs"]["run_id"].tolist() == ["r1"]
+    assert len(valid["layer_timings"]) == len(rows_of(tables["layer_timings"], "r2"))
+    assert valid["runs"]["run_id"].tolist() == ["r2"]
 
 
 # --------------------------------------------------------------------------- table-level
