@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 import scaledl
 from scaledl.cli import app, read_workloads_file
 
+PRESETS = Path(scaledl.__file__).parent / "presets"
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
 
@@ -297,10 +299,10 @@ def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
     for path in (yaml_path, parquet):
         pd.testing.assert_frame_equal(read_workloads_file(path), rows, check_dtype=False)
     out = tmp_path / "profiles"
-    result = invoke("profile", "--workloads", csv, "--out", out, "--warmup-steps", 1,
-                    "--instrumented-steps", 2, "--timeout-s", 60)  # fmt: skip
+    result = invoke("profile", "--workloads", csv, "--out", out, "--preset",
+                    unguarded_smoke(tmp_path), "--repeats", 1, "--timeout-s", 60)  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "1 profiled" in result.output
+    assert "1 (workload, repeat) parts profiled" in result.output
     recorded = pd.read_parquet(out / "workloads.parquet").iloc[0]
     record = rows.iloc[0].to_dict()
     # One device naming: the CLI, the design (device_name=local_device_name()) and a spec
@@ -312,4 +314,29 @@ def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
     if local_device_name().startswith("cpu:"):
         bare = Workload.parse({**record, "device_name": "cpu"})
         assert recorded["workload_id"] == bare.workload_id
-    assert pd.read_parquet(out / "runs.parquet")["status"].tolist() == ["ok"]
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert runs["status"].tolist() == ["ok"] and runs["repeat"].tolist() == [0]
+
+
+def unguarded_smoke(directory: Path) -> Path:
+    """The smoke preset with the interference guard measuring but never retrying or flagging
+    (these tests are about the CLI; tests/profiling/test_guard.py tests the guard)."""
+    preset = yaml.safe_load((PRESETS / "smoke.yaml").read_text())
+    preset["profiling"].update(max_retries=0, drift_tolerance=100.0,
+                               allreduce_drift_tolerance=100.0, max_foreign_load_cores=64.0,
+                               quiet_wait_s=0.0)  # fmt: skip
+    path = Path(directory) / "smoke-unguarded.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    return path
+
+
+def test_profile_settings_come_from_the_preset(tmp_path):
+    spec = {"family": "bert", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+            "intermediate_size": 64, "vocab_size": 100, "seq_len": 16, "batch_size": 2}  # fmt: skip
+    bad = tmp_path / "preset.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load((PRESETS / "smoke.yaml").read_text()),
+                                   "profiling": {"repeat": 2}}))  # fmt: skip
+    result = invoke("profile", "--workload", json.dumps(spec), "--out", tmp_path / "p",
+                    "--preset", bad)  # fmt: skip
+    assert result.exit_code == 2
+    assert "unknown field(s) ['repeat']" in result.output

@@ -5,7 +5,6 @@ import pytest
 from scaledl.evaluation.metrics import (
     error_summary,
     mean_metrics,
-    noise_floor_cv,
     prediction_metrics,
     relative_errors,
 )
@@ -51,9 +50,3 @@ def test_prediction_metrics_per_family_and_flat_keys():
     assert m["mre"] == m["iteration"]["mre"] and m["p90_re"] == m["iteration"]["p90_re"]
     avg = mean_metrics([m["per_family"]["a"], m["per_family"]["b"]])
     assert avg["mre"] == pytest.approx(0.375)
-
-
-def test_noise_floor_is_median_cv():
-    assert noise_floor_cv(pd.DataFrame({"iteration_cv": [0.1, 0.3, 0.2, np.nan]})) == 0.2
-    with pytest.raises(ValueError, match="iteration_cv"):
-        noise_floor_cv(pd.DataFrame({"x": [1]}))

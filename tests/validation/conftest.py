@@ -134,6 +134,7 @@ def make_profiles(
             epochs.append(
                 {
                     **ids,
+                    "epoch": 0,
                     "epoch_s": steps * 0.012 * 1.05,
                     "steps_per_epoch": steps,
                     "dataset_size": 256,

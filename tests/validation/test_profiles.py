@@ -417,3 +417,26 @@ def test_unreadable_file_stops(tmp_path, damage):
     assert f"{path}: table 'iteration_timings'" in message
     assert ("file_exists" if damage == "missing" else "readable_parquet") in message
     assert (dirs["report_dir"] / "index.html").is_file()
+
+
+# --------------------------------------------------------------------------- interference
+def test_disturbed_run_is_quarantined_whole_with_the_probe_figures(tmp_path):
+    dirs = make_dirs(tmp_path)
+    tables = make_profiles()
+    runs = tables["runs"]
+    disturbed = runs["run_id"].iloc[0]
+    runs["interference"] = runs["run_id"] == disturbed
+    runs["attempts"] = np.where(runs["interference"], 3, 1)
+    runs["probe_gemm_drift"] = np.where(runs["interference"], 0.84, 0.01)
+    runs["probe_allreduce_drift"] = np.nan
+    runs["foreign_load_cores"] = np.where(runs["interference"], 1.02, 0.0)
+    report, valid, bad = run(dirs, tables)
+    assert disturbed not in set(valid["runs"]["run_id"])
+    for name in RUN_TABLES:
+        assert disturbed not in set(valid[name]["run_id"])
+        assert (rows_of(bad[name], disturbed)["failed_expectation"] == "interference").all()
+    reason = rows_of(bad["runs"], disturbed)["failed_value"].iloc[0]
+    assert "3 attempt(s)" in reason and "probe_gemm_drift 0.84" in reason
+    assert "foreign_load_cores 1.02" in reason
+    # Every other run is kept.
+    assert set(valid["runs"]["run_id"]) == set(runs["run_id"]) - {disturbed}

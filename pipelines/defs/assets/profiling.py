@@ -31,7 +31,7 @@ def profiling_runs(
     workload_design: pd.DataFrame,
 ) -> dict[str, Any]:
     """Measured per-layer forward/backward, all-reduce, iteration and epoch times."""
-    from scaledl.profiling.store import completed_workload_ids, consolidate
+    from scaledl.profiling.store import completed_parts, completed_workload_ids, consolidate
 
     workloads = design_workloads(workload_design)
     runnable, skipped = launcher.runnable(workloads)
@@ -53,6 +53,7 @@ def profiling_runs(
     design_ids = {w.workload_id for w in runnable}
     repeats = int(profiling.get("repeats", 1))
     ok_ids = completed_workload_ids(out_dir, repeats) & design_ids
+    complete_parts = {p for p in completed_parts(out_dir) if p[0] in design_ids}
     tables = consolidate(out_dir, workload_ids=design_ids)
     runs = tables["runs"]
     per_family = _iteration_summary(tables)
@@ -66,6 +67,7 @@ def profiling_runs(
         "remeasured": summary.remeasured,
         "not_runnable": [w.workload_id for w in skipped],
         "ok_total": len(ok_ids),
+        "complete_parts": len(complete_parts),
         "wall_s": summary.wall_s,
         "rows": {name: len(frame) for name, frame in tables.items()},
     }
