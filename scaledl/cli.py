@@ -8,6 +8,7 @@ message naming the file, field and value.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -148,7 +149,9 @@ def profile(
     host) ends the command with exit code 2 naming the file, row and field.
     """
     from scaledl.design import PresetError, load_preset, read_design
+    from scaledl.profiling.interrupt import ProfilingInterrupted
     from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
+    from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import consolidate
     from scaledl.workloads.device import local_device_name
     from scaledl.workloads.spec import WorkloadError
@@ -184,7 +187,25 @@ def profile(
         )
     except (PresetError, ValueError) as exc:
         _fail(str(exc))
-    summary = profile_workloads(specs, out, settings, force=force)
+    try:
+        summary = profile_workloads(specs, out, settings, force=force)
+    except ProfilesLocked as exc:
+        _fail(str(exc))
+    except ProfilingInterrupted as exc:
+        done = exc.summary
+        consolidate(out)
+        typer.echo(
+            f"{out}: stopped by {signal.Signals(exc.signum).name}: {done.done} of "
+            f"{done.requested} (workload, repeat) parts done"
+            + (
+                f", {done.interrupted} interrupted (measured again on resume)"
+                if done.interrupted
+                else ""
+            )
+            + "; run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(exc.exit_code) from None
     consolidate(out)
     disturbed = sum(summary.interference.values())
     typer.echo(

@@ -24,6 +24,13 @@ its process group killed and is recorded as ``timeout``; a launch that dies is r
 launch is started again, so one bad workload never kills a batch. (workload, repeat) parts that
 are complete (``ok`` and undisturbed) are skipped unless ``force`` is set.
 
+One profiler writes into a profiles directory at a time (:mod:`scaledl.profiling.lock`). SIGINT
+and SIGTERM stop a profile promptly (:mod:`scaledl.profiling.interrupt`): the signal is forwarded
+to the launch's process group (``torchrun`` and its ranks), which gets ``STOP_GRACE_S`` seconds to
+exit before it is killed; the workload in progress is recorded as ``interrupted`` (measured again
+by the next run), finished parts stay, and :class:`ProfilingInterrupted` is raised with the
+summary of what was done.
+
 Multi-node runs pass the rendezvous settings of :class:`Rendezvous` to torchrun (``--nnodes``,
 ``--node-rank``, ``--rdzv-backend c10d``, ``--rdzv-endpoint``); the same command must then be
 started on every node.
@@ -51,6 +58,8 @@ from tqdm import tqdm
 
 from scaledl.profiling.affinity import cores_per_rank_for
 from scaledl.profiling.hostload import wait_for_quiet_host
+from scaledl.profiling.interrupt import ProfilingInterrupted, stop_signals_raise
+from scaledl.profiling.lock import profiles_lock
 from scaledl.profiling.store import (
     completed_parts,
     current_marker_path,
@@ -65,6 +74,8 @@ log = logging.getLogger(__name__)
 #: (torchrun's default 0.1 s wakes a process ten times a second on cores the ranks use).
 POLL_S = 1.0
 MONITOR_INTERVAL_S = 2.0
+#: Seconds a stopped launch gets to exit after the forwarded signal before it is killed.
+STOP_GRACE_S = 5.0
 
 #: glibc allocator settings of CPU ranks (fixed thresholds disable the dynamic mmap threshold).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
@@ -112,6 +123,8 @@ class ProfileSettings:
             ``interference``.
         retry_wait_s: bound of the wait for a quiet host before a new attempt.
         quiet_wait_s: bound of the wait for a quiet host before a launch.
+        lock_timeout_s: seconds to wait for another profiler of the same directory to finish
+            (0: fail at once, naming it).
         cores_per_rank: cores each CPU rank is pinned to; ``None``: the host's cores divided by
             the largest local world size of the profile; 0: no pinning (``threads_per_rank``
             threads).
@@ -141,6 +154,7 @@ class ProfileSettings:
     max_retries: int = 2
     retry_wait_s: float = 20.0
     quiet_wait_s: float = 60.0
+    lock_timeout_s: float = 0.0
     cores_per_rank: int | None = None
     timeout_s: float = 300.0
     threads_per_rank: int = 1
@@ -209,6 +223,7 @@ class ProfileSummary:
         interference: workload id -> repeats recorded still disturbed after their retries.
         remeasured: parts that needed more than one attempt (disturbed, then measured again).
         host_checks: one line per launch saying how loaded the host was before it.
+        interrupted: ``workload_id/r<repeat>`` of the part a stop signal interrupted, if any.
         wall_s: seconds spent.
     """
 
@@ -219,7 +234,13 @@ class ProfileSummary:
     interference: dict[str, int] = field(default_factory=dict)
     remeasured: int = 0
     host_checks: list[str] = field(default_factory=list)
+    interrupted: str | None = None
     wall_s: float = 0.0
+
+    @property
+    def done(self) -> int:
+        """Complete parts: reused plus profiled now."""
+        return self.skipped + self.ok
 
 
 def torchrun_command(
@@ -306,9 +327,19 @@ def profile_workloads(
     Returns:
         A :class:`ProfileSummary`. Failures are recorded as parts with their status and error,
         never raised.
+
+    Raises:
+        scaledl.profiling.lock.ProfilesLocked: another profiler writes into ``out_dir``.
+        ProfilingInterrupted: SIGINT, SIGTERM or a ``KeyboardInterrupt`` stopped the profile;
+            its ``summary`` says what was done, no process of the launch survives.
     """
     settings = settings or ProfileSettings()
     out_dir = Path(out_dir)
+    with profiles_lock(out_dir, settings.lock_timeout_s):
+        return _profile_locked(workloads, out_dir, settings, force, progress)
+
+
+def _profile_locked(workloads, out_dir: Path, settings: ProfileSettings, force, progress):
     started = time.perf_counter()
     unique = list({w.workload_id: w for w in workloads}.values())
     summary = ProfileSummary(requested=len(unique) * settings.repeats)
@@ -323,12 +354,19 @@ def profile_workloads(
         cores = 0 if cuda else cores_per_rank_for(max(local_worlds))
     bar = tqdm(total=todo, disable=not progress, desc="profiling", unit="part")
     try:
-        for repeat, world, nodes, group in schedule:
-            check = wait_for_quiet_host(settings.foreign_load_limit(cuda), settings.quiet_wait_s)
-            line = f"launch r{repeat} world size {world}: {check.describe()}"
-            (log.info if check.quiet else log.warning)(line)
-            summary.host_checks.append(line)
-            _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summary, bar)
+        with stop_signals_raise():
+            for repeat, world, nodes, group in schedule:
+                limit = settings.foreign_load_limit(cuda)
+                check = wait_for_quiet_host(limit, settings.quiet_wait_s)
+                line = f"launch r{repeat} world size {world}: {check.describe()}"
+                (log.info if check.quiet else log.warning)(line)
+                summary.host_checks.append(line)
+                _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summary, bar)
+    except (ProfilingInterrupted, KeyboardInterrupt) as exc:
+        stopped = exc if isinstance(exc, ProfilingInterrupted) else ProfilingInterrupted(2)
+        summary.wall_s = time.perf_counter() - started
+        stopped.summary = summary
+        raise stopped from None
     finally:
         bar.close()
     summary.wall_s = time.perf_counter() - started
@@ -348,9 +386,24 @@ def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summa
     while remaining:
         keys = {(w.workload_id, repeat) for w in remaining}
         before = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
-        failed_id, status, log_tail = _launch(
-            remaining, repeat, world, nodes, out_dir, settings, cores
-        )
+        try:
+            failed_id, status, log_tail = _launch(
+                remaining, repeat, world, nodes, out_dir, settings, cores
+            )
+        except _LaunchStopped as stop:
+            after = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
+            _count_new(out_dir, {k[0]: v[0] for k, v in after.items() if before.get(k) != v},
+                       repeat, summary)  # fmt: skip
+            if stop.workload_id is not None and (stop.workload_id, repeat) not in {
+                k for k, v in after.items() if before.get(k) != v
+            }:
+                workload = next(w for w in remaining if w.workload_id == stop.workload_id)
+                _record_failure(
+                    out_dir, workload, repeat, "interrupted", stop.log_tail, settings,
+                    error=f"stopped by {signal.Signals(stop.signum).name}",
+                )  # fmt: skip
+                summary.interrupted = f"{stop.workload_id}/r{repeat}"
+            raise stop.original from None
         after = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
         newly = {k[0]: v[0] for k, v in after.items() if before.get(k) != v}
         _count_new(out_dir, newly, repeat, summary)
@@ -422,19 +475,31 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores):
         current, status = None, "ok"
         launched = time.time()
         last_id, last_start = None, launched
-        while proc.poll() is None:
-            time.sleep(POLL_S)
+        try:
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                info = _read_marker(marker)
+                if info is not None and info["workload_id"] != last_id:
+                    last_id, last_start = info["workload_id"], info["started"]
+                if last_id is not None and time.time() - last_start > settings.timeout_s:
+                    _kill(proc)
+                    current, status = last_id, "timeout"
+                    break
+                if last_id is None and time.time() - launched > settings.startup_timeout_s:
+                    _kill(proc)
+                    current, status = workloads[0].workload_id, "timeout"
+                    break
+        except (ProfilingInterrupted, KeyboardInterrupt) as exc:
+            signum = exc.signum if isinstance(exc, ProfilingInterrupted) else signal.SIGINT
+            _kill(proc, first=signum)
             info = _read_marker(marker)
-            if info is not None and info["workload_id"] != last_id:
-                last_id, last_start = info["workload_id"], info["started"]
-            if last_id is not None and time.time() - last_start > settings.timeout_s:
+            log_file.flush()
+            raise _LaunchStopped(
+                exc, signum, info["workload_id"] if info else None, _tail(log_path)
+            ) from None
+        finally:
+            if proc.poll() is None:  # any other exception: no launch outlives its launcher
                 _kill(proc)
-                current, status = last_id, "timeout"
-                break
-            if last_id is None and time.time() - launched > settings.startup_timeout_s:
-                _kill(proc)
-                current, status = workloads[0].workload_id, "timeout"
-                break
         if proc.returncode not in (0, None) and status == "ok":
             current, status = last_id, "failed"
     tail = _tail(log_path)
@@ -451,16 +516,36 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """Terminate the launch's whole process group (torchrun and every rank)."""
+class _LaunchStopped(Exception):  # noqa: N818
+    """A stop signal ended a launch; carries what the launcher records."""
+
+    def __init__(self, original, signum: int, workload_id: str | None, log_tail: str) -> None:
+        super().__init__(str(original))
+        self.original = original
+        self.signum = int(signum)
+        self.workload_id = workload_id
+        self.log_tail = log_tail
+
+
+def _kill(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:
+    """Stop the launch's whole process group (torchrun and every rank).
+
+    Sends ``first`` to the group, waits up to :data:`STOP_GRACE_S` seconds, then sends SIGKILL
+    to the group (ranks that ignored the signal, or were orphaned by torchrun, included).
+    """
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.killpg(proc.pid, first)
     except ProcessLookupError:
         pass
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -471,14 +556,20 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 def _record_failure(
-    out_dir, workload: Workload, repeat: int, status: str, log_tail: str, settings
+    out_dir,
+    workload: Workload,
+    repeat: int,
+    status: str,
+    log_tail: str,
+    settings,
+    error: str | None = None,
 ) -> None:
     now = dt.datetime.now(dt.UTC).isoformat()
     run = {
         "workload_id": workload.workload_id,
         "repeat": repeat,
         "status": status,
-        "error": f"launch {status}; torchrun log tail:\n{log_tail}",
+        "error": f"{error or 'launch ' + status}; torchrun log tail:\n{log_tail}",
         "host": os.uname().nodename,
         "device_name": workload.device_name,
         "device_type": "unknown",

@@ -1,0 +1,68 @@
+"""Stopping a profile safely: SIGINT and SIGTERM become an exception the launcher can clean up.
+
+By default a Python process dies on SIGTERM without running ``finally`` blocks, and its
+``torchrun`` (started in a session of its own, so a terminal's Ctrl-C does not reach it) keeps
+profiling without it, using every core. :func:`stop_signals_raise` turns both signals into
+:class:`ProfilingInterrupted` while a profile runs (in the main thread; elsewhere the signals
+keep their handlers and a ``KeyboardInterrupt`` is handled the same way), so the launcher can
+forward the signal to the launch's process group, wait a bounded time, kill what is left and
+record the workload in progress as ``interrupted``. The exit code convention is the shell's:
+``128 + signal number`` (130 for SIGINT, 143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+#: The signals that stop a profile.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class ProfilingInterrupted(Exception):  # noqa: N818 (named for what happened, like KeyboardInterrupt)
+    """A profile was stopped by a signal.
+
+    Attributes:
+        signum: the signal number (``signal.SIGINT`` for a ``KeyboardInterrupt``).
+        summary: the :class:`~scaledl.profiling.launch.ProfileSummary` of what was done, set by
+            the launcher before re-raising.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"profiling stopped by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+        self.summary = None
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + signum``, the shell's convention (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+
+def _raise(signum, frame) -> None:
+    # Further stop signals are ignored until the block exits: a second Ctrl-C must not cut the
+    # clean-up short and leave ranks running.
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise ProfilingInterrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """Inside the block, SIGINT and SIGTERM raise :class:`ProfilingInterrupted` (main thread).
+
+    After the first signal, further ones are ignored until the block exits (the clean-up runs
+    to its end). The previous handlers are restored on exit. In another thread the handlers
+    cannot be changed; the block then does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,0 +1,140 @@
+"""Stopping is safe: SIGINT / SIGTERM end a profile promptly, with no process left behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+import scaledl
+from scaledl.profiling.interrupt import ProfilingInterrupted, stop_signals_raise
+from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
+from scaledl.profiling.store import part_statuses, read_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scaledl_fixtures import tiny  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PRESETS = Path(scaledl.__file__).parent / "presets"
+
+
+def slow_preset(directory: Path) -> Path:
+    """Smoke settings whose label phase lasts about 2 s a workload (the guard not retrying)."""
+    preset = yaml.safe_load((PRESETS / "smoke.yaml").read_text())
+    preset["profiling"].update(
+        repeats=1, label_min_steps=400, label_max_steps=400, label_budget_s=2.0,
+        max_retries=0, drift_tolerance=100.0, allreduce_drift_tolerance=100.0,
+        max_foreign_load_cores=64.0, quiet_wait_s=0.0,
+    )  # fmt: skip
+    path = directory / "slow.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    return path
+
+
+def start_profile(tmp_path: Path, out: Path) -> subprocess.Popen:
+    workloads = tmp_path / "w.yaml"
+    specs = [tiny("bert", batch_size=b).to_record() for b in (2, 4, 6)]
+    workloads.write_text(yaml.safe_dump([{k: v for k, v in s.items() if k != "workload_id"}
+                                         for s in specs]))  # fmt: skip
+    preset = slow_preset(tmp_path)
+    cmd = [sys.executable, "-c", "from scaledl.cli import main; main()", "profile",
+           "--workloads", str(workloads), "--out", str(out), "--preset", str(preset)]  # fmt: skip
+    # A session of its own: the test can signal the whole group, as a terminal does.
+    return subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_first_part(out: Path, proc: subprocess.Popen, limit_s: float = 120.0) -> None:
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        if any(status == "ok" for status, _ in part_statuses(out).values()):
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    raise AssertionError("no part finished in time")
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+@pytest.mark.parametrize(
+    ("send", "signum", "code"),
+    [("group", signal.SIGINT, 130), ("cli", signal.SIGTERM, 143)],
+)
+def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, code):
+    out = tmp_path / "profiles"
+    proc = start_profile(tmp_path, out)
+    wait_for_first_part(out, proc)
+    children = descendants(proc.pid)
+    assert any("torch.distributed.run" in " ".join(c.cmdline()) for c in children)
+    sent = time.time()
+    if send == "group":
+        os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
+    else:
+        proc.send_signal(signum)  # what a scheduler, a container stop or Dagster sends
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert time.time() - sent <= 10.0
+    gone, alive = psutil.wait_procs(children, timeout=2)
+    assert alive == [], [p.cmdline() for p in alive]
+    assert "run the same command again to resume" in err
+    statuses = part_statuses(out)
+    ok = [key for key, (status, _) in statuses.items() if status == "ok"]
+    interrupted = [key for key, (status, _) in statuses.items() if status == "interrupted"]
+    assert len(ok) >= 1 and len(interrupted) == 1
+    run = read_run(out / "parts" / interrupted[0][0] / "r0")
+    assert signal.Signals(signum).name in run["error"]
+    # Resuming keeps the finished parts and measures the rest, the interrupted one included.
+    first = {key: statuses[key][1] for key in ok}
+    again = start_profile(tmp_path, out)
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    after = part_statuses(out)
+    assert all(after[key][1] == run_id for key, run_id in first.items())
+    assert all(status == "ok" for status, _ in after.values()) and len(after) == 3
+
+
+def test_second_profiler_into_one_directory_exits_2_naming_the_holder(tmp_path):
+    out = tmp_path / "profiles"
+    with profiles_lock(out):
+        holder = read_holder(out)
+        assert holder["pid"] == os.getpid()
+        proc = start_profile(tmp_path, out)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert f"pid {os.getpid()}" in err and "another profiler" in err
+    assert part_statuses(out) == {}
+    assert read_holder(out) is None  # released
+
+
+def test_lock_waits_then_fails_and_takes_over_a_dead_holder(tmp_path, caplog):
+    out = tmp_path / "p"
+    with profiles_lock(out):
+        with pytest.raises(ProfilesLocked, match="another profiler"):
+            with profiles_lock(out, timeout_s=0.2):
+                pass
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / ".profile.lock.json").write_text(
+        json.dumps({"pid": dead.pid, "host": os.uname().nodename, "started_at": "then"})
+    )
+    with caplog.at_level("WARNING"):
+        with profiles_lock(out):
+            pass
+    assert "no longer runs" in caplog.text and str(dead.pid) in caplog.text
+
+
+def test_stop_signals_raise_and_restore_handlers():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(ProfilingInterrupted) as info:
+        with stop_signals_raise():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert info.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is before
