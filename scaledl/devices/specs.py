@@ -1,0 +1,239 @@
+"""Device specifications: peak FLOP/s per precision, memory bandwidth, SMs, L2, clock, memory.
+
+One table serves every device-aware model (roofline features of the operator models, the
+analytical baseline, the predictor's domain check):
+
+* **GPUs** come from ``scaledl/devices/gpus.csv``, one row per device as
+  ``torch.cuda.get_device_name`` reports it, each row with its ``source``. The nine NeuSight GPUs
+  take FP32 peak, bandwidth, SMs, cores per SM, L2, clock and memory from NeuSight's
+  ``device_configs`` (sitar-lab/NeuSight, MIT), so operator features match the data the models
+  train on; tensor-core peaks (TF32, FP16, BF16, dense, without 2:4 sparsity) and the other
+  data-centre GPUs come from the vendors' datasheets named in ``source``. A precision a device
+  does not support is empty (NaN) in the table and an error when asked for.
+* **CPU hosts** are measured, not looked up: :mod:`scaledl.devices.host` runs a short GEMM and a
+  memory-copy probe once per host and stores the spec as JSON under a hosts directory
+  (``<data>/devices/hosts`` by default, ``SCALEDL_DATA_DIR`` moves it).
+
+Names are matched after normalisation (``cuda:`` prefix dropped, case, spaces, ``_`` and ``-``
+ignored), so ``cuda:NVIDIA H100 80GB HBM3``, ``NVIDIA H100 80GB HBM3`` and NeuSight's folder name
+``NVIDIA_H100_80GB_HBM3`` are one device. A device in neither place is an
+:class:`UnknownDeviceError` naming the device and the closest known names: never a guess.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+GPU_TABLE = Path(__file__).with_name("gpus.csv")
+#: Precisions with a peak column in the table (``peak_<precision>_tflops``).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+_NUMERIC = ("mem_bandwidth_gbps", "num_sms", "cores_per_sm", "l2_mb", "clock_mhz", "memory_gb")
+
+
+class UnknownDeviceError(KeyError):
+    """A device is not in the device table (and, for a CPU, has no stored probe)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Specification of one device.
+
+    Attributes:
+        device_name: the name as the device reports it (``NVIDIA H100 80GB HBM3``,
+            ``cpu:<processor model>``).
+        kind: ``"gpu"`` or ``"cpu"``.
+        peak_tflops: peak dense throughput per precision in TFLOP/s (NaN: unsupported).
+        mem_bandwidth_gbps: peak (GPU: datasheet) or measured (CPU) memory bandwidth, GB/s.
+        num_sms: streaming multiprocessors (GPU) or cores used by the probe (CPU).
+        cores_per_sm: FP32 cores per SM (GPU), 1 for a CPU.
+        l2_mb: L2 cache in MiB (CPU: per core as the kernel reports it).
+        clock_mhz: boost (GPU) or nominal (CPU) clock in MHz.
+        memory_gb: device memory in GB (CPU: host RAM).
+        source: where the numbers come from (datasheet, NeuSight config, probe and date).
+        measured: whether the numbers were measured on the device (CPU probe).
+    """
+
+    device_name: str
+    kind: str
+    peak_tflops: dict[str, float]
+    mem_bandwidth_gbps: float
+    num_sms: float
+    cores_per_sm: float
+    l2_mb: float
+    clock_mhz: float
+    memory_gb: float
+    source: str
+    measured: bool = False
+
+    def peak_flops_per_s(self, precision: str = "fp32") -> float:
+        """Peak FLOP/s of ``precision``.
+
+        Args:
+            precision: ``fp32``, ``tf32``, ``fp16`` or ``bf16``.
+
+        Returns:
+            FLOP/s (the table's TFLOP/s times 1e12).
+
+        Raises:
+            ValueError: the precision is unknown or the device does not support it.
+        """
+        value = self.peak_tflops.get(precision, math.nan)
+        if precision not in PRECISIONS or not value > 0:
+            raise ValueError(
+                f"device {self.device_name!r}: no peak for precision {precision!r} "
+                f"(known: {sorted(k for k, v in self.peak_tflops.items() if v > 0)})"
+            )
+        return value * 1e12
+
+    def to_record(self) -> dict:
+        """Flat dict: ``peak_<precision>_tflops`` columns plus the other fields."""
+        record = asdict(self)
+        peaks = record.pop("peak_tflops")
+        return {**{f"peak_{p}_tflops": peaks.get(p, math.nan) for p in PRECISIONS}, **record}
+
+    @classmethod
+    def from_record(cls, record: dict, source_file: str = "<record>") -> DeviceSpec:
+        """Inverse of :meth:`to_record`.
+
+        Raises:
+            ValueError: a numeric field is missing or not positive (names the file and field).
+        """
+        values = {}
+        for name in _NUMERIC:
+            value = record.get(name)
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                value = math.nan
+            if not value > 0:
+                raise ValueError(
+                    f"{source_file}: device {record.get('device_name')!r}: field {name!r} must "
+                    f"be > 0, got {record.get(name)!r}"
+                )
+            values[name] = value
+        peaks = {p: _float_or_nan(record.get(f"peak_{p}_tflops")) for p in PRECISIONS}
+        if not peaks["fp32"] > 0:
+            raise ValueError(
+                f"{source_file}: device {record.get('device_name')!r}: field "
+                f"'peak_fp32_tflops' must be > 0, got {record.get('peak_fp32_tflops')!r}"
+            )
+        return cls(
+            device_name=str(record["device_name"]),
+            kind=str(record.get("kind", "gpu")),
+            peak_tflops=peaks,
+            source=str(record.get("source", "")),
+            measured=bool(record.get("measured", False)),
+            **values,
+        )
+
+
+def _float_or_nan(value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return value if value > 0 else math.nan
+
+
+def normalise_name(name: str) -> str:
+    """Canonical key of a device name: no ``cuda:`` prefix, lowercase, one space separators."""
+    name = re.sub(r"^cuda(:\d+)?:", "", str(name).strip(), flags=re.I)
+    return re.sub(r"[\s_\-]+", " ", name).strip().lower()
+
+
+@cache
+def gpu_table() -> pd.DataFrame:
+    """The shipped GPU table (``gpus.csv``), one row per GPU, validated.
+
+    Raises:
+        ValueError: a row has a missing or non-positive number (names the file and field).
+    """
+    table = pd.read_csv(GPU_TABLE)
+    for record in table.to_dict("records"):
+        DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
+    keys = table["device_name"].map(normalise_name)
+    if keys.duplicated().any():
+        duplicates = list(table["device_name"][keys.duplicated()])
+        raise ValueError(f"{GPU_TABLE}: field 'device_name': duplicate device(s) {duplicates}")
+    return table
+
+
+def default_hosts_dir() -> Path:
+    """Where measured CPU host specs are stored: ``$SCALEDL_DATA_DIR/devices/hosts``."""
+    return Path(os.environ.get("SCALEDL_DATA_DIR", "data")) / "devices" / "hosts"
+
+
+def host_spec_path(device_name: str, hosts_dir: Path | None = None) -> Path:
+    """The JSON file holding the measured spec of a CPU device name."""
+    slug = re.sub(r"[^a-z0-9]+", "-", normalise_name(device_name)).strip("-")
+    return Path(hosts_dir or default_hosts_dir()) / f"{slug}.json"
+
+
+def device_spec(device_name: str, hosts_dir: Path | None = None) -> DeviceSpec:
+    """Look a device up.
+
+    Args:
+        device_name: a workload's ``device_name`` (``cuda:<GPU>``, ``cpu:<model>``) or a bare
+            GPU name (NeuSight's folder names work too).
+        hosts_dir: where CPU host probes are stored (default :func:`default_hosts_dir`).
+
+    Returns:
+        The :class:`DeviceSpec`.
+
+    Raises:
+        UnknownDeviceError: the GPU is not in ``gpus.csv`` or no probe is stored for the CPU;
+            the message names the device and the closest known names.
+    """
+    if str(device_name).lower().startswith("cpu"):
+        path = host_spec_path(device_name, hosts_dir)
+        if not path.is_file():
+            raise UnknownDeviceError(
+                f"device {device_name!r}: no measured host spec at {path}; run "
+                "`scaledl devices --probe` on that host (CPU specs are measured, not looked up)"
+            )
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UnknownDeviceError(f"{path}: unreadable host spec ({exc})") from exc
+        return DeviceSpec.from_record(record, str(path))
+    table = gpu_table()
+    keys = table["device_name"].map(normalise_name).tolist()
+    key = normalise_name(device_name)
+    if key not in keys:
+        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+        names = [table["device_name"].iloc[keys.index(c)] for c in close]
+        hint = f"; closest: {names}" if names else ""
+        raise UnknownDeviceError(
+            f"device {device_name!r} is not in the device table {GPU_TABLE} "
+            f"({len(keys)} GPUs){hint}. Add a row with its datasheet numbers and source."
+        )
+    record = table.iloc[keys.index(key)].to_dict()
+    return DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
+
+
+def known_devices(hosts_dir: Path | None = None) -> pd.DataFrame:
+    """Every known device: the GPU table plus the stored CPU host specs.
+
+    Returns:
+        One row per device (:meth:`DeviceSpec.to_record` columns).
+    """
+    records = [
+        DeviceSpec.from_record({**r, "kind": "gpu"}, str(GPU_TABLE)).to_record()
+        for r in gpu_table().to_dict("records")
+    ]
+    root = Path(hosts_dir or default_hosts_dir())
+    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
+        records.append(DeviceSpec.from_record(json.loads(path.read_text()), str(path)).to_record())
+    return pd.DataFrame(records)
