@@ -14,11 +14,14 @@ Edges (``edge_type``): ``sequential`` (call i -> call i+1), ``residual`` (the in
 transformer block -> its feed-forward and its last unit), ``cross`` (the last encoder unit -> every
 cross-attention call), ``gradient`` (a layer -> the bucket holding its parameters' gradients) and
 ``update`` (a bucket, or the last layer when there are none -> the optimizer).
+
+The ATen operators each layer call dispatched are kept in :attr:`LayerGraph.operators` (one row
+per operator, :data:`OPERATOR_COLUMNS`), the input of the kernel-aware operator models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -51,6 +54,16 @@ NODE_COLUMNS = (
     "output_shape",
     "allreduce_bytes",
 )
+#: Columns of :attr:`LayerGraph.operators` (shapes as tuples of ints, sizes in bytes).
+OPERATOR_COLUMNS = (
+    "layer_index",
+    "op_index",
+    "op",
+    "input_shapes",
+    "input_itemsizes",
+    "output_shapes",
+    "output_itemsizes",
+)
 
 
 @dataclass(frozen=True)
@@ -62,11 +75,16 @@ class LayerGraph:
         nodes: one row per node, columns :data:`NODE_COLUMNS` (FLOPs as floats, bytes and
             parameter counts as integers; ``layer_index`` is -1 for non-layer nodes).
         edges: columns ``src``, ``dst`` (node indices) and ``edge_type`` (:data:`EDGE_TYPES`).
+        operators: the ATen operators of every layer call, in execution order
+            (:data:`OPERATOR_COLUMNS`); empty when not traced.
     """
 
     workload: Workload
     nodes: pd.DataFrame
     edges: pd.DataFrame
+    operators: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(OPERATOR_COLUMNS))
+    )
 
     @property
     def layers(self) -> pd.DataFrame:
@@ -138,7 +156,15 @@ def build_layer_graph(workload: Workload) -> LayerGraph:
 
     nodes = pd.DataFrame(rows, columns=list(NODE_COLUMNS))
     edge_frame = pd.DataFrame(edges, columns=["src", "dst", "edge_type"])
-    return LayerGraph(workload=workload, nodes=nodes, edges=edge_frame)
+    operators = pd.DataFrame(
+        [
+            (i, j, o.name, o.input_shapes, o.input_itemsizes, o.output_shapes, o.output_itemsizes)
+            for i, c in enumerate(calls)
+            for j, o in enumerate(c.operators)
+        ],
+        columns=list(OPERATOR_COLUMNS),
+    )
+    return LayerGraph(workload=workload, nodes=nodes, edges=edge_frame, operators=operators)
 
 
 def _extra_node(index: int, kind: str, name: str, params: int = 0, allreduce_bytes: int = 0):

@@ -7,7 +7,10 @@ hooks. Backward FLOPs use the standard rule that the backward pass of a layer wi
 twice its forward (gradients with respect to inputs and to weights; Kaplan et al. 2020, "Scaling
 Laws for Neural Language Models", the 6·N·D training-FLOPs rule) and once its forward for layers
 without weights. The number of ATen operators each call dispatches is counted too: on small
-layers, per-operator overhead, not FLOPs, sets the time.
+layers, per-operator overhead, not FLOPs, sets the time. Each dispatched operator is also recorded
+(:class:`OperatorCall`: ATen name, input and output tensor shapes and element sizes), so a layer
+can be decomposed into its kernels (matmuls, element-wise, reductions) by
+:mod:`scaledl.models.operators`.
 """
 
 from __future__ import annotations
@@ -25,16 +28,48 @@ from scaledl.workloads.builders import build_model, make_batch
 from scaledl.workloads.spec import Workload
 
 
+@dataclass(frozen=True)
+class OperatorCall:
+    """One ATen operator dispatched during a forward pass.
+
+    Attributes:
+        name: the operator, e.g. ``"addmm"``, ``"bmm"``, ``"_softmax"`` (overload packet name).
+        input_shapes: shapes of the tensor arguments, in argument order.
+        input_itemsizes: bytes per element of those tensors.
+        output_shapes: shapes of the tensors returned.
+        output_itemsizes: bytes per element of those tensors.
+    """
+
+    name: str
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_itemsizes: tuple[int, ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_itemsizes: tuple[int, ...]
+
+
 class OpCounterMode(TorchDispatchMode):
-    """Counts ATen operator calls (a proxy for per-kernel launch and framework overhead)."""
+    """Counts (and records) ATen operator calls: kernels, launch and framework overhead."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.records: list[OperatorCall] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.count += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        inputs = list(_iter_tensors((args, kwargs or {})))
+        outputs = list(_iter_tensors(out))
+        self.records.append(
+            OperatorCall(
+                name=func.overloadpacket.__name__,
+                input_shapes=tuple(tuple(t.shape) for t in inputs),
+                input_itemsizes=tuple(t.element_size() for t in inputs),
+                output_shapes=tuple(tuple(t.shape) for t in outputs),
+                output_itemsizes=tuple(t.element_size() for t in outputs),
+            )
+        )
+        return out
 
 
 @dataclass(frozen=True)
@@ -54,6 +89,7 @@ class UnitCall:
         output_shape: shape of the main output tensor.
         params: parameters first owned by this call (a parameter shared by several units or
             calls, such as tied embeddings, counts once, at its first use).
+        operators: the ATen operators the forward call dispatched, in order.
     """
 
     unit: LayerUnit
@@ -66,6 +102,7 @@ class UnitCall:
     input_shape: str
     output_shape: str
     params: int = 0
+    operators: tuple[OperatorCall, ...] = ()
 
 
 def main_tensor(values: Any) -> torch.Tensor | None:
@@ -136,6 +173,7 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
                     output_bytes=tensor_bytes(output),
                     input_shape=shape_str(inp),
                     output_shape=shape_str(out),
+                    operators=tuple(ops.records[ops0:]),
                 )
             )
 

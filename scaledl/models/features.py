@@ -1,7 +1,8 @@
 """Layer graphs of many workloads at once, as flat arrays, and the features the models read.
 
 Layer graphs are built once per *architecture* (the spec without ``batch_size``, ``world_size``,
-``num_nodes`` and ``dataset_size``) at batch sizes 1 and 2, and every batch-dependent node
+``num_nodes``, ``dataset_size``, ``device_name`` and ``backend``: the meta trace depends on
+neither device nor backend) at batch sizes 1 and 2, and every batch-dependent node
 column is extended affinely: ``f(b) = f(1) + (f(2) - f(1)) * (b - 1)``. This is exact for every
 column affine in the batch size, which holds for the FLOPs and activation bytes of every
 transformer operation, so 10,000 workloads cost one meta trace per architecture. All-reduce
@@ -39,7 +40,7 @@ from scaledl.workloads.builders import describe_workload
 from scaledl.workloads.spec import Workload, WorkloadError
 
 _SCALED = ("fwd_flops", "bwd_flops", "input_bytes", "output_bytes")
-_ARCH_EXCLUDE = {"batch_size", "world_size", "num_nodes", "dataset_size"}
+_ARCH_EXCLUDE = {"batch_size", "world_size", "num_nodes", "dataset_size", "device_name", "backend"}
 NODE_NUMERIC = (*LAYER_FEATURE_COLUMNS, "allreduce_bytes")
 WORKLOAD_NUMERIC = ("batch_size", "seq_len", "hidden_size", "world_size")
 _NODE_TEXT = ("node_kind", "layer_name", "layer_type")
