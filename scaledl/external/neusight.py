@@ -38,14 +38,22 @@ Hugging Face LM heads), GPT-2 ``Conv1D`` from its traced weight and bias shapes,
 ``input_bytes`` are the outputs of nodes outside the unit consumed by it, ``output_bytes`` the
 outputs of its nodes consumed outside it (from the fx graph edges and the traced dtypes).
 
-Consistency (measured on the 57 imported workloads): the per-unit sums scaled by
-``block_repeat`` over the JSON ``e2e_latency`` have median 1.01 (train 1.00, inference 1.01),
-range 0.83-1.54; the train backward ratio lies in 0.84-1.14. The outliers are the A100-PCIe-40GB
-inference traces (1.18-1.54): the same models' traces on the eight other GPUs agree with their
-labels, so the trace and the label of that machine were measured under different conditions
-rather than mis-aggregated here. Per-op timing of bookkeeping nodes (``size``, ``view``: about
-7 us each) is 0.1-7 % (median 0.8 %) of a trace's forward time. Ratios are kept in
-:attr:`NeusightData.consistency`.
+Operators (:func:`trace_operators`): every node that launches a kernel becomes an operator
+descriptor (:func:`node_descriptor`, classes of :mod:`scaledl.graph.operators`) with its
+forward and backward time; host-only nodes (``size``, ``view``, ``getitem``, ``to``, Python
+scalars) do not. NeuSight times each node alone with CUDA events, so a host-only node shows
+the ~7 us event floor though in the real forward it overlaps the queued kernels: they are 0.3-22 %
+(median 2.4 %) of a trace's forward time, and the unit sums ``forward_kernel_ms`` /
+``backward_kernel_ms`` leave them out.
+
+Consistency (measured on the 57 imported workloads): the kernel-node sums scaled by
+``block_repeat`` over the JSON ``e2e_latency`` have median 1.00 (train 0.98, inference 1.00),
+range 0.82-1.51, 0.82-1.16 without the A100-PCIe-40GB; the train backward ratio lies in
+0.84-1.14. The outliers are the A100-PCIe-40GB inference traces of BERT and GPT2-Large
+(1.17-1.51): the same models' traces on the other GPUs agree with their labels, so the trace and
+the label of that machine were measured under different conditions rather than mis-aggregated
+here. Per GPU the ratio is consistent (L4 0.85-0.96, A100 80GB PCIe 0.82-0.98), a bias a
+per-device calibration on labels can learn. Ratios are kept in :attr:`NeusightData.consistency`.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.graph.units import LAYER_TYPE_PATTERNS
 
 DEFAULT_ROOT = Path("external/neusight")
@@ -160,16 +169,19 @@ class NeusightData:
             ``cores_per_sm``), labels ``iteration_ms`` (``e2e_latency``), ``forward_ms_total``,
             ``backward_ms_total``, and the ``trace_file``.
         layers: one row per (workload, layer unit): ``workload_id``, ``layer_index``,
-            ``layer_name``, ``layer_type``, ``block_repeat``, ``forward_ms``, ``backward_ms``,
+            ``layer_name``, ``layer_type``, ``block_repeat``, ``forward_ms``, ``backward_ms``
+            (all nodes), ``forward_kernel_ms``, ``backward_kernel_ms`` (kernel nodes only),
             ``fwd_flops``, ``bwd_flops``, ``params``, ``input_bytes``, ``output_bytes``,
             ``num_nodes`` (fx nodes merged).
-        consistency: per workload, the trace sums scaled by ``block_repeat`` against the JSON
+        consistency: per workload, the kernel-node sums scaled by ``block_repeat`` against the JSON
             labels: ``forward_ratio`` (trace / ``fw_latency``), ``backward_ratio`` (train only),
             ``total_ratio`` (trace fw+bw / ``e2e_latency``).
         devices: one row per ``device_configs/*.json`` (``gpu`` plus the device columns).
         parallel: labels of multi-GPU runs (``-dp4``, ``-tp4``, ``-pp4_1``): ``gpu``, ``model``,
             ``mode``, ``seq_len``, ``global_batch_size``, ``strategy`` ('dp'|'tp'|'pp'),
             ``degree``, ``microbatches`` (pp only, else 1), ``iteration_ms``, ``file``.
+        operators: one row per kernel-launching trace node (:func:`trace_operators`) with
+            ``workload_id`` and the trace ``file``.
     """
 
     workloads: pd.DataFrame
@@ -177,6 +189,7 @@ class NeusightData:
     consistency: pd.DataFrame
     devices: pd.DataFrame
     parallel: pd.DataFrame
+    operators: pd.DataFrame
 
 
 def workload_id(gpu: str, model: str, mode: str, seq_len: int, batch_size: int) -> str:
@@ -445,14 +458,7 @@ def _module_params(path: str, cls: str, nodes: list[_Node], cfg: dict[str, int])
     if cls == "LayerNorm" and call is not None:
         return 2 * call.output_shape[-1]
     if cls == "Embedding" and call is not None:
-        name = attr.lower()
-        if "position" in name or name == "wpe":
-            rows = cfg["max_positions"]
-        elif "token_type" in name:
-            rows = cfg["type_vocab_size"]
-        else:
-            rows = cfg["vocab_size"]
-        return rows * call.output_shape[-1]
+        return _embedding_rows(attr, cfg) * call.output_shape[-1]
     if cls == "Conv1D":
         return sum(
             _numel(n.output_shape)
@@ -462,25 +468,155 @@ def _module_params(path: str, cls: str, nodes: list[_Node], cfg: dict[str, int])
     return 0
 
 
-def trace_layers(
-    nodes: list[_Node], cfg: dict[str, int], num_layers: int, train: bool
-) -> pd.DataFrame:
-    """Aggregate trace nodes into layer units (see the module docstring for the rules).
+_FX_KINDS = {
+    "add": "add", "sub": "add", "iadd": "add", "rsub": "add",
+    "mul": "mul", "truediv": "mul", "div": "mul", "floordiv": "mul", "imul": "mul",
+    "gelu": "activation", "tanh": "activation", "pow": "activation", "exp": "activation",
+    "relu": "activation", "sigmoid": "activation", "silu": "activation", "rsqrt": "activation",
+    "sqrt": "activation", "neg": "activation", "erf": "activation",
+    "Tanh": "activation", "GELUActivation": "activation", "NewGELUActivation": "activation",
+    "ReLU": "activation", "GELU": "activation",
+    "where": "select", "masked_fill": "select", "masked_fill_": "select",
+    "contiguous": "copy", "clone": "copy", "cat": "copy",
+    "full": "fill", "ones": "fill", "zeros": "fill", "arange": "fill", "ones_like": "fill",
+    "zeros_like": "fill", "full_like": "fill", "triu": "fill", "tril": "fill",
+    "softmax": "softmax", "log_softmax": "softmax", "layer_norm": "layer_norm",
+    "LayerNorm": "layer_norm", "mean": "reduce", "sum": "reduce",
+    "dropout": "dropout", "Dropout": "dropout",
+}  # fmt: skip
+#: fx node targets that launch no kernel (shape bookkeeping, Python scalars, dtype queries).
+_FX_HOST_ONLY = _NO_FLOP - {"full", "ones", "zeros", "arange", "Embedding"}
+
+
+def _embedding_rows(attr: str, cfg: dict[str, int]) -> int:
+    name = attr.lower()
+    if "position" in name or name == "wpe":
+        return cfg["max_positions"]
+    if "token_type" in name:
+        return cfg["type_vocab_size"]
+    return cfg["vocab_size"]
+
+
+def node_descriptor(node: _Node, train: bool, cfg: dict[str, int]) -> dict[str, Any] | None:
+    """The operator descriptor of one fx node, or ``None`` when it launches no kernel.
+
+    Mapping (to :mod:`scaledl.models.operators` classes): ``Linear`` modules and
+    ``addmm``/``mm``/``bmm``/``matmul`` calls are matmuls; ``Embedding`` modules embeddings
+    (table rows from the config, as for ``params``); ``LayerNorm``/``softmax``/``mean``
+    reductions; ``Dropout`` an element-wise dropout in training and nothing in inference (an
+    identity); other floating-point calls element-wise operators of the kind in ``_FX_KINDS``
+    (unknown ones as ``mul``). Host-only nodes (``size``, ``view``, ``getitem``, ``to``, Python
+    scalars...) launch no kernel: NeuSight times each of them at the CUDA-event floor (about
+    7 us) though in the model they overlap the queued kernels.
+
+    Args:
+        node: a parsed trace node.
+        train: whether the trace is of a training run (dropout active).
+        cfg: the model config (:func:`read_model_config`).
+
+    Returns:
+        A descriptor dict (:data:`scaledl.models.operators.DESCRIPTOR_COLUMNS`) or ``None``.
+    """
+    if node.op in ("placeholder", "output", "get_attr") or node.dtype_bytes == 0:
+        return None
+    out_numel = _numel(node.output_shape)
+    if out_numel <= 1:
+        return None
+    item = node.dtype_bytes
+    leaf_path, leaf_cls = node.stack[-1] if node.stack else ("", "")
+    name = leaf_cls if node.op == "call_module" else node.fn
+    shapes = [s for s in node.input_shapes if _numel(s) > 1]
+    in_bytes = sum(_numel(s) for s in shapes) * item
+    out_bytes = out_numel * item
+    if node.op == "call_module" and leaf_cls == "Linear" and node.input_shapes:
+        k, n = node.input_shapes[0][-1], node.output_shape[-1]
+        bias = 0 if leaf_path.rsplit(".", 1)[-1] == "lm_head" else n
+        rows = _numel(node.input_shapes[0]) // k  # Linear flattens its leading dimensions
+        return matmul_descriptor((rows, k), (k, n), item, bias, kind="linear")
+    if name in _MATMUL and len(node.input_shapes) >= 2:
+        if name in ("addmm", "baddbmm") and len(node.input_shapes) >= 3:
+            bias, a, b = node.input_shapes[0], node.input_shapes[1], node.input_shapes[2]
+            return matmul_descriptor(tuple(a), tuple(b), item, bias_numel=_numel(bias))
+        return matmul_descriptor(tuple(node.input_shapes[0]), tuple(node.input_shapes[1]), item)
+    if node.op == "call_module" and leaf_cls == "Embedding":
+        rows = _embedding_rows(leaf_path.rsplit(".", 1)[-1], cfg)
+        dim = node.output_shape[-1]
+        return descriptor(
+            "embedding",
+            "embedding",
+            elements=out_numel,
+            bytes_in=_numel(node.input_shapes[0]) * 8 if node.input_shapes else 0,
+            bytes_out=out_bytes,
+            table_bytes=rows * dim * item,
+            row_len=dim,
+        )
+    if name in _FX_HOST_ONLY or name in ("to", "type", "getitem"):
+        return None
+    kind = _FX_KINDS.get(name, "mul")
+    if kind == "dropout":
+        if not train:
+            return None
+        in_bytes = out_bytes  # reads x; writes y and the mask (bytes_out counts y)
+    op_class = {"softmax": "reduction", "layer_norm": "reduction", "reduce": "reduction"}.get(
+        kind, "elementwise"
+    )
+    row_len = node.input_shapes[0][-1] if op_class == "reduction" and node.input_shapes else 0
+    return descriptor(
+        op_class,
+        kind,
+        elements=out_numel,
+        bytes_in=in_bytes,
+        bytes_out=out_bytes,
+        row_len=row_len,
+    )
+
+
+def trace_operators(nodes: list[_Node], cfg: dict[str, int], train: bool) -> pd.DataFrame:
+    """The kernel-launching nodes of a trace as operator descriptors with their times.
 
     Args:
         nodes: output of :func:`read_trace`.
         cfg: output of :func:`read_model_config`.
-        num_layers: transformer blocks of the full model (``num_layer`` of the label).
-        train: whether the trace has a backward pass (backward FLOPs are 0 otherwise).
+        train: whether the trace has a backward pass.
 
     Returns:
-        One row per unit in execution order (columns of :attr:`NeusightData.layers` without
-        ``workload_id``).
+        One row per operator, in execution order: ``layer_name`` (its unit,
+        :func:`group_units`), ``in_block`` (the unit lies in the traced transformer block),
+        ``node_name``, ``row`` (0-based data row of the CSV), the descriptor columns,
+        ``forward_ms`` and ``backward_ms`` (0 for inference).
     """
-    unit_of_node: dict[str, str] = {}
+    row_of = {n.name: i for i, n in enumerate(nodes)}
+    rows = []
+    for unit_name, unit in group_units(nodes).items():
+        for node in unit["nodes"]:
+            desc = node_descriptor(node, train, cfg)
+            if desc is None:
+                continue
+            rows.append(
+                {
+                    "layer_name": unit_name,
+                    "in_block": bool(unit["block"]),
+                    "node_name": node.name,
+                    "row": row_of[node.name],
+                    **desc,
+                    "forward_ms": node.fw,
+                    "backward_ms": node.bw if train else 0.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def group_units(nodes: list[_Node]) -> dict[str, dict[str, Any]]:
+    """Group trace nodes into layer units (see the module docstring for the rules).
+
+    Args:
+        nodes: output of :func:`read_trace`.
+
+    Returns:
+        ``{unit name: {"layer_type", "block", "nodes"}}`` in execution order.
+    """
     units: dict[str, dict[str, Any]] = {}
     last_in_block: dict[str, str] = {}
-    by_name = {n.name: n for n in nodes}
     for node in nodes:
         if node.op in ("placeholder", "output"):
             continue
@@ -498,13 +634,33 @@ def trace_layers(
         if name not in units:
             units[name] = {"layer_type": layer_type, "block": block, "nodes": []}
         units[name]["nodes"].append(node)
-        unit_of_node[node.name] = name
         last_in_block[block] = name
+    return units
+
+
+def trace_layers(
+    nodes: list[_Node], cfg: dict[str, int], num_layers: int, train: bool
+) -> pd.DataFrame:
+    """Aggregate trace nodes into layer units (see the module docstring for the rules).
+
+    Args:
+        nodes: output of :func:`read_trace`.
+        cfg: output of :func:`read_model_config`.
+        num_layers: transformer blocks of the full model (``num_layer`` of the label).
+        train: whether the trace has a backward pass (backward FLOPs are 0 otherwise).
+
+    Returns:
+        One row per unit in execution order (columns of :attr:`NeusightData.layers` without
+        ``workload_id``).
+    """
+    units = group_units(nodes)
+    by_name = {n.name: n for n in nodes}
     blocks = {u["block"] for u in units.values() if u["block"]}
     repeat = num_layers / len(blocks) if blocks else 1.0
     rows = []
     for index, (name, unit) in enumerate(units.items()):
         members: list[_Node] = unit["nodes"]
+        kernels = [n for n in members if node_descriptor(n, train, cfg) is not None]
         fwd = bwd = 0.0
         for node in members:
             flops, mult = _node_flops(node)
@@ -536,6 +692,8 @@ def trace_layers(
                 "block_repeat": repeat if unit["block"] else 1.0,
                 "forward_ms": sum(n.fw for n in members),
                 "backward_ms": sum(n.bw for n in members) if train else 0.0,
+                "forward_kernel_ms": sum(n.fw for n in kernels),
+                "backward_kernel_ms": sum(n.bw for n in kernels) if train else 0.0,
                 "fwd_flops": fwd,
                 "bwd_flops": bwd,
                 "params": int(params),
@@ -573,7 +731,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
     devices = read_device_configs(root)
     device_by_gpu = devices.set_index("gpu")
     configs: dict[str, dict[str, int]] = {}
-    workloads, layers, consistency, parallel = [], [], [], []
+    workloads, layers, consistency, parallel, operators = [], [], [], [], []
     for path in sorted(label_dir.glob("*/*.json")):
         gpu = path.parent.name
         m = _NAME_RE.match(path.stem)
@@ -617,9 +775,14 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
                 f"{path}: key 'num_layer' = {num_layers} but {model}.json has {cfg['num_layers']}"
             )
         wid = workload_id(gpu, model, mode, seq_len, batch)
-        unit_rows = trace_layers(read_trace(csv), cfg, num_layers, train=mode == "train")
+        nodes = read_trace(csv)
+        unit_rows = trace_layers(nodes, cfg, num_layers, train=mode == "train")
         unit_rows.insert(0, "workload_id", wid)
         layers.append(unit_rows)
+        op_rows = trace_operators(nodes, cfg, train=mode == "train")
+        op_rows.insert(0, "workload_id", wid)
+        op_rows.insert(1, "file", str(csv))
+        operators.append(op_rows)
         dev = device_by_gpu.loc[gpu]
         workloads.append(
             {
@@ -642,8 +805,8 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
                 "trace_file": str(csv),
             }
         )
-        fw = float((unit_rows["forward_ms"] * unit_rows["block_repeat"]).sum())
-        bw = float((unit_rows["backward_ms"] * unit_rows["block_repeat"]).sum())
+        fw = float((unit_rows["forward_kernel_ms"] * unit_rows["block_repeat"]).sum())
+        bw = float((unit_rows["backward_kernel_ms"] * unit_rows["block_repeat"]).sum())
         consistency.append(
             {
                 "workload_id": wid,
@@ -666,4 +829,5 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
         consistency=pd.DataFrame(consistency),
         devices=devices,
         parallel=pd.DataFrame(parallel),
+        operators=pd.concat(operators, ignore_index=True),
     )

@@ -27,6 +27,9 @@ class ValidationConfig(BaseModel):
             (1.00-1.24 over the tiny CPU workloads of ``tests/evaluation/data``).
         epoch_ratio_max: largest plausible ratio (data loading and the epoch's first step add
             to the iterations; a unit error is 60x or 1000x off).
+        imported_required_run_tables: the same for runs imported from another source (a
+            ``runs.source`` other than ``scaledl``): they carry what they measured, and an
+            import without epoch times (NeuSight) is valid without ``epochs`` rows.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -40,3 +43,4 @@ class ValidationConfig(BaseModel):
     required_run_tables: tuple[str, ...] = ("layer_timings", "iteration_timings", "epochs")
     epoch_ratio_min: float = Field(default=0.5, gt=0)
     epoch_ratio_max: float = Field(default=3.0, gt=0)
+    imported_required_run_tables: tuple[str, ...] = ("layer_timings", "iteration_timings")

@@ -8,7 +8,8 @@ Two kinds of rules:
   ``ok`` are quarantined with the reason ``"run status failed"``.
 * **Run rules** (:func:`run_failures`) judge a run as a whole: world size consistent with the
   workload, ranks exactly ``0..world_size-1`` in every per-rank table, rows present in every
-  required table, per-layer forward + backward sum of an instrumented step not above its
+  required table (for imported runs, ``runs.source`` not ``scaledl``, the tables an import
+  carries), per-layer forward + backward sum of an instrumented step not above its
   iteration time (beyond a tolerance), all-reduced bytes per step and rank of a training run
   with world size > 1 equal to gradient bytes x trainable parameters (sum of ``params`` over the
   workload's distinct ``layer_index``) within a tolerance; the gradient element is 4 bytes for
@@ -85,13 +86,16 @@ def _flag_rows(
 
 
 def reference_failures(
-    frames: dict[str, pd.DataFrame], logs: dict[str, FailureLog]
+    frames: dict[str, pd.DataFrame],
+    logs: dict[str, FailureLog],
+    run_tables: tuple[str, ...] = RUN_TABLES,
 ) -> list[ExpectationOutcome]:
     """Quarantine rows whose parent is unknown, inconsistent, failed or quarantined.
 
     Args:
-        frames: all six tables (``RangeIndex``), by name.
+        frames: all six tables (``RangeIndex``), by name (plus any optional table).
         logs: their failure logs, updated in place (parents are judged before children).
+        run_tables: the tables whose rows belong to runs (checked against ``runs``).
 
     Returns:
         One outcome per table and rule.
@@ -116,7 +120,7 @@ def reference_failures(
     bad_run_pos = sorted(logs["runs"].rows)
     bad_runs = set(runs["run_id"].iloc[bad_run_pos])
     not_ok_runs = set(runs.loc[runs["status"] != "ok", "run_id"])
-    for name in RUN_TABLES:
+    for name in run_tables:
         frame, log = frames[name], logs[name]
         if frame.empty:
             continue
@@ -212,14 +216,30 @@ def _check_ranks(alive, failures) -> list[ExpectationOutcome]:
     return outcomes
 
 
+#: ``runs.source`` of the project's own profiler (a missing column means this source).
+OWN_SOURCE = "scaledl"
+
+
 def _check_required(alive, failures, config: ValidationConfig) -> ExpectationOutcome:
-    """Rule ``run_has_rows``: every run has rows in every required per-rank table."""
-    runs = list(alive["runs"]["run_id"])
+    """Rule ``run_has_rows``: every run has rows in every required per-rank table.
+
+    Runs imported from another source (``runs.source`` not ``scaledl``) need only
+    ``config.imported_required_run_tables``.
+    """
+    frame = alive["runs"]
+    runs = list(frame["run_id"])
+    sources = frame["source"] if "source" in frame else pd.Series(OWN_SOURCE, index=frame.index)
+    imported = set(frame["run_id"][sources.fillna(OWN_SOURCE) != OWN_SOURCE])
     bad = []
-    for name in config.required_run_tables:
+    for name in dict.fromkeys((*config.required_run_tables, *config.imported_required_run_tables)):
         present = set(alive[name]["run_id"])
         for run in runs:
-            if run not in present:
+            required = (
+                config.imported_required_run_tables
+                if run in imported
+                else config.required_run_tables
+            )
+            if name in required and run not in present:
                 detail = f"run {run}: no rows in {name}"
                 failures[run].append(RowFailure("run_has_rows", "run_id", detail))
                 bad.append(detail)

@@ -15,6 +15,10 @@ Order of the profile validation:
    is incomplete, and the surviving rows must pass the completeness, timing, all-reduce and
    epoch rules; a failing run is quarantined whole, in every table;
 7. high-CV runs are flagged (``flag_high_cv`` column of the validated ``runs`` table);
+   the optional tables (:data:`~scaledl.validation.schemas.OPTIONAL_PROFILE_TABLES`:
+   ``operator_timings``), when their file exists, get the same table-level, duplicate,
+   row-level and reference checks and lose the rows of quarantined runs (a stale output of one
+   that no longer exists is removed);
 8. valid rows go to ``out_dir/<table>.parquet``, quarantined rows (original columns plus
    ``failed_expectation``, ``failed_column``, ``failed_value``) to
    ``quarantine_dir/<table>.parquet`` (written for every table, possibly empty, so no stale file
@@ -40,7 +44,13 @@ from scaledl.validation.errors import TableFailure, ValidationError
 from scaledl.validation.gx_runner import GxRunner
 from scaledl.validation.quarantine import FailureLog, RowFailure, format_value
 from scaledl.validation.report import ExpectationOutcome, TableSummary, ValidationReport, write_html
-from scaledl.validation.schemas import DESIGN, PROFILE_TABLES, RUN_TABLES, TableSpec
+from scaledl.validation.schemas import (
+    DESIGN,
+    OPTIONAL_PROFILE_TABLES,
+    PROFILE_TABLES,
+    RUN_TABLES,
+    TableSpec,
+)
 from scaledl.validation.suites import (
     INTEGRAL,
     integral_failures,
@@ -146,35 +156,44 @@ def validate_profiles(
         },
     )
     runner = GxRunner()
-    paths = {name: profiles_dir / f"{name}.parquet" for name in PROFILE_TABLES}
+    optional = {
+        name: spec
+        for name, spec in OPTIONAL_PROFILE_TABLES.items()
+        if (profiles_dir / f"{name}.parquet").exists()
+    }
+    for name in set(OPTIONAL_PROFILE_TABLES) - set(optional):
+        for stale in (out_dir / f"{name}.parquet", quarantine_dir / f"{name}.parquet"):
+            stale.unlink(missing_ok=True)
+    tables = {**PROFILE_TABLES, **optional}
+    paths = {name: profiles_dir / f"{name}.parquet" for name in tables}
     frames: dict[str, pd.DataFrame] = {}
     failures: list[TableFailure] = []
-    for name in PROFILE_TABLES:
+    for name in tables:
         try:
             frames[name] = read_table(paths[name], name)
         except ValidationError as exc:
             failures.extend(exc.failures)
     if failures:
         _fail(report, failures, report_dir)
-    for name, spec in PROFILE_TABLES.items():
+    for name, spec in tables.items():
         failures.extend(_table_level(runner, spec, frames[name], paths[name], report))
     if failures:
         _fail(report, failures, report_dir)
 
     rows_in = {name: len(frame) for name, frame in frames.items()}
     copies: dict[str, pd.DataFrame] = {}
-    for name in PROFILE_TABLES:
+    for name in tables:
         frames[name], copies[name], outcome = split_duplicates(name, frames[name])
         report.expectations.append(outcome)
 
     logs: dict[str, FailureLog] = {}
-    for name, spec in PROFILE_TABLES.items():
+    for name, spec in tables.items():
         logs[name], errors = _row_level(runner, spec, frames[name], paths[name], config, report)
         failures.extend(errors)
     if failures:
         _fail(report, failures, report_dir)
 
-    report.expectations.extend(reference_failures(frames, logs))
+    report.expectations.extend(reference_failures(frames, logs, (*RUN_TABLES, *optional)))
     lost_outcomes, bad_runs = lost_row_failures(frames, logs)
     report.expectations.extend(lost_outcomes)
     alive = {name: _alive(frames[name], logs[name]) for name in PROFILE_TABLES}
@@ -184,12 +203,12 @@ def validate_profiles(
     report.expectations.extend(outcomes)
     for run, reasons in rule_failures.items():
         bad_runs.setdefault(run, []).extend(reasons)
-    for name in ("runs", *RUN_TABLES):
+    for name in ("runs", *RUN_TABLES, *optional):
         run_ids = frames[name]["run_id"]
         positions = np.flatnonzero(run_ids.isin(bad_runs.keys()).to_numpy())
         logs[name].add_each((p, reason) for p in positions for reason in bad_runs[run_ids.iloc[p]])
 
-    for name, spec in PROFILE_TABLES.items():
+    for name, spec in tables.items():
         valid, quarantined = logs[name].split(frames[name])
         if len(copies[name]):
             quarantined = pd.concat([quarantined, copies[name]], ignore_index=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from scaledl.graph.operators import OP_CLASSES, OP_KINDS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 
 Kind = Literal["str", "int", "number"]
@@ -164,7 +165,8 @@ RUNS = TableSpec(
         ColumnSpec(
             "instrumentation_overhead", "number", nullable=True, min_value=-1.0, max_value=100.0
         ),
-        ColumnSpec("iteration_cv", "number", min_value=0.0),
+        # Null when the source does not say (an import with one averaged label).
+        ColumnSpec("iteration_cv", "number", nullable=True, min_value=0.0),
         _count("repeat", required=False),
         _count("attempts", 1, required=False),
         ColumnSpec("label_ms", "number", required=False, min_value=0.0, strict_min=True),
@@ -242,7 +244,42 @@ EPOCHS = TableSpec(
         ColumnSpec("dataset_size", "int", min_value=0, strict_min=True),
     ),
     unique_together=("run_id", "rank", "epoch"),
+    allow_empty=True,  # imports without epoch times; the profiler's runs need rows (run rule)
 )
+
+OPERATOR_TIMINGS = TableSpec(
+    "operator_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        ColumnSpec("layer_index", "int", min_value=-1),
+        ColumnSpec("op_class", "str", value_set=OP_CLASSES),
+        ColumnSpec("op_kind", "str", value_set=tuple(k for v in OP_KINDS.values() for k in v)),
+        *(
+            ColumnSpec(name, "number", min_value=0)
+            for name in (
+                "batch",
+                "m",
+                "n",
+                "k",
+                "elements",
+                "bytes_in",
+                "bytes_out",
+                "table_bytes",
+                "row_len",
+            )
+        ),  # fmt: skip
+        _ms("forward_ms"),
+        _ms("backward_ms", positive=False),
+    ),
+    allow_empty=True,
+)
+
+#: Tables validated when their file exists (per-operator timings of an import or a profiler
+#: that records them).
+OPTIONAL_PROFILE_TABLES: dict[str, TableSpec] = {OPERATOR_TIMINGS.name: OPERATOR_TIMINGS}
 
 #: The profile tables in dependency order (parents first).
 PROFILE_TABLES: dict[str, TableSpec] = {

@@ -1,0 +1,343 @@
+"""Import NeuSight's GPU measurements as standard ScaleDL profile tables.
+
+:func:`import_neusight` turns the data read by :func:`scaledl.external.neusight.load_neusight`
+into the tables of :mod:`scaledl.profiling.store` (``OUT/<table>.parquet``), so GPU data goes
+through the same validation, training and evaluation as the project's own profiles:
+
+* ``workloads``: one ``family: hf`` workload per (GPU, model, mode, sequence length, batch) with a
+  trace and a label, built from the shipped Hugging Face config with ``architectures`` set to the
+  class NeuSight ran (its ``neusight/Tracing/trace.py``: ``BertForPreTraining`` for BERT
+  training, ``BertForSequenceClassification`` for BERT inference, ``GPT2LMHeadModel`` for the
+  GPT models); these configs are written to ``OUT/configs/<model>-<mode>.json`` and
+  ``config_path`` names them (relative to the working directory when inside it). Device
+  ``cuda:<GPU name>`` (the name ``torch.cuda.get_device_name`` gives, from NeuSight's device
+  config), backend ``nccl``, precision ``fp32``, world size 1, ``dataset_size`` = batch size.
+* ``runs``: one ``ok`` run per workload, ``source`` ``neusight``, ``host`` ``neusight:<GPU>``;
+  ``measured_steps`` 25 (NeuSight's label is the mean of the 5 fastest of 25 timed
+  iterations), ``warmup_steps`` 0, ``instrumented_steps`` 1 (one traced pass);
+  ``instrumentation_overhead`` = traced kernel time / label - 1 (how far the per-operator
+  trace is from the whole-model label).
+* ``iteration_timings``: the label (``phase`` ``label``: ``iteration_ms`` = ``e2e_latency``,
+  ``forward_ms``, ``backward_ms``) and the traced pass (``phase`` ``instrumented``: the
+  per-node kernel times summed, blocks scaled by ``num_layer``).
+* ``layer_timings``: one row per layer of the product's own layer graph
+  (:func:`scaledl.models.features.workload_graph`, its features) whose NeuSight unit is in the
+  trace: the embeddings, heads and norms outside the blocks, and the units of the one traced
+  transformer block (block 0); times are the unit's kernel nodes summed.
+* ``operator_timings``: one row per kernel-launching trace node
+  (:func:`scaledl.external.neusight.node_descriptor`) with its descriptor, ``layer_index`` in
+  the product graph (-1 outside every product layer), ``forward_ms`` and ``backward_ms``.
+* ``allreduce_timings`` and ``epochs``: empty (single-GPU runs, no epoch measured).
+
+What the data does not carry is left out, not invented: no optimizer step (NeuSight times
+``loss.backward()`` only; ``optimizer_ms`` is null, so predictions trained on these tables
+exclude it), no epoch times, no repeat spread (``iteration_cv`` null), no torch version, no
+start/end times, only block 0 of each model traced (blocks 1..N-1 have no layer rows),
+host-only nodes (``size``, ``view``, ``getitem``: NeuSight times each at the ~7 us CUDA-event
+floor though they overlap the kernels) not counted, no per-node input dtypes (assumed the
+output's). The multi-GPU labels (``-dp4``, ``-tp4``, ``-pp4_1``) have no per-rank or per-layer
+data, so they are not profile runs: they go to ``OUT/parallel_labels.parquet`` (data-parallel
+ones with their workload spec) for the evaluation; ``-fusion`` (torch.compile) labels are not
+imported. ``OUT/import.json`` records all of this with counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scaledl.external.neusight import DEFAULT_ROOT, NeusightData, load_neusight
+from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
+from scaledl.graph.operators import DESCRIPTOR_COLUMNS
+from scaledl.models.features import workload_graph
+from scaledl.profiling.store import atomic_write_parquet
+from scaledl.workloads.spec import Workload
+
+SOURCE = "neusight"
+#: Hugging Face class NeuSight built per (model_type, mode) (neusight/Tracing/trace.py).
+NEUSIGHT_ARCHITECTURES = {
+    ("bert", "train"): "BertForPreTraining",
+    ("bert", "infer"): "BertForSequenceClassification",
+    ("gpt2", "train"): "GPT2LMHeadModel",
+    ("gpt2", "infer"): "GPT2LMHeadModel",
+}
+#: NeuSight's label: mean of the 5 fastest of 25 timed iterations (trace.py ``active``).
+LABEL_STEPS = 25
+NOT_CARRIED = (
+    "optimizer step (NeuSight times loss.backward() only; optimizer_ms is null)",
+    "epoch times (the epochs table is empty)",
+    "repeat spread of the label (iteration_cv is null; the label is a mean of the 5 fastest "
+    "of 25 iterations)",
+    "torch and CUDA versions, start and end times",
+    "transformer blocks 1..N-1 (only block 0 is traced; num_layer scales it)",
+    "input dtypes of trace nodes (the output dtype is assumed)",
+)
+OPERATOR_COLUMNS = (
+    "run_id", "workload_id", "rank", "step", "layer_index", "layer_name", "node_name",
+    *DESCRIPTOR_COLUMNS, "forward_ms", "backward_ms",
+)  # fmt: skip
+
+
+@dataclass
+class ImportSummary:
+    """What :func:`import_neusight` wrote.
+
+    Attributes:
+        out_dir: the output folder.
+        tables: rows per table written.
+        manifest: the content of ``import.json``.
+    """
+
+    out_dir: Path
+    tables: dict[str, int]
+    manifest: dict
+
+
+def _config_path(path: Path) -> str:
+    """``path`` relative to the working directory when inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return os.path.relpath(path, Path.cwd()) if path.is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> dict:
+    """Derived Hugging Face configs per (model, mode); returns their ``config_path``."""
+    paths = {}
+    for model, mode in sorted(models):
+        source = root / "model_configs" / f"{model}.json"
+        config = json.loads(source.read_text())
+        key = (config.get("model_type"), mode)
+        if key not in NEUSIGHT_ARCHITECTURES:
+            raise ValueError(f"{source}: field 'model_type' (value {key[0]!r}) not supported")
+        config["architectures"] = [NEUSIGHT_ARCHITECTURES[key]]
+        path = out_dir / "configs" / f"{model}-{mode}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2, sort_keys=True))
+        paths[(model, mode)] = _config_path(path)
+    return paths
+
+
+def _workload(row: pd.Series, device: str, config_path: str) -> Workload:
+    return Workload.parse(
+        {
+            "family": "hf",
+            "config_path": config_path,
+            "hidden_size": int(row["hidden_size"]),
+            "num_layers": int(row["num_layers"]),
+            "num_heads": int(row["num_heads"]),
+            "intermediate_size": int(row["intermediate_size"]),
+            "vocab_size": int(row["vocab_size"]),
+            "seq_len": int(row["seq_len"]),
+            "batch_size": int(row["batch_size"]),
+            "mode": row["mode"],
+            "precision": "fp32",
+            "world_size": 1,
+            "dataset_size": int(row["batch_size"]),
+            "device_name": f"cuda:{device}",
+            "backend": "nccl",
+        },
+        source=str(row["trace_file"]),
+    )
+
+
+def _match_layers(unit_names: list[str], graph_layers: pd.DataFrame) -> dict[str, int]:
+    """Product ``layer_index`` of each NeuSight unit with a namesake (suffix) in the graph.
+
+    A NeuSight unit matches the first-call product layer of the same qualified name, or one
+    whose name is a dotted suffix of it (or it of the product's): the product may build the
+    headless base model, whose module names lack the ``transformer.``/``bert.`` prefix.
+    """
+    first = graph_layers[~graph_layers["layer_name"].str.contains("#", regex=False)]
+    names = dict(zip(first["layer_name"], first["layer_index"], strict=True))
+    matches = {}
+    for unit in unit_names:
+        for name, index in names.items():
+            if unit == name or unit.endswith("." + name) or name.endswith("." + unit):
+                matches[unit] = int(index)
+                break
+    return matches
+
+
+def neusight_tables(
+    data: NeusightData, root: Path, out_dir: Path
+) -> tuple[dict[str, pd.DataFrame], dict]:
+    """Standard profile tables (and the parallel labels) of imported NeuSight data.
+
+    Args:
+        data: output of :func:`~scaledl.external.neusight.load_neusight`.
+        root: the NeuSight folder (for the model configs).
+        out_dir: the output folder (derived configs are written to ``out_dir/configs``).
+
+    Returns:
+        ``(tables, manifest)``: the tables by name (the six profile tables, plus
+        ``operator_timings`` and ``parallel_labels``) and the import manifest.
+    """
+    w = data.workloads
+    devices = data.devices.set_index("gpu")["device_name"]
+    config_paths = _write_configs(root, out_dir, set(zip(w["model"], w["mode"], strict=True)))
+    specs, runs, iterations, layer_rows, op_rows, unmatched = [], [], [], [], [], set()
+    layers_by_wid = dict(tuple(data.layers.groupby("workload_id", sort=False)))
+    ops_by_wid = dict(tuple(data.operators.groupby("workload_id", sort=False)))
+    label_cols = ["workload_id", "forward_ms_total", "backward_ms_total", "iteration_ms"]
+    for row, (_, label) in zip(w.itertuples(index=False), w[label_cols].iterrows(), strict=True):
+        row = pd.Series(row._asdict())
+        spec = _workload(row, devices.loc[row["gpu"]], config_paths[(row["model"], row["mode"])])
+        wid, run_id = spec.workload_id, f"{spec.workload_id}-{SOURCE}"
+        specs.append(spec.to_record())
+        units = layers_by_wid[row["workload_id"]]
+        trace_fw = float((units["forward_kernel_ms"] * units["block_repeat"]).sum())
+        trace_bw = float((units["backward_kernel_ms"] * units["block_repeat"]).sum())
+        runs.append(
+            {
+                "run_id": run_id,
+                "workload_id": wid,
+                "status": "ok",
+                "error": None,
+                "host": f"{SOURCE}:{row['gpu']}",
+                "device_name": spec.device_name,
+                "world_size": 1,
+                "torch_version": "unknown (not recorded by NeuSight)",
+                "warmup_steps": 0,
+                "instrumented_steps": 1,
+                "measured_steps": LABEL_STEPS,
+                "started_at": "unknown",
+                "finished_at": "unknown",
+                "instrumentation_overhead": (trace_fw + trace_bw) / label["iteration_ms"] - 1.0,
+                "iteration_cv": np.nan,
+                "source": SOURCE,
+                "source_file": str(row["trace_file"]),
+            }
+        )
+        train = row["mode"] == "train"
+        for phase, total, fw, bw in (
+            ("label", label["iteration_ms"], label["forward_ms_total"],
+             label["backward_ms_total"] if train else 0.0),
+            ("instrumented", trace_fw + trace_bw, trace_fw, trace_bw),
+        ):  # fmt: skip
+            iterations.append(
+                {
+                    "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0, "phase": phase,
+                    "iteration_ms": total, "forward_ms": fw, "backward_ms": bw,
+                    "optimizer_ms": np.nan, "allreduce_ms": np.nan, "allreduce_bytes": np.nan,
+                }
+            )  # fmt: skip
+        graph = workload_graph(spec).layers
+        match = _match_layers(list(units["layer_name"]), graph)
+        unmatched |= set(units["layer_name"]) - set(match)
+        features = graph.set_index("layer_index")
+        for unit in units.itertuples(index=False):
+            if unit.layer_name not in match or unit.forward_kernel_ms <= 0:
+                continue
+            index = match[unit.layer_name]
+            node = features.loc[index]
+            layer_rows.append(
+                {
+                    "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0,
+                    "layer_index": index, "layer_name": node["layer_name"],
+                    "layer_type": node["layer_type"], "forward_ms": unit.forward_kernel_ms,
+                    "backward_ms": unit.backward_kernel_ms,
+                    **{c: node[c] for c in LAYER_FEATURE_COLUMNS},
+                    "trace_unit": unit.layer_name,
+                }
+            )  # fmt: skip
+        ops = ops_by_wid[row["workload_id"]].copy()
+        ops["layer_index"] = ops["layer_name"].map(match).fillna(-1).astype(int)
+        ops["run_id"], ops["workload_id"], ops["rank"], ops["step"] = run_id, wid, 0, 0
+        op_rows.append(ops[list(OPERATOR_COLUMNS)])
+    tables = {
+        "workloads": pd.DataFrame(specs),
+        "runs": pd.DataFrame(runs),
+        "layer_timings": pd.DataFrame(layer_rows),
+        "allreduce_timings": _empty("allreduce_timings"),
+        "iteration_timings": pd.DataFrame(iterations),
+        "epochs": _empty("epochs"),
+        "operator_timings": pd.concat(op_rows, ignore_index=True),
+        "parallel_labels": _parallel_labels(data, devices, config_paths),
+    }
+    manifest = {
+        "source": "NeuSight (sitar-lab/NeuSight, ASPLOS 2025, MIT licence)",
+        "root": str(root),
+        "workloads": len(specs),
+        "gpus": sorted(w["gpu"].unique()),
+        "models": sorted(w["model"].unique()),
+        "rows": {name: len(frame) for name, frame in tables.items()},
+        "not_carried": list(NOT_CARRIED),
+        "trace_units_without_product_layer": sorted(unmatched),
+        "not_imported": "'-fusion' labels (torch.compile inference); tp/pp labels are kept in "
+        "parallel_labels only (the product models data parallelism, not tensor or pipeline)",
+        "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in NEUSIGHT_ARCHITECTURES.items()},
+    }
+    return tables, manifest
+
+
+def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict) -> pd.DataFrame:
+    """The multi-GPU labels; data-parallel ones get their per-rank workload spec."""
+    rows = []
+    for r in data.parallel.itertuples(index=False):
+        record = r._asdict()
+        record["device_name"] = f"cuda:{devices.loc[r.gpu]}"
+        record["workload"] = None
+        if r.strategy == "dp" and (r.model, r.mode) in config_paths:
+            single = data.workloads[data.workloads["model"] == r.model].iloc[0]
+            per_rank = r.global_batch_size // r.degree
+            spec = _workload(
+                pd.Series(
+                    {
+                        **single.to_dict(),
+                        "seq_len": r.seq_len,
+                        "batch_size": per_rank,
+                        "mode": r.mode,
+                        "trace_file": r.file,
+                    }
+                ),
+                devices.loc[r.gpu],
+                config_paths[(r.model, r.mode)],
+            ).model_copy(update={"world_size": r.degree, "dataset_size": r.global_batch_size})
+            record["workload"] = json.dumps(Workload.parse(spec.model_dump()).to_record())
+        rows.append(record)
+    return pd.DataFrame(rows)
+
+
+_EMPTY_COLUMNS = {
+    "allreduce_timings": ["run_id", "workload_id", "rank", "step", "bucket_index",
+                          "allreduce_bytes", "allreduce_ms"],
+    "epochs": ["run_id", "workload_id", "rank", "epoch_s", "steps_per_epoch", "dataset_size"],
+}  # fmt: skip
+
+
+def _empty(table: str) -> pd.DataFrame:
+    return pd.DataFrame(columns=_EMPTY_COLUMNS[table])
+
+
+def import_neusight(
+    root: Path | str = DEFAULT_ROOT, out_dir: Path | str = "data/imported/neusight"
+) -> ImportSummary:
+    """Import NeuSight data as standard profile tables (see the module docstring).
+
+    Args:
+        root: the NeuSight folder (``label/``, ``model_configs/``, ``device_configs/``).
+        out_dir: where ``<table>.parquet``, ``configs/`` and ``import.json`` go.
+
+    Returns:
+        An :class:`ImportSummary`.
+
+    Raises:
+        FileNotFoundError: no ``label`` folder under ``root``.
+        scaledl.external.neusight.NeusightFormatError: a malformed file (named, with the row).
+    """
+    root, out_dir = Path(root), Path(out_dir)
+    data = load_neusight(root)
+    tables, manifest = neusight_tables(data, root, out_dir)
+    for name, frame in tables.items():
+        atomic_write_parquet(frame, out_dir / f"{name}.parquet")
+    tmp = out_dir / ".import.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(tmp, out_dir / "import.json")
+    return ImportSummary(out_dir, manifest["rows"], manifest)
