@@ -6,9 +6,12 @@ through the same validation, training and evaluation as the project's own profil
 
 * ``workloads``: one ``family: hf`` workload per (GPU, model, mode, sequence length, batch) with a
   trace and a label, built from the shipped Hugging Face config with ``architectures`` set to the
-  class NeuSight ran (its ``neusight/Tracing/trace.py``: ``BertForPreTraining`` for BERT
-  training, ``BertForSequenceClassification`` for BERT inference, ``GPT2LMHeadModel`` for the
-  GPT models); these configs are written to ``OUT/configs/<model>-<mode>.json`` and
+  head NeuSight ran (its ``neusight/Tracing/trace.py``): ``BertForSequenceClassification`` for
+  BERT inference, ``GPT2LMHeadModel`` for the GPT models, and ``BertForMaskedLM`` for BERT
+  training, where NeuSight ran ``BertForPreTraining``: the same masked-LM head plus a pooler and
+  a two-way next-sentence head on the [CLS] token only (under 0.1 % of its FLOPs; the product
+  builds LM, masked-LM, seq2seq and classification heads); these configs are written to
+  ``OUT/configs/<model>-<mode>.json`` and
   ``config_path`` names them (relative to the working directory when inside it). Device
   ``cuda:<GPU name>`` (the name ``torch.cuda.get_device_name`` gives, from NeuSight's device
   config), backend ``nccl``, precision ``fp32``, world size 1, ``dataset_size`` = batch size.
@@ -59,9 +62,10 @@ from scaledl.profiling.store import atomic_write_parquet
 from scaledl.workloads.spec import Workload
 
 SOURCE = "neusight"
-#: Hugging Face class NeuSight built per (model_type, mode) (neusight/Tracing/trace.py).
+#: Hugging Face class per (model_type, mode): NeuSight's (neusight/Tracing/trace.py), with
+#: BertForMaskedLM for its BertForPreTraining (see the module docstring).
 NEUSIGHT_ARCHITECTURES = {
-    ("bert", "train"): "BertForPreTraining",
+    ("bert", "train"): "BertForMaskedLM",
     ("bert", "infer"): "BertForSequenceClassification",
     ("gpt2", "train"): "GPT2LMHeadModel",
     ("gpt2", "infer"): "GPT2LMHeadModel",

@@ -220,16 +220,23 @@ def aten_descriptors(operators: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def at_batch(desc_1: pd.DataFrame, desc_2: pd.DataFrame, batch_size: np.ndarray) -> pd.DataFrame:
-    """Descriptors at any batch size from those at batch sizes 1 and 2.
+def at_batch(
+    desc_a: pd.DataFrame, desc_b: pd.DataFrame, batch_size: np.ndarray, base_batch: int = 2
+) -> pd.DataFrame:
+    """Descriptors at any batch size from those at two consecutive batch sizes.
 
     Every :data:`BATCH_SCALED` column of a transformer's operators is affine in the batch size
-    (tokens, batch x heads, bytes), so ``d(b) = d(1) + (d(2) - d(1)) (b - 1)`` is exact.
+    (tokens, batch x heads, bytes), so ``d(b) = d(a) + (d(a+1) - d(a)) (b - a)`` is exact for
+    the operators launched at both. The base is batch 2, not 1: at batch 1 PyTorch turns some
+    copies into views (``expand`` + ``reshape`` of a size-1 batch), so the operator lists at 1
+    and 2 differ; from batch 2 on they do not, and batch 1 keeps at most a few small copies too
+    many.
 
     Args:
-        desc_1: descriptors at batch size 1.
-        desc_2: descriptors at batch size 2, row for row the same operators.
+        desc_a: descriptors at batch size ``base_batch``.
+        desc_b: descriptors at ``base_batch + 1``, row for row the same operators.
         batch_size: the batch sizes wanted, shape (n_workloads,).
+        base_batch: the batch size of ``desc_a``.
 
     Returns:
         ``len(batch_size)`` copies of the descriptors stacked (workload-major), with a
@@ -239,17 +246,20 @@ def at_batch(desc_1: pd.DataFrame, desc_2: pd.DataFrame, batch_size: np.ndarray)
         ValueError: the two descriptor lists are not the same operators.
     """
     if (
-        len(desc_1) != len(desc_2)
-        or not (desc_1["op_kind"].to_numpy() == desc_2["op_kind"].to_numpy()).all()
+        len(desc_a) != len(desc_b)
+        or not (desc_a["op_kind"].to_numpy() == desc_b["op_kind"].to_numpy()).all()
     ):
-        raise ValueError("operator descriptors at batch 1 and 2 differ: not batch-affine")
+        raise ValueError(
+            f"operator descriptors at batch {base_batch} and {base_batch + 1} differ: "
+            "not batch-affine"
+        )
     batch_size = np.asarray(batch_size, dtype=np.float64)
-    n, w = len(desc_1), len(batch_size)
-    out = desc_1.loc[np.tile(np.arange(n), w)].reset_index(drop=True)
-    scale = np.repeat(batch_size - 1.0, n)
+    n, w = len(desc_a), len(batch_size)
+    out = desc_a.loc[np.tile(np.arange(n), w)].reset_index(drop=True)
+    scale = np.repeat(batch_size - float(base_batch), n)
     for col in BATCH_SCALED:
-        base = np.tile(desc_1[col].to_numpy(np.float64), w)
-        slope = np.tile(desc_2[col].to_numpy(np.float64) - desc_1[col].to_numpy(np.float64), w)
+        base = np.tile(desc_a[col].to_numpy(np.float64), w)
+        slope = np.tile(desc_b[col].to_numpy(np.float64) - desc_a[col].to_numpy(np.float64), w)
         out[col] = base + slope * scale
     out["copy"] = np.repeat(np.arange(w), n)
     return out

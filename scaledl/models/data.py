@@ -11,14 +11,20 @@ workloads whose run is ``ok``:
   labels), ``iteration_repeats`` (launches), ``iteration_rel_se`` (relative standard error of
   the label: the launch-to-launch standard deviation over the square root of the launches, or,
   with one launch, its median's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
-  (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`)
-  and ``family``;
+  (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`),
+  ``instrumented_ms`` (the same median over the instrumented steps, whose layer times the
+  layer-wise models learn) and ``family``;
 * ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
   ``forward_ms``);
 * ``buckets``: measured gradient all-reduce buckets (``allreduce_bytes``, ``allreduce_ms``,
   ``world_size``, ``num_nodes``), median per bucket over ranks and steps.
+* ``operators``: the ``operator_timings`` table when the directory has one (per-operator
+  times of an import, :mod:`scaledl.external.neusight_tables`), else ``None``.
+
+A launch without ``epochs`` rows (an import that measured no epoch) keeps its iteration label
+with ``epoch_s`` NaN; a label of one step has ``iteration_cv`` NaN (no spread measured).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class ProfileData:
         buckets: measured all-reduce buckets.
         run_labels: one row per launch of a workload (``workload_id``, ``repeat``,
             ``iteration_ms``, ``epoch_s``).
+        operators: per-operator timings (``operator_timings``) or ``None``.
     """
 
     workloads: dict[str, Workload]
@@ -62,6 +69,7 @@ class ProfileData:
     graphs: GraphSet
     buckets: pd.DataFrame
     run_labels: pd.DataFrame
+    operators: pd.DataFrame | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -85,17 +93,25 @@ class ProfileData:
             run_labels=self.run_labels[self.run_labels["workload_id"].isin(keep)].reset_index(
                 drop=True
             ),
+            operators=None
+            if self.operators is None
+            else self.operators[self.operators["workload_id"].isin(keep)].reset_index(drop=True),
         )
 
 
+#: Tables read when present.
+OPTIONAL_TABLE_NAMES = ("operator_timings",)
+
+
 def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
-    """Read the six profile tables of a directory.
+    """Read the six profile tables of a directory (and the optional ones present).
 
     Raises:
         ProfileDataError: a table file is missing or unreadable (the message names it).
     """
     tables = {}
-    for name in TABLE_NAMES:
+    optional = [n for n in OPTIONAL_TABLE_NAMES if (Path(directory) / f"{n}.parquet").exists()]
+    for name in (*TABLE_NAMES, *optional):
         path = Path(directory) / f"{name}.parquet"
         try:
             tables[name] = pd.read_parquet(path)
@@ -138,13 +154,20 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         Columns ``run_id``, ``workload_id``, ``repeat``, ``iteration_ms`` (median over label
         steps of the slowest rank's step time), ``iteration_cv`` (robust CV of those steps),
         ``label_halfwidth`` (the run's recorded 95% half-width of the median, ``nan`` when not
-        recorded) and ``epoch_s`` (median over epochs of the slowest rank's epoch time).
+        recorded), ``instrumented_ms`` (median over instrumented steps) and ``epoch_s`` (median
+        over epochs of the slowest rank's epoch time; NaN for a launch without epochs).
     """
     runs = _usable_runs(tables["runs"])
     iters = tables["iteration_timings"]
     iters = iters[(iters["phase"] == "label") & iters["run_id"].isin(set(runs["run_id"]))]
     per_step = iters.groupby(["run_id", "step"])["iteration_ms"].max()
-    per_run = per_step.groupby("run_id").agg(["median", robust_cv])
+    per_run = per_step.groupby("run_id").agg(["median", robust_cv, "size"])
+    per_run.loc[per_run["size"] < 2, "robust_cv"] = np.nan  # one step: no spread measured
+    instrumented = tables["iteration_timings"]
+    instrumented = instrumented[instrumented["phase"] == "instrumented"]
+    instrumented = (
+        instrumented.groupby(["run_id", "step"])["iteration_ms"].max().groupby("run_id").median()
+    )
     epochs = tables["epochs"]
     epochs = epochs[epochs["run_id"].isin(set(runs["run_id"]))]
     epoch_keys = ["run_id", "epoch"] if "epoch" in epochs.columns else ["run_id"]
@@ -157,9 +180,11 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
     frame["iteration_ms"] = frame["run_id"].map(per_run["median"])
     frame["iteration_cv"] = frame["run_id"].map(per_run["robust_cv"])
+    frame["instrumented_ms"] = frame["run_id"].map(instrumented)
     frame["epoch_s"] = frame["run_id"].map(epoch_s)
     frame["steps_per_epoch"] = frame["run_id"].map(steps)
-    frame = frame.dropna(subset=["iteration_ms", "epoch_s"])
+    # A launch without epochs (an import) keeps its iteration label; epoch_s stays NaN.
+    frame = frame.dropna(subset=["iteration_ms"])
     return frame.sort_values(["workload_id", "repeat"]).reset_index(drop=True)
 
 
@@ -207,8 +232,11 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
                 "iteration_repeats": len(group),
                 "iteration_rel_se": _relative_se(group),
                 "iteration_cv": float(group["iteration_cv"].median()),
+                "instrumented_ms": float(group["instrumented_ms"].median()),
                 "epoch_s": float(group["epoch_s"].median()),
-                "steps_per_epoch": int(group["steps_per_epoch"].max()),
+                "steps_per_epoch": int(group["steps_per_epoch"].max())
+                if group["steps_per_epoch"].notna().any()
+                else workload.steps_per_epoch,
             }
         )
     if not rows:
@@ -218,7 +246,10 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     graphs.nodes = _attach_measurements(graphs.nodes, tables)
     buckets = _bucket_samples(tables["allreduce_timings"], workloads)
     run_labels = runs[runs["workload_id"].isin(workloads)].reset_index(drop=True)
-    return ProfileData(workloads, label_frame, graphs, buckets, run_labels)
+    operators = tables.get("operator_timings")
+    if operators is not None:
+        operators = operators[operators["workload_id"].isin(workloads)].reset_index(drop=True)
+    return ProfileData(workloads, label_frame, graphs, buckets, run_labels, operators)
 
 
 def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

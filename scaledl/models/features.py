@@ -102,6 +102,11 @@ def check_traceable(workload: Workload, where: str) -> None:
         ) from exc
 
 
+def architecture_graphs(workload: Workload) -> tuple[LayerGraph, LayerGraph]:
+    """The (cached) layer graphs of the workload's architecture at batch sizes 1 and 2."""
+    return _graphs_at_batch_1_and_2(architecture_key(workload))
+
+
 @lru_cache(maxsize=8192)
 def _template(key: str, with_buckets: bool) -> _Template:
     g1, g2 = _graphs_at_batch_1_and_2(key)

@@ -38,6 +38,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 #: Work features of :func:`layer_features`, in order.
 LAYER_FEATURES = ("flops", "operators", "bytes", "params")
+#: Kernel-aware features (``features="kernel"``): the layer's operators' predicted time on its
+#: device (:mod:`scaledl.models.operators`, columns ``kernel_fwd_ms``/``kernel_bwd_ms``) and
+#: the operators launched (a per-kernel fixed cost).
+KERNEL_FEATURES = ("kernel_ms", "operators")
+FEATURE_SETS = ("work", "kernel")
 _FLOOR_MS = 1e-4
 
 
@@ -151,20 +156,37 @@ class LayerTimeRegressor(RegressorMixin, BaseEstimator):
         return pred
 
 
-def layer_features(nodes: pd.DataFrame, direction: str = "forward") -> np.ndarray:
-    """Work features of graph nodes for the layer-wise regressors.
+def layer_features(
+    nodes: pd.DataFrame, direction: str = "forward", features: str = "work"
+) -> np.ndarray:
+    """Work (or kernel-aware) features of graph nodes for the layer-wise regressors.
 
     Args:
-        nodes: node rows with the :data:`~scaledl.models.features.NODE_NUMERIC` columns.
+        nodes: node rows with the :data:`~scaledl.models.features.NODE_NUMERIC` columns (and
+            ``kernel_fwd_ms``/``kernel_bwd_ms`` for ``features="kernel"``).
         direction: ``forward`` or ``backward``: the FLOPs of that pass, and the ATen operators
             of the forward (twice that for the backward, a gradient op per forward op and
             weight), activation bytes in and out, and parameters.
+        features: ``work`` (:data:`LAYER_FEATURES`, one device) or ``kernel``
+            (:data:`KERNEL_FEATURES`: the operators' predicted milliseconds on the node's
+            device, and the operator count; serves several devices).
 
     Returns:
-        float64 array of shape (n_nodes, len(:data:`LAYER_FEATURES`)).
+        float64 array of shape (n_nodes, len(:data:`LAYER_FEATURES`)) or
+        (n_nodes, len(:data:`KERNEL_FEATURES`)).
+
+    Raises:
+        ValueError: an unknown feature set, or kernel columns missing.
     """
-    flops = nodes["fwd_flops" if direction == "forward" else "bwd_flops"].to_numpy(np.float64)
     ops = nodes["fwd_ops"].to_numpy(np.float64) * (1.0 if direction == "forward" else 2.0)
+    if features == "kernel":
+        column = "kernel_fwd_ms" if direction == "forward" else "kernel_bwd_ms"
+        if column not in nodes:
+            raise ValueError(f"kernel layer features need column {column!r} (operator model)")
+        return np.column_stack([nodes[column].to_numpy(np.float64), ops])
+    if features != "work":
+        raise ValueError(f"field 'features' must be one of {FEATURE_SETS}, got {features!r}")
+    flops = nodes["fwd_flops" if direction == "forward" else "bwd_flops"].to_numpy(np.float64)
     moved = (nodes["input_bytes"] + nodes["output_bytes"]).to_numpy(np.float64)
     return np.column_stack([flops, ops, moved, nodes["params"].to_numpy(np.float64)])
 
@@ -176,6 +198,10 @@ class LayerwiseModel:
     Attributes:
         min_samples: fewest training rows for a type to get its own regressors.
         regressor_params: keyword arguments of every :class:`LayerTimeRegressor`.
+        features: feature set of :func:`layer_features` (``work`` or ``kernel``).
+        unmeasured_types: layer types the training data's source never measures, predicted 0
+            instead of by the generic pair (an import whose labels exclude the optimizer
+            step: its ``optimizer`` node).
         models: ``{layer_type: {"forward": reg, "backward": reg}}`` after :meth:`fit`;
             ``"*"`` is the generic pair.
     """
@@ -183,6 +209,8 @@ class LayerwiseModel:
     min_samples: int = 6
     regressor_params: dict = field(default_factory=dict)
     models: dict[str, dict[str, LayerTimeRegressor | None]] = field(default_factory=dict)
+    features: str = "work"
+    unmeasured_types: tuple[str, ...] = ()
 
     def fit(self, samples: pd.DataFrame) -> LayerwiseModel:
         """Fit on measured nodes.
@@ -219,7 +247,7 @@ class LayerwiseModel:
             if len(rows) < 2:
                 pair[direction] = None
                 continue
-            X = layer_features(rows, direction)
+            X = layer_features(rows, direction, self.features)
             y = rows[f"{direction}_ms"].to_numpy()
             pair[direction] = LayerTimeRegressor(**self.regressor_params).fit(X, y)
         return pair
@@ -239,9 +267,11 @@ class LayerwiseModel:
         out = pd.DataFrame(
             {"forward_ms": 0.0, "backward_ms": 0.0, "used_generic": False}, index=nodes.index
         )
-        X = {d: layer_features(nodes, d) for d in ("forward", "backward")}
+        X = {d: layer_features(nodes, d, self.features) for d in ("forward", "backward")}
         types = nodes["layer_type"].to_numpy()
         for layer_type in np.unique(types):
+            if layer_type in self.unmeasured_types:
+                continue
             mask = types == layer_type
             pair = self.models.get(str(layer_type))
             if pair is None:

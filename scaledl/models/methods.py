@@ -72,11 +72,14 @@ class RuntimeMethod(abc.ABC):
         started = time.perf_counter()
         with single_threaded():
             self._fit(data, list(val_ids or []))
-        labels = data.labels
-        self.epoch_model = EpochModel().fit(
-            labels["epoch_s"], labels["iteration_ms"] / 1000.0, labels["steps_per_epoch"],
-            labels["batch_size"],
-        )  # fmt: skip
+        labels = data.labels[np.isfinite(data.labels["epoch_s"].to_numpy(dtype=float))]
+        # Imports without epoch times: an epoch is its iterations, no overhead learned.
+        self.epoch_model = EpochModel(coef_=[0.0, 0.0, 0.0])
+        if len(labels):
+            self.epoch_model = EpochModel().fit(
+                labels["epoch_s"], labels["iteration_ms"] / 1000.0, labels["steps_per_epoch"],
+                labels["batch_size"],
+            )  # fmt: skip
         self.fit_seconds = time.perf_counter() - started
         return self
 
@@ -228,9 +231,13 @@ class GraphMethod(RuntimeMethod):
         prior = np.log(np.maximum(gs.per_graph_sum(p[:, 2]), 1e-6))
         return node_feature_matrix(gs, p), prior
 
+    def _graph_set(self, workloads: list[Workload]) -> GraphSet:
+        """The workloads' graphs with every node column the layer-wise models read."""
+        return build_graph_set(workloads)
+
     def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
         """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns)."""
-        gs = build_graph_set(list({w.workload_id: w for w in workloads}.values()))
+        gs = self._graph_set(list({w.workload_id: w for w in workloads}.values()))
         pred = node_predictions(self.layerwise, self.allreduce, gs.nodes)
         cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
         return pd.concat([gs.nodes[cols], pred], axis=1)
@@ -242,7 +249,7 @@ class GraphMethod(RuntimeMethod):
             ids = [w.workload_id for w in unique]
             by_id = dict(zip(ids, self.predict_iteration_ms(unique), strict=True))
             return np.array([by_id[w.workload_id] for w in workloads])
-        gs = build_graph_set(workloads)
+        gs = self._graph_set(workloads)
         preds = (
             node_predictions(self.layerwise, self.allreduce, gs.nodes)
             if self.uses_layerwise

@@ -1,0 +1,348 @@
+"""ScaleDL across devices: kernel-aware layer-wise models over operator models, by device specs.
+
+:class:`KernelGraphMethod` is ScaleDL's :class:`~scaledl.models.methods.GraphMethod` with the
+layer-wise models fed by the operator models of :mod:`scaledl.models.operators`:
+
+1. an :class:`~scaledl.models.operators.OperatorTimeModel` is fitted on the measured
+   per-operator times (``operator_timings``: NeuSight's per-node latencies, thousands of rows);
+2. every layer node of a workload's graph gets ``kernel_fwd_ms``/``kernel_bwd_ms``: the sum of its
+   ATen operators' predicted times on the workload's device (:func:`kernel_columns`; operators
+   recorded by the meta-device tracer, identical operators of repeated blocks predicted once);
+3. the layer-wise models (``features="kernel"``) map those sums and the operator count to the
+   measured layer times;
+4. the iteration time is the layer sum corrected either by ScaleDL's GNN (arXiv 2511.04162) or,
+   when the training data has fewer than ``min_gnn_architectures`` distinct architectures (too
+   few graphs for the GNN to learn cross-architecture effects rather than memorise them), by
+   the documented fallback: a log-space correction ``log(label / sum) = a + b * train +
+   c * log(sum) + d_device`` (scikit-learn ``RidgeCV``; a one-hot per training device, none for
+   a device never trained on) fitted either on the measured instrumented pass (how the label
+   differs from the timings the layer models learn from) or on *out-of-architecture* sums
+   (each training architecture's sum predicted by models fitted without it), or no correction:
+   whichever has the lowest error in leave-one-architecture-out validation on the training
+   data (:meth:`KernelGraphMethod._fit_correction`).
+
+A device is described by its specs (:mod:`scaledl.devices`), so the method predicts for any
+device in the device table; predictions on devices absent from the training data are flagged
+(``device_seen`` False). An unknown device is an error. When the training data never measured
+the optimizer step (imports of ``loss.backward()`` timings), the ``optimizer`` node is
+predicted 0 and ``includes_optimizer_`` is False: the predictions exclude it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import RidgeCV
+
+from scaledl.graph.layer_graph import build_layer_graph
+from scaledl.graph.operators import DESCRIPTOR_COLUMNS, at_batch, aten_descriptors
+from scaledl.models.data import ProfileData, measured_nodes
+from scaledl.models.features import GraphSet, architecture_graphs, architecture_key
+from scaledl.models.layerwise import LayerwiseModel
+from scaledl.models.methods import GraphMethod, fit_allreduce, node_predictions
+from scaledl.models.operators import OperatorTimeModel, device_columns
+from scaledl.workloads.spec import Workload
+
+KERNEL_COLUMNS = ("kernel_fwd_ms", "kernel_bwd_ms")
+#: Correction alphas of the ridge fallback (chosen by its efficient leave-one-out CV).
+RIDGE_ALPHAS = (0.1, 1.0, 10.0)
+#: Candidate corrections of the fallback (see :meth:`KernelGraphMethod._fit_correction`).
+CORRECTIONS = ("none", "instrumented", "out_of_architecture")
+
+
+def architecture_group(workload: Workload) -> str:
+    """The model a workload runs, whatever its batch, sequence, mode or device.
+
+    Used as the group of leave-one-architecture-out fits: ``family:hidden x layers`` (for an
+    ``hf`` workload without those fields, its ``config_path``).
+    """
+    if workload.hidden_size and workload.num_layers:
+        return f"{workload.family}:{workload.hidden_size}x{workload.num_layers}"
+    return f"{workload.family}:{workload.config_path}"
+
+
+@lru_cache(maxsize=4096)
+def _unique_operators(key: str):
+    """Distinct operators of an architecture and how often each layer launches each.
+
+    Args:
+        key: :func:`~scaledl.models.features.architecture_key` of the architecture.
+
+    Returns:
+        ``(desc_2, desc_3, counts)``: descriptors at batch 2 and 3 of the U distinct operators
+        (repeated blocks launch the same ones, predicted once), and ``counts`` of shape
+        (n_layers, U).
+    """
+    base = Workload.parse({**json.loads(key), "batch_size": 1, "world_size": 2, "num_nodes": 1})
+    g1, g2 = architecture_graphs(base)  # batch 1 (layers) and 2; see at_batch for why 2 and 3
+    g3 = build_layer_graph(base.model_copy(update={"batch_size": 3}))
+    d1, d2 = aten_descriptors(g2.operators), aten_descriptors(g3.operators)
+    if len(d1) != len(d2):
+        raise ValueError(f"{key}: the operators differ at batch sizes 2 and 3")
+    both = pd.concat(
+        [d1[list(DESCRIPTOR_COLUMNS)].reset_index(drop=True),
+         d2[list(DESCRIPTOR_COLUMNS)].add_suffix("_2").reset_index(drop=True)],
+        axis=1,
+    )  # fmt: skip
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(both.astype(str)))
+    first = pd.Series(np.arange(len(codes))).groupby(codes).first().to_numpy()
+    counts = np.zeros((len(g1.layers), len(uniques)))
+    np.add.at(counts, (d1["layer_index"].to_numpy(), codes), 1.0)
+    return d1.iloc[first].reset_index(drop=True), d2.iloc[first].reset_index(drop=True), counts
+
+
+def kernel_columns(gs: GraphSet, model: OperatorTimeModel) -> pd.DataFrame:
+    """Predicted operator milliseconds summed per layer node, on each workload's device.
+
+    Args:
+        gs: the workloads' graphs.
+        model: a fitted operator model.
+
+    Returns:
+        DataFrame aligned with ``gs.nodes``: ``kernel_fwd_ms``, ``kernel_bwd_ms`` (0 for
+        inference workloads and for non-layer nodes).
+
+    Raises:
+        scaledl.devices.UnknownDeviceError: a workload's device is not in the device table.
+    """
+    graph = gs.nodes["graph"].to_numpy()
+    layer = (gs.nodes["node_kind"] == "layer").to_numpy()
+    layer_index = gs.nodes["layer_index"].to_numpy()
+    out = {c: np.zeros(len(gs.nodes)) for c in KERNEL_COLUMNS}
+    groups: dict[str, list[int]] = {}
+    for g, w in enumerate(gs.workloads):
+        groups.setdefault(architecture_key(w), []).append(g)
+    combo_of_graph = np.full(len(gs.workloads), -1)
+    for key, members in groups.items():
+        d1, d2, counts = _unique_operators(key)
+        specs = [gs.workloads[g] for g in members]
+        combos = pd.DataFrame(
+            {
+                "batch": [w.batch_size for w in specs],
+                "device": [w.device_name for w in specs],
+                "precision": [w.precision for w in specs],
+            }
+        )
+        codes = combos.groupby(list(combos), sort=False).ngroup().to_numpy()
+        unique = combos.drop_duplicates().reset_index(drop=True)  # ngroup's order
+        combo_of_graph[members] = codes
+        ops = at_batch(d1, d2, unique["batch"].to_numpy())
+        ops = pd.concat(
+            [
+                ops,
+                device_columns(
+                    np.repeat(unique["device"].to_numpy(), len(d1)),
+                    np.repeat(unique["precision"].to_numpy(), len(d1)),
+                ),
+            ],
+            axis=1,
+        )
+        rows = np.flatnonzero(layer & np.isin(graph, members))
+        for column, direction in zip(KERNEL_COLUMNS, ("forward", "backward"), strict=True):
+            if direction == "backward" and specs[0].mode != "train":
+                continue
+            pred = model.predict(ops, direction).reshape(len(unique), len(d1))
+            per_layer = pred @ counts.T  # (combos, layers)
+            out[column][rows] = per_layer[combo_of_graph[graph[rows]], layer_index[rows]]
+    return pd.DataFrame(out, index=gs.nodes.index)
+
+
+def operator_rows(data: ProfileData) -> pd.DataFrame:
+    """Training rows of the operator model: measured operators with device columns and group.
+
+    Raises:
+        ValueError: the data has no ``operator_timings``.
+    """
+    if data.operators is None or data.operators.empty:
+        raise ValueError(
+            "kernel-aware model: the profile data has no operator_timings (per-operator times); "
+            "import them (scaledl import neusight) or profile with operator timing"
+        )
+    ops = data.operators.reset_index(drop=True)
+    specs = [data.workloads[w] for w in ops["workload_id"]]
+    devices = device_columns([w.device_name for w in specs], [w.precision for w in specs])
+    rows = pd.concat([ops, devices], axis=1)
+    rows["group"] = [architecture_group(w) for w in specs]
+    rows.loc[[w.mode != "train" for w in specs], "backward_ms"] = np.nan
+    return rows
+
+
+@dataclass
+class KernelGraphMethod(GraphMethod):
+    """Device-aware ScaleDL (see the module docstring).
+
+    Attributes:
+        operator_params: keyword arguments of the :class:`OperatorTimeModel`.
+        min_gnn_architectures: fewest distinct training architectures for the GNN correction;
+            below it the ridge fallback is used (``uses_gnn_`` says which).
+    """
+
+    operator_params: dict = field(default_factory=dict)
+    min_gnn_architectures: int = 8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.operator_model: OperatorTimeModel | None = None
+        self.uses_gnn_ = False
+        self.includes_optimizer_ = True
+        self.training_devices: list[str] = []
+        self.correction_: RidgeCV | None = None
+        self.correction_kind_ = "none"
+        self.correction_scores_: dict[str, float] = {}
+        self.correction_devices_: list[str] = []
+
+    # ------------------------------------------------------------------ fitting
+    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        self.operator_model = OperatorTimeModel(**self.operator_params).fit(operator_rows(data))
+        opt = data.nodes[data.nodes["node_kind"] == "optimizer"]
+        self.includes_optimizer_ = bool(opt["forward_ms"].notna().any())
+        self.layerwise_params = {
+            **self.layerwise_params,
+            "features": "kernel",
+            "unmeasured_types": () if self.includes_optimizer_ else ("optimizer",),
+            # kernel_ms is already a time (coefficient about 1): the ridge that keeps the
+            # collinear work features apart would shrink it towards 0 on relative errors.
+            "regressor_params": {"alpha": 0.0, **self.layerwise_params.get("regressor_params", {})},
+        }
+        self.training_devices = sorted({w.device_name for w in data.workloads.values()})
+        data = self._with_kernels(data, self.operator_model)
+        groups = {architecture_group(w) for w in data.workloads.values()}
+        self.uses_gnn_ = self.mode != "additive" and len(groups) >= self.min_gnn_architectures
+        if self.mode == "scaledl" and not self.uses_gnn_:
+            self.layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(data.nodes))
+            self.allreduce = fit_allreduce(data)
+            self._fit_correction(data)
+            return
+        super()._fit(data, val_ids)
+
+    def _with_kernels(self, data: ProfileData, model: OperatorTimeModel) -> ProfileData:
+        nodes = data.graphs.nodes.drop(columns=list(KERNEL_COLUMNS), errors="ignore")
+        kernels = kernel_columns(data.graphs, model)
+        graphs = dataclasses.replace(data.graphs, nodes=pd.concat([nodes, kernels], axis=1))
+        return dataclasses.replace(data, graphs=graphs)
+
+    def _fit_correction(self, data: ProfileData) -> None:
+        """The GNN's fallback: a log-space correction of the layer sum, chosen by inner CV.
+
+        Candidates (:data:`CORRECTIONS`): ``none`` (the layer sum); ``instrumented``, a ridge
+        on how the label differs from the instrumented pass the layer models learn from
+        (``log(label / instrumented_ms)`` on ``[train, log instrumented_ms, device]``, measured
+        in the training data); ``out_of_architecture``, a ridge on how the label differs from
+        layer sums predicted without the workload's architecture. The candidate with the lowest
+        MRE in leave-one-architecture-out validation on the training data is refitted on all of
+        it (``correction_kind_``, with every candidate's inner MRE in ``correction_scores_``).
+        """
+        ids = np.array(data.ids)
+        workloads = [data.workloads[i] for i in ids]
+        groups = np.array([architecture_group(w) for w in workloads])
+        labels = data.labels["iteration_ms"].to_numpy()
+        measured = data.labels["instrumented_ms"].to_numpy(dtype=float)
+        self.correction_devices_ = sorted(self.training_devices)
+        self.correction_scores_ = {}
+        unique = np.unique(groups)
+        if len(unique) < 2:
+            self.correction_kind_, self.correction_ = "none", None
+            return
+        sums = np.full(len(ids), np.nan)
+        for group in unique:
+            inner = data.subset(ids[groups != group])
+            params = {**self.operator_params, "grid": (self._chosen_params(),)}
+            op_model = OperatorTimeModel(**params).fit(operator_rows(inner))
+            inner = self._with_kernels(inner, op_model)
+            layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(inner.nodes))
+            held = self._with_kernels(data.subset(ids[groups == group]), op_model)
+            pred = node_predictions(layerwise, self.allreduce, held.nodes)["total_ms"]
+            sums[groups == group] = held.graphs.per_graph_sum(pred.to_numpy())
+        has_measured = bool(np.isfinite(measured).all())
+        bases = {"instrumented": measured, "out_of_architecture": sums}
+        candidates = ["none", *(["instrumented"] if has_measured else []), "out_of_architecture"]
+        for kind in candidates:
+            pred = np.empty(len(ids))
+            for group in unique:
+                test = groups == group
+                if kind == "none":
+                    pred[test] = sums[test]
+                    continue
+                ridge = self._ridge(workloads, bases[kind], labels, ~test)
+                held = [workloads[i] for i in np.flatnonzero(test)]
+                X = self._correction_features(held, sums[test])
+                pred[test] = sums[test] * np.exp(ridge.predict(X))
+            self.correction_scores_[kind] = float(np.mean(np.abs(pred - labels) / labels))
+        self.correction_kind_ = min(candidates, key=self.correction_scores_.get)
+        self.correction_ = (
+            None
+            if self.correction_kind_ == "none"
+            else self._ridge(
+                workloads, bases[self.correction_kind_], labels, np.ones(len(ids), bool)
+            )
+        )
+
+    def _ridge(self, workloads, base, labels, mask) -> RidgeCV:
+        chosen = [w for w, m in zip(workloads, mask, strict=True) if m]
+        X = self._correction_features(chosen, base[mask])
+        return RidgeCV(alphas=RIDGE_ALPHAS).fit(X, np.log(labels[mask] / base[mask]))
+
+    def _chosen_params(self) -> dict:
+        """The operator hyper-parameters most often chosen in the outer fit (for inner refits)."""
+        chosen = list(self.operator_model.params_.values())
+        return max(chosen, key=lambda p: chosen.count(p)) if chosen else {}
+
+    def _correction_features(self, workloads: list[Workload], sums: np.ndarray) -> np.ndarray:
+        train = np.array([w.mode == "train" for w in workloads], dtype=float)
+        onehot = np.array(
+            [[w.device_name == d for d in self.correction_devices_] for w in workloads],
+            dtype=float,
+        ).reshape(len(workloads), len(self.correction_devices_))
+        return np.column_stack([train, np.log(np.maximum(sums, 1e-6)), onehot])
+
+    # ------------------------------------------------------------------ prediction
+    def _graph_set(self, workloads: list[Workload]) -> GraphSet:
+        gs = super()._graph_set(workloads)
+        gs.nodes = pd.concat([gs.nodes, kernel_columns(gs, self.operator_model)], axis=1)
+        return gs
+
+    def _sums(self, gs: GraphSet) -> np.ndarray:
+        pred = node_predictions(self.layerwise, self.allreduce, gs.nodes)["total_ms"]
+        return gs.per_graph_sum(pred.to_numpy())
+
+    def layer_sum_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """The uncorrected sum of the layer-wise predictions (the ``additive`` method).
+
+        Returns:
+            Milliseconds, shape (len(workloads),).
+        """
+        unique = list({w.workload_id: w for w in workloads}.values())
+        by_id = dict(zip([w.workload_id for w in unique], self._sums(self._graph_set(unique)),
+                         strict=True))  # fmt: skip
+        return np.array([by_id[w.workload_id] for w in workloads])
+
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """Predicted iteration milliseconds, shape (len(workloads),).
+
+        Raises:
+            scaledl.devices.UnknownDeviceError: a workload's device is not in the device table.
+        """
+        if self.mode != "scaledl" or self.uses_gnn_:
+            return super().predict_iteration_ms(workloads)
+        unique = list({w.workload_id: w for w in workloads}.values())
+        sums = self._sums(self._graph_set(unique))
+        pred = sums
+        if self.correction_ is not None:
+            pred = sums * np.exp(self.correction_.predict(self._correction_features(unique, sums)))
+        by_id = dict(zip([w.workload_id for w in unique], pred, strict=True))
+        return np.array([by_id[w.workload_id] for w in workloads])
+
+    def predict(self, workloads: list[Workload]) -> pd.DataFrame:
+        """Iteration and epoch predictions, with ``device_seen`` (device in the training data).
+
+        Returns:
+            DataFrame with ``workload_id``, ``iteration_s``, ``epoch_s``, ``device_seen``.
+        """
+        out = super().predict(workloads)
+        out["device_seen"] = [w.device_name in self.training_devices for w in workloads]
+        return out

@@ -1,0 +1,361 @@
+"""Kernel-aware operator models: a layer's time from the time of its operators on a device.
+
+A layer is decomposed into its operators (:mod:`scaledl.graph.operators`: matmuls with their
+(batch, M, N, K), element-wise, reduction and embedding operators with their bytes); this module
+predicts each operator's time on a device.
+
+**Roofline features** (Williams et al., "Roofline", CACM 2009), per operator, direction and
+device: compute time at peak (FLOPs / peak FLOP/s of the workload's precision), memory time at
+peak bandwidth (bytes / bandwidth), arithmetic intensity, and for matmuls the output tiles of a
+``tile`` x ``tile`` thread-block tiling (128 x 128, the common cuBLAS SGEMM tile) and the waves
+``ceil(tiles / SMs)`` they run in, so the compute time counts whole waves (wave quantisation:
+``waves x SMs x tile FLOPs / peak``). The backward of a matmul is its two gradient GEMMs (dA:
+M x K over N, dB: K x N over M), each tiled the same way.
+
+**Utilisation** (NeuSight, Lee et al., ASPLOS 2025, predicts a per-wave utilisation bounded by
+the roofline; https://github.com/sitar-lab/NeuSight): one gradient-boosted regressor per
+operator class and direction (scikit-learn ``GradientBoostingRegressor``) learns the log
+slowdown ``s = log(t / t_roofline)`` from the log features and the device's specs; predictions
+are ``t = t_roofline * exp(max(s, 0))``, i.e. a utilisation ``exp(-s)`` in (0, 1]: never faster
+than the roofline. Hyper-parameters are chosen per class and direction by an inner
+leave-one-group-out validation on the training rows (groups: the ``group`` column, e.g. the
+model an operator comes from), never on test data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import sklearn
+from sklearn.ensemble import GradientBoostingRegressor
+
+from scaledl.devices.specs import DeviceSpec, device_spec
+from scaledl.graph.operators import OP_CLASSES, OP_KINDS
+
+#: Device columns the features read (see :func:`device_columns`).
+DEVICE_COLUMNS = ("peak_tflops", "mem_bandwidth_gbps", "num_sms", "l2_mb", "clock_mhz")
+DEFAULT_TILE = 128
+_DIRECTIONS = ("forward", "backward")
+#: FLOPs per output element of the non-matmul kinds (forward), a nominal count for the roofline.
+_FLOPS_PER_ELEMENT = {"softmax": 5.0, "layer_norm": 8.0, "reduce": 1.0, "activation": 4.0}
+
+
+def device_columns(device_names: Iterable[str], precisions: Iterable[str]) -> pd.DataFrame:
+    """Device columns (:data:`DEVICE_COLUMNS`) for each (device, precision) pair.
+
+    Args:
+        device_names: one device name per row.
+        precisions: the precision of each row (the matmul peak is that precision's).
+
+    Returns:
+        DataFrame with :data:`DEVICE_COLUMNS`, one row per input row.
+
+    Raises:
+        scaledl.devices.UnknownDeviceError: a device is not in the device table.
+        ValueError: a device does not support a precision.
+    """
+    cache: dict[tuple[str, str], dict[str, float]] = {}
+    rows = []
+    for name, precision in zip(device_names, precisions, strict=True):
+        key = (str(name), str(precision))
+        if key not in cache:
+            spec: DeviceSpec = device_spec(key[0])
+            cache[key] = {
+                "peak_tflops": spec.peak_flops_per_s(key[1]) / 1e12,
+                "mem_bandwidth_gbps": spec.mem_bandwidth_gbps,
+                "num_sms": spec.num_sms,
+                "l2_mb": spec.l2_mb,
+                "clock_mhz": spec.clock_mhz,
+            }
+        rows.append(cache[key])
+    return pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
+
+
+@dataclass(frozen=True)
+class RooflineTerms:
+    """Roofline quantities of operators in one direction (arrays of shape (n_ops,)).
+
+    Attributes:
+        flops: floating-point operations.
+        bytes: bytes moved to and from memory.
+        compute_ms: FLOPs at peak FLOP/s (wave-quantised for matmuls).
+        memory_ms: bytes at peak bandwidth.
+        roofline_ms: ``max(compute_ms, memory_ms)``, the lower bound of the operator's time.
+        tiles: output tiles (matmuls; 0 otherwise).
+        waves: ``ceil(tiles / SMs)`` (matmuls; 0 otherwise).
+    """
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    compute_ms: np.ndarray
+    memory_ms: np.ndarray
+    roofline_ms: np.ndarray
+    tiles: np.ndarray
+    waves: np.ndarray
+
+
+def _tile_side(dim: np.ndarray, tile: int) -> np.ndarray:
+    """Tile side along one output dimension: the power of two covering it, 16 to ``tile``."""
+    return np.clip(2.0 ** np.ceil(np.log2(np.maximum(dim, 1.0))), 16.0, float(tile))
+
+
+def _gemm_waves(batch, rows, cols, inner, tile, sms, peak_per_ms):
+    """Tiles, waves and wave-quantised compute time (ms) of ``batch`` GEMMs rows x cols.
+
+    Small output dimensions get smaller tiles (as cuBLAS picks them), so a 64-wide output is
+    not charged a 128-wide tile.
+    """
+    tr, tc = _tile_side(rows, tile), _tile_side(cols, tile)
+    tiles = batch * np.ceil(np.maximum(rows, 1.0) / tr) * np.ceil(np.maximum(cols, 1.0) / tc)
+    waves = np.ceil(tiles / sms)
+    return tiles, waves, waves * sms * 2.0 * tr * tc * inner / peak_per_ms
+
+
+def roofline_terms(
+    ops: pd.DataFrame, direction: str = "forward", tile: int = DEFAULT_TILE
+) -> RooflineTerms:
+    """Roofline quantities of operator rows on their devices.
+
+    Args:
+        ops: descriptor rows (:data:`DESCRIPTOR_COLUMNS`) with :data:`DEVICE_COLUMNS`.
+        direction: ``forward`` or ``backward`` (matmul: the two gradient GEMMs; element-wise
+            and reductions: read the output gradient and saved tensors, write the input
+            gradient, twice the forward bytes; embedding: scatter-add into the whole table).
+        tile: side of the square output tile of a matmul's thread block.
+
+    Returns:
+        The :class:`RooflineTerms`.
+
+    Shapes:
+        ``ops``: (n_ops, ...); every array of the result: (n_ops,).
+    """
+    if direction not in _DIRECTIONS:
+        raise ValueError(f"direction must be one of {_DIRECTIONS}, got {direction!r}")
+    cls = ops["op_class"].to_numpy()
+    kind = ops["op_kind"].to_numpy()
+    b, m, n, k = (ops[c].to_numpy(np.float64) for c in ("batch", "m", "n", "k"))
+    elements = ops["elements"].to_numpy(np.float64)
+    moved = (ops["bytes_in"] + ops["bytes_out"]).to_numpy(np.float64)
+    peak = ops["peak_tflops"].to_numpy(np.float64) * 1e9  # FLOP per ms
+    bandwidth = ops["mem_bandwidth_gbps"].to_numpy(np.float64) * 1e6  # bytes per ms
+    sms = ops["num_sms"].to_numpy(np.float64)
+    is_mm = cls == "matmul"
+    per_element = np.array([_FLOPS_PER_ELEMENT.get(x, 1.0) for x in kind])
+    if direction == "forward":
+        flops = np.where(is_mm, 2.0 * b * m * n * k, per_element * elements)
+        flops = np.where(cls == "embedding", 0.0, flops)
+        nbytes = moved
+        tiles, waves, wave_ms = _gemm_waves(b, m, n, k, tile, sms, peak)
+    else:
+        flops = np.where(is_mm, 4.0 * b * m * n * k, 2.0 * per_element * elements)
+        table = ops["table_bytes"].to_numpy(np.float64)
+        # matmul: read dC, A, B, write dA, dB; embedding: scatter into the whole table;
+        # add: the gradient passes through (no kernel); others: about the forward's bytes.
+        nbytes = np.select(
+            [is_mm, cls == "embedding", kind == "add"], [2.0 * moved, table + moved, 0.0], moved
+        )
+        tiles_a, waves_a, ms_a = _gemm_waves(b, m, k, n, tile, sms, peak)  # dA = dC @ B^T
+        tiles_b, waves_b, ms_b = _gemm_waves(b, k, n, m, tile, sms, peak)  # dB = A^T @ dC
+        tiles, waves, wave_ms = tiles_a + tiles_b, waves_a + waves_b, ms_a + ms_b
+    tiles = np.where(is_mm, tiles, 0.0)
+    compute_ms = np.where(is_mm, np.maximum(wave_ms, flops / peak), flops / peak)
+    memory_ms = nbytes / bandwidth
+    roofline_ms = np.maximum(np.maximum(compute_ms, memory_ms), 1e-7)
+    return RooflineTerms(
+        flops, nbytes, compute_ms, memory_ms, roofline_ms, tiles, np.where(is_mm, waves, 0.0)
+    )
+
+
+def operator_features(
+    ops: pd.DataFrame, op_class: str, direction: str = "forward", tile: int = DEFAULT_TILE
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features of one class's operators for its utilisation model.
+
+    Args:
+        ops: descriptor rows of class ``op_class`` with :data:`DEVICE_COLUMNS`.
+        op_class: one of :data:`OP_CLASSES`.
+        direction: ``forward`` or ``backward``.
+        tile: matmul tile side.
+
+    Returns:
+        ``(X, roofline_ms)``: X of shape (n_ops, n_features), float64: log2 of compute, memory
+        and roofline time, arithmetic intensity, bytes over L2, elements, waves, the wave
+        efficiency ``tiles / (waves x SMs)``, ``1 / waves``, log2 of the matmul dimensions
+        (M, N, K, batch) or the reduction row length, log2 of the device's peak, bandwidth,
+        SMs, L2, clock and machine balance (peak / bandwidth), and one-hot kinds;
+        roofline_ms of shape (n_ops,).
+    """
+    t = roofline_terms(ops, direction, tile)
+    log = np.log2
+    l2_bytes = ops["l2_mb"].to_numpy(np.float64) * 2**20
+    peak = ops["peak_tflops"].to_numpy(np.float64)
+    bw = ops["mem_bandwidth_gbps"].to_numpy(np.float64)
+    sms = ops["num_sms"].to_numpy(np.float64)
+    cols = [
+        log(np.maximum(t.compute_ms, 1e-9)),
+        log(np.maximum(t.memory_ms, 1e-9)),
+        log(t.roofline_ms),
+        log((t.flops + 1.0) / (t.bytes + 1.0)),
+        log((t.bytes + 1.0) / l2_bytes),
+        log(ops["elements"].to_numpy(np.float64) + 1.0),
+    ]
+    if op_class == "matmul":
+        waves = np.maximum(t.waves, 1.0)
+        cols += [
+            log(waves),
+            t.tiles / (waves * sms),
+            1.0 / waves,
+            *(log(ops[c].to_numpy(np.float64) + 1.0) for c in ("m", "n", "k", "batch")),
+        ]
+    elif op_class == "reduction":
+        cols.append(log(ops["row_len"].to_numpy(np.float64) + 1.0))
+    elif op_class == "embedding":
+        cols.append(log(ops["table_bytes"].to_numpy(np.float64) + 1.0))
+    cols += [
+        log(peak),
+        log(bw),
+        log(sms),
+        log(ops["l2_mb"].to_numpy(np.float64)),
+        log(ops["clock_mhz"].to_numpy(np.float64)),
+        log(peak * 1e3 / bw),
+    ]
+    kinds = ops["op_kind"].to_numpy()
+    cols += [(kinds == kind).astype(np.float64) for kind in OP_KINDS[op_class]]
+    return np.column_stack(cols), t.roofline_ms
+
+
+#: Candidate hyper-parameters of the utilisation regressors (chosen by inner validation).
+DEFAULT_GRID = (
+    {"n_estimators": 100, "max_depth": 3, "learning_rate": 0.1, "min_samples_leaf": 10},
+    {"n_estimators": 200, "max_depth": 4, "learning_rate": 0.05, "min_samples_leaf": 5},
+)
+
+
+def _regressor(params: dict) -> GradientBoostingRegressor:
+    # Single-threaded on purpose: on a shared 2-core host, OpenMP histogram boosting spun for
+    # seconds per fit; exact boosting takes 0.1-0.3 s on these thousand-row tables.
+    return GradientBoostingRegressor(random_state=0, **params)
+
+
+@dataclass
+class OperatorTimeModel:
+    """Per operator class and direction: time = roofline time / learned utilisation.
+
+    Attributes:
+        tile: matmul tile side.
+        grid: candidate hyper-parameters of each regressor.
+        min_rows: fewest training rows for a class and direction to get its own model (else
+            the roofline time alone, utilisation 1, is predicted and flagged in ``fallback_``).
+        models_: ``{(op_class, direction): regressor}`` after :meth:`fit`.
+        params_: chosen hyper-parameters per key.
+        inner_mre_: inner-validation MRE of the chosen parameters per key (NaN with fewer
+            than two groups).
+        fallback_: keys predicted by the roofline alone.
+        clipped_share_: per key, share of training rows faster than their roofline (clipped
+            to utilisation 1; a measure of how far the device specs are off).
+    """
+
+    tile: int = DEFAULT_TILE
+    grid: tuple[dict, ...] = DEFAULT_GRID
+    min_rows: int = 10
+    models_: dict = field(default_factory=dict)
+    params_: dict = field(default_factory=dict)
+    inner_mre_: dict = field(default_factory=dict)
+    fallback_: list = field(default_factory=list)
+    clipped_share_: dict = field(default_factory=dict)
+
+    def fit(self, ops: pd.DataFrame) -> OperatorTimeModel:
+        """Fit the utilisation regressors on measured operators.
+
+        Args:
+            ops: descriptor rows with :data:`DEVICE_COLUMNS`, ``forward_ms``, ``backward_ms``
+                (NaN or 0 where not measured: inference, no gradient) and ``group`` (the inner
+                validation's groups, e.g. the model name).
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: no operator row with a measured time.
+        """
+        if ops.empty:
+            raise ValueError("operator model: no training operators")
+        # Parameters are checked once by DEFAULT_GRID's construction; re-validating them in
+        # each of the thousands of boosting stages costs as much as fitting the trees.
+        with sklearn.config_context(skip_parameter_validation=True):
+            return self._fit(ops)
+
+    def _fit(self, ops: pd.DataFrame) -> OperatorTimeModel:
+        self.models_, self.params_, self.inner_mre_ = {}, {}, {}
+        self.fallback_, self.clipped_share_ = [], {}
+        for op_class in OP_CLASSES:
+            for direction in _DIRECTIONS:
+                key = (op_class, direction)
+                target = ops[f"{direction}_ms"].to_numpy(np.float64)
+                mask = (ops["op_class"].to_numpy() == op_class) & (target > 0)
+                if direction == "backward":
+                    mask &= ops["op_kind"].to_numpy() != "fill"
+                rows = ops[mask]
+                if len(rows) < self.min_rows:
+                    self.fallback_.append(key)
+                    continue
+                X, roof = operator_features(rows, op_class, direction, self.tile)
+                slowdown = np.log(target[mask] / roof)
+                self.clipped_share_[key] = float(np.mean(slowdown < 0))
+                y = np.maximum(slowdown, 0.0)
+                groups = rows["group"].to_numpy() if "group" in rows else np.zeros(len(rows))
+                params, score = self._select(X, y, groups)
+                self.params_[key], self.inner_mre_[key] = params, score
+                self.models_[key] = _regressor(params).fit(X, y)
+        if not self.models_:
+            raise ValueError("operator model: no class has enough measured operators")
+        return self
+
+    def _select(self, X, y, groups) -> tuple[dict, float]:
+        """Hyper-parameters with the lowest leave-one-group-out MRE (first on ties)."""
+        unique = np.unique(groups)
+        if len(self.grid) == 1 or len(unique) < 2:
+            return dict(self.grid[0]), float("nan")
+        scores = []
+        for params in self.grid:
+            errors = []
+            for g in unique:
+                test = groups == g
+                model = _regressor(params).fit(X[~test], y[~test])
+                pred = np.maximum(model.predict(X[test]), 0.0)
+                errors.append(np.mean(np.abs(np.exp(pred - y[test]) - 1.0)))
+            scores.append(float(np.mean(errors)))
+        best = int(np.argmin(scores))
+        return dict(self.grid[best]), scores[best]
+
+    def predict(self, ops: pd.DataFrame, direction: str = "forward") -> np.ndarray:
+        """Predicted milliseconds of each operator in one direction.
+
+        Args:
+            ops: descriptor rows with :data:`DEVICE_COLUMNS`.
+            direction: ``forward`` or ``backward`` (``fill`` operators have no backward: 0).
+
+        Returns:
+            float64 array of shape (n_ops,), each at least the operator's roofline time.
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
+        if not self.models_:
+            raise RuntimeError("operator model is not fitted")
+        out = np.zeros(len(ops))
+        classes = ops["op_class"].to_numpy()
+        for op_class in OP_CLASSES:
+            mask = classes == op_class
+            if not mask.any():
+                continue
+            X, roof = operator_features(ops[mask], op_class, direction, self.tile)
+            model = self.models_.get((op_class, direction))
+            slowdown = np.maximum(model.predict(X), 0.0) if model is not None else 0.0
+            out[mask] = roof * np.exp(slowdown)
+        if direction == "backward":
+            out[ops["op_kind"].to_numpy() == "fill"] = 0.0
+        return out
