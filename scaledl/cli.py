@@ -315,6 +315,58 @@ def predict(
         table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
 
 
+import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("neusight")
+def import_neusight_command(
+    path: Annotated[
+        Path, typer.Argument(help="NeuSight data folder (label/, model_configs/, ...)")
+    ],
+    out: Annotated[Path, typer.Option(help="Output profiles folder")] = Path(
+        "data/imported/neusight"
+    ),
+) -> None:
+    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them)."""
+    from scaledl.external.neusight import NeusightFormatError
+    from scaledl.external.neusight_tables import import_neusight
+
+    try:
+        summary = import_neusight(path, out)
+    except (NeusightFormatError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())
+    typer.echo(f"{out}: {rows}")
+    typer.echo(f"not carried by the traces: {'; '.join(summary.manifest['not_carried'])}")
+    typer.echo(f"next: scaledl validate {out}")
+
+
+@app.command()
+def devices(
+    probe: Annotated[
+        bool, typer.Option(help="Measure this CPU host (GEMM + memory copy) and store it")
+    ] = False,
+    hosts_dir: Annotated[Path | None, typer.Option(help="Where host specs are stored")] = None,
+) -> None:
+    """List the device table (GPUs with sources, measured CPU hosts); --probe adds this host."""
+    from scaledl.devices import known_devices
+    from scaledl.devices.host import probe_host, store_host_spec
+
+    if probe:
+        spec = probe_host()
+        path = store_host_spec(spec, hosts_dir)
+        typer.echo(
+            f"{path}: {spec.device_name}: {spec.peak_tflops['fp32'] * 1e3:.1f} GFLOP/s fp32, "
+            f"{spec.mem_bandwidth_gbps:.1f} GB/s (one thread)"
+        )
+    table = known_devices(hosts_dir)
+    columns = ["device_name", "peak_fp32_tflops", "peak_bf16_tflops", "mem_bandwidth_gbps",
+               "num_sms", "l2_mb", "memory_gb"]  # fmt: skip
+    with pd.option_context("display.width", 160, "display.max_columns", 10):
+        typer.echo(table[columns].to_string(index=False))
+
+
 @app.command("list-predictors")
 def list_predictors_command(
     registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
@@ -337,11 +389,19 @@ def evaluate(
         "data/validated"
     ),
     out: Annotated[Path, typer.Option(help="Report directory")] = Path("data/reports"),
+    gpu_profiles: Annotated[
+        Path | None, typer.Option(help="Validated imported GPU profiles (GPU evaluation)")
+    ] = None,
+    gpu_parallel_labels: Annotated[
+        Path | None, typer.Option(help="The import's parallel_labels.parquet")
+    ] = None,
 ) -> None:
-    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, ...)."""
+    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...)."""
+    from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
 
-    metrics = run_evaluation(profiles, out)
+    config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
+    metrics = run_evaluation(profiles, out, config)
     typer.echo(headline(metrics))
     typer.echo(f"report: {out / 'report.html'}")
 

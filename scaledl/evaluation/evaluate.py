@@ -4,7 +4,8 @@
 every split (the same training, validation and test ids for all methods), scores iteration and
 epoch time (:mod:`scaledl.evaluation.metrics`), runs the learning curves
 (:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
-(:mod:`scaledl.evaluation.external`: NeuSight, Vidur), then writes ``metrics.json``,
+(:mod:`scaledl.evaluation.gpu`: imported NeuSight GPU profiles through the product's models;
+:mod:`scaledl.evaluation.external`: Vidur all-reduce), then writes ``metrics.json``,
 ``predictions.parquet``, ``figures/*.png`` and ``report.html`` under the output folder (each file
 written to a temporary name first and renamed into place).
 """
@@ -21,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from scaledl.evaluation import figures as figs
-from scaledl.evaluation.external import evaluate_neusight, evaluate_vidur
+from scaledl.evaluation.external import evaluate_vidur
+from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
 from scaledl.evaluation.metrics import mean_metrics, prediction_metrics
 from scaledl.evaluation.report import target_table, write_report
@@ -64,8 +66,12 @@ class EvaluationConfig:
         learning_curve_seeds: seeds per (sampler, size); 0 skips the learning curves.
         learning_curve_methods: methods fitted for the learning curves.
         learning_curve_samplers: samplers compared.
-        include_external: evaluate on NeuSight and Vidur data.
-        neusight_root: NeuSight data folder.
+        include_external: evaluate on real GPU data: the imported GPU profiles
+            (``gpu_profiles``, :mod:`scaledl.evaluation.gpu`) and Vidur's all-reduce times.
+        gpu_profiles: validated imported GPU profile tables (``scaledl import neusight`` then
+            ``scaledl validate``; the ``imported_profiles`` asset); ``None`` skips the GPU
+            evaluation with a note.
+        gpu_parallel_labels: the import's ``parallel_labels.parquet`` (multi-GPU labels).
         vidur_root: Vidur ``network`` folder.
         figures: draw the PNG figures (and embed them in the report).
         extrapolation_quantile: tokens-per-step quantile from which workloads are tested in
@@ -86,7 +92,8 @@ class EvaluationConfig:
     learning_curve_methods: tuple[str, ...] = ("scaledl",)
     learning_curve_samplers: tuple[str, ...] = SAMPLERS
     include_external: bool = True
-    neusight_root: Path = EXTERNAL_ROOT / "neusight"
+    gpu_profiles: Path | None = None
+    gpu_parallel_labels: Path | None = None
     vidur_root: Path = EXTERNAL_ROOT / "vidur" / "network"
     figures: bool = True
     extrapolation_quantile: float = 0.8
@@ -244,7 +251,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         validated_dir: directory of the six profile tables (see
             :func:`scaledl.models.data.load_profile_data`).
         out_dir: output folder (created); receives ``metrics.json``, ``predictions.parquet``,
-            ``neusight_predictions.parquet`` (with external data), ``figures/`` and
+            ``gpu_predictions.parquet`` (with GPU profiles), ``figures/`` and
             ``report.html``.
         config: settings; ``None`` gives the defaults.
 
@@ -253,7 +260,8 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         :mod:`scaledl.evaluation` and the keys below): ``splits`` (``id``, ``ood``,
         ``extrapolation``), ``learning_curve``, ``label_reproducibility`` (the noise floor: MRE
         between independent launches of the same workloads, overall and per world size; see
-        :mod:`scaledl.evaluation.reproducibility`), ``external``, ``targets``,
+        :mod:`scaledl.evaluation.reproducibility`), ``external`` (Vidur), ``gpu``
+        (:func:`scaledl.evaluation.gpu.evaluate_gpu`, or null), ``targets``,
         ``runtime_s``, ``fit_counts``, ``notes``, ``config``.
 
     Raises:
@@ -338,10 +346,16 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
 
     t0 = time.perf_counter()
     external: dict = {}
-    neusight_pred = None
+    gpu, gpu_pred = None, None
     if config.include_external:
-        external["neusight"], neusight_pred = evaluate_neusight(config.neusight_root)
         external["vidur"] = evaluate_vidur(config.vidur_root)
+        if config.gpu_profiles is not None:
+            gpu_config = GpuEvaluationConfig(
+                parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root
+            )
+            gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
+        else:
+            notes.append("GPU evaluation skipped: no imported GPU profiles (gpu_profiles)")
     external_s = time.perf_counter() - t0
 
     reproducibility = label_reproducibility(
@@ -353,6 +367,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         "learning_curve_by_method": lc,
         "label_reproducibility": reproducibility,
         "external": external,
+        "gpu": gpu,
         "sweep": sweep,
         "n_workloads": len(labels),
         "families": sorted(labels["family"].unique().tolist()),
@@ -372,10 +387,9 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = pd.concat(frames, ignore_index=True)
     _atomic_write(out_dir / "predictions.parquet", lambda p: predictions.to_parquet(p, index=False))
-    if neusight_pred is not None:
+    if gpu_pred is not None:
         _atomic_write(
-            out_dir / "neusight_predictions.parquet",
-            lambda p: neusight_pred.to_parquet(p, index=False),
+            out_dir / "gpu_predictions.parquet", lambda p: gpu_pred.to_parquet(p, index=False)
         )
     t0 = time.perf_counter()
     figure_paths = (

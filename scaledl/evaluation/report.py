@@ -11,6 +11,8 @@ import base64
 import html
 from pathlib import Path
 
+from scaledl.evaluation.gpu import gpu_report_html, gpu_targets
+
 EXPLANATIONS = {
     "pred_vs_measured": "Predicted vs measured iteration time on the random held-out (ID) test "
     "set, log-log, one panel per method; the dashed line is a perfect prediction.",
@@ -104,24 +106,13 @@ def target_table(metrics: dict) -> list[dict]:
             }
         )
     rows.append(_doptimal_target(metrics.get("learning_curve") or {}))
-    per_gpu = _get(metrics, "external", "neusight", "per_gpu")
-    if per_gpu:
-        worst_gpu = max(per_gpu, key=lambda g: per_gpu[g]["scaledl"]["mre"])
-        worst = per_gpu[worst_gpu]["scaledl"]["mre"]
-        under = sum(v["scaledl"]["mre"] <= 0.10 for v in per_gpu.values())
-        rows.append(
-            {
-                "target": "NeuSight leave-one-model-out MRE <= 10% on every GPU (ScaleDL)",
-                "measured": f"worst {_pct(worst)} ({worst_gpu}); "
-                f"{under}/{len(per_gpu)} GPUs <= 10%",
-                "reached": worst <= 0.10,
-            }
-        )
+    if metrics.get("gpu"):
+        rows += gpu_targets(metrics["gpu"])
     else:
         rows.append(
             {
-                "target": "NeuSight leave-one-model-out MRE <= 10% on every GPU",
-                "measured": "not evaluated",
+                "target": "GPU leave-one-model-out MRE <= 10% on every GPU",
+                "measured": "not evaluated (no imported GPU profiles)",
                 "reached": None,
             }
         )
@@ -237,20 +228,8 @@ def render_report(metrics: dict, figure_paths: dict[str, Path]) -> str:
     parts.append("<h2>Extrapolation (largest tokens per step held out)</h2>")
     parts.append(_table(header, _split_rows(splits.get("extrapolation", {}))))
     ext = metrics.get("external", {})
-    if ext.get("neusight"):
-        ns = ext["neusight"]
-        methods = list(ns["mean_over_gpus"])
-        rows = [
-            [g, *(_pct(v[m]["mre"]) for m in methods), v[methods[0]]["n"]]
-            for g, v in ns["per_gpu"].items()
-        ]
-        rows.append(["mean over GPUs", *(_pct(ns["mean_over_gpus"][m]) for m in methods), ""])
-        parts.append(
-            "<h2>Real GPU data: NeuSight (leave one model out)</h2><p>Data: NeuSight, "
-            "Lee et al., ASPLOS 2025, sitar-lab/NeuSight, MIT licence. "
-            f"{html.escape(ns['protocol'])}. {html.escape(ns['gnn_note'])}</p>"
-        )
-        parts.append(_table(["GPU", *methods, "n"], rows))
+    if metrics.get("gpu"):
+        parts.append(gpu_report_html(metrics["gpu"]))
     if ext.get("vidur"):
         vd = ext["vidur"]
         variants = list(vd["mean"])

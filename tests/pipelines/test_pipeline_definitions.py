@@ -10,6 +10,7 @@ EXPECTED_ASSETS = {
     "workload_design",
     "profiling_runs",
     "validated_profiles",
+    "imported_profiles",
     "layerwise_models",
     "runtime_gnn",
     "evaluation_report",
@@ -36,6 +37,8 @@ def test_asset_graph_has_the_pipeline_stages_in_order():
     assert parents["layerwise_models"] == {"validated_profiles"}
     assert parents["runtime_gnn"] == {"validated_profiles", "layerwise_models"}
     assert parents["predictor_bundle"] == {"runtime_gnn", "evaluation_report"}
+    assert parents["imported_profiles"] == {"search_space"}
+    assert {"validated_profiles", "imported_profiles"} <= parents["evaluation_report"]
     assert "predictor_bundle" in parents["data_version"]
 
 

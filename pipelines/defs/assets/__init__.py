@@ -2,6 +2,7 @@
 
 from pipelines.defs.assets.design import search_space, workload_design
 from pipelines.defs.assets.evaluation import evaluation_report
+from pipelines.defs.assets.imported import imported_profiles
 from pipelines.defs.assets.profiling import profiling_runs, validated_profiles
 from pipelines.defs.assets.training import predictor_bundle, trained_models
 from pipelines.defs.assets.versioning import data_version
@@ -11,6 +12,7 @@ ALL_ASSETS = [
     workload_design,
     profiling_runs,
     validated_profiles,
+    imported_profiles,
     trained_models,
     evaluation_report,
     predictor_bundle,
@@ -21,6 +23,7 @@ __all__ = [
     "ALL_ASSETS",
     "data_version",
     "evaluation_report",
+    "imported_profiles",
     "predictor_bundle",
     "profiling_runs",
     "search_space",

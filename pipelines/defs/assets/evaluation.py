@@ -31,12 +31,21 @@ def evaluation_report(
     settings: ScaledlSettings,
     search_space: dict[str, Any],
     validated_profiles: dict[str, Any],
+    imported_profiles: dict[str, Any],
 ) -> dict[str, Any]:
-    """Accuracy report: ID and leave-one-family-out OOD errors of ScaleDL and baselines."""
+    """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines."""
+    import dataclasses
+
     from scaledl.evaluation import EvaluationConfig, evaluate
 
     out_dir = settings.reports_dir
     config = EvaluationConfig.from_preset(search_space.get("evaluation"))
+    if "validated_dir" in imported_profiles:
+        config = dataclasses.replace(
+            config,
+            gpu_profiles=Path(imported_profiles["validated_dir"]),
+            gpu_parallel_labels=Path(imported_profiles["parallel_labels"]),
+        )
     metrics = dict(evaluate(Path(validated_profiles["validated_dir"]), out_dir, config))
     metrics["metrics_path"] = str(out_dir / "metrics.json")
     figures = sorted((out_dir / "figures").glob("*.png"))
