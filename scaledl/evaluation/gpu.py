@@ -36,7 +36,7 @@ from __future__ import annotations
 import html
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +67,7 @@ class GpuEvaluationConfig:
             skips the data-parallel evaluation.
         vidur_root: Vidur ``network`` folder (all-reduce times for the data-parallel labels).
         leave_one_gpu_out: run the LOGO protocol.
+        operator_params: keyword arguments of the operator models (default: theirs).
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -74,6 +75,7 @@ class GpuEvaluationConfig:
     parallel_labels: Path | None = None
     vidur_root: Path | None = None
     leave_one_gpu_out: bool = True
+    operator_params: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]
@@ -128,10 +130,14 @@ class AnalyticalRoofline:
         return self._ideal_ms(workloads) / util
 
 
-def _fit(method: str, train: ProfileData, min_gnn: int):
+def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     if method == "analytical":
         return AnalyticalRoofline().fit(train)
-    return KernelGraphMethod(mode="scaledl", min_gnn_architectures=min_gnn).fit(train, [])
+    return KernelGraphMethod(
+        mode="scaledl",
+        min_gnn_architectures=config.min_gnn_architectures,
+        operator_params=dict(config.operator_params),
+    ).fit(train, [])
 
 
 def _predict(method: str, fitted, workloads: list[Workload]) -> np.ndarray:
@@ -216,7 +222,7 @@ def leave_one_out(
             kind = "analytical" if method == "analytical" else "kernel"
             started = time.perf_counter()
             if kind not in fitted_by_kind:
-                fitted_by_kind[kind] = _fit(method, train, config.min_gnn_architectures)
+                fitted_by_kind[kind] = _fit(method, train, config)
             fitted = fitted_by_kind[kind]
             pred = _predict(method, fitted, workloads)
             frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
@@ -283,20 +289,22 @@ def operator_metrics(errors: pd.DataFrame) -> dict:
     }
 
 
-def data_parallel(data: ProfileData, labels: pd.DataFrame, vidur_root: Path, min_gnn: int) -> dict:
+def data_parallel(
+    data: ProfileData, labels: pd.DataFrame, vidur_root: Path, config: GpuEvaluationConfig
+) -> dict:
     """Predict the multi-GPU labels the product's data-parallel rule covers (see module doc).
 
     Args:
         data: all single-GPU profile data (the methods are fitted on all of it).
         labels: ``parallel_labels`` of the import.
         vidur_root: Vidur ``network`` folder.
-        min_gnn: :attr:`GpuEvaluationConfig.min_gnn_architectures`.
+        config: the evaluation settings (ScaleDL's).
 
     Returns:
         ``{"rows": [...], "mre": {variant: mre}, "not_modelled": [...], "allreduce_source"}``.
     """
     vidur = load_vidur_allreduce(vidur_root)
-    method = _fit("scaledl", data, min_gnn)
+    method = _fit("scaledl", data, config)
     rows, not_modelled = [], []
     for r in labels.itertuples(index=False):
         gpu = r.device_name.split(":", 1)[-1]
@@ -391,9 +399,8 @@ def evaluate_gpu(
         )
     if config.parallel_labels is not None and config.vidur_root is not None:
         metrics["data_parallel"] = data_parallel(
-            data, pd.read_parquet(config.parallel_labels), Path(config.vidur_root),
-            config.min_gnn_architectures,
-        )  # fmt: skip
+            data, pd.read_parquet(config.parallel_labels), Path(config.vidur_root), config
+        )
     else:
         metrics["notes"].append("data-parallel labels not evaluated (no parallel labels/Vidur)")
     metrics["not_modelled"] = {

@@ -298,7 +298,7 @@ def _literal(path: Path, column: str, row: int, text: Any) -> Any:
         return ast.literal_eval(str(text))
     except (ValueError, SyntaxError) as exc:
         raise NeusightFormatError(
-            f"{path}: column {column!r}, row {row}: cannot parse {str(text)[:60]!r}"
+            f"{path}: column {column!r}, row {row + 1}: cannot parse {str(text)[:60]!r}"
         ) from exc
 
 
@@ -363,7 +363,7 @@ def read_trace(path: Path | str) -> list[_Node]:
 
     Raises:
         NeusightFormatError: a missing column, or a cell that cannot be parsed (the message names
-            the file, column and row).
+            the file, column and data row, counted from 1 after the header).
     """
     path = Path(path)
     try:
@@ -379,7 +379,7 @@ def read_trace(path: Path | str) -> list[_Node]:
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise NeusightFormatError(
-                f"{path}: column {col!r}, row {row}: expected a latency >= 0, "
+                f"{path}: column {col!r}, row {row + 1}: expected a latency >= 0, "
                 f"got {raw[col].iloc[row]!r}"
             )
         raw[col] = values
@@ -389,11 +389,15 @@ def read_trace(path: Path | str) -> list[_Node]:
         meta = str(r.meta)
         stack = [(p, c.rsplit(".", 1)[-1]) for p, c in _STACK_RE.findall(meta)]
         if not stack and "nn_module_stack" in meta:
-            raise NeusightFormatError(f"{path}: column 'meta', row {i}: unreadable module stack")
+            raise NeusightFormatError(
+                f"{path}: column 'meta', row {i + 1}: unreadable module stack"
+            )
         shapes = _literal(path, "input_shapes", i, r.input_shapes)
         out_shape = _literal(path, "output_shape", i, r.output_shape)
         if not isinstance(shapes, list) or not isinstance(out_shape, tuple | list):
-            raise NeusightFormatError(f"{path}: row {i}: input_shapes/output_shape not lists")
+            raise NeusightFormatError(
+                f"{path}: row {i + 1}: columns 'input_shapes'/'output_shape' are not lists"
+            )
         dtype = r.dtype if isinstance(r.dtype, str) else ""
         nodes.append(
             _Node(
@@ -582,10 +586,10 @@ def trace_operators(nodes: list[_Node], cfg: dict[str, int], train: bool) -> pd.
     Returns:
         One row per operator, in execution order: ``layer_name`` (its unit,
         :func:`group_units`), ``in_block`` (the unit lies in the traced transformer block),
-        ``node_name``, ``row`` (0-based data row of the CSV), the descriptor columns,
+        ``node_name``, ``row`` (data row of the CSV, from 1), the descriptor columns,
         ``forward_ms`` and ``backward_ms`` (0 for inference).
     """
-    row_of = {n.name: i for i, n in enumerate(nodes)}
+    row_of = {n.name: i + 1 for i, n in enumerate(nodes)}
     rows = []
     for unit_name, unit in group_units(nodes).items():
         for node in unit["nodes"]:

@@ -1,0 +1,49 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from scaledl.devices import UnknownDeviceError, device_spec, known_devices
+from scaledl.devices.specs import gpu_table
+
+NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[2] / "external" / "neusight" / "device_configs"
+
+
+@pytest.mark.parametrize(
+    "name", ["cuda:NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"]
+)
+def test_gpu_lookup_by_any_spelling(name):
+    spec = device_spec(name)
+    assert spec.device_name == "NVIDIA H100 80GB HBM3" and spec.kind == "gpu"
+    assert spec.peak_flops_per_s("fp32") == pytest.approx(66.908e12)
+    assert spec.peak_flops_per_s("bf16") == pytest.approx(989.4e12)
+    assert (spec.num_sms, spec.l2_mb, spec.mem_bandwidth_gbps) == (132, 50, 3430)
+    assert "NeuSight" in spec.source and "datasheet" in spec.source
+
+
+def test_unknown_gpu_is_an_error_naming_the_closest():
+    with pytest.raises(UnknownDeviceError, match=r"'cuda:NVIDIA H101'.*closest.*H100"):
+        device_spec("cuda:NVIDIA H101")
+
+
+def test_unsupported_precision_is_an_error():
+    with pytest.raises(ValueError, match="Tesla T4.*bf16"):
+        device_spec("cuda:Tesla T4").peak_flops_per_s("bf16")
+
+
+def test_every_row_has_a_source_and_positive_specs():
+    table = gpu_table()
+    assert table["source"].str.len().gt(20).all()
+    assert {"NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"} <= set(table["device_name"])
+    records = known_devices(Path("/nonexistent"))
+    assert (records[["peak_fp32_tflops", "mem_bandwidth_gbps", "num_sms"]] > 0).all().all()
+
+
+@pytest.mark.skipif(not NEUSIGHT_CONFIGS.is_dir(), reason="no NeuSight device configs")
+def test_neusight_rows_match_neusight_device_configs():
+    for path in sorted(NEUSIGHT_CONFIGS.glob("*.json")):
+        cfg = json.loads(path.read_text())
+        spec = device_spec(cfg["Device"])
+        assert spec.peak_tflops["fp32"] * 1e3 == pytest.approx(cfg["SingleFLOPs"]), path
+        assert spec.mem_bandwidth_gbps == cfg["Mem_Bw"] and spec.num_sms == cfg["Num_Sm"], path
+        assert spec.l2_mb == cfg["L2Cache"] and spec.clock_mhz == cfg["Freq"], path
