@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("bench_design.py", "bench_profiling.py", "bench_predict.py")
+BENCHMARKS = (
+    "bench_design.py",
+    "bench_profiling.py",
+    "bench_predict.py",
+    "bench_predict_gpu.py",
+)
 
 if __name__ == "__main__":
     failed = []

@@ -5,10 +5,11 @@ A layer is decomposed into the kernels it launches. Each operator is one row of
 (:func:`aten_descriptors`, from :attr:`scaledl.graph.layer_graph.LayerGraph.operators`) or from a
 torch.fx node of a measured trace (:func:`scaledl.external.neusight.node_descriptor`):
 
-* ``op_class``: ``matmul`` (``mm``, ``addmm``, ``bmm``, ``Linear``: dimensions ``batch``, ``m``,
-  ``n``, ``k``), ``elementwise`` (add, multiply, activations, dropout, copies, fills: its
-  ``elements``), ``reduction`` (softmax, layer norm, means: its ``row_len``), ``embedding``
-  (gathers; ``table_bytes`` is the table the backward scatters into);
+* ``op_class``: ``matmul`` (``mm``, ``addmm``, ``bmm``, ``Linear``, a patch embedding's
+  convolution as im2col GEMM: dimensions ``batch``, ``m``, ``n``, ``k``), ``elementwise`` (add,
+  multiply, activations, dropout, copies, fills: its ``elements``), ``reduction`` (softmax,
+  layer norm, means: its ``row_len``), ``embedding`` (gathers; ``table_bytes`` is the table the
+  backward scatters into);
 * ``op_kind``: the finer kind within the class (:data:`OP_KINDS`), e.g. ``linear`` vs
   ``batched`` matmuls, ``add`` (whose backward is a pass-through) vs ``activation``;
 * ``bytes_in``/``bytes_out``: bytes of the tensors read and written.
@@ -187,6 +188,20 @@ def aten_descriptors(operators: pd.DataFrame) -> pd.DataFrame:
             a, b = (ins[1], ins[2]) if name in ("addmm", "baddbmm") else (ins[0], ins[1])
             desc = matmul_descriptor(a, b, item, bias_numel=bias)
             desc["bytes_in"] = float(numel_in)
+        elif name in ("convolution", "_convolution") and len(ins) >= 2 and len(ins[1]) > 2:
+            # a patch embedding's convolution is a GEMM: output pixels x output channels,
+            # reduced over input channels x kernel window (im2col)
+            out_channels = outs[0][1]
+            desc = descriptor(
+                "matmul",
+                "linear",
+                m=math.prod(outs[0]) // out_channels,
+                n=out_channels,
+                k=math.prod(ins[1][1:]),
+                elements=math.prod(outs[0]),
+                bytes_in=numel_in,
+                bytes_out=numel_out,
+            )
         elif name == "embedding":
             weight, index = ins[0], ins[1]
             desc = descriptor(

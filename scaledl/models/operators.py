@@ -57,21 +57,23 @@ def device_columns(device_names: Iterable[str], precisions: Iterable[str]) -> pd
         scaledl.devices.UnknownDeviceError: a device is not in the device table.
         ValueError: a device does not support a precision.
     """
-    cache: dict[tuple[str, str], dict[str, float]] = {}
+    pairs = pd.DataFrame({"device": list(device_names), "precision": list(precisions)})
+    codes = pairs.groupby(["device", "precision"], sort=False).ngroup().to_numpy()
+    unique = pairs.drop_duplicates().reset_index(drop=True)  # ngroup's order
     rows = []
-    for name, precision in zip(device_names, precisions, strict=True):
-        key = (str(name), str(precision))
-        if key not in cache:
-            spec: DeviceSpec = device_spec(key[0])
-            cache[key] = {
-                "peak_tflops": spec.peak_flops_per_s(key[1]) / 1e12,
+    for name, precision in zip(unique["device"], unique["precision"], strict=True):
+        spec: DeviceSpec = device_spec(str(name))
+        rows.append(
+            {
+                "peak_tflops": spec.peak_flops_per_s(str(precision)) / 1e12,
                 "mem_bandwidth_gbps": spec.mem_bandwidth_gbps,
                 "num_sms": spec.num_sms,
                 "l2_mb": spec.l2_mb,
                 "clock_mhz": spec.clock_mhz,
             }
-        rows.append(cache[key])
-    return pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
+        )
+    table = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
+    return table.iloc[codes].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
