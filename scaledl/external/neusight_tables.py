@@ -25,8 +25,10 @@ through the same validation, training and evaluation as the project's own profil
   per-node kernel times summed, blocks scaled by ``num_layer``).
 * ``layer_timings``: one row per layer of the product's own layer graph
   (:func:`scaledl.models.features.workload_graph`, its features) whose NeuSight unit is in the
-  trace: the embeddings, heads and norms outside the blocks, and the units of the one traced
-  transformer block (block 0); times are the unit's kernel nodes summed.
+  trace: the embeddings, heads and norms outside the blocks, and every transformer block's
+  units; times are the unit's kernel nodes summed. NeuSight traces block 0 only and scales it by
+  ``num_layer``; the other blocks' rows copy block 0's times and say so (``replicated``
+  True), so a run has the full layer grid the validation requires (``run_complete``).
 * ``operator_timings``: one row per kernel-launching trace node
   (:func:`scaledl.external.neusight.node_descriptor`) with its descriptor, ``layer_index`` in
   the product graph (-1 outside every product layer), ``forward_ms`` and ``backward_ms``.
@@ -35,7 +37,8 @@ through the same validation, training and evaluation as the project's own profil
 What the data does not carry is left out, not invented: no optimizer step (NeuSight times
 ``loss.backward()`` only; ``optimizer_ms`` is null, so predictions trained on these tables
 exclude it), no epoch times, no repeat spread (``iteration_cv`` null), no torch version, no
-start/end times, only block 0 of each model traced (blocks 1..N-1 have no layer rows),
+start/end times, only block 0 of each model traced (blocks 1..N-1 copy its times,
+``replicated``),
 host-only nodes (``size``, ``view``, ``getitem``: NeuSight times each at the ~7 us CUDA-event
 floor though they overlap the kernels) not counted, no per-node input dtypes (assumed the
 output's). The multi-GPU labels (``-dp4``, ``-tp4``, ``-pp4_1``) have no per-rank or per-layer
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +63,7 @@ from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.models.features import workload_graph
 from scaledl.profiling.store import atomic_write_parquet
+from scaledl.validation.schemas import PROFILE_TABLES
 from scaledl.workloads.spec import Workload
 
 SOURCE = "neusight"
@@ -78,7 +83,8 @@ NOT_CARRIED = (
     "repeat spread of the label (iteration_cv is null; the label is a mean of the 5 fastest "
     "of 25 iterations)",
     "torch and CUDA versions, start and end times",
-    "transformer blocks 1..N-1 (only block 0 is traced; num_layer scales it)",
+    "transformer blocks 1..N-1 (only block 0 is traced: their layer rows copy its times, "
+    "replicated=True, as NeuSight's num_layer scaling assumes)",
     "input dtypes of trace nodes (the output dtype is assumed)",
 )
 OPERATOR_COLUMNS = (
@@ -151,22 +157,49 @@ def _workload(row: pd.Series, device: str, config_path: str) -> Workload:
     )
 
 
-def _match_layers(unit_names: list[str], graph_layers: pd.DataFrame) -> dict[str, int]:
-    """Product ``layer_index`` of each NeuSight unit with a namesake (suffix) in the graph.
+_BLOCK_NAME = re.compile(r"^(?P<prefix>.*?)\.(?P<block>\d+)\.(?P<rel>[^#]+)$")
 
-    A NeuSight unit matches the first-call product layer of the same qualified name, or one
-    whose name is a dotted suffix of it (or it of the product's): the product may build the
-    headless base model, whose module names lack the ``transformer.``/``bert.`` prefix.
+
+def _match_layers(
+    unit_names: list[str], graph_layers: pd.DataFrame
+) -> tuple[dict[int, tuple[str, bool]], dict[str, int]]:
+    """Which NeuSight unit times each layer of the product's graph.
+
+    A layer inside a transformer block (``transformer.h.7.attn``) takes the traced block's
+    unit of the same name within the block (``transformer.h.0.attn``): NeuSight traces block 0
+    only and, like its ``num_layer`` scaling, every block is that block. A layer outside the
+    blocks takes the unit of the same qualified name, or one whose name is a dotted suffix of
+    it (or it of the unit's). Repeated calls (``name#k``) are not matched.
+
+    Returns:
+        ``(by_layer, traced)``: per product ``layer_index``, ``(unit name, replicated)``
+        (``replicated``: a block other than the traced one); per unit, the ``layer_index`` of
+        the product layer it was traced as (block 0 or outside the blocks).
     """
-    first = graph_layers[~graph_layers["layer_name"].str.contains("#", regex=False)]
-    names = dict(zip(first["layer_name"], first["layer_index"], strict=True))
-    matches = {}
+    in_block = {}
     for unit in unit_names:
-        for name, index in names.items():
+        m = _BLOCK_NAME.match(unit)
+        if m:
+            in_block[m["rel"]] = (unit, int(m["block"]))
+    by_layer: dict[int, tuple[str, bool]] = {}
+    traced: dict[str, int] = {}
+    outside = [u for u in unit_names if not _BLOCK_NAME.match(u)]
+    for name, index in zip(graph_layers["layer_name"], graph_layers["layer_index"], strict=True):
+        if "#" in name:
+            continue
+        m = _BLOCK_NAME.match(name)
+        if m and m["rel"] in in_block:
+            unit, block = in_block[m["rel"]]
+            by_layer[int(index)] = (unit, int(m["block"]) != block)
+            if int(m["block"]) == block:
+                traced[unit] = int(index)
+            continue
+        for unit in outside:
             if unit == name or unit.endswith("." + name) or name.endswith("." + unit):
-                matches[unit] = int(index)
+                by_layer[int(index)] = (unit, False)
+                traced[unit] = int(index)
                 break
-    return matches
+    return by_layer, traced
 
 
 def neusight_tables(
@@ -233,26 +266,28 @@ def neusight_tables(
                 }
             )  # fmt: skip
         graph = workload_graph(spec).layers
-        match = _match_layers(list(units["layer_name"]), graph)
-        unmatched |= set(units["layer_name"]) - set(match)
-        features = graph.set_index("layer_index")
-        for unit in units.itertuples(index=False):
-            if unit.layer_name not in match or unit.forward_kernel_ms <= 0:
+        by_layer, traced = _match_layers(list(units["layer_name"]), graph)
+        unmatched |= set(units["layer_name"]) - set(traced)
+        unit_rows = units.set_index("layer_name")
+        for node in graph.itertuples(index=False):
+            if node.layer_index not in by_layer:
                 continue
-            index = match[unit.layer_name]
-            node = features.loc[index]
+            unit_name, replicated = by_layer[node.layer_index]
+            unit = unit_rows.loc[unit_name]
+            if unit["forward_kernel_ms"] <= 0:
+                continue
             layer_rows.append(
                 {
                     "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0,
-                    "layer_index": index, "layer_name": node["layer_name"],
-                    "layer_type": node["layer_type"], "forward_ms": unit.forward_kernel_ms,
-                    "backward_ms": unit.backward_kernel_ms,
-                    **{c: node[c] for c in LAYER_FEATURE_COLUMNS},
-                    "trace_unit": unit.layer_name,
+                    "layer_index": node.layer_index, "layer_name": node.layer_name,
+                    "layer_type": node.layer_type, "forward_ms": unit["forward_kernel_ms"],
+                    "backward_ms": unit["backward_kernel_ms"],
+                    **{c: getattr(node, c) for c in LAYER_FEATURE_COLUMNS},
+                    "trace_unit": unit_name, "replicated": replicated,
                 }
             )  # fmt: skip
         ops = ops_by_wid[row["workload_id"]].copy()
-        ops["layer_index"] = ops["layer_name"].map(match).fillna(-1).astype(int)
+        ops["layer_index"] = ops["layer_name"].map(traced).fillna(-1).astype(int)
         ops["run_id"], ops["workload_id"], ops["rank"], ops["step"] = run_id, wid, 0, 0
         op_rows.append(ops[list(OPERATOR_COLUMNS)])
     tables = {
@@ -309,15 +344,9 @@ def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict)
     return pd.DataFrame(rows)
 
 
-_EMPTY_COLUMNS = {
-    "allreduce_timings": ["run_id", "workload_id", "rank", "step", "bucket_index",
-                          "allreduce_bytes", "allreduce_ms"],
-    "epochs": ["run_id", "workload_id", "rank", "epoch_s", "steps_per_epoch", "dataset_size"],
-}  # fmt: skip
-
-
 def _empty(table: str) -> pd.DataFrame:
-    return pd.DataFrame(columns=_EMPTY_COLUMNS[table])
+    """An empty table with the columns its validation schema requires."""
+    return pd.DataFrame(columns=[c.name for c in PROFILE_TABLES[table].columns if c.required])
 
 
 def import_neusight(

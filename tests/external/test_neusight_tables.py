@@ -86,7 +86,14 @@ def test_labels_and_units_are_milliseconds(imported):
     assert (qkv["m"], qkv["k"]) == (1024, 1280) and 0.05 < qkv["forward_ms"] < 5
     layers = t["layer_timings"]
     assert (layers["forward_ms"] > 0).all() and (layers["backward_ms"] >= 0).all()
-    assert {"attention", "feed-forward", "norm", "embedding"} <= set(layers["layer_type"])
+    assert {"attention", "feed-forward", "norm", "embedding", "head"} <= set(layers["layer_type"])
+    # one traced block stands for all 36 of GPT2-Large: blocks 1..35 copy it, and say so
+    gpt2_wid = t["workloads"].set_index("config_path").loc[gpt2, "workload_id"]
+    attn = layers[(layers["workload_id"] == gpt2_wid) & (layers["layer_type"] == "attention")]
+    assert len(attn) == 36 and attn["replicated"].sum() == 35
+    assert (
+        attn["forward_ms"].nunique() == 1 and (attn["trace_unit"] == "transformer.h.0.attn").all()
+    )
 
 
 def test_parallel_labels_keep_the_data_parallel_spec(imported):
