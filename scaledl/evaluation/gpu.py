@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
+from scaledl.evaluation.splits import validation_ids
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
@@ -133,11 +134,13 @@ class AnalyticalRoofline:
 def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     if method == "analytical":
         return AnalyticalRoofline().fit(train)
-    return KernelGraphMethod(
+    method = KernelGraphMethod(
         mode="scaledl",
         min_gnn_architectures=config.min_gnn_architectures,
         operator_params=dict(config.operator_params),
-    ).fit(train, [])
+    )
+    # The GNN (when used) stops early on 15% of the training workloads, as in the main splits.
+    return method.fit(train, list(validation_ids(train.ids, 0.15, 0)))
 
 
 def _predict(method: str, fitted, workloads: list[Workload]) -> np.ndarray:

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,6 +12,7 @@ from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu, gpu_report
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, aten_descriptors
 from scaledl.models.data import profile_data_from_tables
+from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.models.operators import device_columns, roofline_terms
 from scaledl.workloads.spec import Workload
@@ -157,3 +159,16 @@ def test_unknown_device_is_an_error_and_unseen_ones_are_flagged(synthetic):
     with pytest.raises(UnknownDeviceError, match="H999"):
         method.predict([unknown])
     assert not method.includes_optimizer_  # no optimizer timed in the synthetic profiles
+
+
+def test_enough_architectures_train_scaledls_gnn_on_kernel_aware_layers(synthetic):
+    _, data = synthetic
+    method = KernelGraphMethod(
+        min_gnn_architectures=3,
+        operator_params={"grid": TINY_GRID, "min_rows": 5},
+        gnn_config=GNNTrainConfig(max_epochs=5, patience=5, hidden_channels=8),
+    ).fit(data, data.ids[::5])
+    assert method.uses_gnn_ and method.gnn is not None
+    workloads = [data.workloads[i] for i in data.ids[:4]]
+    pred = method.predict_iteration_ms(workloads)
+    assert np.isfinite(pred).all() and (pred > 0).all()
