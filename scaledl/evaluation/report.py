@@ -11,7 +11,7 @@ import base64
 import html
 from pathlib import Path
 
-from scaledl.evaluation.gpu import gpu_report_html, gpu_targets
+from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
 
 EXPLANATIONS = {
     "pred_vs_measured": "Predicted vs measured iteration time on the random held-out (ID) test "

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from scaledl.devices import UnknownDeviceError
-from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu, gpu_report_html, leave_one_out
+from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu, leave_one_out
+from scaledl.evaluation.gpu_report import gpu_report_html
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, aten_descriptors
 from scaledl.models.data import profile_data_from_tables

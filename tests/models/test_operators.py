@@ -85,8 +85,10 @@ def _synthetic(n=240, seed=0):
 
 def test_operator_model_is_bounded_by_the_roofline_and_learns_utilisation():
     ops = _synthetic()
-    grid = ({"n_estimators": 30, "max_depth": 3, "learning_rate": 0.2, "min_samples_leaf": 3},
-            {"n_estimators": 60, "max_depth": 2, "learning_rate": 0.2, "min_samples_leaf": 3})
+    grid = (
+        {"n_estimators": 30, "max_depth": 3, "learning_rate": 0.2, "min_samples_leaf": 3},
+        {"n_estimators": 60, "max_depth": 2, "learning_rate": 0.2, "min_samples_leaf": 3},
+    )
     model = OperatorTimeModel(grid=grid, min_rows=5).fit(ops)
     assert set(model.params_) == {(c, d) for c in ("matmul", "elementwise")
                                   for d in ("forward", "backward")}  # fmt: skip

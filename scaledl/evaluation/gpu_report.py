@@ -1,0 +1,118 @@
+"""The GPU evaluation's targets and report section, from the ``gpu`` block of ``metrics.json``.
+
+Pure functions of the metrics dict (no model imports), so reading a report never loads the
+models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+
+def gpu_targets(metrics: dict) -> list[dict]:
+    """The issue's targets on GPU data, measured.
+
+    Returns:
+        Rows ``{"target", "measured", "reached"}``.
+    """
+    rows = []
+    lomo = metrics.get("leave_one_model_out")
+    if lomo:
+        mean, worst = lomo["mean_over_gpus"], lomo["max_over_gpus"]
+        worst_gpu = max(lomo["per_gpu"], key=lambda g: lomo["per_gpu"][g]["scaledl"]["mre"])
+        under = sum(v["scaledl"]["mre"] <= 0.10 for v in lomo["per_gpu"].values())
+        rows += [
+            {"target": "GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)",
+             "measured": f"{mean['scaledl']:.1%}", "reached": mean["scaledl"] <= 0.06},
+            {"target": "GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)",
+             "measured": f"worst {worst['scaledl']:.1%} ({worst_gpu}); "
+             f"{under}/{len(lomo['per_gpu'])} GPUs <= 10%",
+             "reached": worst["scaledl"] <= 0.10},
+        ]  # fmt: skip
+        if "analytical" in mean:
+            ratio = mean["analytical"] / mean["scaledl"]
+            rows.append(
+                {"target": "GPU leave-one-model-out MRE >= 2x lower than analytical",
+                 "measured": f"{ratio:.2f}x ({mean['analytical']:.1%} vs {mean['scaledl']:.1%})",
+                 "reached": ratio >= 2.0}
+            )  # fmt: skip
+    logo = metrics.get("leave_one_gpu_out")
+    if logo:
+        mean = logo["mean_over_gpus"]["scaledl"]
+        rows.append(
+            {"target": "GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)",
+             "measured": f"{mean:.1%}", "reached": mean <= 0.12}
+        )  # fmt: skip
+    return rows
+
+
+def gpu_report_html(gpu: dict) -> str:
+    """The report section of the GPU evaluation (HTML fragment)."""
+    parts = [
+        "<h2>Real GPU data through the pipeline (NeuSight, imported as profiles)</h2>",
+        f"<p>Data: {html.escape(gpu['source'])}; {gpu['n_workloads']} workloads, GPUs "
+        f"{html.escape(', '.join(gpu['gpus']))}, models {html.escape(', '.join(gpu['models']))}. "
+        f"{html.escape(' '.join(gpu.get('notes', [])))}</p>",
+    ]
+    for key, title in (
+        ("leave_one_model_out", "Leave one model out (MRE per GPU)"),
+        ("leave_one_gpu_out", "Leave one GPU out (held-out GPU from its specs only)"),
+    ):
+        block = gpu.get(key)
+        if not block:
+            continue
+        methods = list(block["mean_over_gpus"])
+        rows = [
+            [html.escape(g), *(f"{v[m]['mre']:.1%}" for m in methods), v[methods[0]]["n"]]
+            for g, v in block["per_gpu"].items()
+        ]
+        rows.append(["mean over GPUs", *(f"{block['mean_over_gpus'][m]:.1%}" for m in methods), ""])
+        rows.append(["worst GPU", *(f"{block['max_over_gpus'][m]:.1%}" for m in methods), ""])
+        parts.append(f"<h3>{title}</h3>" + _html_table(["GPU", *methods, "n"], rows))
+    ops = gpu.get("operators")
+    if ops:
+        rows = [
+            [c, d, f"{v['mre']:.1%}", f"{v['time_weighted']:.1%}", v["n"]]
+            for c, per in ops["per_class"].items()
+            for d, v in per.items()
+        ]
+        parts.append(
+            "<h3>Operators of held-out models (leave one model out)</h3>"
+            + _html_table(["class", "direction", "MRE", "time-weighted", "n"], rows)
+        )
+    dp = gpu.get("data_parallel")
+    if dp and dp.get("rows"):
+        rows = [
+            [r["gpu"], r["model"], r["global_batch_size"], f"{r['true_ms']:.1f}",
+             f"{r['compute_ms']:.1f}", f"{r['allreduce_ms']:.1f}", r["device_seen"]]
+            for r in dp["rows"]
+        ]  # fmt: skip
+        parts.append(
+            "<h3>Data parallel (-dp4): per-rank compute + all-reduce (Vidur NCCL)</h3>"
+            + _html_table(
+                [
+                    "GPU",
+                    "model",
+                    "global batch",
+                    "true ms",
+                    "compute ms",
+                    "all-reduce ms",
+                    "GPU trained on",
+                ],
+                rows,
+            )  # fmt: skip
+            + f"<p>MRE: {html.escape(json.dumps(dp.get('mre', {})))}; not modelled: "
+            f"{html.escape(', '.join(dp['not_modelled']))}</p>"
+        )
+    rows = [[t["target"], t["measured"], t["reached"]] for t in gpu.get("targets", [])]
+    parts.append("<h3>Targets</h3>" + _html_table(["target", "measured", "reached"], rows))
+    return "\n".join(parts)
+
+
+def _html_table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"

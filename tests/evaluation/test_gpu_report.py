@@ -1,0 +1,61 @@
+from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
+
+
+def _block(scaledl: dict[str, float], analytical: float) -> dict:
+    per_gpu = {
+        g: {"scaledl": {"mre": v, "n": 4}, "analytical": {"mre": analytical, "n": 4}}
+        for g, v in scaledl.items()
+    }
+    return {
+        "per_gpu": per_gpu,
+        "mean_over_gpus": {"scaledl": sum(scaledl.values()) / len(scaledl),
+                           "analytical": analytical},
+        "max_over_gpus": {"scaledl": max(scaledl.values()), "analytical": analytical},
+    }  # fmt: skip
+
+
+def test_targets_follow_the_issue_thresholds():
+    metrics = {
+        "leave_one_model_out": _block({"A": 0.05, "B": 0.06}, analytical=0.2),
+        "leave_one_gpu_out": _block({"A": 0.13, "B": 0.12}, analytical=0.3),
+    }
+    rows = {r["target"]: r for r in gpu_targets(metrics)}
+    assert rows["GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)"]["reached"]
+    every = rows["GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)"]
+    assert every["reached"] and "2/2 GPUs" in every["measured"]
+    ratio = rows["GPU leave-one-model-out MRE >= 2x lower than analytical"]
+    assert ratio["reached"] and ratio["measured"].startswith("3.64x")
+    logo = rows["GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)"]
+    assert logo["reached"] is False and logo["measured"] == "12.5%"
+    worse = gpu_targets({"leave_one_model_out": _block({"A": 0.05, "B": 0.11}, 0.1)})
+    assert [r["reached"] for r in worse] == [False, False, False]
+
+
+def test_report_section_lists_gpus_targets_and_parallel_labels():
+    gpu = {
+        "source": "NeuSight",
+        "n_workloads": 2,
+        "gpus": ["A", "B"],
+        "models": ["m"],
+        "notes": ["fallback used"],
+        "leave_one_model_out": _block({"A": 0.05, "B": 0.08}, analytical=0.2),
+        "data_parallel": {
+            "rows": [
+                {
+                    "gpu": "A",
+                    "model": "m",
+                    "global_batch_size": 4,
+                    "true_ms": 10.0,
+                    "compute_ms": 9.0,
+                    "allreduce_ms": 0.5,
+                    "device_seen": True,
+                }
+            ],
+            "mre": {"compute_plus_allreduce": 0.05},
+            "not_modelled": ["A m-tp4"],
+        },  # fmt: skip
+    }
+    gpu["targets"] = gpu_targets(gpu)
+    html = gpu_report_html(gpu)
+    assert "Leave one model out" in html and "<td>A</td>" in html and "5.0%" in html
+    assert "A m-tp4" in html and "fallback used" in html and "Targets" in html
