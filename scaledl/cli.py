@@ -406,6 +406,39 @@ def evaluate(
     typer.echo(f"report: {out / 'report.html'}")
 
 
+@app.command("evaluate-gpu")
+def evaluate_gpu_command(
+    profiles: Annotated[Path, typer.Option(help="Validated imported GPU profiles")] = Path(
+        "data/imported/validated/neusight"
+    ),
+    parallel_labels: Annotated[
+        Path | None, typer.Option(help="The import's parallel_labels.parquet")
+    ] = Path("data/imported/neusight/parallel_labels.parquet"),
+    out: Annotated[Path, typer.Option(help="Output directory")] = Path("data/reports"),
+) -> None:
+    """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4)."""
+    from scaledl.evaluation.evaluate import EXTERNAL_ROOT
+    from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+    from scaledl.models.data import ProfileDataError
+
+    if not profiles.is_dir():
+        _fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
+    labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
+    config = GpuEvaluationConfig(
+        parallel_labels=labels, vidur_root=EXTERNAL_ROOT / "vidur" / "network"
+    )
+    try:
+        metrics, pred = evaluate_gpu(profiles, config)
+    except (ProfileDataError, ValueError) as exc:
+        _fail(str(exc))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    pred.to_parquet(out / "gpu_predictions.parquet", index=False)
+    for target in metrics["targets"]:
+        typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
+    typer.echo(f"metrics: {out / 'gpu_metrics.json'}")
+
+
 def headline(metrics: dict) -> str:
     """One paragraph with the headline MRE/RMSE of ScaleDL and the baselines."""
     lines = []

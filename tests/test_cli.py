@@ -340,3 +340,15 @@ def test_profile_settings_come_from_the_preset(tmp_path):
                     "--preset", bad)  # fmt: skip
     assert result.exit_code == 2
     assert "unknown field(s) ['repeat']" in result.output
+
+
+def test_evaluate_gpu_without_imported_profiles_exits_2(tmp_path):
+    result = runner.invoke(app, ["evaluate-gpu", "--profiles", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "validated GPU profiles not found" in result.output
+
+
+def test_devices_lists_the_gpu_table_and_a_probed_host(tmp_path):
+    result = runner.invoke(app, ["devices", "--probe", "--hosts-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "NVIDIA H100 80GB HBM3" in result.output and "GB/s (one thread)" in result.output
+    assert list(tmp_path.glob("*.json"))
