@@ -3,14 +3,14 @@
 From a directory of validated tables (:mod:`scaledl.profiling.store` layout) this builds, for the
 workloads whose run is ``ok``:
 
-* ``run_labels``: one row per launch (repeat) of a workload: ``iteration_ms`` (median over
-  the launch's un-instrumented label steps of the slowest rank's step time: data-parallel ranks
-  wait for each other) and ``epoch_s`` (median over the launch's epochs of the slowest rank's
-  epoch wall time);
+* ``run_labels``: one row per launch (repeat) of a workload: ``iteration_ms`` (the 5% trimmed
+  mean, :func:`~scaledl.profiling.stopping.label_statistic`, over the launch's un-instrumented
+  label steps of the slowest rank's step time: data-parallel ranks wait for each other) and
+  ``epoch_s`` (median over the launch's epochs of the slowest rank's epoch wall time);
 * ``labels``: one row per workload: ``iteration_ms`` and ``epoch_s`` (medians of the launch
   labels), ``iteration_repeats`` (launches), ``iteration_rel_se`` (relative standard error of
   the label: the launch-to-launch standard deviation over the square root of the launches, or,
-  with one launch, its median's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
+  with one launch, its label's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
   (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`),
   ``instrumented_ms`` (the same median over the instrumented steps, whose layer times the
   layer-wise models learn) and ``family``;
@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.store import robust_cv
 from scaledl.workloads.spec import Workload
 
@@ -151,17 +152,18 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         tables: the six profile tables.
 
     Returns:
-        Columns ``run_id``, ``workload_id``, ``repeat``, ``iteration_ms`` (median over label
-        steps of the slowest rank's step time), ``iteration_cv`` (robust CV of those steps),
-        ``label_halfwidth`` (the run's recorded 95% half-width of the median, ``nan`` when not
-        recorded), ``instrumented_ms`` (median over instrumented steps) and ``epoch_s`` (median
-        over epochs of the slowest rank's epoch time; NaN for a launch without epochs).
+        Columns ``run_id``, ``workload_id``, ``repeat``, ``iteration_ms`` (label statistic,
+        the 5% trimmed mean, over label steps of the slowest rank's step time),
+        ``iteration_cv`` (robust CV of those steps), ``label_halfwidth`` (the run's recorded
+        95% half-width of its label, ``nan`` when not recorded), ``instrumented_ms`` (median
+        over instrumented steps) and ``epoch_s`` (median over epochs of the slowest rank's
+        epoch time; NaN for a launch without epochs).
     """
     runs = _usable_runs(tables["runs"])
     iters = tables["iteration_timings"]
     iters = iters[(iters["phase"] == "label") & iters["run_id"].isin(set(runs["run_id"]))]
     per_step = iters.groupby(["run_id", "step"])["iteration_ms"].max()
-    per_run = per_step.groupby("run_id").agg(["median", robust_cv, "size"])
+    per_run = per_step.groupby("run_id").agg([label_statistic, robust_cv, "size"])
     per_run.loc[per_run["size"] < 2, "robust_cv"] = np.nan  # one step: no spread measured
     instrumented = tables["iteration_timings"]
     instrumented = instrumented[instrumented["phase"] == "instrumented"]
@@ -178,7 +180,7 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     frame["label_halfwidth"] = (
         runs["label_halfwidth"].astype(float) if "label_halfwidth" in runs else np.nan
     )
-    frame["iteration_ms"] = frame["run_id"].map(per_run["median"])
+    frame["iteration_ms"] = frame["run_id"].map(per_run["label_statistic"])
     frame["iteration_cv"] = frame["run_id"].map(per_run["robust_cv"])
     frame["instrumented_ms"] = frame["run_id"].map(instrumented)
     frame["epoch_s"] = frame["run_id"].map(epoch_s)
@@ -191,9 +193,8 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def _relative_se(group: pd.DataFrame) -> float:
     """Relative standard error of a workload's label (see the module docstring)."""
     values = group["iteration_ms"].to_numpy(dtype=float)
-    median = float(np.median(values))
     if len(values) >= 2:
-        return float(np.std(values, ddof=1) / np.sqrt(len(values)) / median)
+        return float(np.std(values, ddof=1) / np.sqrt(len(values)) / np.median(values))
     halfwidth = float(group["label_halfwidth"].iloc[0])
     return halfwidth / 1.96 if halfwidth == halfwidth else float("nan")
 

@@ -114,8 +114,10 @@ class ProfileSettings:
         probe_repeats: timings per figure of the calibration probe.
         drift_tolerance: a GEMM probe slower than the baseline by more than this fraction
             marks the attempt disturbed.
-        allreduce_drift_tolerance: the same for the all-reduce probe (loopback and network
-            collectives jitter more than a GEMM).
+        allreduce_drift_tolerance: the same for the all-reduce probe; ``None``: 0.25 on a GPU
+            (NCCL), not used on a CPU device: gloo's loopback all-reduce of the probe varied
+            1.6-4x between quiet launches on the 2-core reference machine, so it cannot tell
+            interference there (the foreign-load meter does).
         max_foreign_load_cores: other processes keeping more than this many cores busy during an
             attempt mark it disturbed, and make the launcher wait before a launch; ``None``:
             0.25 on a CPU device, no limit on a GPU (its probe guards it).
@@ -149,7 +151,7 @@ class ProfileSettings:
     label_budget_s: float = 3.0
     probe_repeats: int = 5
     drift_tolerance: float = 0.05
-    allreduce_drift_tolerance: float = 0.25
+    allreduce_drift_tolerance: float | None = None
     max_foreign_load_cores: float | None = None
     max_retries: int = 2
     retry_wait_s: float = 20.0
@@ -199,10 +201,15 @@ class ProfileSettings:
             "warmup_steps", "instrumented_steps", "layer_stride", "seed",
             "collective_timeout_s", "label_target_halfwidth", "label_min_steps",
             "label_max_steps", "label_budget_s", "probe_repeats", "drift_tolerance",
-            "allreduce_drift_tolerance", "max_retries", "retry_wait_s",
+            "max_retries", "retry_wait_s",
         )  # fmt: skip
         values = {k: getattr(self, k) for k in keys}
         values["max_foreign_load_cores"] = self.foreign_load_limit(cuda)
+        values["allreduce_drift_tolerance"] = (
+            self.allreduce_drift_tolerance
+            if self.allreduce_drift_tolerance is not None
+            else (0.25 if cuda else math.inf)
+        )
         values["cores_per_rank"] = cores_per_rank
         return values
 

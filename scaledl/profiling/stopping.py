@@ -1,15 +1,22 @@
-"""When to stop measuring label steps: a target confidence half-width of the median.
+"""The label statistic of step times, and when to stop measuring them.
 
-Benchmark harnesses measure until the estimate is precise enough rather than for a fixed count
-(pyperf calibrates its loops and runs until the spread is small; Google Benchmark runs until a
-minimum time is spent). ScaleDL's labels are medians of step times, so the rule is on the median:
-keep measuring whole epochs until the 95% confidence interval of the median is narrower than
-``target_rel_halfwidth`` of the median (and at least ``min_steps`` were measured), or
-``max_steps`` steps or ``budget_s`` seconds are spent, whichever comes first.
+**The statistic** is the 5% trimmed mean of the step times (``scipy.stats.trim_mean``): the
+mean of the steps without the fastest and slowest 5%. An epoch lasts the sum of its steps, so
+the mean is the quantity a runtime prediction is for; trimming drops the rare step an operating
+system hiccup made ten times slower. The median was tried first and reproduced worse: on this
+project's 2-core reference machine the steps of small data-parallel workloads are bimodal (gloo
+wake-ups land one scheduler tick late on some steps), and the median jumps between the two modes
+as their mixture moves around one half; the launch-to-launch MRE at world size 2 was 8.8% with
+the median, 5.2% with the mean and 6.0% with the 10% trimmed mean on the same steps.
 
-The interval is the Hettmansperger-Sheather interpolated order-statistic interval of the median
-(``scipy.stats.mstats.median_cihs``; Hettmansperger & Sheather 1986), which assumes no
-distribution; it needs at least 6 values.
+**The stop rule.** Benchmark harnesses measure until the estimate is precise enough rather than
+for a fixed count (pyperf calibrates its loops and runs until the spread is small; Google
+Benchmark runs until a minimum time is spent). Whole epochs are measured until the 95%
+confidence interval of the trimmed mean is narrower than ``target_rel_halfwidth`` of it (and at
+least ``min_steps`` were measured), or ``max_steps`` steps or ``budget_s`` seconds are spent,
+whichever comes first. The interval is Tukey and McLaughlin's for the trimmed mean
+(``scipy.stats.mstats.trimmed_mean_ci``, with the winsorised standard error); the rule needs at
+least 6 values.
 """
 
 from __future__ import annotations
@@ -17,33 +24,54 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats.mstats import median_cihs
+from scipy.stats import trim_mean
+from scipy.stats.mstats import trimmed_mean_ci
 
-#: Fewest values :func:`median_halfwidth` accepts (``median_cihs`` fails below 6).
+#: Fewest values :func:`label_halfwidth` accepts.
 MIN_VALUES = 6
+#: Share of the fastest and of the slowest steps the label statistic leaves out.
+TRIM = 0.05
 
 
-def median_halfwidth(values, confidence: float = 0.95) -> float:
-    """Relative half-width of the confidence interval of the median.
+def label_statistic(values) -> float:
+    """The label of a set of step times: their 5% trimmed mean.
+
+    Args:
+        values: step times, shape (n,), n >= 1.
+
+    Returns:
+        The trimmed mean, in the values' units.
+
+    Raises:
+        ValueError: no value.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        raise ValueError("label statistic: no step time")
+    return float(trim_mean(values, TRIM))
+
+
+def label_halfwidth(values, confidence: float = 0.95) -> float:
+    """Relative half-width of the confidence interval of :func:`label_statistic`.
 
     Args:
         values: step times, shape (n,), n >= :data:`MIN_VALUES`, all positive.
         confidence: confidence level of the interval.
 
     Returns:
-        ``(high - low) / 2 / median``, a fraction.
+        ``(high - low) / 2 / trimmed mean``, a fraction.
 
     Raises:
-        ValueError: fewer than :data:`MIN_VALUES` values, or a non-positive median.
+        ValueError: fewer than :data:`MIN_VALUES` values, or a non-positive trimmed mean.
     """
     values = np.asarray(values, dtype=float)
     if values.size < MIN_VALUES:
-        raise ValueError(f"median interval: {values.size} values, need >= {MIN_VALUES}")
-    median = float(np.median(values))
-    if not median > 0:
-        raise ValueError(f"median interval: median must be > 0, got {median}")
-    low, high = median_cihs(values, alpha=1.0 - confidence)
-    return float(high - low) / 2.0 / median
+        raise ValueError(f"label interval: {values.size} values, need >= {MIN_VALUES}")
+    center = label_statistic(values)
+    if not center > 0:
+        raise ValueError(f"label interval: the trimmed mean must be > 0, got {center}")
+    low, high = trimmed_mean_ci(values, limits=(TRIM, TRIM), alpha=1.0 - confidence)
+    return float(high - low) / 2.0 / center
 
 
 @dataclass(frozen=True)
@@ -51,7 +79,7 @@ class StopRule:
     """The adaptive stop rule of the label measurement.
 
     Attributes:
-        target_rel_halfwidth: stop once the median's 95% half-width is below this fraction.
+        target_rel_halfwidth: stop once the label's 95% half-width is below this fraction.
         min_steps: never stop with fewer steps (>= :data:`MIN_VALUES`).
         max_steps: always stop at this many steps.
         budget_s: stop once this many seconds of label measurement are spent.
@@ -87,7 +115,7 @@ class StopRule:
         n = len(step_ms)
         if n >= self.max_steps:
             return "max_steps"
-        if n >= self.min_steps and median_halfwidth(step_ms) <= self.target_rel_halfwidth:
+        if n >= self.min_steps and label_halfwidth(step_ms) <= self.target_rel_halfwidth:
             return "precise"
         if elapsed_s >= self.budget_s and n >= MIN_VALUES:
             return "budget"

@@ -16,7 +16,7 @@ Tables (units in names):
 * ``workloads``: the spec of each workload (``Workload.to_record()``), once per workload.
 * ``runs``: one row per launch of a workload: ``run_id``, ``workload_id``, ``repeat``,
   ``status`` (ok/failed/oom/timeout), ``error``, ``host``, versions, step counts, times,
-  ``label_ms`` (median of the slowest rank's label steps), ``instrumentation_overhead``
+  ``label_ms`` (5% trimmed mean of the slowest rank's label steps), ``instrumentation_overhead``
   (fraction), ``iteration_cv`` (:func:`robust_cv` of the label steps), the adaptive stop's
   ``label_steps``, ``label_halfwidth`` (relative 95% half-width of the median) and
   ``label_stop_reason``, the interference guard's ``interference``, ``attempts``,
@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS, build_layer_graph
+from scaledl.profiling.stopping import label_statistic
 from scaledl.workloads.spec import Workload
 
 TABLES = (
@@ -216,18 +217,19 @@ def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFram
 def _run_summary(iterations: pd.DataFrame) -> dict[str, Any]:
     """Label, instrumentation overhead and repeat CV of one run's iteration rows.
 
-    The label of a launch is the median over label steps of the slowest rank's step time
-    (data-parallel ranks wait for each other at every all-reduce).
+    The label of a launch is the label statistic (5% trimmed mean,
+    :func:`scaledl.profiling.stopping.label_statistic`) over label steps of the slowest rank's
+    step time (data-parallel ranks wait for each other at every all-reduce).
     """
     per_step = iterations.groupby(["phase", "step"])["iteration_ms"].max()
     label = per_step.get("label", pd.Series(dtype=float))
     instrumented = per_step.get("instrumented", pd.Series(dtype=float))
-    label_median = float(label.median()) if len(label) else np.nan
+    label_ms = label_statistic(label.to_numpy()) if len(label) else np.nan
     return {
         "measured_steps": int(len(label)),
-        "label_ms": label_median,
-        "instrumentation_overhead": float(instrumented.median() / label_median - 1.0)
-        if len(instrumented) and label_median > 0
+        "label_ms": label_ms,
+        "instrumentation_overhead": float(instrumented.median() / label_ms - 1.0)
+        if len(instrumented) and label_ms > 0
         else np.nan,
         "iteration_cv": robust_cv(label.to_numpy()),
     }

@@ -18,7 +18,8 @@ then makes up to ``1 + max_retries`` *attempts*, each of which:
 4. runs real, un-instrumented epochs: ``dataset_size`` synthetic samples through a
    ``DataLoader`` with a ``DistributedSampler``; each step's time (the slowest rank's) is a label
    sample and each epoch's wall time an epoch sample; epochs continue until the adaptive stop
-   rule says the median is precise enough (:mod:`scaledl.profiling.stopping`);
+   rule says the label (the steps' 5% trimmed mean) is precise enough
+   (:mod:`scaledl.profiling.stopping`);
 5. runs the probe again (after).
 
 An attempt whose probes drifted from the baseline by more than ``drift_tolerance`` on any rank,
@@ -40,7 +41,9 @@ collective times out, and the launcher records the workload and relaunches the r
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime as dt
+import gc
 import json
 import math
 import os
@@ -68,7 +71,7 @@ from scaledl.profiling.probe import (
     merge_baselines,
     probe_drift,
 )
-from scaledl.profiling.stopping import StopRule, median_halfwidth
+from scaledl.profiling.stopping import StopRule, label_halfwidth
 from scaledl.profiling.store import (
     current_marker_path,
     read_probe_baselines,
@@ -271,7 +274,7 @@ class _Session:
             "iterations": iterations,
             "epoch": epochs,
             "label_steps": len(slowest),
-            "label_halfwidth": median_halfwidth(slowest),
+            "label_halfwidth": label_halfwidth(slowest),
             "label_stop_reason": reason,
             "label_epochs": epoch,
         }
@@ -289,7 +292,8 @@ def profile_workload(workload: Workload, settings: dict[str, Any], device: torch
     Returns:
         A dict of record lists for this rank (``layers``, ``iterations``, ``allreduce``,
         ``epoch``) and the label measurement's ``label_steps``, ``label_halfwidth``
-        (relative 95% half-width of the median), ``label_stop_reason`` and ``label_epochs``.
+        (relative 95% half-width of the label statistic), ``label_stop_reason`` and
+        ``label_epochs``.
 
     Raises:
         ValueError: the world size does not match the launch.
@@ -400,6 +404,23 @@ class _Guard:
         return waited
 
 
+def release_memory() -> None:
+    """Free what the previous workload left: Python garbage, then glibc's free heap pages.
+
+    With the mmap threshold fixed (:data:`scaledl.profiling.launch.MALLOC_ENV`) glibc never
+    trims its heap by itself, so each workload would start from a heap shaped by the ones before
+    it in the launch; ``malloc_trim(0)`` (malloc_trim(3)) gives the free pages back, so every
+    workload starts from a compact heap whatever ran before it.
+    """
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:  # not glibc: nothing to trim
+        pass
+
+
 def _gather(payload: dict[str, Any]) -> list[dict[str, Any]]:
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return [payload]
@@ -498,6 +519,7 @@ def run_tasks(tasks_path: Path, out_dir: Path) -> None:
                     )
                 )
             started = dt.datetime.now(dt.UTC).isoformat()
+            release_memory()
             gathered, guard_record = _attempts(workload, settings, device, guard, cuda)
             if rank == 0:
                 _write(out_dir, workload, settings, gathered, guard_record, started, device, repeat)
