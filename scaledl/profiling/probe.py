@@ -1,13 +1,17 @@
-"""Calibration probe: a fixed GEMM on every rank (and a fixed all-reduce) that tells interference.
+"""Calibration probe: fixed GEMMs, a memory sweep and an all-reduce that tell interference.
 
-Every rank runs the same fixed work before and after each workload: a block of ``gemm_calls``
-matrix products of fixed size (about 10 ms on one CPU core, a few ms on a GPU) and, when the
-world size is above 1, an all-reduce of a fixed buffer (after a barrier, so the time is the
-collective's, not the ranks' skew). Each figure is the median of ``repeats`` timings. The block
-is long enough (several scheduler slices) that a core shared with another process shows up as a
-slower block, where a single sub-millisecond product would run inside one slice and look normal
-(measured on a 2-core VM: a 1 ms product's median did not move under a busy loop on its core, a
-10 ms block of ten took 2.2x longer).
+Every rank runs the same fixed work before and after each workload: a block of matrix products
+of fixed size (about 10 ms on one CPU core, a few ms on a GPU), a block of element-wise adds over
+a buffer larger than the last-level cache, and, when the world size is above 1, an all-reduce
+of a fixed buffer (after a barrier, so the time is the collective's, not the ranks' skew). Each
+figure is the median of ``repeats`` timings. The GEMM block is long enough (several scheduler
+slices) that a core shared with another process shows up as a slower block, where a single
+sub-millisecond product would run inside one slice and look normal (measured on a 2-core VM: a
+1 ms product's median did not move under a busy loop on its core, a 10 ms block of ten took
+2.2x longer). The GEMM works inside the core's own caches, so it cannot see another tenant
+saturating the shared cache and memory; the memory sweep does (measured on the same VM over two
+quiet minutes: the step times of three quick workloads drifted 2-4% with a correlation of
+0.45-0.60 to the sweep's time, 0.11-0.26 to the GEMM's).
 
 A launch keeps a *baseline* per rank: the fastest figures of its first probes and of the
 per-host baseline stored beside the profiles (:func:`merge_baselines`; interference only slows a
@@ -29,10 +33,10 @@ import torch.distributed as dist
 from scaledl.profiling.timers import Clock
 
 #: Fixed probe work per device type: (square GEMM size, dtype, products per block,
-#: all-reduce elements).
+#: all-reduce elements, memory-sweep elements, sweeps per block).
 PROBE_WORK = {
-    "cpu": (384, torch.float32, 10, 1_048_576),
-    "cuda": (4096, torch.bfloat16, 10, 16_777_216),
+    "cpu": (384, torch.float32, 10, 1_048_576, 8_000_000, 3),
+    "cuda": (4096, torch.bfloat16, 10, 16_777_216, 268_435_456, 10),
 }
 
 
@@ -43,10 +47,12 @@ class ProbeResult:
     Attributes:
         gemm_ms: median milliseconds of the GEMM block.
         allreduce_ms: median milliseconds of the fixed all-reduce (``nan`` at world size 1).
+        memory_ms: median milliseconds of the memory sweep (``nan`` when not measured).
     """
 
     gemm_ms: float
     allreduce_ms: float
+    memory_ms: float = float("nan")
 
     def to_dict(self) -> dict[str, float]:
         """JSON-safe figures."""
@@ -69,11 +75,13 @@ class CalibrationProbe:
             raise ValueError(f"calibration probe: field 'device' (value {device.type!r}) unknown")
         if repeats < 1:
             raise ValueError(f"calibration probe: field 'repeats' must be >= 1, got {repeats}")
-        size, dtype, self.calls, elements = PROBE_WORK[device.type]
+        size, dtype, self.calls, elements, sweep, self.sweeps = PROBE_WORK[device.type]
         gen = torch.Generator().manual_seed(12345)
         self.a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
         self.b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
         self.buffer = torch.ones(elements, device=device)
+        self.sweep_in = torch.ones(sweep, device=device)
+        self.sweep_out = torch.empty_like(self.sweep_in)
         self.clock = Clock(device)
         self.repeats = repeats
 
@@ -81,6 +89,14 @@ class CalibrationProbe:
         start = self.clock.mark()
         for _ in range(self.calls):
             torch.mm(self.a, self.b)
+        end = self.clock.mark()
+        self.clock.synchronize()
+        return self.clock.elapsed_ms(start, end)
+
+    def _memory_ms(self) -> float:
+        start = self.clock.mark()
+        for _ in range(self.sweeps):
+            torch.add(self.sweep_in, 1.0, out=self.sweep_out)
         end = self.clock.mark()
         self.clock.synchronize()
         return self.clock.elapsed_ms(start, end)
@@ -101,10 +117,13 @@ class CalibrationProbe:
             The medians of :attr:`repeats` timings.
         """
         gemm = statistics.median(self._gemm_block_ms() for _ in range(self.repeats))
+        memory = statistics.median(self._memory_ms() for _ in range(self.repeats))
         allreduce = float("nan")
         if dist.is_initialized() and dist.get_world_size() > 1:
             allreduce = statistics.median(self._allreduce_ms() for _ in range(self.repeats))
-        return ProbeResult(gemm_ms=float(gemm), allreduce_ms=float(allreduce))
+        return ProbeResult(
+            gemm_ms=float(gemm), allreduce_ms=float(allreduce), memory_ms=float(memory)
+        )
 
 
 def baseline_of(probes: list[ProbeResult]) -> ProbeResult:
@@ -114,17 +133,22 @@ def baseline_of(probes: list[ProbeResult]) -> ProbeResult:
         probes: at least one probe of this rank.
 
     Returns:
-        The element-wise minimum (``nan`` all-reduce stays ``nan``).
+        The element-wise minimum (a figure ``nan`` in every probe stays ``nan``).
 
     Raises:
         ValueError: no probe.
     """
     if not probes:
         raise ValueError("probe baseline: no probe")
-    allreduce = [p.allreduce_ms for p in probes if p.allreduce_ms == p.allreduce_ms]
+
+    def fastest(values: list[float]) -> float:
+        values = [v for v in values if v == v]
+        return min(values) if values else float("nan")
+
     return ProbeResult(
         gemm_ms=min(p.gemm_ms for p in probes),
-        allreduce_ms=min(allreduce) if allreduce else float("nan"),
+        allreduce_ms=fastest([p.allreduce_ms for p in probes]),
+        memory_ms=fastest([p.memory_ms for p in probes]),
     )
 
 
@@ -133,20 +157,21 @@ def merge_baselines(own: ProbeResult, stored: dict[str, float] | None) -> ProbeR
 
     Args:
         own: this launch's baseline of this rank.
-        stored: the stored baseline of this rank (``gemm_ms``, ``allreduce_ms``), or ``None``.
+        stored: the stored baseline of this rank (``gemm_ms``, ``allreduce_ms``,
+            ``memory_ms``; missing or ``None`` figures are ``nan``), or ``None``.
 
     Returns:
         The element-wise minimum (``nan`` figures are ignored).
     """
     if not stored:
         return own
-    allreduce = stored.get("allreduce_ms")
-    return baseline_of(
-        [
-            own,
-            ProbeResult(float(stored["gemm_ms"]), float("nan" if allreduce is None else allreduce)),
-        ]
-    )
+
+    def figure(key: str) -> float:
+        value = stored.get(key)
+        return float("nan") if value is None else float(value)
+
+    kept = ProbeResult(float(stored["gemm_ms"]), figure("allreduce_ms"), figure("memory_ms"))
+    return baseline_of([own, kept])
 
 
 def probe_drift(probe: ProbeResult, baseline: ProbeResult) -> dict[str, float]:
@@ -157,10 +182,16 @@ def probe_drift(probe: ProbeResult, baseline: ProbeResult) -> dict[str, float]:
         baseline: the rank's baseline.
 
     Returns:
-        ``{"gemm": g, "allreduce": a}`` with ``g = gemm_ms / baseline.gemm_ms - 1`` (0.05 = 5%
-        slower; negative when faster) and ``a`` likewise, ``nan`` without an all-reduce figure.
+        ``{"gemm": g, "allreduce": a, "memory": m}`` with ``g = gemm_ms / baseline.gemm_ms - 1``
+        (0.05 = 5% slower; negative when faster), ``a`` and ``m`` likewise, ``nan`` where a
+        figure is missing.
     """
-    allreduce = float("nan")
-    if probe.allreduce_ms == probe.allreduce_ms and baseline.allreduce_ms > 0:
-        allreduce = probe.allreduce_ms / baseline.allreduce_ms - 1.0
-    return {"gemm": probe.gemm_ms / baseline.gemm_ms - 1.0, "allreduce": allreduce}
+
+    def ratio(now: float, base: float) -> float:
+        return now / base - 1.0 if now == now and base == base and base > 0 else float("nan")
+
+    return {
+        "gemm": ratio(probe.gemm_ms, baseline.gemm_ms),
+        "allreduce": ratio(probe.allreduce_ms, baseline.allreduce_ms),
+        "memory": ratio(probe.memory_ms, baseline.memory_ms),
+    }

@@ -22,11 +22,13 @@ then makes up to ``1 + max_retries`` *attempts*, each of which:
    (:mod:`scaledl.profiling.stopping`);
 5. runs the probe again (after).
 
-An attempt whose probes drifted from the baseline by more than ``drift_tolerance`` on any rank,
-or during which other processes kept more than ``max_foreign_load_cores`` cores busy, was
-disturbed: the worker waits (bounded) for the host to be quiet and measures again. The last
-attempt is recorded either way; a still disturbed one carries ``interference = True`` and its
-probe figures, and validation quarantines it.
+An attempt whose probes drifted from the baseline by more than their tolerances on any rank
+(``drift_tolerance`` for the GEMM, ``memory_drift_tolerance`` for the memory sweep,
+``allreduce_drift_tolerance`` for the all-reduce), or during which other processes kept more
+than ``max_foreign_load_cores`` cores busy, was disturbed: the worker waits (bounded) for the
+host to be quiet and measures again. The last attempt is recorded either way; a still
+disturbed one carries ``interference = True`` and its probe figures, and validation
+quarantines it.
 
 An iteration is forward + loss + backward (+ gradient all-reduce inside DDP) + AdamW step for
 training, forward under ``torch.inference_mode()`` for inference. CPU ranks use gloo and
@@ -356,6 +358,7 @@ class _Guard:
         self.meter = ForeignLoadMeter(root) if rank == 0 else None
         self.tolerance = float(settings.get("drift_tolerance", 0.05))
         self.allreduce_tolerance = float(settings.get("allreduce_drift_tolerance", 0.25))
+        self.memory_tolerance = float(settings.get("memory_drift_tolerance", 0.15))
         self.max_foreign = float(settings.get("max_foreign_load_cores", math.inf))
 
     def before(self) -> ProbeResult:
@@ -375,18 +378,23 @@ class _Guard:
 
     def verdict(self, gathered: list[dict[str, Any]]) -> dict[str, Any]:
         """Drift and foreign load of an attempt over all ranks (the same on every rank)."""
-        gemm = max(g["drift"]["gemm"] for g in gathered)
-        allreduce = [g["drift"]["allreduce"] for g in gathered]
-        allreduce = max(allreduce) if all(a == a for a in allreduce) else float("nan")
+
+        def worst(key: str) -> float:
+            values = [g["drift"][key] for g in gathered]
+            return max(values) if all(v == v for v in values) else float("nan")
+
+        gemm, allreduce, memory = worst("gemm"), worst("allreduce"), worst("memory")
         foreign = gathered[0]["foreign_load_cores"]
         disturbed = (
             gemm > self.tolerance
             or (allreduce == allreduce and allreduce > self.allreduce_tolerance)
+            or (memory == memory and memory > self.memory_tolerance)
             or (foreign == foreign and foreign > self.max_foreign)
         )
         return {
             "probe_gemm_drift": gemm,
             "probe_allreduce_drift": allreduce,
+            "probe_memory_drift": memory,
             "foreign_load_cores": foreign,
             "disturbed": disturbed,
         }
@@ -474,6 +482,7 @@ def _attempts(workload: Workload, settings, device, guard: _Guard, cuda: bool):
         "interference": bool(history[-1]["disturbed"]) and not failed,
         "probe_gemm_drift": history[-1]["probe_gemm_drift"],
         "probe_allreduce_drift": history[-1]["probe_allreduce_drift"],
+        "probe_memory_drift": history[-1]["probe_memory_drift"],
         "foreign_load_cores": history[-1]["foreign_load_cores"],
         "disturbed_attempts": sum(h["disturbed"] for h in history),
     }
@@ -561,6 +570,8 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         "probe_allreduce_ms": max(g["probe_after"]["allreduce_ms"] for g in gathered),
         "baseline_gemm_ms": max(g["baseline"]["gemm_ms"] for g in gathered),
         "baseline_allreduce_ms": max(g["baseline"]["allreduce_ms"] for g in gathered),
+        "probe_memory_ms": max(g["probe_after"]["memory_ms"] for g in gathered),
+        "baseline_memory_ms": max(g["baseline"]["memory_ms"] for g in gathered),
         **guard_record,
     }
     if status == "ok":

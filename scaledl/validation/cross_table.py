@@ -339,7 +339,12 @@ def _check_interference(alive, failures) -> ExpectationOutcome:
     for row in disturbed.to_dict("records"):
         figures = ", ".join(
             f"{k} {row[k]:.3g}"
-            for k in ("probe_gemm_drift", "probe_allreduce_drift", "foreign_load_cores")
+            for k in (
+                "probe_gemm_drift",
+                "probe_memory_drift",
+                "probe_allreduce_drift",
+                "foreign_load_cores",
+            )
             if k in row and row[k] == row[k] and row[k] is not None
         )
         attempts = row.get("attempts", 1)
