@@ -33,7 +33,7 @@ setup: $(VENV)/.installed $(DVC_VENV)/.installed
 	$(VENV)/bin/python -m pipelines.home >/dev/null
 
 run: setup
-	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
+	$(VENV)/bin/dagster job execute -j scaledl_pipeline
 	$(VENV)/bin/scaledl summary
 
 test: setup

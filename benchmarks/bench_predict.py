@@ -105,7 +105,7 @@ def main() -> None:
     val_ids = stratified_val_ids(data, 0.15, 0)
     fit_s = {}
     for name in METHOD_NAMES:
-        fit_s[name] = round(make_method(name).fit(data, val_ids).fit_seconds, 2)
+        fit_s[name] = round(make_method(name).fit(data, val_ids).fit_seconds_, 2)
 
     result = {
         "benchmark": "predictor",

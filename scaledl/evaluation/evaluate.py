@@ -161,7 +161,7 @@ class _Runner:
         kwargs = self.params.get(method, {}) if params is None else params
         model = make_method(method, **kwargs).fit(train, list(val_ids))
         self.fits[method] = self.fits.get(method, 0) + 1
-        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds
+        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds_
         return model
 
     def run_split(self, split: Split, methods) -> pd.DataFrame:
