@@ -58,6 +58,7 @@ def split_table(metrics: Any) -> pd.DataFrame:
 def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
     """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines."""
     from scaledl.evaluation import EvaluationConfig, evaluate
+    from scaledl.evaluation.report import reproducibility_text
     from scaledl.evaluation.results import Skipped
 
     out_dir = settings.reports_dir
@@ -78,7 +79,7 @@ def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
         "metrics": dg.MetadataValue.path(str(settings.metrics_path)),
         "errors_by_split": md_table(split_table(metrics)),
         "figures": dg.MetadataValue.md(png_markdown(figures) or "_(no figures)_"),
-        "noise_floor_cv": dg.MetadataValue.float(metrics.noise_floor_cv),
+        "label_reproducibility": reproducibility_text(metrics),
     }
     for split in ("id", "ood"):
         body = getattr(metrics.splits, split)
