@@ -18,49 +18,16 @@ PRESETS = Path(scaledl.__file__).parent / "presets"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from metrics_factory import make_metrics, metrics_dict  # noqa: E402
 from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
+from tiny_specs import tiny_spec  # noqa: E402
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 INLINE = [
     "--family",
     "bert",
-    "--set",
-    "hidden_size=64",
-    "--set",
-    "num_layers=1",
-    "--set",
-    "num_heads=2",
-    "--set",
-    "intermediate_size=128",
-    "--set",
-    "vocab_size=100",
-    "--set",
-    "seq_len=16",
-    "--set",
-    "batch_size=2",
+    *(x for k, v in tiny_spec("bert").items() if k != "family" for x in ("--set", f"{k}={v}")),
 ]
-ROWS = [
-    {
-        "family": "bert",
-        "hidden_size": 32,
-        "num_layers": 1,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "vocab_size": 100,
-        "seq_len": 16,
-        "batch_size": 2,
-    },
-    {
-        "family": "vit",
-        "hidden_size": 32,
-        "num_layers": 1,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "image_size": 32,
-        "patch_size": 16,
-        "batch_size": 4,
-    },
-]
+ROWS = [tiny_spec("bert"), tiny_spec("vit", batch_size=4)]
 
 
 def invoke(*args):

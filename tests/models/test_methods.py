@@ -13,7 +13,7 @@ from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
 from scaledl.workloads.device import local_device_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import gpt2_config, tiny  # noqa: E402
+from tiny_specs import gpt2_config, tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 GNN = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)
@@ -40,8 +40,8 @@ def fitted(data):
 def held_out(tmp_path_factory):
     cfg = gpt2_config(tmp_path_factory.mktemp("gpt2"))
     return [
-        tiny("hf", config_path=str(cfg), seq_len=16),
-        tiny("hf", config_path=str(cfg), seq_len=32, batch_size=4, world_size=2),
+        tiny("hf", cfg),
+        tiny("hf", cfg, seq_len=32, batch_size=4, world_size=2),
     ]
 
 
