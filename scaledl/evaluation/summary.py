@@ -92,19 +92,19 @@ def _external_lines(metrics: Metrics) -> list[str]:
     if isinstance(gpu, Skipped):
         lines = [f"Real GPU data (imported profiles): skipped ({gpu.skipped})."]
     else:
-        lines = []
+        protocols = []
         for name, protocol in (
-            ("leave-one-model-out", gpu.leave_one_model_out),
-            ("leave-one-GPU-out", gpu.leave_one_gpu_out),
+            ("leave one model out", gpu.leave_one_model_out),
+            ("leave one GPU out", gpu.leave_one_gpu_out),
         ):
-            if protocol is None:
-                continue
-            mean = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.mean_over_gpus.items())
-            worst = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.max_over_gpus.items())
-            lines.append(
-                f"Real GPU data ({gpu.n_workloads} imported workloads, {len(gpu.gpus)} GPUs), "
-                f"{name} MRE, mean over GPUs: {mean}; worst GPU: {worst}."
-            )
+            if protocol is not None:
+                mean = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.mean_over_gpus.items())
+                worst = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.max_over_gpus.items())
+                protocols.append(f"{name}: mean over GPUs {mean}, worst GPU {worst}")
+        lines = [
+            f"Real GPU data ({gpu.n_workloads} imported workloads, {len(gpu.gpus)} GPUs), "
+            f"iteration MRE, {'; '.join(protocols)}."
+        ]
     if isinstance(metrics.external, Skipped):
         lines.append(f"Vidur all-reduce: skipped ({metrics.external.skipped}).")
     else:
