@@ -186,7 +186,9 @@ def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_re
     predictions = scaledl.load_predictor(registry_root / "scaledl").predict(frame)
     builtin, hf = predictions["iteration_s"]
     assert 0.8 <= hf / builtin <= 1.25
-    assert hf == pytest.approx(builtin, rel=1e-9)
+    # Equal graphs: equal up to float32 rounding (a graph's position in the GNN's batch changes
+    # the last bits of its prediction; each alone they are bit-identical).
+    assert hf == pytest.approx(builtin, rel=1e-6)
     result = predict_file(registry_root, "llama_builtin_and_hf.yaml")
     assert result.exit_code == 0, result.output
 
