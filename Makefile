@@ -33,6 +33,7 @@ setup: $(VENV)/.installed $(DVC_VENV)/.installed
 	$(VENV)/bin/python -m pipelines.home >/dev/null
 
 run: setup
+	# `job execute` takes a module, not the workspace: the same code location pyproject names.
 	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
 	$(VENV)/bin/scaledl summary
 

@@ -265,7 +265,7 @@ def train(
         method = train_predictor(validated)
     except ProfileDataError as exc:
         _fail(str(exc))
-    data = {"sha256": tables_sha256(validated), "workloads": len(method.training_workloads)}
+    data = {"sha256": tables_sha256(validated), "workloads": len(method.training_workload_ids_)}
     path = save_bundle(method, registry, name, training_data=data)
     typer.echo(f"registered {path}")
 
@@ -399,9 +399,13 @@ def evaluate(
     """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...)."""
     from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
+    from scaledl.models.data import ProfileDataError
 
     config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
-    metrics = run_evaluation(profiles, out, config)
+    try:
+        metrics = run_evaluation(profiles, out, config)
+    except ProfileDataError as exc:
+        _fail(str(exc))
     typer.echo(headline(metrics))
     typer.echo(f"report: {out / 'report.html'}")
 
@@ -439,49 +443,83 @@ def evaluate_gpu_command(
     typer.echo(f"metrics: {out / 'gpu_metrics.json'}")
 
 
-def headline(metrics: dict) -> str:
-    """One paragraph with the headline MRE/RMSE of ScaleDL and the baselines."""
+def headline(metrics) -> str:
+    """The headline MRE/RMSE of ScaleDL and the baselines, one line per split and method.
+
+    Args:
+        metrics: a :class:`~scaledl.evaluation.results.Metrics`.
+
+    Returns:
+        The lines (skipped splits are named with the reason).
+    """
+    from scaledl.evaluation.results import Skipped
+
     lines = []
-    for split in ("id", "extrapolation"):
-        block = metrics.get("splits", {}).get(split, {})
-        for method, m in block.items():
-            if isinstance(m, dict) and "mre" in m:
-                lines.append(
-                    f"{split:>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s"
-                )
-    ood = metrics.get("splits", {}).get("ood", {}).get("mean", {})
-    for method, m in ood.items():
-        if isinstance(m, dict) and "mre" in m:
-            lines.append(
-                f"{'ood (mean)':>13} {method:<12} MRE {m['mre']:.1%}  RMSE {m['rmse_s']:.4f} s"
-            )
+    for split in ("id", "extrapolation", "ood"):
+        label = "ood (mean)" if split == "ood" else split
+        body = getattr(metrics.splits, split)
+        if isinstance(body, Skipped):
+            lines.append(f"{label:>13} skipped: {body.skipped}")
+            continue
+        for method in metrics.methods:
+            if split != "ood" and method not in body.methods:
+                continue
+            m = metrics.method_errors(split, method)
+            lines.append(f"{label:>13} {method:<12} MRE {m.mre:.1%}  RMSE {m.rmse_s:.4f} s")
     return "\n".join(lines)
 
 
 @app.command()
 def summary(
     data: Annotated[Path, typer.Option(help="Data root", envvar="SCALEDL_DATA_DIR")] = Path("data"),
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown",
+            help="Copy the metrics to --results and write the README's results block from it",
+        ),
+    ] = False,
+    readme: Annotated[Path, typer.Option(help="README with the results markers")] = Path(
+        "README.md"
+    ),
+    results: Annotated[Path, typer.Option(help="Committed results file (--markdown)")] = Path(
+        "docs/results/metrics.json"
+    ),
 ) -> None:
-    """Print where the report and the predictor are, and the headline MRE/RMSE."""
+    """Print where the report and the predictor are, and the headline MRE/RMSE.
+
+    With ``--markdown``, ``<data>/reports/metrics.json`` is validated and copied to ``--results``
+    (commit it), and the block between the results markers of ``--readme`` is regenerated from
+    that copy; a test keeps the two in step.
+    """
+    from scaledl.evaluation.report import reproducibility_text
+    from scaledl.evaluation.results import Metrics, MetricsError
+    from scaledl.evaluation.summary import ReadmeBlockError, write_readme_block
+
     metrics_path = data / "reports" / "metrics.json"
-    latest = data / "predictors" / "scaledl" / "latest"
     if not metrics_path.exists():
         _fail(f"{metrics_path}: no evaluation yet (run `make run`)")
+    try:
+        metrics = Metrics.read(metrics_path)
+        if markdown:
+            metrics.write(results)
+            write_readme_block(results, readme, source=results.as_posix())
+    except (MetricsError, ReadmeBlockError) as exc:
+        _fail(str(exc))
+    if markdown:
+        typer.echo(f"{results}: written from {metrics_path}")
+        typer.echo(f"{readme}: results block regenerated from {results}")
+        return
+    latest = data / "predictors" / "scaledl" / "latest"
     if not latest.exists():
         _fail(f"{latest}: no registered predictor yet (run `make run`)")
-    metrics = json.loads(metrics_path.read_text())
     bundle = data / "predictors" / "scaledl" / latest.read_text().strip()
     typer.echo(f"report:    {data / 'reports' / 'report.html'}")
     typer.echo(f"metrics:   {metrics_path}")
     typer.echo(f"predictor: {bundle}")
-    rep = metrics.get("label_reproducibility") or {}
     typer.echo(
         "label reproducibility (MRE between launches, the noise floor): "
-        + (
-            f"{rep['mre']:.1%} over {rep['n_workloads']} workloads"
-            if rep.get("n_workloads")
-            else "not measured (repeats: 1)"
-        )
+        + reproducibility_text(metrics)
     )
     typer.echo(headline(metrics))
 

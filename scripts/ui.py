@@ -93,10 +93,9 @@ class UiProcess:
 
     def __init__(self, host: str, port: int, dagster_home: Path) -> None:
         env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
-        cmd = [
-            _dagster_executable(), "dev", "-m", "pipelines.definitions",
-            "-h", host, "-p", str(port),
-        ]  # fmt: skip
+        # No target: in the repository root `dagster dev` reads the code location from
+        # pyproject.toml's [tool.dg] (pipelines.definitions).
+        cmd = [_dagster_executable(), "dev", "-h", host, "-p", str(port)]
         self.proc = subprocess.Popen(
             cmd, cwd=REPO_ROOT, env=env, start_new_session=True, preexec_fn=_child_setup
         )

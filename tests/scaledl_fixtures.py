@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tiny_specs import GPT2, tiny
 
 from scaledl.profiling.launch import ProfileSettings, ProfileSummary, profile_workloads
 from scaledl.profiling.store import consolidate
@@ -48,47 +49,6 @@ SETTINGS = ProfileSettings(
     quiet_wait_s=0.0,
     probe_repeats=2,
 )
-_TINY = {
-    "hidden_size": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "dataset_size": 8,
-}
-
-
-def tiny(family: str, **fields) -> Workload:
-    """A tiny workload of ``family`` (hidden 32, 1 layer, 2 heads, batch 2, 8 samples).
-
-    For ``hf`` the architecture is the config's (give ``config_path``): only batch and dataset.
-    """
-    spec = {"family": family, "batch_size": 2, **_TINY}
-    if family == "hf":
-        spec = {"family": family, "batch_size": 2, "dataset_size": _TINY["dataset_size"]}
-    elif family in ("vit", "deit"):
-        spec.update(image_size=32, patch_size=16, num_labels=10)
-    else:
-        spec.update(vocab_size=100, seq_len=16)
-    spec.update(fields)
-    return Workload.parse(spec)
-
-
-def gpt2_config(directory: Path) -> Path:
-    """A tiny GPT-2 config JSON (a family never profiled here)."""
-    path = Path(directory) / "gpt2.json"
-    path.write_text(
-        json.dumps(
-            {
-                "model_type": "gpt2",
-                "n_embd": 32,
-                "n_layer": 1,
-                "n_head": 2,
-                "vocab_size": 100,
-                "n_positions": 64,
-            }
-        )
-    )
-    return path
 
 
 @dataclass(frozen=True)
@@ -115,8 +75,7 @@ def _profile(base: Path) -> Profiled:
     root = base / "shared-profile"
     root.mkdir()
     bad = root / "bad_hf.json"
-    gpt2 = json.loads(gpt2_config(root).read_text())
-    bad.write_text(json.dumps({**gpt2, "activation_function": "no_such_activation"}))
+    bad.write_text(json.dumps({**GPT2, "activation_function": "no_such_activation"}))
     workloads = {
         "bert_a": tiny("bert"),
         "vit_a": tiny("vit"),
@@ -126,7 +85,7 @@ def _profile(base: Path) -> Profiled:
         "vit_b": tiny("vit", image_size=64, batch_size=4),
         "t5_b": tiny("t5", seq_len=32, batch_size=4),
         "bert_ws2": tiny("bert", world_size=2),
-        "hf_bad": tiny("hf", config_path=str(bad), seq_len=16, world_size=2),
+        "hf_bad": tiny("hf", bad, world_size=2),
         "vit_ws2": tiny("vit", world_size=2),
     }
     out = root / "profiles"

@@ -10,54 +10,24 @@ from typer.testing import CliRunner
 
 import scaledl
 from scaledl.cli import app, read_workloads_file
+from scaledl.evaluation.results import Metrics
+from scaledl.evaluation.summary import BEGIN, END, read_block, results_markdown
 
 PRESETS = Path(scaledl.__file__).parent / "presets"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metrics_factory import make_metrics, metrics_dict  # noqa: E402
 from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
+from tiny_specs import tiny_spec  # noqa: E402
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 INLINE = [
     "--family",
     "bert",
-    "--set",
-    "hidden_size=64",
-    "--set",
-    "num_layers=1",
-    "--set",
-    "num_heads=2",
-    "--set",
-    "intermediate_size=128",
-    "--set",
-    "vocab_size=100",
-    "--set",
-    "seq_len=16",
-    "--set",
-    "batch_size=2",
+    *(x for k, v in tiny_spec("bert").items() if k != "family" for x in ("--set", f"{k}={v}")),
 ]
-ROWS = [
-    {
-        "family": "bert",
-        "hidden_size": 32,
-        "num_layers": 1,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "vocab_size": 100,
-        "seq_len": 16,
-        "batch_size": 2,
-    },
-    {
-        "family": "vit",
-        "hidden_size": 32,
-        "num_layers": 1,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "image_size": 32,
-        "patch_size": 16,
-        "batch_size": 4,
-    },
-]
+ROWS = [tiny_spec("bert"), tiny_spec("vit", batch_size=4)]
 
 
 def invoke(*args):
@@ -216,7 +186,9 @@ def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_re
     predictions = scaledl.load_predictor(registry_root / "scaledl").predict(frame)
     builtin, hf = predictions["iteration_s"]
     assert 0.8 <= hf / builtin <= 1.25
-    assert hf == pytest.approx(builtin, rel=1e-9)
+    # Equal graphs: equal up to float32 rounding (a graph's position in the GNN's batch changes
+    # the last bits of its prediction; each alone they are bit-identical).
+    assert hf == pytest.approx(builtin, rel=1e-6)
     result = predict_file(registry_root, "llama_builtin_and_hf.yaml")
     assert result.exit_code == 0, result.output
 
@@ -352,3 +324,48 @@ def test_devices_lists_the_gpu_table_and_a_probed_host(tmp_path):
     assert result.exit_code == 0, result.output
     assert "NVIDIA H100 80GB HBM3" in result.output and "GB/s (one thread)" in result.output
     assert list(tmp_path.glob("*.json"))
+
+
+def _summary_files(tmp_path):
+    data = tmp_path / "data"
+    make_metrics().write(data / "reports" / "metrics.json")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n{BEGIN}\nold numbers\n{END}\ntail\n")
+    return data, readme, tmp_path / "docs" / "results" / "metrics.json"
+
+
+def test_summary_markdown_writes_the_results_file_and_the_readme_block(tmp_path):
+    data, readme, results = _summary_files(tmp_path)
+    result = invoke(
+        "summary", "--markdown", "--data", data, "--readme", readme, "--results", results
+    )
+    assert result.exit_code == 0, result.output
+    assert Metrics.read(results).to_dict() == make_metrics().to_dict()
+    text = readme.read_text()
+    assert read_block(text) == results_markdown(Metrics.read(results), results.as_posix())
+    assert text.startswith("# Title\n") and text.endswith(f"{END}\ntail\n")
+    assert "old numbers" not in text
+
+
+def test_summary_prints_the_headline(tmp_path):
+    data, _, _ = _summary_files(tmp_path)
+    (data / "predictors" / "scaledl").mkdir(parents=True)
+    (data / "predictors" / "scaledl" / "latest").write_text("v1\n")
+    result = invoke("summary", "--data", data)
+    assert result.exit_code == 0, result.output
+    assert "ood (mean) scaledl      MRE 5.0%" in result.output
+    assert "the noise floor): 2.00% over 8 workloads (world size 1: 1.00%" in result.output
+
+
+def test_summary_of_an_invalid_metrics_file_exits_2_naming_file_and_key(tmp_path):
+    data, readme, results = _summary_files(tmp_path)
+    bad = metrics_dict()
+    del bad["splits"]["id"]
+    path = data / "reports" / "metrics.json"
+    path.write_text(json.dumps(bad))
+    result = invoke(
+        "summary", "--markdown", "--data", data, "--readme", readme, "--results", results
+    )
+    assert result.exit_code == 2
+    assert str(path) in result.output and "'splits.id': missing" in result.output
+    assert not results.exists() and "old numbers" in readme.read_text()

@@ -1,59 +1,95 @@
-"""Quality gates: blocking checks stop downstream assets when their input is unusable."""
+"""Quality gates: blocking checks stop downstream assets when their input is unusable.
+
+Every check reads the files the asset wrote (profile parts, validated and quarantined tables,
+``metrics.json``, the registered bundle), so it judges the data on disk, not a value passed
+through Dagster's storage.
+"""
 
 import math
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pandas as pd
 
+from pipelines.defs.assets.design import read_design_table, read_search_space
 from pipelines.defs.assets.profiling import design_workloads
 from pipelines.defs.config import ScaledlSettings
-from pipelines.defs.policy import ood_mre
+from pipelines.defs.resources import LocalPredictorStore, ProfilingLauncher
 
 REQUIRED_TABLES = ("workloads", "runs", "layer_timings", "iteration_timings")
 
 
+def _rows(path: Path) -> int:
+    """Rows of a parquet file (0 when it does not exist)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
+
+
+def table_counts(settings: ScaledlSettings) -> pd.DataFrame:
+    """Rows passed (``validated/``) and quarantined (``quarantine/``) per profile table.
+
+    Returns:
+        Columns ``table``, ``rows_in`` (passed + quarantined: validation never drops a row),
+        ``passed``, ``quarantined``.
+    """
+    from scaledl.models.data import TABLE_NAMES
+
+    rows = []
+    for name in TABLE_NAMES:
+        passed = _rows(settings.validated_dir / f"{name}.parquet")
+        quarantined = _rows(settings.quarantine_dir / f"{name}.parquet")
+        rows.append(
+            {
+                "table": name,
+                "rows_in": passed + quarantined,
+                "passed": passed,
+                "quarantined": quarantined,
+            }
+        )
+    return pd.DataFrame(rows, columns=["table", "rows_in", "passed", "quarantined"])
+
+
 @dg.asset_check(asset="profiling_runs", blocking=True)
 def profiling_runs_succeeded(
-    settings: ScaledlSettings, profiling_runs: dict[str, Any]
+    settings: ScaledlSettings, launcher: ProfilingLauncher
 ) -> dg.AssetCheckResult:
-    """At least one workload profiled ``ok`` and at most the allowed fraction failed."""
-    requested = int(profiling_runs["requested"])
-    failed = len(profiling_runs["failed"])
-    ok_total = int(profiling_runs["ok_total"])
-    fraction = failed / requested if requested else 1.0
-    passed = ok_total > 0 and fraction <= settings.max_failed_fraction
+    """At least one workload profiled ``ok`` and at most the allowed fraction failed.
+
+    From the parts on disk: ``ok`` workloads have every repeat measured ``ok`` and undisturbed;
+    ``failed`` ones have a part that failed, ran out of memory or timed out; ``disturbed`` ones
+    were measured under foreign load (validation quarantines those parts; not a failure).
+    """
+    from scaledl.profiling.store import completed_workload_ids, part_statuses
+
+    runnable, not_runnable = launcher.runnable(design_workloads(read_design_table(settings)))
+    requested = {w.workload_id for w in runnable}
+    repeats = int(read_search_space(settings).get("profiling", {}).get("repeats", 1))
+    ok = completed_workload_ids(settings.profiles_dir, repeats) & requested
+    statuses = part_statuses(settings.profiles_dir)
+    failed = {w for (w, _), (status, _) in statuses.items() if status != "ok"} & requested
+    measured = {w for (w, _) in statuses} & requested
+    fraction = len(failed) / len(requested) if requested else 1.0
     return dg.AssetCheckResult(
-        passed=passed,
+        passed=bool(ok) and fraction <= settings.max_failed_fraction,
         metadata={
-            "requested": requested,
-            "ok_total": ok_total,
-            "failed": failed,
+            "requested": len(requested),
+            "ok_total": len(ok),
+            "disturbed_or_incomplete": len(measured - ok - failed),
+            "failed": len(failed),
             "failed_fraction": round(fraction, 4),
             "max_failed_fraction": settings.max_failed_fraction,
-            "not_runnable": len(profiling_runs.get("not_runnable", [])),
+            "not_runnable": len(not_runnable),
         },
     )
 
 
-def _table_counts(validated_profiles: dict[str, Any]) -> pd.DataFrame:
-    rows = [
-        {
-            "table": name,
-            "rows_in": t["rows_in"],
-            "passed": t["passed"],
-            "quarantined": t["quarantined"],
-        }
-        for name, t in validated_profiles["tables"].items()
-    ]
-    return pd.DataFrame(rows, columns=["table", "rows_in", "passed", "quarantined"])
-
-
 @dg.asset_check(asset="validated_profiles", blocking=True)
-def validated_profiles_usable(validated_profiles: dict[str, Any]) -> dg.AssetCheckResult:
+def validated_profiles_usable(settings: ScaledlSettings) -> dg.AssetCheckResult:
     """Every table the models need kept valid rows (quarantine did not empty it)."""
-    counts = _table_counts(validated_profiles).set_index("table")
-    empty = [t for t in REQUIRED_TABLES if t not in counts.index or counts.at[t, "passed"] == 0]
+    counts = table_counts(settings).set_index("table")
+    empty = [t for t in REQUIRED_TABLES if counts.at[t, "passed"] == 0]
     meta: dict[str, Any] = {"empty_tables": ", ".join(empty) or "none"}
     for table, row in counts.iterrows():
         meta[f"{table}.passed"] = int(row["passed"])
@@ -62,11 +98,9 @@ def validated_profiles_usable(validated_profiles: dict[str, Any]) -> dg.AssetChe
 
 
 @dg.asset_check(asset="validated_profiles")
-def validated_profiles_quarantine_rate(
-    settings: ScaledlSettings, validated_profiles: dict[str, Any]
-) -> dg.AssetCheckResult:
+def validated_profiles_quarantine_rate(settings: ScaledlSettings) -> dg.AssetCheckResult:
     """No table lost more than the allowed fraction of its rows to quarantine (warning)."""
-    counts = _table_counts(validated_profiles)
+    counts = table_counts(settings)
     rates = counts["quarantined"] / counts["rows_in"].where(counts["rows_in"] > 0)
     counts["quarantined_fraction"] = rates.fillna(0.0).round(4)
     worst = float(counts["quarantined_fraction"].max()) if len(counts) else 0.0
@@ -84,47 +118,42 @@ def validated_profiles_quarantine_rate(
 
 
 @dg.asset_check(asset="evaluation_report")
-def evaluation_report_ood_finite(evaluation_report: dict[str, Any]) -> dg.AssetCheckResult:
-    """The report has a finite out-of-distribution MRE for ScaleDL."""
-    value = ood_mre(evaluation_report)
+def evaluation_report_ood_finite(settings: ScaledlSettings) -> dg.AssetCheckResult:
+    """``metrics.json`` reads with the metrics schema and has ScaleDL's OOD MRE."""
+    from scaledl.evaluation.results import Metrics, MetricsError
+
+    try:
+        value: float | str = Metrics.read(settings.metrics_path).mre("ood")
+    except MetricsError as exc:
+        value = str(exc)
     return dg.AssetCheckResult(
-        passed=value is not None,
-        metadata={"ood_mre": value if value is not None else "missing or not finite"},
+        passed=isinstance(value, float),
+        metadata={"ood_mre": value, "metrics": dg.MetadataValue.path(str(settings.metrics_path))},
     )
 
 
-@dg.asset_check(
-    asset="predictor_bundle",
-    blocking=True,
-    additional_ins={"workload_design": dg.AssetIn()},
-)
+@dg.asset_check(asset="predictor_bundle", blocking=True)
 def predictor_bundle_predicts(
-    predictor_bundle: dict[str, Any], workload_design: pd.DataFrame
+    settings: ScaledlSettings, predictor_store: LocalPredictorStore
 ) -> dg.AssetCheckResult:
     """The registered bundle loads and predicts finite, positive times for the design."""
     from scaledl.registry import load_predictor
 
-    predictor = load_predictor(predictor_bundle["path"])
-    workloads = design_workloads(workload_design)
+    bundle = predictor_store.current_bundle(settings.predictors_dir)
+    if bundle is None:
+        return dg.AssetCheckResult(passed=False, metadata={"bundle_dir": "none registered"})
+    predictor = load_predictor(bundle)
+    workloads = design_workloads(read_design_table(settings))
     predictions = predictor.predict(workloads)
     iteration = pd.to_numeric(predictions["iteration_s"], errors="coerce")
     bad = int((~iteration.apply(lambda v: math.isfinite(v) and v > 0)).sum())
     return dg.AssetCheckResult(
         passed=bad == 0 and len(predictions) == len(workloads),
         metadata={
-            "bundle_dir": dg.MetadataValue.path(predictor_bundle["path"]),
+            "bundle_dir": dg.MetadataValue.path(str(bundle)),
             "workloads": len(workloads),
             "predictions": len(predictions),
             "non_finite_or_non_positive": bad,
             "median_iteration_s": float(iteration.median()) if len(iteration) else "n/a",
         },
     )
-
-
-ALL_CHECKS = [
-    profiling_runs_succeeded,
-    validated_profiles_usable,
-    validated_profiles_quarantine_rate,
-    evaluation_report_ood_finite,
-    predictor_bundle_predicts,
-]

@@ -37,6 +37,9 @@ class ScaledlSettings(dg.ConfigurableResource):
         max_failed_fraction: largest fraction of failed profiling runs the blocking check allows.
         max_quarantine_fraction: largest fraction of quarantined rows per table before the
             (warning) quarantine check fails.
+        holdout_fraction: share of the validated workloads kept out of the predictor's
+            training by a stable rule (:func:`scaledl.models.train.holdout_ids`), on which a
+            retrained predictor and the registered one are compared (paired) before registering.
     """
 
     preset: str = DEFAULT_PRESET
@@ -44,11 +47,17 @@ class ScaledlSettings(dg.ConfigurableResource):
     force_profile: bool = False
     max_failed_fraction: float = 0.5
     max_quarantine_fraction: float = 0.2
+    holdout_fraction: float = 0.2
 
     @property
     def root(self) -> Path:
         """The data root as an absolute path."""
         return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def search_space_path(self) -> Path:
+        """The resolved preset the design was built from (``design/search_space.json``)."""
+        return self.root / "design" / "search_space.json"
 
     @property
     def design_path(self) -> Path:
@@ -81,6 +90,11 @@ class ScaledlSettings(dg.ConfigurableResource):
         return self.root / "reports"
 
     @property
+    def metrics_path(self) -> Path:
+        """The evaluation's metrics (``reports/metrics.json``)."""
+        return self.reports_dir / "metrics.json"
+
+    @property
     def validation_report_dir(self) -> Path:
         """Validation report page (``reports/validation/``)."""
         return self.reports_dir / "validation"
@@ -89,6 +103,11 @@ class ScaledlSettings(dg.ConfigurableResource):
     def predictors_dir(self) -> Path:
         """Predictor registry (``predictors/``)."""
         return self.root / "predictors"
+
+    @property
+    def candidates_dir(self) -> Path:
+        """The last trained, not yet registered predictor bundle (``candidates/``)."""
+        return self.root / "candidates"
 
 
 def settings_from_env() -> ScaledlSettings:
@@ -123,10 +142,12 @@ class PredictorBundleConfig(dg.Config):
     """Run config of ``predictor_bundle``.
 
     Attributes:
-        policy: ``always`` registers every trained predictor; ``if_not_worse`` registers it only
-            when its out-of-distribution MRE is not worse than the current version's.
-        tolerance: relative slack of ``if_not_worse`` (0.0: any increase keeps the current one).
+        policy: ``always`` registers every trained predictor; ``if_not_worse`` registers it
+            only when, on held-out workloads neither has seen, its iteration-time MRE is lower
+            than the current version's or not distinguishable from it (paired bootstrap
+            interval, :mod:`pipelines.defs.policy`).
+        confidence_level: coverage of the paired interval.
     """
 
     policy: Literal["always", "if_not_worse"] = "always"
-    tolerance: float = 0.0
+    confidence_level: float = 0.95

@@ -19,8 +19,9 @@ retrain_job = dg.define_asset_job(
     selection=dg.AssetSelection.all(),
     description=(
         f"Augment the design by {RETRAIN_AUGMENT_K} D-optimal workloads not yet profiled, profile "
-        "only those, validate, retrain and re-evaluate; register the new predictor only if its "
-        "OOD MRE did not get worse."
+        "only those, validate, retrain and re-evaluate; register the new predictor only if, on "
+        "held-out workloads neither has seen, it is better than the current one or not "
+        "distinguishable from it (paired bootstrap interval)."
     ),
     tags={**PROFILING_TAGS, "scaledl/retrain": "true"},
     config={
@@ -30,5 +31,3 @@ retrain_job = dg.define_asset_job(
         }
     },
 )
-
-ALL_JOBS = [scaledl_pipeline, retrain_job]

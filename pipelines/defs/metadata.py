@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import base64
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -35,22 +33,3 @@ def png_markdown(paths: Iterable[Path], limit_bytes: int = MAX_EMBEDDED_PNG_BYTE
         else:
             parts.append(f"**{path.stem}**: `{path}` ({len(data) / 1e6:.1f} MB, not embedded)")
     return "\n\n".join(parts)
-
-
-def scalar_metadata(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The scalar entries of a (nested) mapping as flat metadata ``a.b.c -> value``.
-
-    Non-finite floats are given as text (metadata is JSON); lists and other values are skipped.
-    """
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(scalar_metadata(value, prefix=f"{name}."))
-        elif isinstance(value, bool | int | str):
-            out[name] = value
-        elif isinstance(value, float):
-            out[name] = value if math.isfinite(value) else str(value)
-        elif hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-            out.update(scalar_metadata({key: value.item()}, prefix=prefix))
-    return out

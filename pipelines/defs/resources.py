@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
@@ -140,32 +139,20 @@ class LocalPredictorStore(dg.ConfigurableResource):
         bundle = self.name_dir(default_root) / latest.read_text().strip()
         return bundle if (bundle / "manifest.json").is_file() else None
 
-    def current_manifest(self, default_root: Path) -> dict[str, Any] | None:
-        """The manifest of the current version, or ``None`` when nothing is registered."""
-        bundle = self.current_bundle(default_root)
-        if bundle is None:
-            return None
-        return json.loads((bundle / "manifest.json").read_text())
+    def register(self, bundle: Path, default_root: Path, metrics: dict[str, Any]) -> Path:
+        """Copy a verified bundle in as a new version (and make it ``latest``).
 
-    def save(
-        self,
-        predictor: Any,
-        default_root: Path,
-        metrics: dict[str, Any],
-        training_data: dict[str, Any] | None = None,
-    ) -> Path:
-        """Save ``predictor`` as a new version (and make it ``latest``); return its directory."""
-        from scaledl.registry import save_bundle
+        Args:
+            bundle: the candidate bundle.
+            default_root: registry root when :attr:`root` is empty.
+            metrics: metrics recorded in the registered manifest.
 
-        return Path(
-            save_bundle(
-                predictor,
-                root=self.resolve_root(default_root),
-                name=self.name,
-                metrics=metrics,
-                training_data=training_data,
-            )
-        )
+        Returns:
+            The registered version's directory.
+        """
+        from scaledl.registry import register_bundle
+
+        return register_bundle(bundle, self.resolve_root(default_root), self.name, metrics)
 
 
 class DvcError(RuntimeError):
@@ -292,3 +279,9 @@ def default_resources() -> dict[str, Any]:
         "predictor_store": LocalPredictorStore(),
         "dvc": DvcResource(),
     }
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    """The code location's resources (:func:`default_resources`)."""
+    return dg.Definitions(resources=default_resources())

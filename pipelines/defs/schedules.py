@@ -14,5 +14,3 @@ weekly_retrain = dg.ScheduleDefinition(
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="Mondays 03:00 UTC: augment the design, profile the new workloads and retrain.",
 )
-
-ALL_SCHEDULES = [weekly_retrain]

@@ -3,17 +3,41 @@
 Public API::
 
     from scaledl.evaluation import evaluate, EvaluationConfig
+    from scaledl.evaluation.results import Metrics            # read metrics.json
+    from scaledl.evaluation.significance import paired_comparison
 
 Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapolation splits),
 :mod:`~scaledl.evaluation.metrics` (MRE, RMSE, percentiles, noise floor),
+:mod:`~scaledl.evaluation.results` (the typed ``metrics.json``: one reader and writer),
+:mod:`~scaledl.evaluation.significance` (paired bootstrap comparison of two methods),
 :mod:`~scaledl.evaluation.learning_curve` (D-optimal vs random vs Latin hypercube subsets),
 :mod:`~scaledl.evaluation.gpu` (imported real-GPU profiles through the product's models:
 leave one model / GPU out, operators, data parallel; report in
 :mod:`~scaledl.evaluation.gpu_report`), :mod:`~scaledl.evaluation.external` (Vidur all-reduce),
 :mod:`~scaledl.evaluation.figures` (PNG figures), :mod:`~scaledl.evaluation.report` (HTML),
-:mod:`~scaledl.evaluation.evaluate` (orchestration, ``metrics.json`` schema).
+:mod:`~scaledl.evaluation.summary` (the README results block),
+:mod:`~scaledl.evaluation.evaluate` (orchestration).
+
+``evaluate`` and ``EvaluationConfig`` are imported on first use, so reading a ``metrics.json``
+does not import the models (torch, scikit-learn).
 """
 
-from scaledl.evaluation.evaluate import EvaluationConfig, evaluate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scaledl.evaluation.evaluate import EvaluationConfig, evaluate
 
 __all__ = ["EvaluationConfig", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import :data:`__all__` from :mod:`scaledl.evaluation.evaluate` on first access."""
+    if name in __all__:
+        module = importlib.import_module("scaledl.evaluation.evaluate")
+        # Importing the submodule binds its name on this package: the function takes it back.
+        globals().update({n: getattr(module, n) for n in __all__})
+        return globals()[name]
+    raise AttributeError(f"module 'scaledl.evaluation' has no attribute {name!r}")

@@ -26,8 +26,9 @@ from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
 from scaledl.evaluation.metrics import mean_metrics, prediction_metrics
-from scaledl.evaluation.report import target_table, write_report
+from scaledl.evaluation.report import write_report
 from scaledl.evaluation.reproducibility import label_reproducibility
+from scaledl.evaluation.results import SCHEMA_VERSION, Metrics, RuntimeSeconds
 from scaledl.evaluation.splits import (
     Split,
     SplitError,
@@ -160,7 +161,7 @@ class _Runner:
         kwargs = self.params.get(method, {}) if params is None else params
         model = make_method(method, **kwargs).fit(train, list(val_ids))
         self.fits[method] = self.fits.get(method, 0) + 1
-        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds
+        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds_
         return model
 
     def run_split(self, split: Split, methods) -> pd.DataFrame:
@@ -244,7 +245,7 @@ def _atomic_write(path: Path, write) -> None:
     os.replace(tmp, path)
 
 
-def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> dict:
+def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> Metrics:
     """Evaluate ScaleDL and the baselines on a directory of validated profile tables.
 
     Args:
@@ -256,17 +257,17 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         config: settings; ``None`` gives the defaults.
 
     Returns:
-        The metrics dict written to ``metrics.json`` (schema in the module docstring of
-        :mod:`scaledl.evaluation` and the keys below): ``splits`` (``id``, ``ood``,
-        ``extrapolation``), ``learning_curve``, ``label_reproducibility`` (the noise floor: MRE
-        between independent launches of the same workloads, overall and per world size; see
-        :mod:`scaledl.evaluation.reproducibility`), ``external`` (Vidur), ``gpu``
-        (:func:`scaledl.evaluation.gpu.evaluate_gpu`, or null), ``targets``,
-        ``runtime_s``, ``fit_counts``, ``notes``, ``config``.
+        The :class:`~scaledl.evaluation.results.Metrics` written to ``metrics.json`` (schema in
+        :mod:`scaledl.evaluation.results`); its ``label_reproducibility`` is the noise floor:
+        the MRE between independent launches of the same workloads, overall and per world size
+        (:mod:`scaledl.evaluation.reproducibility`); ``external`` holds Vidur's all-reduce
+        results and ``gpu`` the imported GPU profiles'
+        (:func:`scaledl.evaluation.gpu.evaluate_gpu`).
 
     Raises:
         scaledl.models.data.ProfileDataError: a table is missing or unreadable (names the file).
         FileNotFoundError: external data requested but missing.
+        scaledl.evaluation.results.MetricsError: a result does not match the metrics schema.
         Exception: any method fit failing is raised, never turned into a metric.
     """
     started = time.perf_counter()
@@ -282,20 +283,19 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
 
     id_split = random_split(labels, config.test_fraction, vf, seed)
     frames = [runner.run_split(id_split, methods)]
-    splits: dict = {"id": _per_method(frames[-1])}
+    splits: dict = {"id": {"methods": _per_method(frames[-1])}}
 
     ood_splits = leave_one_family_out(labels, vf, seed)
     if not ood_splits:
         notes.append("OOD skipped: fewer than two families")
         splits["ood"] = {"skipped": "fewer than two families"}
     else:
-        ood: dict = {}
+        per_family: dict = {}
         for split in ood_splits:
             frames.append(runner.run_split(split, methods))
-            ood[split.name.split("/", 1)[1]] = _per_method(frames[-1])
-        families = list(ood)
-        ood["mean"] = {m: mean_metrics([ood[f][m] for f in families]) for m in methods}
-        splits["ood"] = ood
+            per_family[split.name.split("/", 1)[1]] = _per_method(frames[-1])
+        mean = {m: mean_metrics([per_family[f][m] for f in per_family]) for m in methods}
+        splits["ood"] = {"per_family": per_family, "mean": mean}
 
     try:
         ext_split = extrapolation_split(labels, config.extrapolation_quantile, vf, seed)
@@ -304,13 +304,15 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         splits["extrapolation"] = {"skipped": str(exc)}
     else:
         frames.append(runner.run_split(ext_split, methods))
-        splits["extrapolation"] = _per_method(frames[-1])
-        splits["extrapolation"]["test_min_tokens_per_step"] = float(
-            labels.set_index("workload_id")
-            .loc[list(ext_split.test_ids)]
-            .eval("batch_size * seq_len")
-            .min()
-        )
+        splits["extrapolation"] = {
+            "methods": _per_method(frames[-1]),
+            "test_min_tokens_per_step": float(
+                labels.set_index("workload_id")
+                .loc[list(ext_split.test_ids)]
+                .eval("batch_size * seq_len")
+                .min()
+            ),
+        }
     main_s = time.perf_counter() - started - load_s
 
     t0 = time.perf_counter()
@@ -345,32 +347,41 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     lc_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    external: dict = {}
-    gpu, gpu_pred = None, None
+    external: dict = {"skipped": "include_external is false"}
+    gpu: dict = {"skipped": "include_external is false"}
+    gpu_pred = None
     if config.include_external:
-        external["vidur"] = evaluate_vidur(config.vidur_root)
+        external = {"vidur": evaluate_vidur(config.vidur_root)}
         if config.gpu_profiles is not None:
             gpu_config = GpuEvaluationConfig(
                 parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root
             )
             gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
+            # A protocol the GPU evaluation did not run is written as null, never left out.
+            gpu = {"leave_one_gpu_out": None, "data_parallel": None, **gpu}
         else:
-            notes.append("GPU evaluation skipped: no imported GPU profiles (gpu_profiles)")
+            reason = "no imported GPU profiles (gpu_profiles)"
+            notes.append(f"GPU evaluation skipped: {reason}")
+            gpu = {"skipped": reason}
     external_s = time.perf_counter() - t0
 
     reproducibility = label_reproducibility(
         data.run_labels, {w: data.workloads[w].world_size for w in data.workloads}
     )
-    metrics = {
-        "splits": splits,
-        "learning_curve": lc[config.learning_curve_methods[0]] if lc else {},
-        "learning_curve_by_method": lc,
-        "label_reproducibility": reproducibility,
-        "external": external,
-        "gpu": gpu,
-        "sweep": sweep,
+    if not reproducibility["n_workloads"]:
+        reproducibility = {"skipped": "no workload was launched twice"}
+    body = {
+        "schema_version": SCHEMA_VERSION,
         "n_workloads": len(labels),
         "families": sorted(labels["family"].unique().tolist()),
+        "label_reproducibility": reproducibility,
+        "splits": splits,
+        "learning_curves": (
+            {"methods": lc} if lc else {"skipped": "no learning-curve seeds or methods"}
+        ),
+        "external": external,
+        "gpu": gpu,
+        "sweep": sweep if sweep is not None else {"skipped": note},
         "split_sizes": {
             "id": {
                 "train": len(id_split.train_ids),
@@ -382,7 +393,23 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         "notes": notes,
         "config": config.to_dict(),
     }
-    metrics["targets"] = target_table(metrics)
+    elapsed = {
+        "load": load_s,
+        "splits": main_s,
+        "sweep": sweep_s,
+        "learning_curve": lc_s,
+        "external": external_s,
+        "fit_seconds": dict(runner.seconds),
+    }
+    # Validated before anything is written: a result that does not match the schema is an error
+    # here, not in a later reader. The figures are drawn from it; their time completes runtime_s.
+    metrics = Metrics.from_dict(
+        {
+            **body,
+            "runtime_s": {**elapsed, "figures": 0.0, "total": time.perf_counter() - started},
+        },
+        source=str(out_dir / "metrics.json"),
+    )
 
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = pd.concat(frames, ignore_index=True)
@@ -395,30 +422,16 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     figure_paths = (
         figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}
     )
-    figures_s = time.perf_counter() - t0
-    metrics["runtime_s"] = {
-        "load": load_s,
-        "splits": main_s,
-        "sweep": sweep_s,
-        "learning_curve": lc_s,
-        "external": external_s,
-        "figures": figures_s,
-        "fit_seconds": dict(runner.seconds),
-        "total": time.perf_counter() - started,
-    }
-    text = json.dumps(metrics, indent=2, default=_json_default)
-    _atomic_write(out_dir / "metrics.json", lambda p: p.write_text(text))
+    runtime = RuntimeSeconds(
+        **elapsed, figures=time.perf_counter() - t0, total=time.perf_counter() - started
+    )
+    metrics = Metrics.from_dict(
+        {**body, "runtime_s": runtime.model_dump()}, source=str(out_dir / "metrics.json")
+    )
+    metrics.write(out_dir / "metrics.json")
     _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
-    return json.loads(text)
+    return metrics
 
 
 def _per_method(frame: pd.DataFrame) -> dict:
     return {m: prediction_metrics(g) for m, g in frame.groupby("method", sort=False)}
-
-
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")

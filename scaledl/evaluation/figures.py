@@ -21,6 +21,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from scaledl.evaluation.results import (  # noqa: E402
+    LearningCurves,
+    Metrics,
+    OODErrors,
+    Skipped,
+    Sweep,
+)
+
 
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,52 +71,52 @@ def pred_vs_measured(predictions: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def sweep_figure(sweep: dict, path: Path) -> Path:
+def sweep_figure(sweep: Sweep, path: Path) -> Path:
     """Epoch time vs batch size and vs sequence length: measured points, predicted curves.
 
     Args:
-        sweep: ``metrics["sweep"]`` (see :func:`scaledl.evaluation.evaluate.evaluate`).
+        sweep: the metrics' sweep section.
         path: output PNG.
 
     Returns:
         ``path``.
     """
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, (name, s) in zip(axes, sweep["sweeps"].items(), strict=True):
-        for method, ys in s["pred_epoch_s"].items():
-            ax.plot(s["values"], ys, marker=".", label=method)
-        ax.scatter(s["measured_values"], s["measured_epoch_s"], c="k", zorder=5, label="measured")
+    for ax, (name, s) in zip(axes, sweep.sweeps.items(), strict=True):
+        for method, ys in s.pred_epoch_s.items():
+            ax.plot(s.values, ys, marker=".", label=method)
+        ax.scatter(s.measured_values, s.measured_epoch_s, c="k", zorder=5, label="measured")
         ax.set_xscale("log", base=2)
-        ax.set_xticks(s["values"], [str(v) for v in s["values"]])
+        ax.set_xticks(s.values, [str(v) for v in s.values])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set(
             yscale="log",
             xlabel=name,
             ylabel="epoch time [s]",
-            title=f"{sweep['family']}: epoch time vs {name}",
+            title=f"{sweep.family}: epoch time vs {name}",
         )
     axes[1].legend(fontsize=7)
     return _save(fig, path)
 
 
-def ood_bars(ood: dict, path: Path) -> Path:
+def ood_bars(ood: OODErrors, path: Path) -> Path:
     """Grouped bars of OOD iteration MRE per family and method.
 
     Args:
-        ood: ``metrics["splits"]["ood"]`` (families plus ``mean``).
+        ood: the metrics' leave-one-family-out split.
         path: output PNG.
 
     Returns:
         ``path``.
     """
-    families = [f for f in ood if f != "mean"]
-    methods = list(ood[families[0]])
+    families = list(ood.per_family)
+    methods = list(ood.mean)
     width = 0.8 / len(methods)
     x = np.arange(len(families) + 1)
     fig, ax = plt.subplots(figsize=(1.4 * len(x) + 2, 3.6))
     for k, method in enumerate(methods):
-        values = [ood[f][method]["iteration"]["mre"] for f in families]
-        values.append(ood["mean"][method]["iteration"]["mre"])
+        values = [ood.per_family[f][method].mre for f in families]
+        values.append(ood.mean[method].mre)
         ax.bar(x + (k - (len(methods) - 1) / 2) * width, values, width, label=method)
     ax.set_xticks(x, [*families, "mean"])
     ax.set(yscale="log", ylabel="iteration MRE (log scale)", title="Leave-one-family-out MRE")
@@ -116,11 +124,11 @@ def ood_bars(ood: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
-def learning_curve_figure(curves: dict, path: Path, title: str = "") -> Path:
+def learning_curve_figure(curves: LearningCurves, path: Path, title: str = "") -> Path:
     """Mean +- std iteration MRE versus training workloads, one line per sampler.
 
     Args:
-        curves: one method's :func:`~scaledl.evaluation.learning_curve.learning_curves` result.
+        curves: one method's learning curves.
         path: output PNG.
         title: figure title.
 
@@ -128,18 +136,16 @@ def learning_curve_figure(curves: dict, path: Path, title: str = "") -> Path:
         ``path``.
     """
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    for sampler, c in curves.items():
-        if not isinstance(c, dict) or "sizes" not in c:
-            continue
-        mean, std = np.array(c["mre_mean"]), np.array(c["mre_std"])
-        ax.plot(c["sizes"], mean, marker="o", label=sampler)
-        ax.fill_between(c["sizes"], mean - std, mean + std, alpha=0.2)
+    for sampler, c in curves.samplers.items():
+        mean, std = np.array(c.mre_mean), np.array(c.mre_std)
+        ax.plot(c.sizes, mean, marker="o", label=sampler)
+        ax.fill_between(c.sizes, mean - std, mean + std, alpha=0.2)
     ax.set(xlabel="profiled training workloads", ylabel="test iteration MRE", title=title)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
 
-def draw_all(metrics: dict, predictions: pd.DataFrame, folder: Path) -> dict[str, Path]:
+def draw_all(metrics: Metrics, predictions: pd.DataFrame, folder: Path) -> dict[str, Path]:
     """Draw every figure the metrics allow.
 
     Args:
@@ -157,12 +163,14 @@ def draw_all(metrics: dict, predictions: pd.DataFrame, folder: Path) -> dict[str
             predictions[predictions["split"] == "id"], folder / "pred_vs_measured.png"
         )
     }
-    if metrics.get("sweep"):
-        out["sweep"] = sweep_figure(metrics["sweep"], folder / "sweep.png")
-    ood = metrics["splits"].get("ood", {})
-    if "mean" in ood:
-        out["ood_mre"] = ood_bars(ood, folder / "ood_mre.png")
-    for method, curves in metrics.get("learning_curve_by_method", {}).items():
+    if not isinstance(metrics.sweep, Skipped):
+        out["sweep"] = sweep_figure(metrics.sweep, folder / "sweep.png")
+    if isinstance(metrics.splits.ood, OODErrors):
+        out["ood_mre"] = ood_bars(metrics.splits.ood, folder / "ood_mre.png")
+    curves_by_method = (
+        {} if isinstance(metrics.learning_curves, Skipped) else (metrics.learning_curves.methods)
+    )
+    for method, curves in curves_by_method.items():
         out[f"learning_curves_{method}"] = learning_curve_figure(
             curves, folder / f"learning_curves_{method}.png", f"learning curve: {method}"
         )

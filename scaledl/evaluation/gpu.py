@@ -154,7 +154,7 @@ def _predict(method: str, fitted, workloads: list[Workload]) -> np.ndarray:
 def _held_out_rows(protocol: str, held: str, test: ProfileData, method: str, pred: np.ndarray,
                    fitted) -> pd.DataFrame:  # fmt: skip
     specs = [test.workloads[i] for i in test.ids]
-    seen = getattr(fitted, "training_devices", None)
+    seen = getattr(fitted, "training_devices_", None)
     return pd.DataFrame(
         {
             "protocol": protocol,
@@ -181,7 +181,7 @@ def _operator_errors(fitted: KernelGraphMethod, test: ProfileData, held: str) ->
         if direction == "backward":
             mask &= rows["op_kind"].to_numpy() != "fill"
         part = rows[mask]
-        pred = fitted.operator_model.predict(part, direction)
+        pred = fitted.operator_model_.predict(part, direction)
         frames.append(
             pd.DataFrame(
                 {
@@ -334,7 +334,7 @@ def data_parallel(
                 "gpu": gpu, "model": r.model, "global_batch_size": int(r.global_batch_size),
                 "per_rank_batch": spec.batch_size, "world_size": spec.world_size,
                 "true_ms": float(r.iteration_ms), "compute_ms": compute, "allreduce_ms": comm,
-                "device_seen": spec.device_name in method.training_devices,
+                "device_seen": spec.device_name in method.training_devices_,
                 "vidur_system": VIDUR_SYSTEM[gpu],
             }
         )  # fmt: skip

@@ -120,8 +120,9 @@ def learning_curves(
         order: model order of the design space.
 
     Returns:
-        ``{sampler: {"sizes", "mre_mean", "mre_std", "mre_per_seed"}, "n_fits", "fit_seconds",
-        "pool_size", "design_terms"}``.
+        ``{"samplers": {sampler: {"sizes", "mre_mean", "mre_std", "mre_per_seed"}}, "n_fits",
+        "fit_seconds", "pool_size", "design_terms"}`` (a
+        :class:`~scaledl.evaluation.results.LearningCurves`).
 
     Raises:
         ValueError: a size outside ``[1, pool size]``, or no seed.
@@ -148,7 +149,7 @@ def learning_curves(
             cache[key] = error_summary(pred, true_s)["mre"]
         return cache[key]
 
-    out: dict = {}
+    curves: dict = {}
     for sampler in samplers:
         per_seed = []
         for n in sizes:
@@ -157,19 +158,19 @@ def learning_curves(
                 ids = pool if n == len(pool) else design.select(sampler, n, seed)
                 row.append(score(ids, seed))
             per_seed.append(row)
-        out[sampler] = {
+        curves[sampler] = {
             "sizes": list(sizes),
             "mre_mean": [float(np.mean(r)) for r in per_seed],
             "mre_std": [float(np.std(r)) for r in per_seed],
             "mre_per_seed": per_seed,
         }
-    out.update(
-        n_fits=len(cache),
-        fit_seconds=time.perf_counter() - started,
-        pool_size=len(pool),
-        design_terms=list(design.terms),
-    )
-    return out
+    return {
+        "samplers": curves,
+        "n_fits": len(cache),
+        "fit_seconds": time.perf_counter() - started,
+        "pool_size": len(pool),
+        "design_terms": list(design.terms),
+    }
 
 
 def workloads_to_reach(curve: dict, target_mre: float) -> int | None:

@@ -18,9 +18,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-#: Flat iteration-time keys copied into every method's metrics dict (the issue's schema).
-FLAT_KEYS = ("mre", "rmse_s", "p90_re")
-
 
 def relative_errors(pred, true) -> np.ndarray:
     """Elementwise ``|pred - true| / true``.
@@ -81,11 +78,10 @@ def prediction_metrics(frame: pd.DataFrame) -> dict:
 
     Returns:
         ``{"iteration": summary, "epoch": summary, "per_family": {family: {"iteration",
-        "epoch"}}, "mre", "rmse_s", "p90_re"}``: the flat keys repeat the iteration summary.
+        "epoch"}}}`` (a :class:`~scaledl.evaluation.results.MethodErrors`).
     """
     out = _both(frame)
     out["per_family"] = {str(f): _both(g) for f, g in frame.groupby("family", sort=True)}
-    out.update({k: out["iteration"][k] for k in FLAT_KEYS})
     return out
 
 
@@ -103,8 +99,8 @@ def mean_metrics(per_group: list[dict]) -> dict:
         per_group: metrics dicts with ``iteration`` and ``epoch`` summaries.
 
     Returns:
-        ``{"iteration", "epoch", "mre", "rmse_s", "p90_re", "n_groups"}``, each summary value the
-        mean over the groups.
+        ``{"iteration", "epoch", "n_groups"}``, each summary value the mean over the groups (a
+        :class:`~scaledl.evaluation.results.MeanMethodErrors`).
 
     Raises:
         ValueError: ``per_group`` is empty.
@@ -115,5 +111,4 @@ def mean_metrics(per_group: list[dict]) -> dict:
     for target in ("iteration", "epoch"):
         keys = ("mre", "rmse_s", "p50_re", "p90_re")
         out[target] = {k: float(np.mean([g[target][k] for g in per_group])) for k in keys}
-    out.update({k: out["iteration"][k] for k in FLAT_KEYS})
     return out

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import html
+from dataclasses import dataclass
 from pathlib import Path
 
 from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
+from scaledl.evaluation.results import Metrics, OODErrors, Skipped
 
 EXPLANATIONS = {
     "pred_vs_measured": "Predicted vs measured iteration time on the random held-out (ID) test "
@@ -30,111 +32,122 @@ _LC_TEXT = (
 )
 
 
-def _get(d: dict, *keys):
-    for k in keys:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d
+@dataclass(frozen=True)
+class Target:
+    """One accuracy target of the project and how far the evaluation got.
+
+    Attributes:
+        target: what is aimed at.
+        measured: the measured value, as text.
+        reached: whether it is reached (``None`` when it could not be measured).
+    """
+
+    target: str
+    measured: str
+    reached: bool | None
 
 
-def _reproducibility_text(rep: dict) -> str:
-    if not rep.get("n_workloads"):
-        return "not measured (no workload was launched twice)"
-    per_ws = ", ".join(
-        f"world size {ws}: {_pct(v['mre'])}" for ws, v in rep.get("per_world_size", {}).items()
-    )
-    return f"{_pct(rep['mre'])} over {rep['n_workloads']} workloads ({per_ws})"
+def reproducibility_text(metrics: Metrics) -> str:
+    """The noise floor in words: label reproducibility MRE overall and per world size."""
+    rep = metrics.label_reproducibility
+    if isinstance(rep, Skipped):
+        return f"not measured ({rep.skipped})"
+    per_ws = ", ".join(f"world size {ws}: {_pct(v.mre)}" for ws, v in rep.per_world_size.items())
+    return f"{_pct(rep.mre)} over {rep.n_workloads} workloads ({per_ws})"
 
 
-def target_table(metrics: dict) -> list[dict]:
+def _ood_mean(metrics: Metrics) -> dict:
+    ood = metrics.splits.ood
+    return ood.mean if isinstance(ood, OODErrors) else {}
+
+
+def target_table(metrics: Metrics) -> list[Target]:
     """The accuracy targets with measured value and whether each is reached.
 
     Args:
-        metrics: the evaluation metrics (``splits``, ``label_reproducibility``,
-            ``learning_curve``, ``external``).
+        metrics: the evaluation metrics.
 
     Returns:
-        One dict per target: ``target``, ``measured`` (text), ``reached`` (True/False/None when
-        not measurable).
+        One :class:`Target` per target, in a fixed order.
     """
     rows = []
-    noise = _get(metrics, "label_reproducibility", "mre")
-    id_mre = _get(metrics, "splits", "id", "scaledl", "iteration", "mre")
+    rep = metrics.label_reproducibility
+    noise = None if isinstance(rep, Skipped) else rep.mre
+    scaledl_id = metrics.splits.id.methods.get("scaledl")
+    id_mre = None if scaledl_id is None else scaledl_id.mre
     rows.append(
-        {
-            "target": "ID MRE <= 3% (ScaleDL, iteration)",
-            "measured": _pct(id_mre),
-            "reached": None if id_mre is None else id_mre <= 0.03,
-        }
+        Target(
+            "ID MRE <= 3% (ScaleDL, iteration)",
+            _pct(id_mre),
+            None if id_mre is None else id_mre <= 0.03,
+        )
     )
     rows.append(
-        {
-            "target": "ID MRE <= max(3%, 1.5 x label reproducibility MRE)",
-            "measured": f"{_pct(id_mre)} vs max(3%, 1.5 x {_pct(noise)})",
-            "reached": None
-            if id_mre is None or noise is None
-            else id_mre <= max(0.03, 1.5 * noise),
-        }
+        Target(
+            "ID MRE <= max(3%, 1.5 x label reproducibility MRE)",
+            f"{_pct(id_mre)} vs max(3%, 1.5 x {_pct(noise)})",
+            None if id_mre is None or noise is None else id_mre <= max(0.03, 1.5 * noise),
+        )
     )
-    ood = _get(metrics, "splits", "ood", "mean") or {}
-    s = _get(ood, "scaledl", "iteration")
+    ood = _ood_mean(metrics)
+    s = ood.get("scaledl")
     rows.append(
-        {
-            "target": "OOD MRE <= 8% (ScaleDL, mean over families)",
-            "measured": _pct(None if s is None else s["mre"]),
-            "reached": None if s is None else s["mre"] <= 0.08,
-        }
+        Target(
+            "OOD MRE <= 8% (ScaleDL, mean over families)",
+            _pct(None if s is None else s.mre),
+            None if s is None else s.mre <= 0.08,
+        )
     )
     for base in ("additive", "analytical"):
-        b = _get(ood, base, "iteration")
+        b = ood.get(base)
         ok = s is not None and b is not None
-        mre_ratio = b["mre"] / s["mre"] if ok else None
-        rmse_ratio = b["rmse_s"] / s["rmse_s"] if ok else None
+        mre_ratio = b.mre / s.mre if ok else None
+        rmse_ratio = b.rmse_s / s.rmse_s if ok else None
         rows.append(
-            {
-                "target": f"OOD MRE of ScaleDL >= 6x lower than {base}",
-                "measured": "n/a" if mre_ratio is None else f"{mre_ratio:.2f}x",
-                "reached": None if mre_ratio is None else mre_ratio >= 6.0,
-            }
+            Target(
+                f"OOD MRE of ScaleDL >= 6x lower than {base}",
+                "n/a" if mre_ratio is None else f"{mre_ratio:.2f}x",
+                None if mre_ratio is None else mre_ratio >= 6.0,
+            )
         )
         rows.append(
-            {
-                "target": f"OOD RMSE of ScaleDL >= 5x lower than {base}",
-                "measured": "n/a" if rmse_ratio is None else f"{rmse_ratio:.2f}x",
-                "reached": None if rmse_ratio is None else rmse_ratio >= 5.0,
-            }
+            Target(
+                f"OOD RMSE of ScaleDL >= 5x lower than {base}",
+                "n/a" if rmse_ratio is None else f"{rmse_ratio:.2f}x",
+                None if rmse_ratio is None else rmse_ratio >= 5.0,
+            )
         )
-    rows.append(_doptimal_target(metrics.get("learning_curve") or {}))
-    if metrics.get("gpu"):
-        rows += gpu_targets(metrics["gpu"])
+    curves = metrics.learning_curves
+    rows.append(_doptimal_target(None if isinstance(curves, Skipped) else curves.headline.samplers))
+    if isinstance(metrics.gpu, Skipped):
+        rows.append(
+            Target(
+                "GPU leave-one-model-out MRE <= 10% on every GPU",
+                f"not evaluated ({metrics.gpu.skipped})",
+                None,
+            )
+        )
     else:
-        rows.append(
-            {
-                "target": "GPU leave-one-model-out MRE <= 10% on every GPU",
-                "measured": "not evaluated (no imported GPU profiles)",
-                "reached": None,
-            }
-        )
+        rows += [Target(**row) for row in gpu_targets(metrics.gpu.model_dump(mode="json"))]
     return rows
 
 
-def _doptimal_target(lc: dict) -> dict:
+def _doptimal_target(samplers: dict | None) -> Target:
     target = "D-optimal reaches random's final MRE with at most half the workloads"
-    d, r = lc.get("doptimal"), lc.get("random")
-    if not d or not r or len(r["sizes"]) < 2:
-        return {"target": target, "measured": "not evaluated", "reached": None}
+    d, r = (samplers or {}).get("doptimal"), (samplers or {}).get("random")
+    if not d or not r or len(r.sizes) < 2:
+        return Target(target, "not evaluated", None)
     # The last size is the whole pool, identical for every sampler: compare at the largest
     # proper subset size instead.
-    k = len(r["sizes"]) - 2
-    n_final, goal = r["sizes"][k], r["mre_mean"][k]
-    reach = next((n for n, m in zip(d["sizes"], d["mre_mean"], strict=True) if m <= goal), None)
-    return {
-        "target": target,
-        "measured": f"random MRE {_pct(goal)} at {n_final}; D-optimal reaches it at "
+    k = len(r.sizes) - 2
+    n_final, goal = r.sizes[k], r.mre_mean[k]
+    reach = next((n for n, m in zip(d.sizes, d.mre_mean, strict=True) if m <= goal), None)
+    return Target(
+        target,
+        f"random MRE {_pct(goal)} at {n_final}; D-optimal reaches it at "
         f"{reach if reach is not None else 'no size tried'}",
-        "reached": reach is not None and reach <= n_final / 2,
-    }
+        reach is not None and reach <= n_final / 2,
+    )
 
 
 def _pct(x) -> str:
@@ -156,28 +169,26 @@ def _table(header: list[str], rows: list[list]) -> str:
 def _split_rows(block: dict) -> list[list]:
     rows = []
     for method, m in block.items():
-        if not isinstance(m, dict) or "iteration" not in m:
-            continue
-        it, ep = m["iteration"], m["epoch"]
+        it, ep = m.iteration, m.epoch
         rows.append(
             [
                 method,
-                _pct(it["mre"]),
-                f"{it['rmse_s']:.4g}",
-                _pct(it["p50_re"]),
-                _pct(it["p90_re"]),
-                _pct(ep["mre"]),
-                f"{ep['rmse_s']:.4g}",
+                _pct(it.mre),
+                f"{it.rmse_s:.4g}",
+                _pct(it.p50_re),
+                _pct(it.p90_re),
+                _pct(ep.mre),
+                f"{ep.rmse_s:.4g}",
             ]
         )
     return rows
 
 
-def render_report(metrics: dict, figure_paths: dict[str, Path]) -> str:
+def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
     """The report as an HTML string.
 
     Args:
-        metrics: the evaluation metrics (with ``targets``).
+        metrics: the evaluation metrics.
         figure_paths: figure key -> PNG path, embedded as base64.
 
     Returns:
@@ -189,18 +200,18 @@ def render_report(metrics: dict, figure_paths: dict[str, Path]) -> str:
         "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #999;"
         "padding:3px 8px}.NO{color:#b00;font-weight:bold}</style></head><body>",
         "<h1>ScaleDL evaluation</h1>",
-        f"<p>{metrics.get('n_workloads')} profiled workloads, families "
-        f"{html.escape(', '.join(metrics.get('families', [])))}; noise floor (label "
+        f"<p>{metrics.n_workloads} profiled workloads, families "
+        f"{html.escape(', '.join(metrics.families))}; noise floor (label "
         f"reproducibility: MRE between independent launches of the same workloads): "
-        f"{_reproducibility_text(metrics.get('label_reproducibility') or {})}. "
+        f"{html.escape(reproducibility_text(metrics))}. "
         "MRE = mean |pred - true| / true; p50/p90 = percentiles of the relative error; "
         "RMSE in seconds.</p>",
         "<h2 id='targets'>Targets</h2>",
     ]
     trows = "".join(
-        f"<tr><td>{html.escape(t['target'])}</td><td>{html.escape(t['measured'])}</td>"
-        f"<td class='{_yes(t['reached'])}'>{_yes(t['reached'])}</td></tr>"
-        for t in metrics.get("targets", [])
+        f"<tr><td>{html.escape(t.target)}</td><td>{html.escape(t.measured)}</td>"
+        f"<td class='{_yes(t.reached)}'>{_yes(t.reached)}</td></tr>"
+        for t in target_table(metrics)
     )
     parts.append(
         f"<table class='targets'><tr><th>target</th><th>measured</th><th>reached</th>"
@@ -215,25 +226,33 @@ def render_report(metrics: dict, figure_paths: dict[str, Path]) -> str:
         "epoch MRE",
         "epoch RMSE [s]",
     ]
-    splits = metrics.get("splits", {})
+    splits = metrics.splits
     parts.append("<h2>In-distribution (random held-out, stratified by family)</h2>")
-    parts.append(_table(header, _split_rows(splits.get("id", {}))))
-    ood = splits.get("ood", {})
+    parts.append(_table(header, _split_rows(splits.id.methods)))
     parts.append("<h2>Out of distribution (leave one family out)</h2>")
-    if "mean" in ood:
-        for fam, block in ood.items():
+    if isinstance(splits.ood, OODErrors):
+        for fam, block in splits.ood.per_family.items():
             parts.append(f"<h3>{html.escape(fam)}</h3>" + _table(header, _split_rows(block)))
+        mean_rows = [
+            [m, _pct(v.mre), f"{v.rmse_s:.4g}", _pct(v.iteration.p50_re),
+             _pct(v.iteration.p90_re), _pct(v.epoch.mre), f"{v.epoch.rmse_s:.4g}"]
+            for m, v in splits.ood.mean.items()
+        ]  # fmt: skip
+        parts.append("<h3>mean over families</h3>" + _table(header, mean_rows))
     else:
-        parts.append(f"<p>{html.escape(str(ood.get('skipped', 'not evaluated')))}</p>")
+        parts.append(f"<p>{html.escape(splits.ood.skipped)}</p>")
     parts.append("<h2>Extrapolation (largest tokens per step held out)</h2>")
-    parts.append(_table(header, _split_rows(splits.get("extrapolation", {}))))
-    ext = metrics.get("external", {})
-    if metrics.get("gpu"):
-        parts.append(gpu_report_html(metrics["gpu"]))
-    if ext.get("vidur"):
-        vd = ext["vidur"]
-        variants = list(vd["mean"])
-        rows = [[s, *(_pct(v[k]["mre"]) for k in variants)] for s, v in vd["per_system"].items()]
+    if isinstance(splits.extrapolation, Skipped):
+        parts.append(f"<p>{html.escape(splits.extrapolation.skipped)}</p>")
+    else:
+        parts.append(_table(header, _split_rows(splits.extrapolation.methods)))
+    if not isinstance(metrics.gpu, Skipped):
+        parts.append(gpu_report_html(metrics.gpu.model_dump(mode="json")))
+    ext = metrics.external
+    if not isinstance(ext, Skipped):
+        vd = ext.vidur
+        variants = list(vd.mean)
+        rows = [[s, *(_pct(v[k].mre) for k in variants)] for s, v in vd.per_system.items()]
         parts.append(
             "<h2>All-reduce: Vidur NCCL measurements (alpha-beta model)</h2><p>Data: "
             "Vidur, Agrawal et al., MLSys 2024, microsoft/vidur, MIT licence.</p>"
@@ -247,18 +266,18 @@ def render_report(metrics: dict, figure_paths: dict[str, Path]) -> str:
             f"<h3>{html.escape(key)}</h3><p>{html.escape(text)}</p>"
             f"<img alt='{html.escape(key)}' src='data:image/png;base64,{data}'>"
         )
-    rt = metrics.get("runtime_s", {})
+    rt = metrics.runtime_s.model_dump()
     parts.append("<h2>Runtime and notes</h2>")
     parts.append(
-        f"<p>runtime [s]: {html.escape(str({k: v for k, v in rt.items()}))}; fits: "
-        f"{html.escape(str(metrics.get('fit_counts')))}; notes: "
-        f"{html.escape('; '.join(metrics.get('notes', [])) or 'none')}</p>"
+        f"<p>runtime [s]: {html.escape(str(rt))}; fits: "
+        f"{html.escape(str(metrics.fit_counts))}; notes: "
+        f"{html.escape('; '.join(metrics.notes) or 'none')}</p>"
     )
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write_report(metrics: dict, figure_paths: dict[str, Path], path: Path) -> Path:
+def write_report(metrics: Metrics, figure_paths: dict[str, Path], path: Path) -> Path:
     """Write :func:`render_report` to ``path``.
 
     Returns:

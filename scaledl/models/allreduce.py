@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
+from scaledl.models.fitted import check_fitted
+
 _WEIGHTINGS = ("relative", "none")
 
 
@@ -205,8 +207,7 @@ class AlphaBetaAllReduce:
 
     # -------------------------------------------------------------- prediction
     def _check_fitted(self) -> None:
-        if not hasattr(self, "params_"):
-            raise RuntimeError("AlphaBetaAllReduce is not fitted; call fit() or from_dict() first")
+        check_fitted(self, "params_")
 
     def predict_ms(
         self, allreduce_bytes: Any, world_size: Any, num_nodes: Any = None
@@ -223,7 +224,7 @@ class AlphaBetaAllReduce:
             Times in milliseconds, one per input (inputs are broadcast together).
 
         Raises:
-            RuntimeError: the model is not fitted.
+            sklearn.exceptions.NotFittedError: the model is not fitted.
             ValueError: a negative size or a world size below 1.
         """
         self._check_fitted()
@@ -258,7 +259,7 @@ class AlphaBetaAllReduce:
             A dict that :meth:`from_dict` turns back into an equal model.
 
         Raises:
-            RuntimeError: the model is not fitted.
+            sklearn.exceptions.NotFittedError: the model is not fitted.
         """
         self._check_fitted()
         return {

@@ -12,21 +12,19 @@ fitted to ``epoch_s - steps_per_epoch * iteration_s`` (measured) by non-negative
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from scipy.optimize import nnls
 
+from scaledl.models.fitted import check_fitted
 
-@dataclass
+
 class EpochModel:
     """Per-epoch overhead model.
 
     Attributes:
-        coef_: ``[a_s, b_s_per_step, c_s_per_sample]`` after :meth:`fit`.
+        coef_: ``[a_s, b_s_per_step, c_s_per_sample]``, set by :meth:`fit` (or
+            :meth:`from_dict`).
     """
-
-    coef_: list[float] = field(default_factory=list)
 
     @staticmethod
     def _design(steps: np.ndarray, batch: np.ndarray) -> np.ndarray:
@@ -60,18 +58,24 @@ class EpochModel:
         """Epoch seconds of shape (n,) from predicted iteration seconds.
 
         Raises:
-            RuntimeError: before :meth:`fit`.
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
-        if not self.coef_:
-            raise RuntimeError("epoch model is not fitted")
+        check_fitted(self, "coef_")
         base = np.asarray(steps, float) * np.asarray(iteration_s, float)
         return base + self._design(steps, batch) @ np.asarray(self.coef_)
 
     def to_dict(self) -> dict:
-        """JSON-safe parameters."""
+        """JSON-safe parameters.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+        """
+        check_fitted(self, "coef_")
         return {"coef": self.coef_}
 
     @classmethod
     def from_dict(cls, data: dict) -> EpochModel:
-        """Inverse of :meth:`to_dict`."""
-        return cls(coef_=[float(c) for c in data["coef"]])
+        """Inverse of :meth:`to_dict`: a fitted model."""
+        model = cls()
+        model.coef_ = [float(c) for c in data["coef"]]
+        return model

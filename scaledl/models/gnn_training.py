@@ -11,12 +11,15 @@ weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from scaledl.models.features import GraphSet
-from scaledl.models.gnn import RuntimeGNN
+
+if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained, not before
+    from scaledl.models.gnn import RuntimeGNN
 
 #: Relative error every label is assumed to have at least in :func:`label_weights`.
 LABEL_SE_FLOOR = 0.02
@@ -154,6 +157,8 @@ def train_gnn(
     Raises:
         ValueError: no training graph.
     """
+    from scaledl.models.gnn import RuntimeGNN
+
     if train.y is None or len(train.y) == 0:
         raise ValueError("GNN training: no training graph with a target")
     config = config or GNNTrainConfig()

@@ -176,29 +176,32 @@ def operator_rows(data: ProfileData) -> pd.DataFrame:
 class KernelGraphMethod(GraphMethod):
     """Device-aware ScaleDL (see the module docstring).
 
-    Attributes:
+    Args:
         operator_params: keyword arguments of the :class:`OperatorTimeModel`.
         min_gnn_architectures: fewest distinct training architectures for the GNN correction;
             below it the ridge fallback is used (``uses_gnn_`` says which).
+
+    Attributes:
+        operator_model_: the fitted :class:`OperatorTimeModel`.
+        uses_gnn_: whether the GNN corrects the layer sum (else the ridge fallback).
+        includes_optimizer_: whether the training data timed the optimizer step.
+        correction_: the fallback's ridge, ``None`` for no correction or with the GNN.
+        correction_kind_: the fallback chosen (``none``, ``instrumented``,
+            ``out_of_architecture``).
+        correction_scores_: every fallback candidate's inner MRE.
+        correction_devices_: devices of the correction's one-hot features.
+
+    Plus the attributes of :class:`~scaledl.models.methods.GraphMethod`, all set by ``fit``.
     """
 
     operator_params: dict = field(default_factory=dict)
     min_gnn_architectures: int = 8
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.operator_model: OperatorTimeModel | None = None
-        self.uses_gnn_ = False
-        self.includes_optimizer_ = True
-        self.training_devices: list[str] = []
-        self.correction_: RidgeCV | None = None
-        self.correction_kind_ = "none"
-        self.correction_scores_: dict[str, float] = {}
-        self.correction_devices_: list[str] = []
-
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
-        self.operator_model = OperatorTimeModel(**self.operator_params).fit(operator_rows(data))
+        self.correction_, self.correction_kind_ = None, "none"
+        self.correction_scores_, self.correction_devices_ = {}, []
+        self.operator_model_ = OperatorTimeModel(**self.operator_params).fit(operator_rows(data))
         opt = data.nodes[data.nodes["node_kind"] == "optimizer"]
         self.includes_optimizer_ = bool(opt["forward_ms"].notna().any())
         self.layerwise_params = {
@@ -209,13 +212,16 @@ class KernelGraphMethod(GraphMethod):
             # collinear work features apart would shrink it towards 0 on relative errors.
             "regressor_params": {"alpha": 0.0, **self.layerwise_params.get("regressor_params", {})},
         }
-        self.training_devices = sorted({w.device_name for w in data.workloads.values()})
-        data = self._with_kernels(data, self.operator_model)
+        self.training_devices_ = sorted({w.device_name for w in data.workloads.values()})
+        data = self._with_kernels(data, self.operator_model_)
         groups = {architecture_group(w) for w in data.workloads.values()}
         self.uses_gnn_ = self.mode != "additive" and len(groups) >= self.min_gnn_architectures
         if self.mode == "scaledl" and not self.uses_gnn_:
-            self.layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(data.nodes))
-            self.allreduce = fit_allreduce(data)
+            self.layerwise_ = LayerwiseModel(**self.layerwise_params).fit(
+                measured_nodes(data.nodes)
+            )
+            self.allreduce_ = fit_allreduce(data)
+            self.gnn_, self.history_ = None, {}
             self._fit_correction(data)
             return
         super()._fit(data, val_ids)
@@ -242,7 +248,7 @@ class KernelGraphMethod(GraphMethod):
         groups = np.array([architecture_group(w) for w in workloads])
         labels = data.labels["iteration_ms"].to_numpy()
         measured = data.labels["instrumented_ms"].to_numpy(dtype=float)
-        self.correction_devices_ = sorted(self.training_devices)
+        self.correction_devices_ = sorted(self.training_devices_)
         self.correction_scores_ = {}
         unique = np.unique(groups)
         if len(unique) < 2:
@@ -256,7 +262,7 @@ class KernelGraphMethod(GraphMethod):
             inner = self._with_kernels(inner, op_model)
             layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(inner.nodes))
             held = self._with_kernels(data.subset(ids[groups == group]), op_model)
-            pred = node_predictions(layerwise, self.allreduce, held.nodes)["total_ms"]
+            pred = node_predictions(layerwise, self.allreduce_, held.nodes)["total_ms"]
             sums[groups == group] = held.graphs.per_graph_sum(pred.to_numpy())
         has_measured = bool(np.isfinite(measured).all())
         bases = {"instrumented": measured, "out_of_architecture": sums}
@@ -289,7 +295,7 @@ class KernelGraphMethod(GraphMethod):
 
     def _chosen_params(self) -> dict:
         """The operator hyper-parameters most often chosen in the outer fit (for inner refits)."""
-        chosen = list(self.operator_model.params_.values())
+        chosen = list(self.operator_model_.params_.values())
         return max(chosen, key=lambda p: chosen.count(p)) if chosen else {}
 
     def _correction_features(self, workloads: list[Workload], sums: np.ndarray) -> np.ndarray:
@@ -303,11 +309,11 @@ class KernelGraphMethod(GraphMethod):
     # ------------------------------------------------------------------ prediction
     def _graph_set(self, workloads: list[Workload]) -> GraphSet:
         gs = super()._graph_set(workloads)
-        gs.nodes = pd.concat([gs.nodes, kernel_columns(gs, self.operator_model)], axis=1)
+        gs.nodes = pd.concat([gs.nodes, kernel_columns(gs, self.operator_model_)], axis=1)
         return gs
 
     def _sums(self, gs: GraphSet) -> np.ndarray:
-        pred = node_predictions(self.layerwise, self.allreduce, gs.nodes)["total_ms"]
+        pred = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)["total_ms"]
         return gs.per_graph_sum(pred.to_numpy())
 
     def layer_sum_ms(self, workloads: list[Workload]) -> np.ndarray:
@@ -344,5 +350,5 @@ class KernelGraphMethod(GraphMethod):
             DataFrame with ``workload_id``, ``iteration_s``, ``epoch_s``, ``device_seen``.
         """
         out = super().predict(workloads)
-        out["device_seen"] = [w.device_name in self.training_devices for w in workloads]
+        out["device_seen"] = [w.device_name in self.training_devices_ for w in workloads]
         return out

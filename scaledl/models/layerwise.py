@@ -36,6 +36,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from scaledl.models.fitted import check_fitted
+
 #: Work features of :func:`layer_features`, in order.
 LAYER_FEATURES = ("flops", "operators", "bytes", "params")
 #: Kernel-aware features (``features="kernel"``): the layer's operators' predicted time on its
@@ -195,22 +197,45 @@ def layer_features(
 class LayerwiseModel:
     """Forward/backward regressors per layer type, plus a generic pair for unseen types.
 
-    Attributes:
+    Args:
         min_samples: fewest training rows for a type to get its own regressors.
         regressor_params: keyword arguments of every :class:`LayerTimeRegressor`.
         features: feature set of :func:`layer_features` (``work`` or ``kernel``).
         unmeasured_types: layer types the training data's source never measures, predicted 0
             instead of by the generic pair (an import whose labels exclude the optimizer
             step: its ``optimizer`` node).
-        models: ``{layer_type: {"forward": reg, "backward": reg}}`` after :meth:`fit`;
-            ``"*"`` is the generic pair.
+
+    Attributes:
+        models_: ``{layer_type: {"forward": reg, "backward": reg}}``, set by :meth:`fit` (or
+            :meth:`from_fitted`); ``"*"`` is the generic pair.
     """
 
     min_samples: int = 6
     regressor_params: dict = field(default_factory=dict)
-    models: dict[str, dict[str, LayerTimeRegressor | None]] = field(default_factory=dict)
     features: str = "work"
     unmeasured_types: tuple[str, ...] = ()
+
+    @classmethod
+    def from_fitted(
+        cls, models: dict[str, dict[str, LayerTimeRegressor | None]], **params
+    ) -> LayerwiseModel:
+        """A fitted model from saved regressors (how a predictor bundle is loaded).
+
+        Args:
+            models: the ``models_`` mapping of a fitted model.
+            **params: constructor parameters.
+
+        Returns:
+            The model, fitted.
+
+        Raises:
+            ValueError: ``models`` has no generic ``"*"`` pair.
+        """
+        if "*" not in models:
+            raise ValueError("layer-wise models: no generic '*' pair")
+        model = cls(**params)
+        model.models_ = dict(models)
+        return model
 
     def fit(self, samples: pd.DataFrame) -> LayerwiseModel:
         """Fit on measured nodes.
@@ -230,10 +255,11 @@ class LayerwiseModel:
         if (samples["forward_ms"] <= 0).any():
             bad = samples.loc[samples["forward_ms"] <= 0, "forward_ms"].iloc[0]
             raise ValueError(f"layer-wise model: field 'forward_ms' must be > 0, got {bad}")
-        self.models = {"*": self._fit_pair(samples)}
+        models = {"*": self._fit_pair(samples)}
         for layer_type, group in samples.groupby("layer_type"):
             if len(group) >= self.min_samples:
-                self.models[str(layer_type)] = self._fit_pair(group)
+                models[str(layer_type)] = self._fit_pair(group)
+        self.models_ = models
         return self
 
     def _fit_pair(self, frame: pd.DataFrame) -> dict[str, LayerTimeRegressor | None]:
@@ -261,9 +287,11 @@ class LayerwiseModel:
 
         Returns:
             DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``used_generic``.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
-        if not self.models:
-            raise RuntimeError("layer-wise model is not fitted")
+        check_fitted(self, "models_")
         out = pd.DataFrame(
             {"forward_ms": 0.0, "backward_ms": 0.0, "used_generic": False}, index=nodes.index
         )
@@ -273,9 +301,9 @@ class LayerwiseModel:
             if layer_type in self.unmeasured_types:
                 continue
             mask = types == layer_type
-            pair = self.models.get(str(layer_type))
+            pair = self.models_.get(str(layer_type))
             if pair is None:
-                pair = self.models["*"]
+                pair = self.models_["*"]
                 out.loc[mask, "used_generic"] = True
             for direction in ("forward", "backward"):
                 model = pair[direction]

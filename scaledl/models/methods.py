@@ -25,6 +25,7 @@ import abc
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, measured_nodes
 from scaledl.models.epoch import EpochModel
 from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
-from scaledl.models.gnn import RuntimeGNN
+from scaledl.models.fitted import check_fitted
 from scaledl.models.gnn_training import (
     GNNTrainConfig,
     label_weights,
@@ -48,13 +49,25 @@ from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
 
+if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained or built, not before
+    from scaledl.models.gnn import RuntimeGNN
+
 METHOD_NAMES = ("scaledl", "additive", "analytical", "global_gbdt", "graph_only")
 
 
 class RuntimeMethod(abc.ABC):
-    """Common part: the epoch model and timing of ``fit``.
+    """Common part: the epoch model, the training record and timing of ``fit``.
 
-    Subclasses implement ``_fit(data, val_ids)`` and ``predict_iteration_ms(workloads)``.
+    Subclasses implement ``_fit(data, val_ids)`` and ``predict_iteration_ms(workloads)``. As in
+    scikit-learn, the constructor only stores parameters and fitted state is set by :meth:`fit`
+    in attributes ending in ``_``; predicting before ``fit`` raises
+    :class:`sklearn.exceptions.NotFittedError`.
+
+    Attributes:
+        epoch_model_: the fitted :class:`~scaledl.models.epoch.EpochModel`.
+        fit_seconds_: wall time of the last ``fit``, seconds.
+        training_workload_ids_: ids of the workloads ``fit`` saw, in data order.
+        training_devices_: their devices, sorted (a predictor predicts for these only).
     """
 
     name = "method"
@@ -74,14 +87,20 @@ class RuntimeMethod(abc.ABC):
             self._fit(data, list(val_ids or []))
         labels = data.labels[np.isfinite(data.labels["epoch_s"].to_numpy(dtype=float))]
         # Imports without epoch times: an epoch is its iterations, no overhead learned.
-        self.epoch_model = EpochModel(coef_=[0.0, 0.0, 0.0])
+        self.epoch_model_ = EpochModel.from_dict({"coef": [0.0, 0.0, 0.0]})
         if len(labels):
-            self.epoch_model = EpochModel().fit(
+            self.epoch_model_ = EpochModel().fit(
                 labels["epoch_s"], labels["iteration_ms"] / 1000.0, labels["steps_per_epoch"],
                 labels["batch_size"],
             )  # fmt: skip
-        self.fit_seconds = time.perf_counter() - started
+        self.training_workload_ids_ = list(data.ids)
+        self.training_devices_ = sorted({data.workloads[i].device_name for i in data.ids})
+        self.fit_seconds_ = time.perf_counter() - started
         return self
+
+    def check_fitted(self) -> None:
+        """Raise :class:`sklearn.exceptions.NotFittedError` unless :meth:`fit` has run."""
+        check_fitted(self, "epoch_model_", "training_devices_")
 
     @abc.abstractmethod
     def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
@@ -96,16 +115,25 @@ class RuntimeMethod(abc.ABC):
 
         Returns:
             DataFrame with ``workload_id``, ``iteration_s`` and ``epoch_s``.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
+        self.check_fitted()
         with single_threaded():
             iteration_s = self.predict_iteration_ms(workloads) / 1000.0
+        return self._frame(workloads, [w.workload_id for w in workloads], iteration_s)
+
+    def _frame(
+        self, workloads: list[Workload], ids: list[str], iteration_s: np.ndarray
+    ) -> pd.DataFrame:
         steps = np.array([w.steps_per_epoch for w in workloads])
         batch = np.array([w.batch_size for w in workloads])
         return pd.DataFrame(
             {
-                "workload_id": [w.workload_id for w in workloads],
+                "workload_id": ids,
                 "iteration_s": iteration_s,
-                "epoch_s": self.epoch_model.predict(iteration_s, steps, batch),
+                "epoch_s": self.epoch_model_.predict(iteration_s, steps, batch),
             }
         )
 
@@ -156,11 +184,22 @@ def fit_allreduce(data: ProfileData) -> AlphaBetaAllReduce | None:
 class GraphMethod(RuntimeMethod):
     """Layer-wise models + all-reduce model (+ GNN): ``scaledl``, ``additive``, ``graph_only``.
 
-    Attributes:
+    Args:
         mode: ``"scaledl"``, ``"additive"`` or ``"graph_only"``.
         folds: folds of the out-of-fold layer-wise predictions the GNN trains on.
         gnn_config: GNN hyper-parameters.
         layerwise_params: keyword arguments of :class:`LayerwiseModel`.
+
+    Attributes:
+        layerwise_: the fitted :class:`LayerwiseModel` (``None`` for ``graph_only``).
+        allreduce_: the fitted all-reduce model, ``None`` without multi-rank training data or
+            for ``graph_only``.
+        gnn_: the trained :class:`~scaledl.models.gnn.RuntimeGNN` (``None`` for ``additive``).
+        history_: GNN training record (epochs, best epoch, validation loss; empty for
+            ``additive``).
+
+    Plus the attributes of :class:`RuntimeMethod`. They are set by :meth:`fit`, or by
+    :meth:`from_fitted` when a saved predictor is loaded.
     """
 
     mode: str = "scaledl"
@@ -172,10 +211,45 @@ class GraphMethod(RuntimeMethod):
         if self.mode not in ("scaledl", "additive", "graph_only"):
             raise ValueError(f"GraphMethod: field 'mode' (value {self.mode!r}) is unknown")
         self.name = self.mode
-        self.layerwise: LayerwiseModel | None = None
-        self.allreduce: AlphaBetaAllReduce | None = None
-        self.gnn: RuntimeGNN | None = None
-        self.history: dict = {}
+
+    @classmethod
+    def from_fitted(
+        cls,
+        *,
+        layerwise: LayerwiseModel | None,
+        allreduce: AlphaBetaAllReduce | None,
+        gnn: RuntimeGNN | None,
+        epoch_model: EpochModel,
+        training_devices: list[str],
+        training_workload_ids: list[str],
+        history: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> GraphMethod:
+        """A fitted method from its saved parts (how a predictor bundle is loaded).
+
+        Args:
+            layerwise: the fitted layer-wise model.
+            allreduce: the fitted all-reduce model or ``None``.
+            gnn: the trained GNN (eval mode) or ``None`` for ``additive``.
+            epoch_model: the fitted epoch model.
+            training_devices: devices of the training workloads.
+            training_workload_ids: ids of the training workloads (empty when not recorded).
+            history: the GNN training record.
+            **params: constructor parameters (``mode``, ``folds``, ...).
+
+        Returns:
+            The method, fitted.
+        """
+        method = cls(**params)
+        method.layerwise_ = layerwise
+        method.allreduce_ = allreduce
+        method.gnn_ = gnn
+        method.epoch_model_ = epoch_model
+        method.training_devices_ = list(training_devices)
+        method.training_workload_ids_ = list(training_workload_ids)
+        method.history_ = dict(history or {})
+        method.fit_seconds_ = 0.0
+        return method
 
     @property
     def uses_layerwise(self) -> bool:
@@ -183,9 +257,12 @@ class GraphMethod(RuntimeMethod):
         return self.mode != "graph_only"
 
     def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+        self.layerwise_, self.allreduce_, self.gnn_, self.history_ = None, None, None, {}
         if self.uses_layerwise:
-            self.layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(data.nodes))
-            self.allreduce = fit_allreduce(data)
+            self.layerwise_ = LayerwiseModel(**self.layerwise_params).fit(
+                measured_nodes(data.nodes)
+            )
+            self.allreduce_ = fit_allreduce(data)
         if self.mode == "additive":
             return
         preds = self._out_of_fold(data) if self.uses_layerwise else None
@@ -203,7 +280,7 @@ class GraphMethod(RuntimeMethod):
                 sub, x[node_mask], log_prior[graphs], y[graphs], weight[graphs]
             )
         val = batches["val"] if is_val.any() else None
-        self.gnn, self.history = train_gnn(
+        self.gnn_, self.history_ = train_gnn(
             batches["train"], val, use_prior=self.uses_layerwise, config=self.gnn_config
         )
 
@@ -212,14 +289,14 @@ class GraphMethod(RuntimeMethod):
         nodes = data.nodes
         folds = min(self.folds, len(data.ids))
         if folds < 2:
-            return node_predictions(self.layerwise, self.allreduce, nodes)
+            return node_predictions(self.layerwise_, self.allreduce_, nodes)
         out = pd.DataFrame(index=nodes.index, columns=["forward_ms", "backward_ms", "total_ms"])
         groups = nodes["graph"].to_numpy()
         splitter = GroupKFold(n_splits=folds)
         for train_idx, test_idx in splitter.split(nodes, groups=groups):
             part = nodes.iloc[train_idx]
             model = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(part))
-            pred = node_predictions(model, self.allreduce, nodes.iloc[test_idx])
+            pred = node_predictions(model, self.allreduce_, nodes.iloc[test_idx])
             out.iloc[test_idx] = pred[["forward_ms", "backward_ms", "total_ms"]].to_numpy()
         return out.astype(float)
 
@@ -236,29 +313,72 @@ class GraphMethod(RuntimeMethod):
         return build_graph_set(workloads)
 
     def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
-        """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns)."""
-        gs = self._graph_set(list({w.workload_id: w for w in workloads}.values()))
-        pred = node_predictions(self.layerwise, self.allreduce, gs.nodes)
-        cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
-        return pd.concat([gs.nodes[cols], pred], axis=1)
+        """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns).
 
-    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),) (duplicates allowed)."""
-        unique = list({w.workload_id: w for w in workloads}.values())
-        if len(unique) < len(workloads):
-            ids = [w.workload_id for w in unique]
-            by_id = dict(zip(ids, self.predict_iteration_ms(unique), strict=True))
-            return np.array([by_id[w.workload_id] for w in workloads])
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: the method has no layer-wise model (``graph_only``).
+        """
+        return self.predict_with_detail(workloads)[1]
+
+    def _predict_unique(
+        self, workloads: list[Workload]
+    ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
+        """Iteration ms of distinct workloads, their graph set and node predictions."""
         gs = self._graph_set(workloads)
         preds = (
-            node_predictions(self.layerwise, self.allreduce, gs.nodes)
+            node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
             if self.uses_layerwise
             else None
         )
         if self.mode == "additive":
-            return gs.per_graph_sum(preds["total_ms"].to_numpy())
+            return gs.per_graph_sum(preds["total_ms"].to_numpy()), gs, preds
         x, log_prior = self._features(gs, preds)
-        return np.exp(predict_gnn(self.gnn, make_batch(gs, x, log_prior)))
+        return np.exp(predict_gnn(self.gnn_, make_batch(gs, x, log_prior))), gs, preds
+
+    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """Predicted iteration milliseconds, shape (len(workloads),) (duplicates allowed).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+        """
+        self.check_fitted()
+        ids = [w.workload_id for w in workloads]
+        unique = list(dict(zip(ids, workloads, strict=True)).values())
+        iteration_ms, _, _ = self._predict_unique(unique)
+        if len(unique) == len(workloads):
+            return iteration_ms
+        by_id = dict(zip(dict.fromkeys(ids), iteration_ms, strict=True))
+        return np.array([by_id[i] for i in ids])
+
+    def predict_with_detail(self, workloads: list[Workload]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """:meth:`predict` and the per-node predictions, from one pass over the layer graphs.
+
+        Args:
+            workloads: the workloads (duplicates allowed).
+
+        Returns:
+            ``(predictions, nodes)``: predictions as :meth:`predict`; nodes one row per node of
+            each distinct workload: ``workload_id``, ``node_index``, ``node_kind``,
+            ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``,
+            ``used_generic``.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: the method has no layer-wise model (``graph_only``).
+        """
+        self.check_fitted()
+        if not self.uses_layerwise:
+            raise ValueError("graph_only has no layer-wise model: no per-node predictions")
+        ids = [w.workload_id for w in workloads]
+        unique = list(dict(zip(ids, workloads, strict=True)).values())
+        with single_threaded():
+            iteration_ms, gs, preds = self._predict_unique(unique)
+        by_id = dict(zip(dict.fromkeys(ids), iteration_ms, strict=True))
+        iteration_s = np.array([by_id[i] for i in ids]) / 1000.0
+        cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
+        nodes = pd.concat([gs.nodes[cols], preds], axis=1)
+        return self._frame(workloads, ids, iteration_s), nodes
 
 
 class AnalyticalMethod(RuntimeMethod):
@@ -294,7 +414,12 @@ class AnalyticalMethod(RuntimeMethod):
         return float(solution.x[0]), float(solution.x[1] / scale)
 
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Overhead + FLOPs x fitted milliseconds per FLOP, shape (len(workloads),)."""
+        """Overhead + FLOPs x fitted milliseconds per FLOP, shape (len(workloads),).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+        """
+        self.check_fitted()
         coefs = np.array([self.coef_.get(w.mode, self.default_coef_) for w in workloads])
         return coefs[:, 0] + self._flops(workloads) * coefs[:, 1]
 
@@ -332,7 +457,12 @@ class GlobalGBDTMethod(RuntimeMethod):
         self.model_.fit(X, y, sample_weight=weight)
 
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),)."""
+        """Predicted iteration milliseconds, shape (len(workloads),).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+        """
+        self.check_fitted()
         X = workload_frame(workloads)[list(_GBDT_FEATURES)].to_numpy()
         return np.exp(self.model_.predict(X))
 

@@ -9,7 +9,8 @@ A bundle is a directory ``<root>/<name>/<version>/`` holding:
   file);
 * ``layerwise.skops``: the layer-wise regressors, in skops' safe format (no pickle);
 * ``gnn.pt``: the GNN state dict, loaded with ``torch.load(weights_only=True)``;
-* ``params.json``: the all-reduce model, epoch model and GNN configuration.
+* ``params.json``: the all-reduce model, epoch model, GNN configuration, training devices and
+  the ids of the training workloads.
 
 ``<root>/<name>/latest`` is a one-line text file naming the newest version. Loading checks the
 format version, every checksum and the scikit-learn version *before* deserialising anything, and
@@ -22,6 +23,12 @@ not trusted. A manifest entry that is not a plain file name of the bundle direct
 loader does not know, is refused too (a bundle from another format). Other files in the
 directory are never read. :func:`list_predictors` lists a broken version with its reason instead
 of failing, so one damaged version never hides the good ones.
+
+Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
+deserialises every file (skops, ``torch.load``), without importing PyTorch Geometric;
+:func:`build_method` builds the GNN module around the loaded weights (this imports PyTorch
+Geometric, about 1.5 s of imports) and the fitted method. :class:`~scaledl.registry.Predictor`
+does the second step at its first prediction.
 """
 
 from __future__ import annotations
@@ -32,21 +39,18 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import skops.io as sio
-import torch
 
-from scaledl.graph.layer_graph import EDGE_TYPES
-from scaledl.graph.units import LAYER_TYPES
-from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.models.epoch import EpochModel
-from scaledl.models.gnn import RuntimeGNN
-from scaledl.models.layerwise import LAYER_FEATURES, LayerwiseModel
-from scaledl.models.methods import GraphMethod
+if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
+    import torch
+
+    from scaledl.models.layerwise import LayerwiseModel
+    from scaledl.models.methods import GraphMethod
 
 FORMAT_VERSION = 1
 _LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "transformers")
@@ -129,10 +133,22 @@ def save_bundle(
         The bundle directory.
 
     Raises:
-        ValueError: the method is not a fitted ScaleDL method.
+        sklearn.exceptions.NotFittedError: the method is not fitted (a ``ValueError``).
+        ValueError: the method is not a ScaleDL ``GraphMethod``, or the version exists.
     """
-    if not isinstance(method, GraphMethod) or method.mode != "scaledl" or method.gnn is None:
-        raise ValueError("save_bundle needs a fitted GraphMethod(mode='scaledl')")
+    import skops.io as sio
+    import torch
+
+    from scaledl.graph.layer_graph import EDGE_TYPES
+    from scaledl.graph.units import LAYER_TYPES
+    from scaledl.models.layerwise import LAYER_FEATURES
+    from scaledl.models.methods import GraphMethod
+
+    if not isinstance(method, GraphMethod) or method.mode != "scaledl":
+        raise ValueError(
+            f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
+        )
+    method.check_fitted()
     now = dt.datetime.now(dt.UTC)
     version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
     target = Path(root) / name / version
@@ -141,14 +157,15 @@ def save_bundle(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
     try:
-        sio.dump(method.layerwise.models, tmp / "layerwise.skops")
-        torch.save(method.gnn.state_dict(), tmp / "gnn.pt")
+        sio.dump(method.layerwise_.models_, tmp / "layerwise.skops")
+        torch.save(method.gnn_.state_dict(), tmp / "gnn.pt")
         params = {
-            "allreduce": method.allreduce.to_dict() if method.allreduce is not None else None,
-            "epoch": method.epoch_model.to_dict(),
-            "gnn_config": method.gnn.config(),
-            "layerwise_min_samples": method.layerwise.min_samples,
-            "training_devices": sorted({w.device_name for w in method.training_workloads}),
+            "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
+            "epoch": method.epoch_model_.to_dict(),
+            "gnn_config": method.gnn_.config(),
+            "layerwise_min_samples": method.layerwise_.min_samples,
+            "training_devices": list(method.training_devices_),
+            "training_workload_ids": list(method.training_workload_ids_),
         }
         (tmp / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
@@ -162,11 +179,15 @@ def save_bundle(
                 "layer_types": list(LAYER_TYPES),
                 "edge_types": list(EDGE_TYPES),
                 "layer_features": list(LAYER_FEATURES),
-                "gnn_in_channels": method.gnn.in_channels,
+                "gnn_in_channels": method.gnn_.in_channels,
             },
             "library_versions": library_versions(),
             "metrics": metrics or {},
-            "training_summary": method.history,
+            "training_summary": {
+                **method.history_,
+                "fit_seconds": method.fit_seconds_,
+                "training_workloads": len(method.training_workload_ids_),
+            },
             "files": files,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
@@ -258,8 +279,115 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     return manifest
 
 
+@dataclass(frozen=True)
+class BundleParts:
+    """A verified bundle's deserialised files, before the GNN module is built.
+
+    Attributes:
+        path: the bundle directory.
+        manifest: its manifest.
+        layerwise: the fitted layer-wise model.
+        params: ``params.json``.
+        gnn_state: the GNN's state dict (tensors only).
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    layerwise: LayerwiseModel
+    params: dict[str, Any]
+    gnn_state: dict[str, torch.Tensor]
+
+    @property
+    def training_devices(self) -> list[str]:
+        """Devices the predictor was trained on."""
+        return list(self.params["training_devices"])
+
+
+def read_bundle(bundle: Path) -> BundleParts:
+    """Verify a bundle and deserialise its files (no PyTorch Geometric import).
+
+    Args:
+        bundle: a bundle directory or a name directory (follows ``latest``).
+
+    Returns:
+        The :class:`BundleParts`.
+
+    Raises:
+        BundleError: verification or deserialisation failed (naming the bundle or file).
+    """
+    import skops.io as sio
+    import torch
+
+    from scaledl.models.layerwise import LayerwiseModel
+
+    bundle = resolve_bundle(bundle)
+    manifest = read_manifest(bundle)
+    layer_file = bundle / "layerwise.skops"
+    try:
+        untrusted = sio.get_untrusted_types(file=layer_file)
+    except Exception as exc:
+        raise BundleError(f"{layer_file}: cannot read: {exc}") from exc
+    refused = [t for t in untrusted if not t.startswith(_TRUSTED_PREFIXES)]
+    if refused:
+        raise BundleError(f"{layer_file}: refuses to load untrusted types {refused}")
+    try:
+        params = json.loads((bundle / "params.json").read_text())
+        models = sio.load(layer_file, trusted=untrusted)
+        layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
+        state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
+    except Exception as exc:
+        raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
+    return BundleParts(bundle, manifest, layerwise, params, state)
+
+
+def build_method(parts: BundleParts) -> GraphMethod:
+    """The fitted ScaleDL method of a read bundle (builds the GNN: imports PyTorch Geometric).
+
+    Args:
+        parts: from :func:`read_bundle`.
+
+    Returns:
+        The fitted :class:`~scaledl.models.methods.GraphMethod`, GNN in eval mode.
+
+    Raises:
+        BundleError: the saved weights do not fit the GNN of the saved configuration.
+    """
+    from scaledl.models.allreduce import AlphaBetaAllReduce
+    from scaledl.models.epoch import EpochModel
+    from scaledl.models.gnn import RuntimeGNN
+    from scaledl.models.methods import GraphMethod
+
+    params = parts.params
+    try:
+        gnn = RuntimeGNN(**params["gnn_config"])
+        # Bundles written before the correction clamp existed lack its two buffers: they load
+        # with the clamp open (+-inf), which is how they were evaluated. Anything else missing
+        # or unexpected is an error.
+        missing, unexpected = gnn.load_state_dict(parts.gnn_state, strict=False)
+        if unexpected or set(missing) - _OPTIONAL_GNN_BUFFERS:
+            raise ValueError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
+        allreduce = (
+            AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
+        )
+        epoch_model = EpochModel.from_dict(params["epoch"])
+    except Exception as exc:
+        raise BundleError(f"{parts.path / 'gnn.pt'}: cannot build predictor: {exc}") from exc
+    gnn.eval()
+    return GraphMethod.from_fitted(
+        mode="scaledl",
+        layerwise=parts.layerwise,
+        allreduce=allreduce,
+        gnn=gnn,
+        epoch_model=epoch_model,
+        training_devices=params["training_devices"],
+        # Bundles written before the ids were recorded have none.
+        training_workload_ids=params.get("training_workload_ids", []),
+        history=parts.manifest.get("training_summary"),
+    )
+
+
 def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
-    """Load the ScaleDL method of a verified bundle.
+    """Load the ScaleDL method of a verified bundle (:func:`read_bundle` + :func:`build_method`).
 
     Returns:
         The method and the manifest.
@@ -267,36 +395,51 @@ def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
     Raises:
         BundleError: verification or deserialisation failed.
     """
+    parts = read_bundle(bundle)
+    return build_method(parts), parts.manifest
+
+
+def register_bundle(
+    bundle: Path, root: Path, name: str = "scaledl", metrics: dict | None = None
+) -> Path:
+    """Copy a verified bundle into a registry as a new version and point ``latest`` at it.
+
+    The version keeps the bundle's own version string (its training time); the manifest's
+    ``name`` and ``metrics`` are set, every other file is copied byte for byte (their checksums
+    stay valid).
+
+    Args:
+        bundle: the bundle to register (e.g. a candidate).
+        root: registry root.
+        name: predictor name.
+        metrics: metrics to record in the manifest (replacing the bundle's).
+
+    Returns:
+        The registered bundle directory.
+
+    Raises:
+        BundleError: the bundle does not verify.
+        ValueError: the registry already holds that version.
+    """
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
-    layer_file = bundle / "layerwise.skops"
-    untrusted = sio.get_untrusted_types(file=layer_file)
-    refused = [t for t in untrusted if not t.startswith(_TRUSTED_PREFIXES)]
-    if refused:
-        raise BundleError(f"{layer_file}: refuses to load untrusted types {refused}")
+    version = manifest["version"]
+    target = Path(root) / name / version
+    if target.exists():
+        raise ValueError(f"{target}: bundle version {version!r} exists already")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
     try:
-        models = sio.load(layer_file, trusted=untrusted)
-        params = json.loads((bundle / "params.json").read_text())
-        state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
-        gnn = RuntimeGNN(**params["gnn_config"])
-        # Bundles written before the correction clamp existed lack its two buffers: they load
-        # with the clamp open (+-inf), which is how they were evaluated. Anything else missing
-        # or unexpected is an error.
-        missing, unexpected = gnn.load_state_dict(state, strict=False)
-        if unexpected or set(missing) - _OPTIONAL_GNN_BUFFERS:
-            raise ValueError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-    except Exception as exc:
-        raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
-    gnn.eval()
-    method = GraphMethod(mode="scaledl")
-    method.layerwise = LayerwiseModel(min_samples=params["layerwise_min_samples"], models=models)
-    method.allreduce = (
-        AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
-    )
-    method.epoch_model = EpochModel.from_dict(params["epoch"])
-    method.gnn = gnn
-    method.training_devices = params["training_devices"]
-    return method, manifest
+        for file in manifest["files"]:
+            shutil.copy2(bundle / file, tmp / file)
+        manifest = {**manifest, "name": name, "metrics": metrics or {}}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_latest(target.parent, version)
+    return target
 
 
 def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:

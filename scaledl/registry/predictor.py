@@ -8,6 +8,10 @@ bare ``cpu`` or ``cuda`` the predictor's one device of that kind; a ``device_nam
 the training devices is an error, never a silent guess. Every workload is built and traced
 (meta device, cached) before predicting, so a model that cannot be built is an error naming the
 row, never a traceback.
+
+:func:`load_predictor` verifies the bundle and deserialises its files; the GNN module (PyTorch
+Geometric) is built around the loaded weights at the first prediction, so loading in a fresh
+process does not pay for PyTorch Geometric's imports before they are needed.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import check_traceable
-from scaledl.registry.bundle import load_method, resolve_bundle
+from scaledl.registry.bundle import BundleParts, build_method, read_bundle
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 
@@ -27,15 +31,19 @@ from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 class Predictor:
     """A loaded ScaleDL predictor.
 
+    Args:
+        parts: the verified, deserialised bundle (:func:`~scaledl.registry.bundle.read_bundle`).
+
     Attributes:
         manifest: the bundle's manifest (version, training data, metrics, ...).
         path: the bundle directory.
     """
 
-    def __init__(self, method, manifest: dict[str, Any], path: Path) -> None:
-        self._method = method
-        self.manifest = manifest
-        self.path = path
+    def __init__(self, parts: BundleParts) -> None:
+        self._parts = parts
+        self._built = None
+        self.manifest = parts.manifest
+        self.path = parts.path
 
     @property
     def version(self) -> str:
@@ -45,7 +53,23 @@ class Predictor:
     @property
     def devices(self) -> list[str]:
         """Devices the predictor was trained on."""
-        return list(self._method.training_devices)
+        return self._parts.training_devices
+
+    @property
+    def training_workload_ids(self) -> list[str]:
+        """Ids of the workloads it was trained on (empty for bundles that predate the record)."""
+        return list(self._parts.params.get("training_workload_ids", []))
+
+    @property
+    def method(self):
+        """The fitted :class:`~scaledl.models.methods.GraphMethod` (built on first access).
+
+        Raises:
+            scaledl.registry.bundle.BundleError: the weights do not fit the saved GNN.
+        """
+        if self._built is None:
+            self._built = build_method(self._parts)
+        return self._built
 
     def predict(self, workloads: Any, detail: bool = False, source: str = "") -> pd.DataFrame:
         """Predict iteration and epoch time.
@@ -67,10 +91,11 @@ class Predictor:
             scaledl.workloads.spec.WorkloadError: a workload is invalid or its model cannot be
                 built or traced (names source, row and field), or it asks for a device the
                 predictor was not trained on.
+            scaledl.registry.bundle.BundleError: the weights do not fit the saved GNN (found
+                at the first prediction, when the GNN is built).
         """
         specs = self._to_workloads(workloads, source)
-        result = self._method.predict(specs)
-        nodes = self._method.node_detail(specs)
+        result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
         result.insert(1, "family", [w.family for w in specs])
         result.insert(2, "batch_size", [w.batch_size for w in specs])
@@ -141,6 +166,4 @@ def load_predictor(path: Path | str) -> Predictor:
     Raises:
         scaledl.registry.bundle.BundleError: missing, tampered, truncated or incompatible.
     """
-    bundle = resolve_bundle(Path(path))
-    method, manifest = load_method(bundle)
-    return Predictor(method, manifest, bundle)
+    return Predictor(read_bundle(Path(path)))

@@ -1,9 +1,8 @@
-import json
-
 import pandas as pd
 import pytest
 
 from scaledl.evaluation import EvaluationConfig, evaluate
+from scaledl.evaluation.results import Metrics, MetricsError, Skipped
 from scaledl.models.data import TABLE_NAMES, ProfileDataError, read_tables
 
 METHODS = ("analytical", "global_gbdt", "additive")
@@ -18,21 +17,23 @@ def test_evaluate_end_to_end(profile_dir, tmp_path):
         include_external=False,
     )
     m = evaluate(profile_dir, tmp_path, config)
-    assert json.loads((tmp_path / "metrics.json").read_text()) == m
+    assert Metrics.read(tmp_path / "metrics.json").to_dict() == m.to_dict()
     for method in METHODS:
-        block = m["splits"]["id"][method]
-        assert {"mre", "rmse_s", "p90_re", "iteration", "epoch", "per_family"} <= set(block)
-        assert set(block["per_family"]) == {"bert", "llama", "vit"}
-        assert m["splits"]["ood"]["mean"][method]["mre"] > 0
-        assert m["splits"]["extrapolation"][method]["iteration"]["n"] >= 1
-    assert set(m["splits"]["ood"]) == {"bert", "llama", "vit", "mean"}
-    assert m["splits"]["ood"]["bert"]["additive"]["iteration"]["n"] == 5
-    assert set(m["learning_curve"]) >= {"doptimal", "random", "lhs"}
-    assert m["learning_curve"]["random"]["sizes"][0] == 9
-    assert m["fit_counts"]["additive"] == 1 + 3 + 1 + 1  # id, 3 ood, extrapolation, sweep
-    assert m["runtime_s"]["fit_seconds"]["additive"] > 0
-    rep = m["label_reproducibility"]
-    assert rep["n_workloads"] == 0 or 0 <= rep["mre"] < 1
+        block = m.splits.id.methods[method]
+        assert set(block.per_family) == {"bert", "llama", "vit"}
+        assert block.mre == block.iteration.mre > 0
+        assert m.mre("ood", method) > 0
+        assert m.split("extrapolation").methods[method].iteration.n >= 1
+    assert set(m.splits.ood.per_family) == {"bert", "llama", "vit"}
+    assert m.splits.ood.per_family["bert"]["additive"].iteration.n == 5
+    curves = m.require("learning_curves").headline.samplers
+    assert set(curves) >= {"doptimal", "random", "lhs"}
+    assert curves["random"].sizes[0] == 9
+    assert isinstance(m.external, Skipped) and isinstance(m.gpu, Skipped)
+    assert m.fit_counts["additive"] == 1 + 3 + 1 + 1  # id, 3 ood, extrapolation, sweep
+    assert m.runtime_s.fit_seconds["additive"] > 0
+    rep = m.label_reproducibility
+    assert isinstance(rep, Skipped) or 0 <= rep.mre < 1
     pred = pd.read_parquet(tmp_path / "predictions.parquet")
     assert {
         "split",
@@ -62,9 +63,11 @@ def test_single_family_skips_ood(profile_data, profile_dir, tmp_path):
         methods=("analytical",), learning_curve_seeds=0, include_external=False, figures=False
     )
     m = evaluate(one, tmp_path / "out", config)
-    assert "skipped" in m["splits"]["ood"]
-    assert any("OOD skipped" in n for n in m["notes"])
-    assert m["splits"]["id"]["analytical"]["iteration"]["n"] == 1
+    assert isinstance(m.splits.ood, Skipped)
+    assert any("OOD skipped" in n for n in m.notes)
+    assert m.splits.id.methods["analytical"].iteration.n == 1
+    with pytest.raises(MetricsError, match="splits.ood.*fewer than two families"):
+        m.mre("ood", "analytical")
 
 
 def test_invalid_dir_names_the_file(tmp_path):

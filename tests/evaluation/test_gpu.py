@@ -169,7 +169,7 @@ def test_enough_architectures_train_scaledls_gnn_on_kernel_aware_layers(syntheti
         operator_params={"grid": TINY_GRID, "min_rows": 5},
         gnn_config=GNNTrainConfig(max_epochs=5, patience=5, hidden_channels=8),
     ).fit(data, data.ids[::5])
-    assert method.uses_gnn_ and method.gnn is not None
+    assert method.uses_gnn_ and method.gnn_ is not None
     workloads = [data.workloads[i] for i in data.ids[:4]]
     pred = method.predict_iteration_ms(workloads)
     assert np.isfinite(pred).all() and (pred > 0).all()

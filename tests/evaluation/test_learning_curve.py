@@ -37,11 +37,11 @@ def test_learning_curves_with_a_real_method(profile_data):
     )
     assert out["pool_size"] == 12
     for sampler in ("random", "lhs"):
-        c = out[sampler]
+        c = out["samplers"][sampler]
         assert c["sizes"] == [9, 12] and len(c["mre_mean"]) == 2
         assert np.all(np.isfinite(c["mre_mean"])) and min(c["mre_std"]) >= 0
     # The whole pool is fitted once per seed and shared by both samplers.
     assert calls.count(12) == 2 and out["n_fits"] == len(calls)
-    assert out["random"]["mre_per_seed"][1] == out["lhs"]["mre_per_seed"][1]
+    assert out["samplers"]["random"]["mre_per_seed"][1] == out["samplers"]["lhs"]["mre_per_seed"][1]
     with pytest.raises(ValueError, match="sizes"):
         learning_curves(profile_data, test_ids, fit_predict, sizes=[13], seeds=1)

@@ -4,57 +4,26 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from metrics_factory import make_metrics  # noqa: E402
 
 from scaledl.evaluation.report import render_report, target_table  # noqa: E402
 
 
-def _metrics(scaledl_ood=0.05, additive_ood=0.5):
-    def block(mre, rmse):
-        s = {"mre": mre, "rmse_s": rmse, "p50_re": mre, "p90_re": 2 * mre}
-        return {"iteration": s, "epoch": s, "mre": mre, "rmse_s": rmse, "p90_re": 2 * mre}
-
-    return {
-        "n_workloads": 10,
-        "families": ["a", "b"],
-        "label_reproducibility": {
-            "mre": 0.02,
-            "n_workloads": 10,
-            "per_world_size": {"1": {"mre": 0.01, "n_workloads": 5}},
-        },
-        "splits": {
-            "id": {"scaledl": block(0.025, 0.01), "additive": block(0.2, 0.1)},
-            "ood": {
-                "mean": {
-                    "scaledl": block(scaledl_ood, 0.01),
-                    "additive": block(additive_ood, 0.1),
-                    "analytical": block(0.2, 0.02),
-                },
-            },
-            "extrapolation": {"scaledl": block(0.1, 0.05)},
-        },
-        "learning_curve": {
-            "doptimal": {"sizes": [10, 20, 40, 50], "mre_mean": [0.2, 0.1, 0.08, 0.07]},
-            "random": {"sizes": [10, 20, 40, 50], "mre_mean": [0.3, 0.2, 0.12, 0.07]},
-        },
-        "external": {},
-    }
-
-
 def test_target_table_values():
-    rows = {r["target"]: r for r in target_table(_metrics())}
-    assert rows["ID MRE <= 3% (ScaleDL, iteration)"]["reached"] is True
-    assert rows["ID MRE <= max(3%, 1.5 x label reproducibility MRE)"]["reached"] is True
-    assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"]["reached"] is True
-    assert rows["OOD MRE of ScaleDL >= 6x lower than additive"]["reached"] is True
-    assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"]["reached"] is False
-    assert rows["OOD RMSE of ScaleDL >= 5x lower than analytical"]["measured"] == "2.00x"
+    rows = {r.target: r for r in target_table(make_metrics())}
+    assert rows["ID MRE <= 3% (ScaleDL, iteration)"].reached is True
+    assert rows["ID MRE <= max(3%, 1.5 x label reproducibility MRE)"].reached is True
+    assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than additive"].reached is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"].reached is False
+    assert rows["OOD RMSE of ScaleDL >= 5x lower than analytical"].measured == "2.00x"
     # random's MRE at 40 (largest proper subset) is 0.12; D-optimal reaches it at 20 = 40 / 2.
     d = rows["D-optimal reaches random's final MRE with at most half the workloads"]
-    assert d["reached"] is True and "at 20" in d["measured"]
-    gpu = [r for r in rows.values() if r["target"].startswith("GPU leave-one-model-out")][0]
-    assert gpu["reached"] is None
-    worse = {r["target"]: r for r in target_table(_metrics(scaledl_ood=0.1))}
-    assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"]["reached"] is False
+    assert d.reached is True and "at 20" in d.measured
+    gpu = [r for r in rows.values() if r.target.startswith("GPU leave-one-model-out")][0]
+    assert gpu.reached is None and gpu.measured.startswith("not evaluated")
+    worse = {r.target: r for r in target_table(make_metrics(scaledl_ood=0.1))}
+    assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is False
 
 
 def test_report_embeds_images_and_targets(tmp_path):
@@ -63,10 +32,11 @@ def test_report_embeds_images_and_targets(tmp_path):
     png = tmp_path / "f.png"
     fig.savefig(png)
     plt.close(fig)
-    metrics = _metrics()
-    metrics["targets"] = target_table(metrics)
+    metrics = make_metrics()
     html = render_report(metrics, {"pred_vs_measured": png})
     assert "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode() in html
     assert "<table class='targets'>" in html and "ID MRE &lt;= 3%" in html
-    assert html.count("<tr>") > len(metrics["targets"])
+    assert html.count("<tr>") > len(target_table(metrics))
     assert "NO" in html  # a target not reached is shown as such
+    assert "mean over families" in html
+    assert "2.00% over 8 workloads (world size 1: 1.00%, world size 2: 3.00%)" in html

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-from scaledl_fixtures import gpt2_config
-from tiny_specs import SPECS
+from tiny_specs import SPECS, gpt2_config, tiny_spec
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import BATCH_SCALED, at_batch, aten_descriptors, matmul_descriptor
@@ -38,8 +37,7 @@ def test_descriptors_of_a_bert_layer():
 def test_training_dropout_is_one_fused_operator(tmp_path):
     # GPT-2's config keeps its dropout: on the meta device it decomposes into
     # bernoulli_ + div_ + mul; CUDA runs one native_dropout kernel, and so do the descriptors.
-    spec = {"family": "hf", "config_path": str(gpt2_config(tmp_path)), "seq_len": 16,
-            "batch_size": 2}  # fmt: skip
+    spec = tiny_spec("hf", gpt2_config(tmp_path))
     train = build_layer_graph(Workload.parse({**spec, "mode": "train"}))
     assert (train.operators["op"] == "bernoulli_").sum() > 0
     desc = aten_descriptors(train.operators)

@@ -1,9 +1,8 @@
-import json
 import time
 
 import numpy as np
 import pytest
-from tiny_specs import SPECS
+from tiny_specs import SPECS, gpt2_config, tiny_spec
 
 from scaledl.graph.layer_graph import (
     BUCKET_CAP_BYTES,
@@ -20,20 +19,7 @@ from scaledl.workloads.spec import Workload
 def spec_of(family: str, tmp_path) -> dict:
     if family != "hf":
         return SPECS[family]
-    cfg = tmp_path / "gpt2.json"
-    cfg.write_text(
-        json.dumps(
-            {
-                "model_type": "gpt2",
-                "n_embd": 32,
-                "n_layer": 2,
-                "n_head": 2,
-                "vocab_size": 100,
-                "n_positions": 64,
-            }
-        )
-    )
-    return {"family": "hf", "config_path": str(cfg), "seq_len": 16, "batch_size": 2}
+    return tiny_spec("hf", gpt2_config(tmp_path, n_layer=2))
 
 
 def parameter_count(workload: Workload) -> int:

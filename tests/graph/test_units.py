@@ -1,8 +1,6 @@
-import json
-
 import pytest
 import torch
-from tiny_specs import SPECS
+from tiny_specs import SPECS, gpt2_config, tiny_spec
 from torch import nn
 
 from scaledl.graph.units import LAYER_TYPES, classify, find_units
@@ -85,20 +83,7 @@ def test_classify(attr, module, expected):
 @pytest.mark.parametrize("family", [*SPECS, "hf"])
 def test_units_cover_every_parameter_without_overlap(family, tmp_path):
     if family == "hf":
-        cfg = tmp_path / "gpt2.json"
-        cfg.write_text(
-            json.dumps(
-                {
-                    "model_type": "gpt2",
-                    "n_embd": 32,
-                    "n_layer": 2,
-                    "n_head": 2,
-                    "vocab_size": 100,
-                    "n_positions": 64,
-                }
-            )
-        )
-        spec = {"family": "hf", "config_path": str(cfg), "seq_len": 16, "batch_size": 2}
+        spec = tiny_spec("hf", gpt2_config(tmp_path, n_layer=2))
     else:
         spec = SPECS[family]
     model = build_model(Workload.parse(spec), device="meta")

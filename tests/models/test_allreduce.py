@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from scaledl.models.allreduce import (
     AlphaBetaAllReduce,
@@ -56,9 +57,9 @@ def test_json_round_trip_per_topology_and_configuration():
 
 def test_errors():
     m = AlphaBetaAllReduce()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         m.predict_ms(1e6, 2)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         m.to_dict()
     with pytest.raises(ValueError, match="at least 2"):
         m.fit([1e6], [2], [0.1])

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from scaledl.models.epoch import EpochModel
 
@@ -37,8 +38,10 @@ def test_overhead_is_never_negative():
 
 
 def test_predict_before_fit_and_empty_fit():
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="EpochModel.*not fitted"):
         EpochModel().predict([0.1], [10], [2])
+    with pytest.raises(NotFittedError):
+        EpochModel().to_dict()
     with pytest.raises(ValueError, match="no training sample"):
         EpochModel().fit([], [], [], [])
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from tiny_specs import tiny
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.models.features import (
@@ -12,7 +13,6 @@ from scaledl.models.features import (
 from scaledl.models.gnn import RuntimeGNN
 from scaledl.models.gnn_training import GNNTrainConfig, make_batch, predict_gnn, train_gnn
 from scaledl.models.threads import single_threaded
-from scaledl.workloads.spec import Workload
 
 
 @pytest.fixture(autouse=True)
@@ -20,18 +20,6 @@ def one_thread():
     """As the methods fit: small graphs, and 2 busy cores make torch threads spin."""
     with single_threaded():
         yield
-
-
-TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-
-
-def tiny(family: str, batch_size: int = 2, **fields) -> Workload:
-    spec = {"family": family, "batch_size": batch_size, **TINY, **fields}
-    if family == "vit":
-        spec.update(image_size=32, patch_size=16, num_labels=10)
-    else:
-        spec.update(vocab_size=100, seq_len=16)
-    return Workload.parse(spec)
 
 
 THREE = [tiny("bert"), tiny("vit", world_size=2), tiny("t5", mode="infer")]

@@ -70,7 +70,7 @@ def test_work_model_recovers_linear_costs():
 def test_fit_predicts_known_power_law():
     nodes = synthetic_nodes()
     model = LayerwiseModel().fit(nodes)
-    assert set(model.models) == {"*", "attention", "feed-forward"}
+    assert set(model.models_) == {"*", "attention", "feed-forward"}
     pred = model.predict(nodes)
     assert list(pred.columns) == ["forward_ms", "backward_ms", "used_generic"]
     assert not pred["used_generic"].any()
@@ -94,7 +94,7 @@ def test_rare_type_gets_no_own_regressor():
     nodes = synthetic_nodes(12, types=("attention",))
     rare = synthetic_nodes(3, types=("norm",))
     model = LayerwiseModel(min_samples=6).fit(pd.concat([nodes, rare], ignore_index=True))
-    assert "norm" not in model.models
+    assert "norm" not in model.models_
     assert model.predict(rare)["used_generic"].all()
 
 
@@ -116,10 +116,20 @@ def test_non_positive_forward_ms_names_the_field(bad):
 def test_empty_samples_and_unfitted_model():
     with pytest.raises(ValueError, match="training samples"):
         LayerwiseModel().fit(synthetic_nodes().iloc[:0])
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="LayerwiseModel.*not fitted"):
         LayerwiseModel().predict(synthetic_nodes())
     with pytest.raises(NotFittedError):
         LayerTimeRegressor().predict(np.zeros((2, 3)))
+
+
+def test_fitted_state_only_from_fit_or_from_fitted():
+    nodes = synthetic_nodes()
+    assert not hasattr(LayerwiseModel(min_samples=3), "models_")
+    fitted = LayerwiseModel().fit(nodes)
+    again = LayerwiseModel.from_fitted(fitted.models_, min_samples=fitted.min_samples)
+    pd.testing.assert_frame_equal(again.predict(nodes), fitted.predict(nodes))
+    with pytest.raises(ValueError, match="generic"):
+        LayerwiseModel.from_fitted({"attention": fitted.models_["attention"]})
 
 
 def test_regressor_correction_is_bounded():

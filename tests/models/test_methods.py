@@ -5,13 +5,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
+from scaledl.workloads.device import local_device_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import gpt2_config, tiny  # noqa: E402
+from tiny_specs import gpt2_config, tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 GNN = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)
@@ -38,8 +40,8 @@ def fitted(data):
 def held_out(tmp_path_factory):
     cfg = gpt2_config(tmp_path_factory.mktemp("gpt2"))
     return [
-        tiny("hf", config_path=str(cfg), seq_len=16),
-        tiny("hf", config_path=str(cfg), seq_len=32, batch_size=4, world_size=2),
+        tiny("hf", cfg),
+        tiny("hf", cfg, seq_len=32, batch_size=4, world_size=2),
     ]
 
 
@@ -68,7 +70,9 @@ def test_predictions_are_finite_and_positive(fitted, data, name):
     # In-sample predictions are in the measured range (not off by orders of magnitude).
     ratio = pred["iteration_s"].to_numpy() * 1000 / data.labels["iteration_ms"].to_numpy()
     assert (ratio > 0.05).all() and (ratio < 20).all(), ratio
-    assert method.fit_seconds > 0
+    assert method.fit_seconds_ > 0
+    assert method.training_workload_ids_ == data.ids
+    assert method.training_devices_ == [local_device_name()]
 
 
 @pytest.mark.parametrize("name", METHOD_NAMES)
@@ -80,8 +84,8 @@ def test_held_out_family(fitted, held_out, name):
 
 def test_scaledl_on_a_never_profiled_family(fitted, held_out):
     method = fitted["scaledl"]
-    assert isinstance(method, GraphMethod) and method.gnn is not None
-    assert method.history["epochs"] <= GNN.max_epochs
+    assert isinstance(method, GraphMethod) and method.gnn_ is not None
+    assert method.history_["epochs"] <= GNN.max_epochs
     detail = method.node_detail(held_out)
     assert set(detail["workload_id"]) == {w.workload_id for w in held_out}
     assert (detail["total_ms"] >= 0).all()
@@ -104,6 +108,41 @@ def test_additive_is_the_sum_of_node_predictions(fitted, data):
     sums = detail.groupby("workload_id")["total_ms"].sum()
     pred = method.predict(workloads).set_index("workload_id")["iteration_s"] * 1000
     np.testing.assert_allclose(pred.loc[sums.index], sums, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_fitted_state_is_set_by_fit_only(fitted, data, name):
+    fresh = make_method(name)
+    assert not [k for k in vars(fresh) if k.endswith("_")], "the constructor set fitted state"
+    with pytest.raises(NotFittedError, match="not fitted"):
+        fresh.predict([data.workloads[data.ids[0]]])
+    with pytest.raises(NotFittedError):
+        fresh.predict_iteration_ms([data.workloads[data.ids[0]]])
+    assert {"epoch_model_", "training_workload_ids_", "fit_seconds_"} <= set(vars(fitted[name]))
+
+
+def test_graph_method_parts_and_from_fitted(fitted, data):
+    workloads = [data.workloads[i] for i in data.ids]
+    for name in ("scaledl", "additive"):
+        method = fitted[name]
+        assert (method.gnn_ is None) == (name == "additive")
+        again = GraphMethod.from_fitted(
+            mode=name,
+            layerwise=method.layerwise_,
+            allreduce=method.allreduce_,
+            gnn=method.gnn_,
+            epoch_model=method.epoch_model_,
+            training_devices=method.training_devices_,
+            training_workload_ids=method.training_workload_ids_,
+        )
+        np.testing.assert_array_equal(
+            again.predict(workloads)["iteration_s"], method.predict(workloads)["iteration_s"]
+        )
+    pred, nodes = fitted["scaledl"].predict_with_detail(workloads + workloads[:1])
+    assert list(pred["workload_id"]) == [*data.ids, data.ids[0]]
+    assert set(nodes["workload_id"]) == set(data.ids)
+    with pytest.raises(ValueError, match="graph_only has no layer-wise model"):
+        fitted["graph_only"].node_detail(workloads)
 
 
 def test_unknown_method_and_mode():

@@ -5,9 +5,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.defs.assets import ALL_ASSETS
+from pipelines.definitions import defs as load_defs
 from pipelines.defs.assets.profiling import design_workloads
-from pipelines.defs.checks import ALL_CHECKS
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.resources import (
     DvcResource,
@@ -16,61 +15,120 @@ from pipelines.defs.resources import (
     read_dvc_file,
 )
 
+RETRAIN = {"ops": {"predictor_bundle": {"config": {"policy": "if_not_worse"}}}}
+
 
 def _resources(repo: Path, dvc_exe: Path) -> dict:
     return {
-        "settings": ScaledlSettings(preset="smoke", data_dir=str(repo / "data")),
+        # Half the ten smoke workloads held out, so that retraining has some to compare on.
+        "settings": ScaledlSettings(
+            preset="smoke", data_dir=str(repo / "data"), holdout_fraction=0.5
+        ),
         "launcher": LocalTorchrunLauncher(),
         "predictor_store": LocalPredictorStore(),
         "dvc": DvcResource(dvc_executable=str(dvc_exe), repo_root=str(repo)),
     }
 
 
+def _metadata(result: dg.ExecuteInProcessResult, node: str, asset: str | None = None) -> dict:
+    """The metadata values of the materialisation of ``asset`` (default: ``node``)."""
+    for event in result.asset_materializations_for_node(node):
+        if event.asset_key.to_user_string() == (asset or node):
+            return {k: v.value for k, v in event.metadata.items()}
+    raise AssertionError(f"no materialisation of {asset or node} in {node}")
+
+
+def _pickles(storage: Path) -> list[Path]:
+    """Files under Dagster's storage that are Python pickles (protocol 2+ starts 0x80)."""
+    return [p for p in storage.rglob("*") if p.is_file() and p.read_bytes()[:1] == b"\x80"]
+
+
 @pytest.mark.slow
 def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
-    from scaledl.registry import load_predictor
+    from scaledl.design import read_design
+    from scaledl.evaluation.results import Metrics
+    from scaledl.registry import load_predictor, read_manifest
 
     repo, remote = dvc_repo
     data = repo / "data"
-    with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [*ALL_ASSETS, *ALL_CHECKS], resources=_resources(repo, dvc_exe), instance=instance
-        )
+    definitions = load_defs()
+    assets = [*definitions.assets, *definitions.asset_checks]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        result = dg.materialize(assets, resources=_resources(repo, dvc_exe), instance=instance)
         assert result.success
         for evaluation in result.get_asset_check_evaluations():
             if evaluation.severity == dg.AssetCheckSeverity.ERROR:
                 assert evaluation.passed, evaluation.check_name
 
-        bundle = result.output_for_node("predictor_bundle")
-        assert bundle["registered"]
-        assert Path(bundle["path"]).is_dir()
-        assert Path(bundle["path"]).is_relative_to(data / "predictors")
-        assert (data / "reports" / "metrics.json").is_file()
+        # Nothing of the pipeline went through Dagster's storage: no pickled model or frame.
+        assert not _pickles(home), _pickles(home)
+        assert not [p for p in home.rglob("*") if p.name in ("runtime_gnn", "workload_design")]
+
+        bundle = _metadata(result, "predictor_bundle")
+        assert bundle["registered"] and bundle["policy"] == "always"
+        assert "no registered version" in bundle["policy_verdict"]
+        bundle_dir = Path(bundle["bundle_dir"])
+        assert bundle_dir.is_relative_to(data / "predictors" / "scaledl")
+        assert bundle_dir.name == _metadata(result, "trained_models", "runtime_gnn")["version"]
+        metrics = Metrics.read(data / "reports" / "metrics.json")
+        assert read_manifest(bundle_dir)["metrics"]["id_mre"] == metrics.mre("id")
         assert (data / "reports" / "report.html").is_file()
         assert (data / "reports" / "validation" / "index.html").is_file()
 
-        design = result.output_for_node("workload_design")
-        predictor = load_predictor(Path(bundle["latest"]))
+        design = read_design(data / "design" / "design.parquet")
+        predictor = load_predictor(data / "predictors" / "scaledl")
         predictions = predictor.predict(design_workloads(design)[:3])
         assert len(predictions) == 3
         assert (predictions["iteration_s"] > 0).all()
+        # The registered predictor never saw its hold-out.
+        held_out = read_manifest(bundle_dir)["training_data"]["held_out"]
+        assert len(predictor.training_workload_ids) + held_out == metrics.n_workloads
 
-        version = result.output_for_node("data_version")
+        version = _metadata(result, "data_version")
         assert version["md5"] == read_dvc_file(repo / "data.dvc")["md5"]
+        assert version["predictor_version"] == bundle_dir.name
 
         # A second run of the profiling stage reuses every complete (workload, repeat) part (a
         # part the interference guard flagged, or a failed one, is measured again).
+        first = _metadata(result, "profiling_runs")
+        assert first["ok_total"] >= 1
         again = dg.materialize(
-            [*ALL_ASSETS],
+            assets,
             selection=["profiling_runs"],
             resources=_resources(repo, dvc_exe),
             instance=instance,
         )
-        first = result.output_for_node("profiling_runs")
-        runs = again.output_for_node("profiling_runs")
+        runs = _metadata(again, "profiling_runs")
         assert runs["reused"] == first["complete_parts"]
         assert runs["requested"] == first["requested"]
-        assert runs["profiled"] <= first["requested"] - first["complete_parts"]
+        assert runs["profiled_now"] <= first["requested"] - first["complete_parts"]
+
+        # Retraining under the weekly policy: the new candidate and the registered version are
+        # compared on the held-out workloads, and the decision follows the paired verdict.
+        retrain = dg.materialize(
+            assets,
+            selection=["layerwise_models", "runtime_gnn", "predictor_bundle"],
+            resources=_resources(repo, dvc_exe),
+            instance=instance,
+            run_config=RETRAIN,
+        )
+        decision = _metadata(retrain, "predictor_bundle")
+        assert decision["policy"] == "if_not_worse" and "held-out workloads" in decision["held_out"]
+        if held_out >= 2:  # half of ten: unless validation quarantined disturbed workloads
+            assert decision["held_out_workloads"] == held_out
+            assert decision["registered"] == (decision["verdict"] != "worse")
+            assert decision["mre_difference_ci_low"] <= decision["mre_difference"]
+            assert decision["mre_difference"] <= decision["mre_difference_ci_high"]
+            assert decision["candidate_held_out_mre"] > 0 and decision["current_held_out_mre"] > 0
+        else:
+            assert not decision["registered"] and "no paired comparison" in decision["decision"]
+        latest = load_predictor(data / "predictors" / "scaledl").version
+        assert latest == (
+            decision["candidate_version"] if decision["registered"] else bundle_dir.name
+        )
+        assert not _pickles(home)
 
         # A consumer: clone the repository, pull the data version from the same remote, load
         # the predictor from the clone and predict, without profiling or training anything.
@@ -80,8 +138,7 @@ def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
         run_cmd("git", "clone", "-q", repo, clone, cwd=tmp_path)
         run_cmd(dvc_exe, "remote", "add", "-f", "-d", "local", remote, cwd=clone)
         run_cmd(dvc_exe, "pull", "-q", cwd=clone)
-        relative = Path(bundle["latest"]).relative_to(repo)
-        pulled = load_predictor(clone / relative)
+        pulled = load_predictor(clone / "data" / "predictors" / "scaledl" / bundle_dir.name)
         assert pulled.version == predictor.version
         again = pulled.predict(design_workloads(design)[:3])
         assert again["iteration_s"].tolist() == predictions["iteration_s"].tolist()

@@ -1,9 +1,17 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
-from pipelines.definitions import defs
+from pipelines.definitions import defs as load_defs
 from pipelines.defs.config import DEFAULT_DATA_DIR, ScaledlSettings, settings_from_env
 from pipelines.defs.resources import DvcResource, LocalPredictorStore, LocalTorchrunLauncher
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+defs = load_defs()
 
 EXPECTED_ASSETS = {
     "search_space",
@@ -21,6 +29,20 @@ EXPECTED_ASSETS = {
 
 def test_definitions_are_loadable():
     dg.Definitions.validate_loadable(defs)
+    assert defs.executor is dg.in_process_executor
+
+
+@pytest.mark.slow
+def test_bare_dagster_commands_find_the_code_location(tmp_path):
+    """`dagster definitions validate` with no target works in the root ([tool.dg])."""
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    dagster = Path(sys.executable).parent / "dagster"
+    run = subprocess.run(
+        [str(dagster), "definitions", "validate"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Validation successful for code location scaledl" in run.stdout + run.stderr
 
 
 def test_asset_graph_has_the_pipeline_stages_in_order():
@@ -77,6 +99,7 @@ def test_retrain_job_augments_and_gates_registration():
     ops = defs.resolve_job_def("retrain_job").run_config["ops"]
     assert ops["workload_design"]["config"]["augment_k"] > 0
     assert ops["predictor_bundle"]["config"]["policy"] == "if_not_worse"
+    assert "paired" in defs.resolve_job_def("retrain_job").description
     assert defs.resolve_job_def("scaledl_pipeline").run_config is None
 
 

@@ -1,3 +1,5 @@
+import json
+
 import dagster as dg
 
 from pipelines.defs.assets.imported import imported_profiles
@@ -5,9 +7,10 @@ from pipelines.defs.config import ScaledlSettings
 
 
 def test_a_preset_without_external_data_skips_the_import(tmp_path):
-    context = dg.build_asset_context()
     settings = ScaledlSettings(preset="smoke", data_dir=str(tmp_path))
     space = {"name": "smoke", "evaluation": {"include_external": False}}
-    out = imported_profiles(context=context, settings=settings, search_space=space)
-    assert "include_external: false" in out["skipped"]
+    settings.search_space_path.parent.mkdir(parents=True)
+    settings.search_space_path.write_text(json.dumps(space))
+    out = imported_profiles(context=dg.build_asset_context(), settings=settings)
+    assert "include_external: false" in out.metadata["skipped"]
     assert not (tmp_path / "imported").exists()

@@ -1,51 +1,48 @@
-import math
+import numpy as np
 
-import pytest
+from pipelines.defs.policy import decide_registration, held_out_ids
+from scaledl.evaluation.significance import paired_comparison
 
-from pipelines.defs.policy import decide_registration, ood_mre
+BASE = np.linspace(0.05, 0.4, 30)
+
+
+def _comparison(shift: float):
+    """Candidate errors = current errors + shift (paired, so the verdict is certain)."""
+    rng = np.random.default_rng(0)
+    candidate = np.clip(BASE + shift + rng.normal(0, 0.005, BASE.size), 0, None)
+    return paired_comparison(candidate, BASE, "candidate v2", "current v1")
 
 
 def test_registers_when_nothing_is_registered():
-    decision = decide_registration(0.3, None)
-    assert decision.register
-    assert "no current version" in decision.reason
+    decision = decide_registration(has_current=False)
+    assert decision.register and "no registered version" in decision.reason
 
 
-def test_registers_when_not_worse():
-    assert decide_registration(0.10, 0.12).register
-    assert decide_registration(0.12, 0.12).register
+def test_registers_a_better_or_indistinguishable_candidate():
+    better = decide_registration(has_current=True, comparison=_comparison(-0.05))
+    assert better.register and better.comparison.verdict == "better"
+    same = decide_registration(has_current=True, comparison=_comparison(0.0))
+    assert same.register and same.comparison.verdict == "not distinguishable"
+    assert "registering" in same.reason and "CI" in same.reason
 
 
-def test_keeps_current_when_worse_and_says_why():
-    decision = decide_registration(0.15, 0.12)
+def test_keeps_the_current_version_when_the_candidate_is_worse_and_says_why():
+    decision = decide_registration(has_current=True, comparison=_comparison(+0.05))
     assert not decision.register
-    assert "worse" in decision.reason and "0.15" in decision.reason and "0.12" in decision.reason
-    assert decision.candidate_mre == 0.15 and decision.current_mre == 0.12
+    assert decision.comparison.verdict == "worse"
+    assert "candidate v2 vs current v1" in decision.reason and "keeping" in decision.reason
 
 
-def test_tolerance_allows_a_small_increase():
-    assert decide_registration(0.125, 0.12, tolerance=0.05).register
-    assert not decide_registration(0.127, 0.12, tolerance=0.05).register
+def test_without_a_comparison_the_current_version_is_kept():
+    decision = decide_registration(has_current=True, not_compared="1 held-out workload")
+    assert not decision.register and "1 held-out workload" in decision.reason
 
 
-def test_non_finite_candidate_never_replaces_a_finite_current():
-    for bad in (None, math.nan, math.inf, "x"):
-        assert not decide_registration(bad, 0.2).register
+def test_an_unusable_current_version_is_replaced():
+    decision = decide_registration(has_current=True, current_unusable="checksum mismatch")
+    assert decision.register and "checksum mismatch" in decision.reason
 
 
-def test_non_finite_current_is_replaced():
-    assert decide_registration(0.4, math.nan).register
-
-
-def test_negative_tolerance_is_rejected():
-    with pytest.raises(ValueError, match="tolerance"):
-        decide_registration(0.1, 0.1, tolerance=-0.1)
-
-
-def test_ood_mre_reads_compact_and_full_metrics():
-    assert ood_mre({"ood_mre": 0.2}) == 0.2
-    full = {"splits": {"ood": {"mean": {"scaledl": {"mre": 0.3}, "roofline": {"mre": 0.9}}}}}
-    assert ood_mre(full) == 0.3
-    assert ood_mre(full, method="roofline") == 0.9
-    assert ood_mre({"splits": {}}) is None
-    assert ood_mre(None) is None
+def test_held_out_ids_exclude_both_training_sets_in_order():
+    assert held_out_ids(["a", "b", "c", "d", "e"], ["a", "b"], ["b", "d"]) == ["c", "e"]
+    assert held_out_ids(["a", "b", "c"], ["a"], []) == ["b", "c"]

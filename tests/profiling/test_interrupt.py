@@ -18,7 +18,7 @@ from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
 from scaledl.profiling.store import part_statuses, read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import tiny  # noqa: E402
+from tiny_specs import tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PRESETS = Path(scaledl.__file__).parent / "presets"

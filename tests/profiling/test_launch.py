@@ -17,7 +17,8 @@ from scaledl.profiling.launch import (
 from scaledl.profiling.store import part_path, read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import SETTINGS, TIMEOUT_S, tiny  # noqa: E402
+from scaledl_fixtures import SETTINGS, TIMEOUT_S  # noqa: E402
+from tiny_specs import tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -2,6 +2,7 @@ import json
 
 import pandas as pd
 import pytest
+from tiny_specs import tiny
 
 from scaledl.profiling.store import (
     TABLES,
@@ -20,19 +21,7 @@ from scaledl.profiling.store import (
 )
 from scaledl.workloads.spec import Workload
 
-BERT = Workload.parse(
-    {
-        "family": "bert",
-        "hidden_size": 32,
-        "num_layers": 1,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "vocab_size": 100,
-        "seq_len": 16,
-        "batch_size": 2,
-        "dataset_size": 8,
-    }
-)
+BERT = tiny("bert")
 OTHER = BERT.model_copy(update={"batch_size": 4})
 RUN = {"workload_id": BERT.workload_id, "status": "failed", "error": "boom", "host": "h"}
 

@@ -1,8 +1,11 @@
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from scaledl.registry import (
     BundleError,
@@ -10,10 +13,11 @@ from scaledl.registry import (
     list_predictors,
     load_predictor,
     read_manifest,
+    register_bundle,
     resolve_bundle,
     save_bundle,
 )
-from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method
+from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method, sha256_file
 from scaledl.workloads.device import local_device_name
 
 pytestmark = pytest.mark.slow
@@ -70,11 +74,12 @@ def test_save_load_gives_identical_predictions(registry_root, profiled):
 
 def test_load_method_restores_every_part(bundle):
     method, manifest = load_method(bundle)
-    assert method.gnn is not None and not method.gnn.training
-    assert method.allreduce is not None  # two-rank workloads were profiled
-    assert len(method.epoch_model.coef_) == 3
-    assert "*" in method.layerwise.models and "attention" in method.layerwise.models
-    assert method.training_devices == [local_device_name()]
+    assert method.gnn_ is not None and not method.gnn_.training
+    assert method.allreduce_ is not None  # two-rank workloads were profiled
+    assert len(method.epoch_model_.coef_) == 3
+    assert "*" in method.layerwise_.models_ and "attention" in method.layerwise_.models_
+    assert method.training_devices_ == [local_device_name()]
+    assert len(method.training_workload_ids_) == 8
     assert manifest["version"] == "v2"
 
 
@@ -161,6 +166,33 @@ def test_other_sklearn_minor_is_incompatible(bundle):
         load_predictor(bundle)
 
 
+def test_weights_that_do_not_fit_fail_at_the_first_prediction(bundle, profiled):
+    # A consistent bundle (checksums updated) whose GNN config does not fit its weights: the
+    # files load, building the GNN (at the first prediction) is the error.
+    params_path = bundle / "params.json"
+    params = json.loads(params_path.read_text())
+    params["gnn_config"]["hidden_channels"] *= 2
+    params_path.write_text(json.dumps(params))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"]["params.json"] = sha256_file(params_path)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    predictor = load_predictor(bundle)
+    with pytest.raises(BundleError, match="gnn.pt: cannot build predictor"):
+        predictor.predict([profiled.workloads["bert_a"]])
+
+
+def test_loading_does_not_import_pytorch_geometric(registry_root):
+    code = (
+        "import sys, scaledl; "
+        f"p = scaledl.load_predictor({str(registry_root / 'scaledl')!r}); "
+        "assert 'torch_geometric' not in sys.modules, 'imported at load'; "
+        "from scaledl.workloads.device import local_device_name; "
+        "assert p.devices == [local_device_name()]"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
 def test_missing_latest_and_bad_paths(registry_root, tmp_path):
     name_dir = tmp_path / "scaledl"
     shutil.copytree(registry_root / "scaledl", name_dir)
@@ -228,10 +260,24 @@ def test_save_refuses_existing_version_and_unfitted_method(registry_root, tmp_pa
     from scaledl.models.methods import GraphMethod
 
     method, _ = load_method(registry_root / "scaledl" / "v1")
-    method.training_workloads = []
     with pytest.raises(ValueError, match="exists already"):
         save_bundle(method, registry_root, "scaledl", version="v1")
-    with pytest.raises(ValueError, match="fitted"):
+    with pytest.raises(NotFittedError, match="GraphMethod instance is not fitted"):
         save_bundle(GraphMethod(mode="scaledl"), tmp_path)
-    with pytest.raises(ValueError, match="fitted"):
+    with pytest.raises(ValueError, match="mode='scaledl'"):
         save_bundle(GraphMethod(mode="additive"), tmp_path)
+    assert not (tmp_path / "scaledl").exists()
+
+
+def test_register_copies_a_verified_bundle(bundle, tmp_path):
+    target = register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"x": 1.0})
+    assert target == tmp_path / "registry" / "scaledl" / "v2"
+    assert (tmp_path / "registry" / "scaledl" / "latest").read_text().strip() == "v2"
+    manifest = read_manifest(target)
+    assert manifest["metrics"] == {"x": 1.0} and manifest["name"] == "scaledl"
+    assert load_predictor(tmp_path / "registry" / "scaledl").version == "v2"
+    with pytest.raises(ValueError, match="exists already"):
+        register_bundle(bundle, tmp_path / "registry", "scaledl")
+    (bundle / "gnn.pt").write_bytes(b"x")
+    with pytest.raises(BundleError, match="checksum"):
+        register_bundle(bundle, tmp_path / "other", "scaledl")

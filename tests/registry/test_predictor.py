@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from tiny_specs import tiny_spec
 
 from scaledl.registry import load_predictor
 from scaledl.workloads.device import local_device_name
@@ -8,16 +9,8 @@ from scaledl.workloads.spec import Workload, WorkloadError
 
 pytestmark = pytest.mark.slow
 
-ROW = {
-    "family": "bert",
-    "hidden_size": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": 100,
-    "seq_len": 16,
-    "batch_size": 2,
-}
+# The default epoch of 256 samples (steps per epoch are asserted below).
+ROW = tiny_spec("bert", dataset_size=256)
 
 
 @pytest.fixture(scope="module")

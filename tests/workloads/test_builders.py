@@ -2,54 +2,21 @@ import json
 
 import pytest
 import torch
+from tiny_specs import FAMILIES, gpt2_config, tiny
 
 from scaledl.workloads.builders import build_model, hf_config, make_batch, training_loss
-from scaledl.workloads.spec import Workload, WorkloadError
-
-TINY = {
-    "hidden_size": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "batch_size": 2,
-    "dataset_size": 8,
-}
-SPECS = {
-    "bert": {"family": "bert", "vocab_size": 100, "seq_len": 16, **TINY},
-    "vit": {"family": "vit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
-    "t5": {"family": "t5", "vocab_size": 100, "seq_len": 16, "decoder_seq_len": 8, **TINY},
-    "llama": {"family": "llama", "vocab_size": 100, "seq_len": 16, **TINY, "num_kv_heads": 1},
-    "deit": {"family": "deit", "image_size": 32, "patch_size": 16, "num_labels": 10, **TINY},
-}
-GPT2 = {
-    "model_type": "gpt2",
-    "n_embd": 32,
-    "n_layer": 1,
-    "n_head": 2,
-    "vocab_size": 100,
-    "n_positions": 64,
-}
+from scaledl.workloads.spec import WorkloadError
 
 
 @pytest.fixture
 def gpt2_path(tmp_path):
-    path = tmp_path / "gpt2.json"
-    path.write_text(json.dumps(GPT2))
-    return path
+    return gpt2_config(tmp_path)
 
 
-def workload(family: str, config_path=None, **fields) -> Workload:
-    if family == "hf":
-        spec = {"family": "hf", "config_path": str(config_path), "seq_len": 16, "batch_size": 2}
-    else:
-        spec = SPECS[family]
-    return Workload.parse({**spec, **fields})
-
-
-@pytest.mark.parametrize("family", [*SPECS, "hf"])
+@pytest.mark.parametrize("family", [*FAMILIES, "hf"])
 def test_training_step_touches_every_parameter(family, gpt2_path):
     torch.manual_seed(0)
-    w = workload(family, gpt2_path)
+    w = tiny(family, gpt2_path)
     model = build_model(w)
     assert model.training
     assert all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
@@ -62,9 +29,9 @@ def test_training_step_touches_every_parameter(family, gpt2_path):
     torch.optim.AdamW(model.parameters(), lr=1e-3).step()
 
 
-@pytest.mark.parametrize("family", [*SPECS, "hf"])
+@pytest.mark.parametrize("family", [*FAMILIES, "hf"])
 def test_inference_model_is_eval_and_runs(family, gpt2_path):
-    w = workload(family, gpt2_path, mode="infer")
+    w = tiny(family, gpt2_path, mode="infer")
     model = build_model(w)
     assert not model.training
     with torch.inference_mode():
@@ -72,9 +39,9 @@ def test_inference_model_is_eval_and_runs(family, gpt2_path):
     assert out is not None
 
 
-@pytest.mark.parametrize("family", [*SPECS, "hf"])
+@pytest.mark.parametrize("family", [*FAMILIES, "hf"])
 def test_batch_shapes(family, gpt2_path):
-    w = workload(family, gpt2_path)
+    w = tiny(family, gpt2_path)
     batch = make_batch(w)
     if w.is_vision:
         assert batch["pixel_values"].shape == (2, 3, 32, 32)
@@ -88,7 +55,7 @@ def test_batch_shapes(family, gpt2_path):
 
 
 def test_batch_is_reproducible_with_a_generator():
-    w = workload("bert")
+    w = tiny("bert")
     a = make_batch(w, generator=torch.Generator().manual_seed(3))
     b = make_batch(w, generator=torch.Generator().manual_seed(3))
     c = make_batch(w, generator=torch.Generator().manual_seed(4))
@@ -97,7 +64,7 @@ def test_batch_is_reproducible_with_a_generator():
 
 
 def test_meta_device_allocates_nothing():
-    model = build_model(workload("bert"), device="meta")
+    model = build_model(tiny("bert"), device="meta")
     assert all(p.is_meta for p in model.parameters())
 
 
@@ -105,19 +72,19 @@ def test_meta_device_allocates_nothing():
     ("precision", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16)]
 )
 def test_precision_sets_parameter_dtype(precision, dtype):
-    model = build_model(workload("bert", precision=precision), device="meta")
+    model = build_model(tiny("bert", precision=precision), device="meta")
     assert {p.dtype for p in model.parameters()} == {dtype}
 
 
 def test_config_follows_spec():
-    cfg = hf_config(workload("llama"))
+    cfg = hf_config(tiny("llama"))
     assert (cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (32, 2, 1)
-    cfg = hf_config(workload("t5", decoder_num_layers=2))
+    cfg = hf_config(tiny("t5", decoder_num_layers=2))
     assert (cfg.d_model, cfg.d_kv, cfg.num_layers, cfg.num_decoder_layers) == (32, 16, 1, 2)
 
 
 def test_hf_config_reads_the_json(gpt2_path):
-    cfg = hf_config(workload("hf", gpt2_path))
+    cfg = hf_config(tiny("hf", gpt2_path))
     assert cfg.model_type == "gpt2"
     assert (cfg.n_embd, cfg.n_layer, cfg.vocab_size) == (32, 1, 100)
 
@@ -125,7 +92,7 @@ def test_hf_config_reads_the_json(gpt2_path):
 def test_missing_hf_config_names_config_path(tmp_path):
     missing = tmp_path / "nowhere.json"
     with pytest.raises(WorkloadError) as info:
-        workload("hf", missing)  # the spec reads the config when parsed
+        tiny("hf", missing)  # the spec reads the config when parsed
     assert "field 'config_path'" in str(info.value)
     assert str(missing) in str(info.value)
 
@@ -134,14 +101,14 @@ def test_invalid_json_names_config_path(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
     with pytest.raises(WorkloadError, match="config_path"):
-        hf_config(workload("hf", path))
+        hf_config(tiny("hf", path))
 
 
 def test_unknown_model_type_names_it(tmp_path):
     path = tmp_path / "unknown.json"
     path.write_text(json.dumps({"model_type": "no_such_model"}))
     with pytest.raises(WorkloadError) as info:
-        build_model(workload("hf", path))
+        build_model(tiny("hf", path))
     assert "model_type" in str(info.value) and "no_such_model" in str(info.value)
 
 

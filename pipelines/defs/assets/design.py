@@ -1,8 +1,14 @@
-"""Design stage: the preset's search space and the D-optimal workload design."""
+"""Design stage: the preset's search space and the D-optimal workload design.
+
+Both assets write their files under the data root (``design/search_space.json``,
+``design/design.parquet``) and return :class:`dagster.MaterializeResult` with metadata;
+downstream assets read the files, nothing goes through Dagster's storage.
+"""
 
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -20,6 +26,40 @@ def preset_fingerprint(preset: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def read_search_space(settings: ScaledlSettings) -> dict[str, Any]:
+    """The preset written by ``search_space``.
+
+    Raises:
+        dagster.Failure: ``search_space`` has not been materialised for this data root.
+    """
+    path = settings.search_space_path
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise dg.Failure(f"{path}: unreadable ({exc}); materialise 'search_space' first") from exc
+
+
+def read_design_table(settings: ScaledlSettings) -> pd.DataFrame:
+    """The design written by ``workload_design``.
+
+    Raises:
+        dagster.Failure: ``workload_design`` has not been materialised for this data root.
+    """
+    from scaledl.design import read_design
+
+    path = settings.design_path
+    if not path.is_file():
+        raise dg.Failure(f"{path}: no design; materialise 'workload_design' first")
+    return read_design(path)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    tmp.replace(path)
+
+
 def _device() -> tuple[str, str]:
     from scaledl.workloads.device import local_backend, local_device_name
 
@@ -27,7 +67,7 @@ def _device() -> tuple[str, str]:
 
 
 @dg.asset(group_name=GROUP, kinds={"python", "yaml"})
-def search_space(context: dg.AssetExecutionContext, settings: ScaledlSettings) -> dict[str, Any]:
+def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
     """The preset's search space: model families, their factor levels and feasible candidates."""
     from scaledl.design import candidate_workloads, load_preset
 
@@ -42,8 +82,10 @@ def search_space(context: dg.AssetExecutionContext, settings: ScaledlSettings) -
             for key, value in spec.items()
         ]
     )
-    context.add_output_metadata(
-        {
+    _write_json(settings.search_space_path, preset)
+    return dg.MaterializeResult(
+        metadata={
+            "search_space_file": dg.MetadataValue.path(str(settings.search_space_path)),
             "preset": preset["name"],
             "source": dg.MetadataValue.path(str(preset["source"])),
             "fingerprint": preset_fingerprint(preset),
@@ -57,20 +99,16 @@ def search_space(context: dg.AssetExecutionContext, settings: ScaledlSettings) -
             "design_settings": dg.MetadataValue.json(preset["design"]),
         }
     )
-    return preset
 
 
-@dg.asset(group_name=GROUP, kinds={"python", "parquet"})
+@dg.asset(group_name=GROUP, kinds={"python", "parquet"}, deps=["search_space"])
 def workload_design(
-    context: dg.AssetExecutionContext,
-    config: WorkloadDesignConfig,
-    settings: ScaledlSettings,
-    search_space: dict[str, Any],
-) -> pd.DataFrame:
+    config: WorkloadDesignConfig, settings: ScaledlSettings
+) -> dg.MaterializeResult:
     """The workloads to profile: a D-optimal subset of the candidates (augmented on retrain)."""
     from scaledl.design import augment_design, generate_design, read_design, write_design
 
-    preset = search_space
+    preset = read_search_space(settings)
     fingerprint = preset_fingerprint(preset)
     path, fp_path = settings.design_path, settings.design_fingerprint_path
     same_preset = (
@@ -94,9 +132,7 @@ def workload_design(
         result = dataclasses.replace(added, table=combined)
         action = f"augmented by {len(added.table)} workloads"
     elif same_preset and not config.regenerate:
-        table = read_design(path)
-        context.add_output_metadata(_design_metadata(table, "reused", path))
-        return table
+        return dg.MaterializeResult(metadata=_design_metadata(read_design(path), "reused", path))
     else:
         result = generate_design(
             preset,
@@ -109,17 +145,15 @@ def workload_design(
         action = "generated"
     write_design(result, path)
     fp_path.write_text(json.dumps({"preset": preset["name"], "fingerprint": fingerprint}))
-    table = read_design(path)
-    context.add_output_metadata(
-        {
-            **_design_metadata(table, action, path),
+    return dg.MaterializeResult(
+        metadata={
+            **_design_metadata(read_design(path), action, path),
             "log_det": float(result.log_det),
             "d_efficiency": float(result.d_efficiency),
             "n_candidates": int(result.n_candidates),
             "n_terms": int(result.n_terms),
         }
     )
-    return table
 
 
 def _design_metadata(table: pd.DataFrame, action: str, path: Any) -> dict[str, Any]:

@@ -1,67 +1,92 @@
-"""Evaluation stage: in-distribution and leave-one-family-out accuracy against baselines."""
+"""Evaluation stage: in-distribution and leave-one-family-out accuracy against baselines.
 
-from pathlib import Path
+The library writes ``reports/metrics.json`` (read back with
+:class:`scaledl.evaluation.results.Metrics`), ``report.html`` and the figures; the asset returns
+the headline numbers as metadata.
+"""
+
+import dataclasses
 from typing import Any
 
 import dagster as dg
 import pandas as pd
 
+from pipelines.defs.assets.design import read_search_space
+from pipelines.defs.assets.imported import imported_parallel_labels, imported_validated_dir
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.metadata import md_table, png_markdown
-from pipelines.defs.policy import ood_mre
 
 GROUP = "evaluation"
 
 
-def split_table(metrics: dict[str, Any]) -> pd.DataFrame:
-    """One row per split and method with the mean error metrics of that split."""
+def split_table(metrics: Any) -> pd.DataFrame:
+    """One row per split and method with the iteration-time errors (OOD: mean over families).
+
+    Args:
+        metrics: a :class:`~scaledl.evaluation.results.Metrics`.
+
+    Returns:
+        Columns ``split``, ``method``, ``mre``, ``rmse_s``, ``p50_re``, ``p90_re``; skipped
+        splits have no rows.
+    """
+    from scaledl.evaluation.results import Skipped
+
     rows = []
-    for split, body in (metrics.get("splits") or {}).items():
-        body = (body or {}).get("mean", body) if split == "ood" else (body or {})
-        for method, values in body.items():
-            if isinstance(values, dict) and "mre" in values:
-                keep = {k: values[k] for k in ("mre", "rmse_s", "p50_re", "p90_re") if k in values}
-                rows.append({"split": split, "method": method, **keep})
-    return pd.DataFrame(rows)
+    for split in ("id", "ood", "extrapolation"):
+        if isinstance(getattr(metrics.splits, split), Skipped):
+            continue
+        for method in metrics.methods:
+            it = metrics.method_errors(split, method).iteration
+            rows.append(
+                {
+                    "split": split,
+                    "method": method,
+                    "mre": it.mre,
+                    "rmse_s": it.rmse_s,
+                    "p50_re": it.p50_re,
+                    "p90_re": it.p90_re,
+                }
+            )
+    return pd.DataFrame(rows, columns=["split", "method", "mre", "rmse_s", "p50_re", "p90_re"])
 
 
-@dg.asset(group_name=GROUP, kinds={"python", "html"})
-def evaluation_report(
-    context: dg.AssetExecutionContext,
-    settings: ScaledlSettings,
-    search_space: dict[str, Any],
-    validated_profiles: dict[str, Any],
-    imported_profiles: dict[str, Any],
-) -> dict[str, Any]:
+@dg.asset(
+    group_name=GROUP,
+    kinds={"python", "html"},
+    deps=["search_space", "validated_profiles", "imported_profiles"],
+)
+def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
     """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines."""
-    import dataclasses
-
     from scaledl.evaluation import EvaluationConfig, evaluate
+    from scaledl.evaluation.report import reproducibility_text
+    from scaledl.evaluation.results import Skipped
 
     out_dir = settings.reports_dir
-    config = EvaluationConfig.from_preset(search_space.get("evaluation"))
-    if "validated_dir" in imported_profiles:
+    config = EvaluationConfig.from_preset(read_search_space(settings).get("evaluation"))
+    if config.include_external:
+        validated = imported_validated_dir(settings)
+        if not validated.is_dir():
+            raise dg.Failure(
+                f"{validated}: no imported GPU profiles; materialise 'imported_profiles' first"
+            )
         config = dataclasses.replace(
-            config,
-            gpu_profiles=Path(imported_profiles["validated_dir"]),
-            gpu_parallel_labels=Path(imported_profiles["parallel_labels"]),
+            config, gpu_profiles=validated, gpu_parallel_labels=imported_parallel_labels(settings)
         )
-    metrics = dict(evaluate(Path(validated_profiles["validated_dir"]), out_dir, config))
-    metrics["metrics_path"] = str(out_dir / "metrics.json")
+    metrics = evaluate(settings.validated_dir, out_dir, config)
     figures = sorted((out_dir / "figures").glob("*.png"))
-    table = split_table(metrics)
     meta: dict[str, Any] = {
         "report": dg.MetadataValue.path(str(out_dir / "report.html")),
-        "metrics": dg.MetadataValue.path(metrics["metrics_path"]),
-        "errors_by_split": md_table(table),
+        "metrics": dg.MetadataValue.path(str(settings.metrics_path)),
+        "errors_by_split": md_table(split_table(metrics)),
         "figures": dg.MetadataValue.md(png_markdown(figures) or "_(no figures)_"),
+        "label_reproducibility": reproducibility_text(metrics),
     }
-    ood = ood_mre(metrics)
-    if ood is not None:
-        meta["ood_mre"] = dg.MetadataValue.float(ood)
-    try:
-        meta["id_mre"] = dg.MetadataValue.float(float(metrics["splits"]["id"]["scaledl"]["mre"]))
-    except (KeyError, TypeError, ValueError):
-        context.log.warning("evaluation metrics have no in-distribution ScaleDL MRE")
-    context.add_output_metadata(meta)
-    return metrics
+    for split in ("id", "ood"):
+        body = getattr(metrics.splits, split)
+        if isinstance(body, Skipped):
+            meta[f"{split}_mre"] = f"skipped: {body.skipped}"
+        elif "scaledl" not in metrics.methods:
+            meta[f"{split}_mre"] = "scaledl not among the evaluated methods"
+        else:
+            meta[f"{split}_mre"] = dg.MetadataValue.float(metrics.mre(split))
+    return dg.MaterializeResult(metadata=meta)

@@ -1,10 +1,15 @@
-"""Imported profiles: real GPU measurements of others, as standard tables, validated."""
+"""Imported profiles: real GPU measurements of others, as standard tables, validated.
 
-from typing import Any
+The import and its validation write under ``<data>/imported/`` (:func:`imported_validated_dir`,
+:func:`imported_parallel_labels`); the evaluation asset reads them from there.
+"""
+
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
+from pipelines.defs.assets.design import read_search_space
 from pipelines.defs.config import REPO_ROOT, ScaledlSettings
 from pipelines.defs.metadata import md_table
 
@@ -12,22 +17,37 @@ GROUP = "profiling"
 NEUSIGHT_ROOT = REPO_ROOT / "external" / "neusight"
 
 
-@dg.asset(group_name=GROUP, kinds={"parquet", "great_expectations"})
+def imported_profiles_dir(settings: ScaledlSettings) -> Path:
+    """The imported NeuSight tables (``imported/neusight``)."""
+    return settings.root / "imported" / "neusight"
+
+
+def imported_validated_dir(settings: ScaledlSettings) -> Path:
+    """Their validated rows (``imported/validated/neusight``)."""
+    return settings.root / "imported" / "validated" / "neusight"
+
+
+def imported_parallel_labels(settings: ScaledlSettings) -> Path:
+    """The import's multi-GPU labels (``imported/neusight/parallel_labels.parquet``)."""
+    return imported_profiles_dir(settings) / "parallel_labels.parquet"
+
+
+@dg.asset(group_name=GROUP, kinds={"parquet", "great_expectations"}, deps=["search_space"])
 def imported_profiles(
-    context: dg.AssetExecutionContext, settings: ScaledlSettings, search_space: dict[str, Any]
-) -> dict[str, Any]:
+    context: dg.AssetExecutionContext, settings: ScaledlSettings
+) -> dg.MaterializeResult:
     """NeuSight's GPU traces and labels imported as profile tables and validated like our own."""
     from scaledl.external.neusight_tables import import_neusight
     from scaledl.validation import ValidationError, validate_profiles
 
+    search_space = read_search_space(settings)
     if not search_space.get("evaluation", {}).get("include_external", True):
         reason = f"preset {search_space['name']!r} sets evaluation.include_external: false"
         context.log.info(f"imported profiles not built: {reason}")
-        context.add_output_metadata({"skipped": reason})
-        return {"skipped": reason}
-    out = settings.root / "imported" / "neusight"
+        return dg.MaterializeResult(metadata={"skipped": reason})
+    out = imported_profiles_dir(settings)
     summary = import_neusight(NEUSIGHT_ROOT, out)
-    validated = settings.root / "imported" / "validated" / "neusight"
+    validated = imported_validated_dir(settings)
     report_dir = settings.validation_report_dir / "imported" / "neusight"
     try:
         report = validate_profiles(
@@ -40,23 +60,18 @@ def imported_profiles(
         [{"table": t, "rows_in": v["rows_in"], "passed": v["passed"],
           "quarantined": v["quarantined"]} for t, v in tables.items()]
     )  # fmt: skip
-    context.add_output_metadata(
-        {
+    return dg.MaterializeResult(
+        metadata={
             "source": summary.manifest["source"],
             "workloads": summary.manifest["workloads"],
             "gpus": ", ".join(summary.manifest["gpus"]),
             "models": ", ".join(summary.manifest["models"]),
             "not_carried": md_table(pd.DataFrame({"not carried": summary.manifest["not_carried"]})),
             "tables": md_table(counts),
+            "profiles_dir": dg.MetadataValue.path(str(out)),
             "validated_dir": dg.MetadataValue.path(str(validated)),
+            "parallel_labels": dg.MetadataValue.path(str(imported_parallel_labels(settings))),
             "report": dg.MetadataValue.path(str(report_dir / "index.html")),
             "rows_quarantined": report.quarantined_rows,
         }
     )
-    return {
-        "source": "neusight",
-        "profiles_dir": str(out),
-        "validated_dir": str(validated),
-        "parallel_labels": str(out / "parallel_labels.parquet"),
-        "tables": tables,
-    }

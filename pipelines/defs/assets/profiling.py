@@ -1,10 +1,15 @@
-"""Profiling stage: torchrun measurements of the design and their validation."""
+"""Profiling stage: torchrun measurements of the design and their validation.
+
+The profiles (``profiles/``) and the validated and quarantined tables (``validated/``,
+``quarantine/``) are written by the library; the assets return their counts as metadata.
+"""
 
 from typing import Any
 
 import dagster as dg
 import pandas as pd
 
+from pipelines.defs.assets.design import read_design_table, read_search_space
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.metadata import md_table
 from pipelines.defs.resources import ProfilingLauncher
@@ -22,18 +27,15 @@ def design_workloads(design: pd.DataFrame) -> list[Any]:
     ]
 
 
-@dg.asset(group_name=GROUP, kinds={"pytorch", "parquet"})
+@dg.asset(group_name=GROUP, kinds={"pytorch", "parquet"}, deps=["search_space", "workload_design"])
 def profiling_runs(
-    context: dg.AssetExecutionContext,
-    settings: ScaledlSettings,
-    launcher: ProfilingLauncher,
-    search_space: dict[str, Any],
-    workload_design: pd.DataFrame,
-) -> dict[str, Any]:
+    context: dg.AssetExecutionContext, settings: ScaledlSettings, launcher: ProfilingLauncher
+) -> dg.MaterializeResult:
     """Measured per-layer forward/backward, all-reduce, iteration and epoch times."""
     from scaledl.profiling.store import completed_parts, completed_workload_ids, consolidate
 
-    workloads = design_workloads(workload_design)
+    search_space = read_search_space(settings)
+    workloads = design_workloads(read_design_table(settings))
     runnable, skipped = launcher.runnable(workloads)
     if skipped:
         context.log.warning(
@@ -57,20 +59,6 @@ def profiling_runs(
     tables = consolidate(out_dir, workload_ids=design_ids)
     runs = tables["runs"]
     per_family = _iteration_summary(tables)
-    result = {
-        "profiles_dir": str(out_dir),
-        "requested": summary.requested,
-        "reused": summary.skipped,
-        "profiled": summary.ok,
-        "failed": dict(summary.failed),
-        "interference": dict(summary.interference),
-        "remeasured": summary.remeasured,
-        "not_runnable": [w.workload_id for w in skipped],
-        "ok_total": len(ok_ids),
-        "complete_parts": len(complete_parts),
-        "wall_s": summary.wall_s,
-        "rows": {name: len(frame) for name, frame in tables.items()},
-    }
     failed = pd.DataFrame(
         [{"workload_id": k, "status": v} for k, v in summary.failed.items()],
         columns=["workload_id", "status"],
@@ -78,8 +66,8 @@ def profiling_runs(
     if not failed.empty and "error" in runs.columns:
         errors = runs.set_index("workload_id")["error"].astype(str).str.slice(0, 200)
         failed["error"] = failed["workload_id"].map(errors)
-    context.add_output_metadata(
-        {
+    return dg.MaterializeResult(
+        metadata={
             "profiles_dir": dg.MetadataValue.path(str(out_dir)),
             "requested": summary.requested,
             "reused": summary.skipped,
@@ -88,7 +76,9 @@ def profiling_runs(
             "disturbed_parts": sum(summary.interference.values()),
             "remeasured_parts": summary.remeasured,
             "host_checks": dg.MetadataValue.md("\n".join(f"- {c}" for c in summary.host_checks)),
+            "not_runnable": len(skipped),
             "ok_total": len(ok_ids),
+            "complete_parts": len(complete_parts),
             "force_profile": settings.force_profile,
             "profiling_wall_s": round(summary.wall_s, 2),
             "dagster/row_count": len(runs),
@@ -99,7 +89,6 @@ def profiling_runs(
             "failures": md_table(failed),
         }
     )
-    return result
 
 
 def _iteration_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -117,19 +106,15 @@ def _iteration_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-@dg.asset(group_name=GROUP, kinds={"great_expectations", "parquet"})
-def validated_profiles(
-    context: dg.AssetExecutionContext,
-    settings: ScaledlSettings,
-    profiling_runs: dict[str, Any],
-) -> dict[str, Any]:
+@dg.asset(group_name=GROUP, kinds={"great_expectations", "parquet"}, deps=["profiling_runs"])
+def validated_profiles(settings: ScaledlSettings) -> dg.MaterializeResult:
     """Profile tables that passed the great-expectations suites (bad rows quarantined)."""
     from scaledl.validation import ValidationError, validate_profiles
 
     report_page = settings.validation_report_dir / "index.html"
     try:
         report = validate_profiles(
-            profiling_runs["profiles_dir"],
+            settings.profiles_dir,
             settings.validated_dir,
             settings.quarantine_dir,
             settings.validation_report_dir,
@@ -152,8 +137,8 @@ def validated_profiles(
         ]
     )
     failed_expectations = [e for e in result["expectations"] if not e.get("success", True)]
-    context.add_output_metadata(
-        {
+    return dg.MaterializeResult(
+        metadata={
             "passed": report.passed,
             "validated_dir": dg.MetadataValue.path(str(settings.validated_dir)),
             "quarantine_dir": dg.MetadataValue.path(str(settings.quarantine_dir)),
@@ -165,9 +150,3 @@ def validated_profiles(
             "tables": md_table(counts),
         }
     )
-    return {
-        "validated_dir": str(settings.validated_dir),
-        "passed": report.passed,
-        "tables": result["tables"],
-        "flags": len(result["flags"]),
-    }

@@ -1,129 +1,200 @@
-"""Training stage: layer-wise models + runtime GNN, and the versioned predictor bundle."""
+"""Training stage: layer-wise models + runtime GNN, and the versioned predictor bundle.
 
+Models never travel through Dagster's storage (no pickle): ``trained_models`` saves the fitted
+predictor as a checksummed bundle under ``candidates/<name>/<version>`` (skops and
+``torch.save`` of a state dict, :mod:`scaledl.registry.bundle`) and ``predictor_bundle`` loads
+that bundle back through the verifying loader, compares it with the registered version and
+copies it into the registry when the policy says so.
+"""
+
+import shutil
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from pipelines.defs.config import PredictorBundleConfig, ScaledlSettings
-from pipelines.defs.metadata import scalar_metadata
-from pipelines.defs.policy import RegistrationDecision, decide_registration, ood_mre
+from pipelines.defs.metadata import md_table
+from pipelines.defs.policy import RegistrationDecision, compare_on_held_out, decide_registration
 from pipelines.defs.resources import LocalPredictorStore
 
 GROUP = "training"
 
 
-def _split_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split a training summary into its layer-wise and GNN parts (shared keys go to both)."""
-    flat = scalar_metadata(summary)
-    gnn = {k: v for k, v in flat.items() if "gnn" in k.lower()}
-    layer = {k: v for k, v in flat.items() if "layer" in k.lower() and k not in gnn}
-    shared = {k: v for k, v in flat.items() if k not in gnn and k not in layer}
-    return {**shared, **layer}, {**shared, **gnn}
+def _prune_candidates(keep: Path) -> None:
+    """Remove the older candidate versions beside ``keep`` (never registered, never read)."""
+    for other in keep.parent.iterdir():
+        if other.is_dir() and other != keep:
+            shutil.rmtree(other)
 
 
 @dg.multi_asset(
-    group_name=GROUP,
-    outs={
-        "layerwise_models": dg.AssetOut(
+    specs=[
+        dg.AssetSpec(
+            "layerwise_models",
+            group_name=GROUP,
+            deps=["validated_profiles"],
             description="Per-layer-type forward/backward runtime regressors and the all-reduce "
-            "model, fitted on the validated profiles.",
+            "model, fitted on the validated profiles (in the candidate bundle).",
             kinds={"scikit-learn"},
         ),
-        "runtime_gnn": dg.AssetOut(
+        dg.AssetSpec(
+            "runtime_gnn",
+            group_name=GROUP,
+            deps=["validated_profiles", "layerwise_models"],
             description="Transformer GNN over the layer graph that corrects the layer-wise sum "
-            "into iteration and epoch times (the fitted ScaleDL predictor).",
+            "into iteration and epoch times (the candidate ScaleDL predictor bundle).",
             kinds={"pytorch"},
         ),
-    },
-    internal_asset_deps={
-        "layerwise_models": {dg.AssetKey("validated_profiles")},
-        "runtime_gnn": {dg.AssetKey("validated_profiles"), dg.AssetKey("layerwise_models")},
-    },
+    ],
 )
-def trained_models(validated_profiles: dict[str, Any]):
-    """Fit the ScaleDL predictor: layer-wise models first, then the runtime GNN on top."""
-    from scaledl.models.train import train_predictor
+def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorStore):
+    """Fit the ScaleDL predictor (layer-wise models, then the GNN) and save the candidate bundle.
 
-    predictor = train_predictor(Path(validated_profiles["validated_dir"]))
-    summary = dict(predictor.history)
-    layer_meta, gnn_meta = _split_summary(summary)
-    yield dg.Output(summary, output_name="layerwise_models", metadata=layer_meta)
-    yield dg.Output(predictor, output_name="runtime_gnn", metadata=gnn_meta)
+    The registration hold-out (``settings.holdout_fraction``) stays out of training.
+    """
+    from scaledl.models.data import load_profile_data
+    from scaledl.models.train import TrainConfig, train_predictor
+    from scaledl.registry import save_bundle, tables_sha256
+
+    data = load_profile_data(settings.validated_dir)
+    method = train_predictor(data, TrainConfig(holdout_fraction=settings.holdout_fraction))
+    trained = method.training_workload_ids_
+    training_data = {
+        "sha256": tables_sha256(settings.validated_dir),
+        "workloads": len(trained),
+        "held_out": len(data.ids) - len(trained),
+        "holdout_fraction": settings.holdout_fraction,
+        "families": sorted({data.workloads[i].family for i in trained}),
+        "dvc": "the data.dvc commit that contains this bundle",
+    }
+    path = save_bundle(
+        method, settings.candidates_dir, predictor_store.name, training_data=training_data
+    )
+    _prune_candidates(path)
+    types = sorted(method.layerwise_.models_)
+    yield dg.MaterializeResult(
+        asset_key="layerwise_models",
+        metadata={
+            "candidate_bundle": dg.MetadataValue.path(str(path)),
+            "file": dg.MetadataValue.path(str(path / "layerwise.skops")),
+            "layer_types": ", ".join(types),
+            "all_reduce_model": method.allreduce_ is not None,
+            "training_workloads": len(trained),
+            "held_out_workloads": training_data["held_out"],
+        },
+    )
+    history = method.history_
+    yield dg.MaterializeResult(
+        asset_key="runtime_gnn",
+        metadata={
+            "candidate_bundle": dg.MetadataValue.path(str(path)),
+            "file": dg.MetadataValue.path(str(path / "gnn.pt")),
+            "version": path.name,
+            "gnn_epochs": int(history["epochs"]),
+            "gnn_best_epoch": int(history["best_epoch"]),
+            "gnn_best_val_mse": float(history["best_val_mse"]),
+            "fit_seconds": round(method.fit_seconds_, 2),
+            "training_workloads": len(trained),
+            "families": ", ".join(training_data["families"]),
+        },
+    )
 
 
-@dg.asset(group_name=GROUP, kinds={"python"})
+def _decide(
+    candidate: Any, current_dir: Path | None, settings: ScaledlSettings, confidence_level: float
+) -> tuple[RegistrationDecision, str]:
+    """The policy's decision and a note on the held-out comparison."""
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    if current_dir is None:
+        return decide_registration(has_current=False), "no registered version to compare with"
+    try:
+        current = load_predictor(current_dir)
+        comparison, note = compare_on_held_out(
+            candidate, current, settings.validated_dir, confidence_level
+        )
+    except (BundleError, WorkloadError) as exc:
+        return decide_registration(has_current=True, current_unusable=str(exc)), str(exc)
+    decision = decide_registration(has_current=True, comparison=comparison, not_compared=note)
+    return decision, note
+
+
+@dg.asset(group_name=GROUP, kinds={"python"}, deps=["runtime_gnn", "evaluation_report"])
 def predictor_bundle(
     context: dg.AssetExecutionContext,
     config: PredictorBundleConfig,
     settings: ScaledlSettings,
     predictor_store: LocalPredictorStore,
-    runtime_gnn: Any,
-    evaluation_report: dict[str, Any],
-) -> dict[str, Any]:
+) -> dg.MaterializeResult:
     """The registered predictor version (``data/predictors/<name>/<version>``, plus ``latest``)."""
-    candidate = ood_mre(evaluation_report)
-    metrics = {
-        "ood_mre": candidate,
-        "id_mre": _mre(evaluation_report, "id"),
+    from scaledl.evaluation.results import Metrics, Skipped
+    from scaledl.registry import load_predictor
+
+    candidate = load_predictor(settings.candidates_dir / predictor_store.name)
+    metrics = Metrics.read(settings.metrics_path)
+    current_dir = predictor_store.current_bundle(settings.predictors_dir)
+    if current_dir is not None and current_dir.name == candidate.version:
+        raise dg.Failure(
+            f"the candidate {candidate.path} is the registered version already: materialise "
+            "'runtime_gnn' (train a new candidate) before 'predictor_bundle'"
+        )
+    decision, note = _decide(candidate, current_dir, settings, config.confidence_level)
+    register = decision.register or config.policy == "always"
+    reason = decision.reason if config.policy == "if_not_worse" else "policy 'always': registering"
+    comparison = decision.comparison
+    record = {
         "preset": settings.preset,
-        "evaluation": evaluation_report.get("metrics_path"),
+        "evaluation": str(settings.metrics_path),
+        "id_mre": metrics.mre("id"),
+        "ood_mre": None if isinstance(metrics.splits.ood, Skipped) else metrics.mre("ood"),
+        "held_out_comparison": comparison.to_dict() if comparison else None,
     }
-    current = predictor_store.current_manifest(settings.predictors_dir)
-    current_metrics = (current or {}).get("metrics")
-    if config.policy == "if_not_worse":
-        decision = decide_registration(candidate, ood_mre(current_metrics), config.tolerance)
+    if register:
+        path = predictor_store.register(candidate.path, settings.predictors_dir, record)
+        context.log.info(f"registered predictor {path}: {reason}")
     else:
-        decision = RegistrationDecision(
-            True, "policy 'always': registering", candidate, ood_mre(current_metrics)
-        )
-    name_dir = predictor_store.name_dir(settings.predictors_dir)
-    if decision.register:
-        from scaledl.registry import tables_sha256
-
-        training_data = {
-            "sha256": tables_sha256(settings.validated_dir),
-            "workloads": len(runtime_gnn.training_workloads),
-            "families": sorted({w.family for w in runtime_gnn.training_workloads}),
-            "dvc": "the data.dvc commit that contains this bundle",
-        }
-        path = predictor_store.save(
-            runtime_gnn, settings.predictors_dir, metrics, training_data=training_data
-        )
-        context.log.info(f"registered predictor {path}: {decision.reason}")
-    else:
-        path = predictor_store.current_bundle(settings.predictors_dir)
-        context.log.warning(f"kept current predictor {path}: {decision.reason}")
-    context.add_output_metadata(
-        {
-            "registered": decision.register,
-            "decision": decision.reason,
-            "policy": config.policy,
-            "bundle_dir": dg.MetadataValue.path(str(path)),
-            "version": path.name,
-            "candidate_ood_mre": _meta_float(decision.candidate_mre),
-            "current_ood_mre": _meta_float(decision.current_mre),
-        }
-    )
-    return {
-        "path": str(path),
-        "latest": str(name_dir),
+        path = current_dir
+        context.log.warning(f"kept current predictor {path}: {reason}")
+    meta: dict[str, Any] = {
+        "registered": register,
+        "decision": reason,
+        "policy": config.policy,
+        "policy_verdict": decision.reason,
+        "held_out": note,
+        "bundle_dir": dg.MetadataValue.path(str(path)),
         "version": path.name,
-        "registered": decision.register,
-        "reason": decision.reason,
-        "metrics": metrics,
+        "candidate_version": candidate.version,
+        "id_mre": dg.MetadataValue.float(record["id_mre"]),
     }
+    if comparison is not None:
+        meta.update(
+            {
+                "candidate_held_out_mre": dg.MetadataValue.float(comparison.mre_a),
+                "current_held_out_mre": dg.MetadataValue.float(comparison.mre_b),
+                "mre_difference": dg.MetadataValue.float(comparison.mre_difference),
+                "mre_difference_ci_low": dg.MetadataValue.float(comparison.ci_low),
+                "mre_difference_ci_high": dg.MetadataValue.float(comparison.ci_high),
+                "verdict": comparison.verdict,
+                "held_out_workloads": comparison.n_workloads,
+                "comparison": md_table(_comparison_frame(comparison)),
+            }
+        )
+    return dg.MaterializeResult(metadata=meta)
 
 
-def _mre(metrics: dict[str, Any], split: str) -> float | None:
-    """ScaleDL's MRE of a split (``ood`` is averaged over families under ``mean``)."""
-    body = metrics.get("splits", {}).get(split, {})
-    body = body.get("mean", body) if split == "ood" else body
-    try:
-        return float(body["scaledl"]["mre"])
-    except (KeyError, TypeError, ValueError):
-        return None
+def _comparison_frame(comparison: Any):
+    import pandas as pd
 
-
-def _meta_float(value: float | None) -> Any:
-    return dg.MetadataValue.float(value) if value is not None else "n/a"
+    level = f"{100 * comparison.confidence_level:g}% CI"
+    return pd.DataFrame(
+        [
+            {"": comparison.method_a, "held-out MRE": comparison.mre_a},
+            {"": comparison.method_b, "held-out MRE": comparison.mre_b},
+            {
+                "": f"difference ({level} {comparison.ci_low:+.4f} to {comparison.ci_high:+.4f})",
+                "held-out MRE": comparison.mre_difference,
+            },
+        ]
+    )

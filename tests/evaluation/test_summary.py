@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import pytest
+from metrics_factory import make_metrics
+
+from scaledl.evaluation.results import Metrics
+from scaledl.evaluation.summary import (
+    BEGIN,
+    END,
+    ReadmeBlockError,
+    read_block,
+    replace_block,
+    results_markdown,
+    write_readme_block,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS = "docs/results/metrics.json"
+
+
+def test_readme_block_is_generated_from_the_committed_results_file():
+    """The README's numbers are exactly those of docs/results/metrics.json (no drift)."""
+    metrics = Metrics.read(REPO_ROOT / RESULTS)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert read_block(readme, "README.md") == results_markdown(metrics, RESULTS), (
+        "README.md's results block differs from docs/results/metrics.json: regenerate it with "
+        "`scaledl summary --markdown` (after `make run`) and commit both files"
+    )
+
+
+def test_markdown_holds_every_split_and_target():
+    text = results_markdown(make_metrics(scaledl_ood=0.07), "x.json")
+    assert text.startswith("Generated from `x.json`: 10 validated workloads")
+    assert "| in-distribution (iteration MRE / RMSE) | 2.5% / 10.0 ms | 20.0% / 100.0 ms |" in text
+    assert "| **leave-one-family-out mean** | 7.0% / 10.0 ms | 50.0% / 100.0 ms |" in text
+    assert "| extrapolation (largest tokens/step) | 10.0% / 50.0 ms | n/a |" in text
+    assert "| doptimal | 20.0% ± 1.0% |" in text
+    assert "Real GPU data (imported profiles): skipped (no imported GPU profiles" in text
+    assert "Vidur all-reduce: skipped (include_external is false)." in text
+    assert "| OOD MRE <= 8% (ScaleDL, mean over families) | 7.00% | yes |" in text
+
+
+def test_replace_then_read_block_round_trips():
+    text = f"# Title\n\nbefore\n{BEGIN}\nold numbers\n{END}\nafter\n"
+    new = replace_block(text, "| a | b |")
+    assert read_block(new) == "| a | b |"
+    assert new.startswith("# Title\n\nbefore\n") and new.endswith(f"{END}\nafter\n")
+    assert replace_block(new, "| a | b |") == new
+
+
+@pytest.mark.parametrize(
+    "text", ["no markers", f"{BEGIN}\n{BEGIN}\n{END}", f"{END}\nx\n{BEGIN}"], ids=str
+)
+def test_bad_markers_name_the_file(text):
+    with pytest.raises(ReadmeBlockError, match="README.md"):
+        read_block(text, "README.md")
+
+
+def test_write_readme_block(tmp_path):
+    results = make_metrics().write(tmp_path / "metrics.json")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN}\n{END}\n")
+    block = write_readme_block(results, readme, "docs/results/metrics.json")
+    assert read_block(readme.read_text()) == block
+    assert "docs/results/metrics.json" in block

@@ -1,0 +1,109 @@
+"""Small, complete ``metrics.json`` contents for tests of the readers (report, summary, assets).
+
+``metrics_dict`` returns the JSON mapping (schema 2), ``make_metrics`` the validated
+:class:`~scaledl.evaluation.results.Metrics`. Values are chosen by the tests that read them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from scaledl.evaluation.results import Metrics
+
+FAMILIES = ("a", "b")
+
+
+def summary(mre: float, rmse_s: float, n: int = 4) -> dict[str, Any]:
+    return {"mre": mre, "rmse_s": rmse_s, "p50_re": mre, "p90_re": 2 * mre, "n": n}
+
+
+def method(mre: float, rmse_s: float) -> dict[str, Any]:
+    both = {"iteration": summary(mre, rmse_s), "epoch": summary(mre, 10 * rmse_s)}
+    return {**both, "per_family": {f: copy.deepcopy(both) for f in FAMILIES}}
+
+
+def mean(mre: float, rmse_s: float) -> dict[str, Any]:
+    s = {k: v for k, v in summary(mre, rmse_s).items() if k != "n"}
+    return {"iteration": s, "epoch": dict(s), "n_groups": len(FAMILIES)}
+
+
+def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[str, Any]:
+    """A valid metrics mapping: ID, OOD over two families, extrapolation, learning curves."""
+    ood_methods = {"scaledl": scaledl_ood, "additive": additive_ood, "analytical": 0.2}
+    ood_rmse = {"scaledl": 0.01, "additive": 0.1, "analytical": 0.02}
+    return {
+        "schema_version": 2,
+        "n_workloads": 10,
+        "families": list(FAMILIES),
+        "label_reproducibility": {
+            "mre": 0.02,
+            "median_re": 0.015,
+            "p90_re": 0.05,
+            "n_workloads": 8,
+            "epoch_mre": 0.03,
+            "per_world_size": {
+                "1": {"mre": 0.01, "n_workloads": 4},
+                "2": {"mre": 0.03, "n_workloads": 4},
+            },
+        },
+        "splits": {
+            "id": {"methods": {"scaledl": method(0.025, 0.01), "additive": method(0.2, 0.1)}},
+            "ood": {
+                "per_family": {
+                    f: {m: method(v, ood_rmse[m]) for m, v in ood_methods.items()} for f in FAMILIES
+                },
+                "mean": {m: mean(v, ood_rmse[m]) for m, v in ood_methods.items()},
+            },
+            "extrapolation": {
+                "methods": {"scaledl": method(0.1, 0.05)},
+                "test_min_tokens_per_step": 512.0,
+            },
+        },
+        "learning_curves": {
+            "methods": {
+                "scaledl": {
+                    "samplers": {
+                        "doptimal": {
+                            "sizes": [10, 20, 40, 50],
+                            "mre_mean": [0.2, 0.1, 0.08, 0.07],
+                            "mre_std": [0.01, 0.01, 0.01, 0.0],
+                            "mre_per_seed": [[0.2], [0.1], [0.08], [0.07]],
+                        },
+                        "random": {
+                            "sizes": [10, 20, 40, 50],
+                            "mre_mean": [0.3, 0.2, 0.12, 0.07],
+                            "mre_std": [0.02, 0.02, 0.01, 0.0],
+                            "mre_per_seed": [[0.3], [0.2], [0.12], [0.07]],
+                        },
+                    },
+                    "n_fits": 7,
+                    "fit_seconds": 1.5,
+                    "pool_size": 50,
+                    "design_terms": ["intercept", "log2_hidden_size"],
+                }
+            }
+        },
+        "external": {"skipped": "include_external is false"},
+        "gpu": {"skipped": "no imported GPU profiles (gpu_profiles)"},
+        "sweep": {"skipped": "no 'bert' workloads: sweep figure skipped"},
+        "split_sizes": {"id": {"train": 6, "val": 1, "test": 3}},
+        "fit_counts": {"scaledl": 4, "additive": 4},
+        "notes": [],
+        "config": {"seed": 0},
+        "runtime_s": {
+            "load": 0.1,
+            "splits": 1.0,
+            "sweep": 0.0,
+            "learning_curve": 1.5,
+            "external": 0.0,
+            "figures": 0.2,
+            "fit_seconds": {"scaledl": 1.0, "additive": 0.1},
+            "total": 2.8,
+        },
+    }
+
+
+def make_metrics(**kwargs: Any) -> Metrics:
+    """:func:`metrics_dict` validated into :class:`Metrics`."""
+    return Metrics.from_dict(metrics_dict(**kwargs), source="<test metrics>")
