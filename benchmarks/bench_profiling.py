@@ -193,9 +193,7 @@ def main() -> None:
             launches = launch_labels(tables)
             info["between_launches"] = label_reproducibility(launches, world)
             ok = tables["runs"][tables["runs"]["status"] == "ok"]
-            info["median_instrumentation_overhead"] = float(
-                ok["instrumentation_overhead"].median()
-            )
+            info["median_instrumentation_overhead"] = float(ok["instrumentation_overhead"].median())
             info["median_label_steps"] = float(ok["label_steps"].median())
             info["median_label_halfwidth"] = float(ok["label_halfwidth"].median())
         both = pd.concat(labels.values(), ignore_index=True)
