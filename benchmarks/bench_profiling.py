@@ -61,7 +61,8 @@ TARGETS = {
 _BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
 _DETACH = (
     "import subprocess, sys\n"
-    "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True)\n"
+    "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True,\n"
+    "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
     "print(p.pid)\n"
 )
 

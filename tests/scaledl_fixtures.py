@@ -44,6 +44,7 @@ SETTINGS = ProfileSettings(
     timeout_s=TIMEOUT_S,
     max_retries=0,
     drift_tolerance=100.0,
+    memory_drift_tolerance=100.0,
     allreduce_drift_tolerance=100.0,
     max_foreign_load_cores=64.0,
     quiet_wait_s=0.0,

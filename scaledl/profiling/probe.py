@@ -4,7 +4,11 @@ Every rank runs the same fixed work before and after each workload: a block of m
 of fixed size (about 10 ms on one CPU core, a few ms on a GPU), a block of element-wise adds over
 a buffer larger than the last-level cache, and, when the world size is above 1, an all-reduce
 of a fixed buffer (after a barrier, so the time is the collective's, not the ranks' skew). Each
-figure is the median of ``repeats`` timings. The GEMM block is long enough (several scheduler
+figure is the median of ``repeats`` timings. Every rank times its GEMM blocks at the same time
+(after a barrier); only each node's first rank sweeps the memory, the others waiting: ranks
+sweeping together share the bandwidth by chance (on the reference VM two ranks' sweeps took
+5 or 9 ms depending on whether their starts fell in the same scheduler tick), one rank alone
+measures what other tenants leave of it. The GEMM block is long enough (several scheduler
 slices) that a core shared with another process shows up as a slower block, where a single
 sub-millisecond product would run inside one slice and look normal (measured on a 2-core VM: a
 1 ms product's median did not move under a busy loop on its core, a 10 ms block of ten took
@@ -24,6 +28,7 @@ calibration runs of trace-replay systems on shared clusters.
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import asdict, dataclass
 
@@ -47,7 +52,8 @@ class ProbeResult:
     Attributes:
         gemm_ms: median milliseconds of the GEMM block.
         allreduce_ms: median milliseconds of the fixed all-reduce (``nan`` at world size 1).
-        memory_ms: median milliseconds of the memory sweep (``nan`` when not measured).
+        memory_ms: median milliseconds of the memory sweep (``nan`` on ranks other than their
+            node's first, which do not sweep).
     """
 
     gemm_ms: float
@@ -116,10 +122,23 @@ class CalibrationProbe:
         Returns:
             The medians of :attr:`repeats` timings.
         """
-        gemm = statistics.median(self._gemm_block_ms() for _ in range(self.repeats))
-        memory = statistics.median(self._memory_ms() for _ in range(self.repeats))
+        distributed = dist.is_initialized() and dist.get_world_size() > 1
+
+        def together(block):
+            # Every rank times each block at the same time, at the baseline and later alike:
+            # ranks on one host share its memory bandwidth, so a rank alone looks faster.
+            if distributed:
+                dist.barrier()
+            return block()
+
+        gemm = statistics.median(together(self._gemm_block_ms) for _ in range(self.repeats))
+        memory = float("nan")
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            memory = statistics.median(self._memory_ms() for _ in range(self.repeats))
+        if distributed:
+            dist.barrier()
         allreduce = float("nan")
-        if dist.is_initialized() and dist.get_world_size() > 1:
+        if distributed:
             allreduce = statistics.median(self._allreduce_ms() for _ in range(self.repeats))
         return ProbeResult(
             gemm_ms=float(gemm), allreduce_ms=float(allreduce), memory_ms=float(memory)

