@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.models.features import GraphSet, architecture_key, build_graph_set
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
@@ -66,6 +66,15 @@ def range_features(workloads: list[Workload], graphs: GraphSet | None = None) ->
     Raises:
         scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
     """
+    if graphs is None:
+        # The features depend on the architecture (precision and mode included) and the batch
+        # only: trace one workload per such key, however many workloads share it.
+        keys = [(architecture_key(w), w.batch_size) for w in workloads]
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        if len(first) < len(workloads):
+            row = {k: r for r, k in enumerate(first)}
+            unique = range_features([workloads[i] for i in first.values()])
+            return unique.iloc[[row[k] for k in keys]].reset_index(drop=True)
     gs = graphs if graphs is not None else build_graph_set(workloads)
     nodes = gs.nodes
     layer = (nodes["node_kind"] == "layer").to_numpy()

@@ -110,7 +110,7 @@ class Plan:
         return None if chosen.empty else chosen.iloc[0]
 
     def to_text(self, all_rows: bool = False) -> str:
-        """A readable table: the Pareto front (or every candidate) and the choice.
+        """A readable table: the Pareto front and the choice (or every candidate), and notes.
 
         Args:
             all_rows: list every candidate, not only the front.
@@ -118,8 +118,7 @@ class Plan:
         Returns:
             Text lines.
         """
-        rows = self.table if all_rows else self.pareto
-        t = rows.copy()
+        t = self.table if all_rows else self.table[self.table["pareto"] | self.table["chosen"]]
         shown = pd.DataFrame(
             {
                 "ranks": t["world_size"].astype(str) + " on " + t["num_nodes"].astype(str),
@@ -166,7 +165,7 @@ class Plan:
                         else f" (OUT OF DOMAIN: {choice['extrapolation']})"
                     )
                 )
-        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def plot(self, path: Path | str) -> Path:

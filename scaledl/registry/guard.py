@@ -133,6 +133,10 @@ def check_domain(
         )
         return [[reason] for _ in workloads]
     features = range_features(workloads)
+    ranges = [(name, lo, hi) for name, (lo, hi) in domain.ranges.items() if name in features]
+    values = features[[name for name, _, _ in ranges]].to_numpy(dtype=float)
+    lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
+    outside = np.isfinite(values) & ((values < lows) | (values > highs))
     generic = _generic_types(nodes)
     out = []
     for i, w in enumerate(workloads):
@@ -149,18 +153,12 @@ def check_domain(
                     None,
                 )
             )
-        for name, (lo, hi) in domain.ranges.items():
-            value = float(features[name].iloc[i])
-            if np.isfinite(value) and not lo <= value <= hi:
-                side = "above" if value > hi else "below"
-                reasons.append(
-                    Extrapolation(
-                        name,
-                        value,
-                        f"{side} the training range [{lo:.4g}, {hi:.4g}]",
-                        "beyond_range",
-                    )
-                )
+        for j in np.flatnonzero(outside[i]):
+            name, lo, hi = ranges[j]
+            value = float(values[i, j])
+            side = "above" if value > hi else "below"
+            reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
+            reasons.append(Extrapolation(name, value, reason, "beyond_range"))
         out.append(reasons)
     return out
 
