@@ -264,6 +264,8 @@ def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
         parts.append(_table(["system", *variants], rows))
     parts.append("<h2>Figures</h2>")
     for key, path in figure_paths.items():
+        if key == "headline":  # opens the report in the summary
+            continue
         text = EXPLANATIONS.get(key, _LC_TEXT if key.startswith("learning_curves") else "")
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         parts.append(
