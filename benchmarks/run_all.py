@@ -12,6 +12,7 @@ BENCHMARKS = (
     "bench_profiling.py",
     "bench_predict.py",
     "bench_predict_gpu.py",
+    "bench_plan.py",
 )
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Layer-wise models, a Transformer GNN over the layer graph and D-optimal profiling designs, after
 "ScaleDL: Towards Scalable and Efficient Runtime Prediction for Distributed Deep Learning
-Workloads" (arXiv 2511.04162). Start with :func:`load_predictor` and :class:`Workload`.
+Workloads" (arXiv 2511.04162). Start with :func:`load_predictor`, :class:`Workload` and
+:func:`plan`.
 
 The names below are imported on first use (PEP 562), so ``import scaledl`` and importing one of
 its light modules (``scaledl.workloads.spec``, ``scaledl.evaluation.results``) does not pay for
@@ -15,15 +16,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scaledl.planning import plan
     from scaledl.registry import Predictor, load_predictor
     from scaledl.workloads.spec import Workload, WorkloadError
 
-__all__ = ["Predictor", "Workload", "WorkloadError", "load_predictor"]
+__all__ = ["Predictor", "Workload", "WorkloadError", "load_predictor", "plan"]
 __version__ = "0.1.0"
 
 _LAZY = {
     "Predictor": "scaledl.registry.predictor",
     "load_predictor": "scaledl.registry.predictor",
+    "plan": "scaledl.planning.planner",
     "Workload": "scaledl.workloads.spec",
     "WorkloadError": "scaledl.workloads.spec",
 }

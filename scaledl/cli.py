@@ -255,18 +255,32 @@ def train(
     ),
     registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
     name: Annotated[str, typer.Option(help="Predictor name")] = "scaledl",
+    calibration: Annotated[
+        Path | None,
+        typer.Option(help="Interval calibration to store (calibration.json of scaledl evaluate)"),
+    ] = None,
 ) -> None:
-    """Train the ScaleDL predictor and register it as a new bundle version."""
+    """Train the ScaleDL predictor and register it as a new bundle version.
+
+    ``--calibration`` stores the interval calibration that ``scaledl evaluate`` wrote for the
+    same validated tables (``<out>/calibration.json``), so the bundle predicts with
+    ``--coverage``; a calibration of other tables is refused (exit code 2).
+    """
     from scaledl.models.data import ProfileDataError
+    from scaledl.models.intervals import CalibrationError, IntervalCalibration
     from scaledl.models.train import train_predictor
     from scaledl.registry import save_bundle, tables_sha256
+    from scaledl.registry.bundle import check_calibration_data
 
     try:
+        intervals = IntervalCalibration.read(calibration) if calibration is not None else None
+        sha = tables_sha256(validated)
+        check_calibration_data(intervals, sha, str(calibration))
         method = train_predictor(validated)
-    except ProfileDataError as exc:
+    except (ProfileDataError, CalibrationError) as exc:
         _fail(str(exc))
-    data = {"sha256": tables_sha256(validated), "workloads": len(method.training_workload_ids_)}
-    path = save_bundle(method, registry, name, training_data=data)
+    data = {"sha256": sha, "workloads": len(method.training_workload_ids_)}
+    path = save_bundle(method, registry, name, training_data=data, calibration=intervals)
     typer.echo(f"registered {path}")
 
 
@@ -284,35 +298,151 @@ def predict(
     ] = None,
     detail: Annotated[bool, typer.Option(help="Also print per-layer predictions")] = False,
     out: Annotated[Path | None, typer.Option(help="Write predictions (csv/parquet)")] = None,
+    coverage: Annotated[
+        float | None,
+        typer.Option(help="Add calibrated intervals of this coverage, e.g. 0.9 (*_low, *_high)"),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Exit 2 when a workload lies outside the training domain")
+    ] = False,
 ) -> None:
-    """Predict iteration and epoch time of workloads from a trained predictor."""
+    """Predict iteration and epoch time of workloads from a trained predictor.
+
+    Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
+    not, why (listed below the table); ``--strict`` makes that an error (exit code 2 naming the
+    row and field). ``--coverage 0.9`` adds 90% conformal intervals.
+    """
     from scaledl.registry import BundleError, load_predictor
     from scaledl.workloads.spec import WorkloadError
 
     try:
-        if workloads is not None:
-            frame = read_workloads_file(workloads)
-        elif family is not None:
-            record: dict = {"family": family}
-            for item in set_ or []:
-                key, sep, value = item.partition("=")
-                if not sep:
-                    raise ValueError(f"--set {item!r}: expected field=value")
-                record[key] = yaml.safe_load(value)
-            frame = pd.DataFrame([record])
-        else:
-            raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+        frame = _workloads_frame(workloads, family, set_)
         model = load_predictor(predictor)
-        result = model.predict(frame, detail=detail, source=str(workloads or "--set"))
+        result = model.predict(
+            frame, detail=detail, source=str(workloads or "--set"), coverage=coverage,
+            strict=strict,
+        )  # fmt: skip
     except (ValueError, WorkloadError, BundleError) as exc:
         _fail(str(exc))
     table, nodes = result if detail else (result, None)
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        typer.echo(table.to_string(index=False))
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(table.drop(columns=["extrapolation"]).to_string(index=False))
         if nodes is not None:
             typer.echo(nodes.to_string(index=False))
+    for i, reasons in enumerate(table["extrapolation"]):
+        if reasons:
+            typer.secho(f"row {i + 1}: outside the training domain: {reasons}", err=True,
+                        fg=typer.colors.YELLOW)  # fmt: skip
     if out is not None:
         table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
+
+
+def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str] | None):
+    """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
+
+    Raises:
+        ValueError: neither given, a bad ``--set`` item or an unreadable file.
+    """
+    if workloads is not None:
+        return read_workloads_file(workloads)
+    if family is None:
+        raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+    record: dict = {"family": family}
+    for item in set_ or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected field=value")
+        record[key] = yaml.safe_load(value)
+    return pd.DataFrame([record])
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``.
+
+    Raises:
+        ValueError: naming the option and the value.
+    """
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values:
+        raise ValueError(f"{option} {text!r}: expected comma-separated integers")
+    return values
+
+
+@app.command()
+def plan(
+    dataset_size: Annotated[int, typer.Option(help="Samples per epoch")],
+    epochs: Annotated[float, typer.Option(help="Epochs to train")],
+    price_per_device_hour: Annotated[float, typer.Option(help="Price of one device-hour")],
+    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path(
+        "data/predictors/scaledl"
+    ),
+    model: Annotated[
+        Path | None, typer.Option(help="YAML/CSV/parquet: one row, the model's workload fields")
+    ] = None,
+    family: Annotated[str | None, typer.Option(help="Inline model: family")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Inline model field=value (repeat)")
+    ] = None,
+    world_sizes: Annotated[str, typer.Option(help="Candidate world sizes")] = "1,2,4,8",
+    nodes: Annotated[str, typer.Option(help="Candidate node counts")] = "1",
+    batch_sizes: Annotated[str, typer.Option(help="Candidate per-rank batch sizes")] = "1,2,4,8",
+    devices_per_node: Annotated[int | None, typer.Option(help="Devices per node")] = None,
+    device_memory_gb: Annotated[
+        float | None, typer.Option(help="Memory per rank in GB [device table]")
+    ] = None,
+    deadline_h: Annotated[float | None, typer.Option(help="Time-to-train deadline, hours")] = None,
+    coverage: Annotated[
+        float | None, typer.Option(help="Interval coverage (0 disables intervals)")
+    ] = 0.9,
+    strict: Annotated[bool, typer.Option(help="Only in-domain candidates are eligible")] = False,
+    png: Annotated[Path | None, typer.Option(help="Write the Pareto-front figure here")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write every candidate (csv/parquet)")] = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Print every candidate")] = False,
+) -> None:
+    """Plan a training run: the cheapest world size, nodes and batch size meeting a deadline.
+
+    Predicts every candidate (world sizes x nodes x per-rank batch sizes) of the model, drops
+    those that do not fit in memory, and prints the Pareto front of time to train vs cost and
+    the cheapest candidate whose interval's upper bound meets ``--deadline-h``.
+    """
+    from scaledl.models.intervals import CalibrationError
+    from scaledl.planning import PlanError
+    from scaledl.planning import plan as make_plan
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        rows = _workloads_frame(model, family, set_).to_dict("records")
+        if len(rows) != 1:
+            raise ValueError(f"{model}: expected one model row, found {len(rows)}")
+        result = make_plan(
+            load_predictor(predictor),
+            {k: v for k, v in rows[0].items() if v == v and v is not None},
+            dataset_size=dataset_size,
+            epochs=epochs,
+            world_sizes=_int_list(world_sizes, "--world-sizes"),
+            batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+            nodes=_int_list(nodes, "--nodes"),
+            price_per_device_hour=price_per_device_hour,
+            device_memory_gb=device_memory_gb,
+            deadline_h=deadline_h,
+            coverage=coverage or None,
+            devices_per_node=devices_per_node,
+            strict=strict,
+        )
+    except (PlanError, CalibrationError, ValueError, WorkloadError, BundleError) as exc:
+        _fail(str(exc))
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(result.to_text(all_rows=all_rows))
+    if png is not None:
+        typer.echo(f"figure: {result.plot(png)}")
+    if out is not None:
+        table = result.table
+        table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
+        typer.echo(f"table: {out}")
 
 
 import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")

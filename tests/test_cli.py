@@ -369,3 +369,70 @@ def test_summary_of_an_invalid_metrics_file_exits_2_naming_file_and_key(tmp_path
     assert result.exit_code == 2
     assert str(path) in result.output and "'splits.id': missing" in result.output
     assert not results.exists() and "old numbers" in readme.read_text()
+
+
+@pytest.fixture(scope="module")
+def calibrated_root(registry_root, tmp_path_factory):  # noqa: F811
+    """The tiny bundle registered with a synthetic interval calibration."""
+    import numpy as np
+
+    from scaledl.models.intervals import IntervalCalibration
+    from scaledl.registry import register_bundle
+
+    rng = np.random.default_rng(0)
+    residuals = {t: {"in_domain": rng.normal(0, 0.1, 30), "unseen_family": rng.normal(0, 0.4, 30)}
+                 for t in ("iteration", "epoch")}  # fmt: skip
+    root = tmp_path_factory.mktemp("cli-calibrated")
+    register_bundle(registry_root / "scaledl" / "v2", root, "scaledl",
+                    calibration=IntervalCalibration(residuals))  # fmt: skip
+    return root
+
+
+def test_predict_flags_out_of_domain_rows_and_strict_exits_2(registry_root, tmp_path):  # noqa: F811
+    csv = tmp_path / "w.csv"
+    pd.DataFrame([ROWS[0], {**ROWS[0], "precision": "bf16"}]).to_csv(csv, index=False)
+    args = ("predict", "--predictor", registry_root / "scaledl", "--workloads", csv)
+    loose = invoke(*args)
+    assert loose.exit_code == 0, loose.output
+    assert "in_domain" in loose.stdout
+    assert "row 2: outside the training domain: precision=bf16" in loose.output
+    strict = invoke(*args, "--strict")
+    assert strict.exit_code == 2
+    assert f"{csv}: row 2: outside the predictor's training domain (strict)" in strict.output
+    assert "field 'precision' (value bf16)" in strict.output
+
+
+def test_predict_coverage(registry_root, calibrated_root):  # noqa: F811
+    result = invoke("predict", "--predictor", calibrated_root / "scaledl", *INLINE,
+                    "--coverage", "0.9")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.strip().splitlines()[:2]
+    values = dict(zip(header.split(), row.split(), strict=True))
+    assert float(values["iteration_s_low"]) < float(values["iteration_s"])
+    assert float(values["epoch_s"]) < float(values["epoch_s_high"])
+    assert values["interval_basis"] == "in_domain"
+    uncalibrated = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE,
+                          "--coverage", "0.9")  # fmt: skip
+    assert uncalibrated.exit_code == 2 and "no interval calibration" in uncalibrated.output
+
+
+def test_plan_prints_the_front_and_writes_the_figure(calibrated_root, tmp_path):
+    model = [x for k, v in tiny_spec("bert").items() if k not in ("family", "batch_size",
+             "dataset_size") for x in ("--set", f"{k}={v}")]  # fmt: skip
+    png, out = tmp_path / "plan.png", tmp_path / "plan.csv"
+    result = invoke("plan", "--predictor", calibrated_root / "scaledl", "--family", "bert",
+                    *model, "--dataset-size", 256, "--epochs", 2, "--price-per-device-hour", 3,
+                    "--world-sizes", "1,2", "--batch-sizes", "2,4", "--device-memory-gb", 1,
+                    "--deadline-h", 10, "--png", png, "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Pareto front" in result.output and "<- chosen" in result.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert len(pd.read_csv(out)) == 4
+    bad = invoke("plan", "--predictor", calibrated_root / "scaledl", "--family", "bert", *model,
+                 "--set", "world_size=2", "--dataset-size", 256, "--epochs", 2,
+                 "--price-per-device-hour", 3, "--device-memory-gb", 1)  # fmt: skip
+    assert bad.exit_code == 2 and "field 'world_size'" in bad.output
+    worse = invoke("plan", "--predictor", calibrated_root / "scaledl", "--family", "bert", *model,
+                   "--dataset-size", 256, "--epochs", 2, "--price-per-device-hour", 3,
+                   "--world-sizes", "1,x")  # fmt: skip
+    assert worse.exit_code == 2 and "--world-sizes '1,x'" in worse.output

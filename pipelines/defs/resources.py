@@ -139,20 +139,36 @@ class LocalPredictorStore(dg.ConfigurableResource):
         bundle = self.name_dir(default_root) / latest.read_text().strip()
         return bundle if (bundle / "manifest.json").is_file() else None
 
-    def register(self, bundle: Path, default_root: Path, metrics: dict[str, Any]) -> Path:
+    def register(
+        self,
+        bundle: Path,
+        default_root: Path,
+        metrics: dict[str, Any],
+        calibration: Path | None = None,
+    ) -> Path:
         """Copy a verified bundle in as a new version (and make it ``latest``).
 
         Args:
             bundle: the candidate bundle.
             default_root: registry root when :attr:`root` is empty.
             metrics: metrics recorded in the registered manifest.
+            calibration: the evaluation's ``calibration.json`` to store with the version
+                (``None``: keep the bundle's, if any).
 
         Returns:
             The registered version's directory.
+
+        Raises:
+            scaledl.models.intervals.CalibrationError: the calibration is unreadable or was
+                computed on other profile tables than the bundle's.
         """
+        from scaledl.models.intervals import IntervalCalibration
         from scaledl.registry import register_bundle
 
-        return register_bundle(bundle, self.resolve_root(default_root), self.name, metrics)
+        intervals = IntervalCalibration.read(calibration) if calibration is not None else None
+        return register_bundle(
+            bundle, self.resolve_root(default_root), self.name, metrics, calibration=intervals
+        )
 
 
 class DvcError(RuntimeError):

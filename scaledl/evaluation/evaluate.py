@@ -5,9 +5,12 @@ every split (the same training, validation and test ids for all methods), scores
 epoch time (:mod:`scaledl.evaluation.metrics`), runs the learning curves
 (:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
 (:mod:`scaledl.evaluation.gpu`: imported NeuSight GPU profiles through the product's models;
-:mod:`scaledl.evaluation.external`: Vidur all-reduce), then writes ``metrics.json``,
-``predictions.parquet``, ``figures/*.png`` and ``report.html`` under the output folder (each file
-written to a temporary name first and renamed into place).
+:mod:`scaledl.evaluation.external`: Vidur all-reduce), scores the calibrated prediction
+intervals on the splits' out-of-sample predictions (:mod:`scaledl.evaluation.coverage`, no
+extra fit), then writes ``metrics.json``, ``predictions.parquet`` (with interval bounds),
+``calibration.json`` (the ScaleDL interval calibration a predictor bundle stores),
+``figures/*.png`` and ``report.html`` under the output folder (each file written to a
+temporary name first and renamed into place).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.evaluation import figures as figs
+from scaledl.evaluation.coverage import evaluate_intervals
 from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
@@ -40,6 +44,7 @@ from scaledl.evaluation.splits import (
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, make_method
+from scaledl.registry.bundle import tables_sha256
 from scaledl.workloads.spec import Workload
 
 #: The real GPU measurements shipped with the repository (``external/``).
@@ -82,6 +87,8 @@ class EvaluationConfig:
         learning_curve_method_params: the same for the learning-curve fits (default: cheaper
             GNN training, 2 out-of-fold folds, to bound the number of expensive fits).
         sweep_family: family of the epoch-time-vs-batch/sequence figure.
+        interval_coverage: nominal coverage of the calibrated prediction intervals evaluated
+            (:mod:`scaledl.evaluation.coverage`).
     """
 
     seed: int = 0
@@ -103,6 +110,7 @@ class EvaluationConfig:
         default_factory=_cheap_learning_curve_params
     )
     sweep_family: str = "bert"
+    interval_coverage: float = 0.9
 
     def __post_init__(self) -> None:
         unknown = [
@@ -316,6 +324,15 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     main_s = time.perf_counter() - started - load_s
 
     t0 = time.perf_counter()
+    intervals, predictions, calibration = evaluate_intervals(
+        pd.concat(frames, ignore_index=True),
+        config.interval_coverage,
+        tables_sha256(Path(validated_dir)),
+        str(out_dir / "predictions.parquet"),
+    )
+    intervals_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
     sweep, note = _sweep(runner, data, methods, config.sweep_family, seed, vf)
     if note:
         notes.append(note)
@@ -382,6 +399,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         "external": external,
         "gpu": gpu,
         "sweep": sweep if sweep is not None else {"skipped": note},
+        "intervals": intervals,
         "split_sizes": {
             "id": {
                 "train": len(id_split.train_ids),
@@ -399,6 +417,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         "sweep": sweep_s,
         "learning_curve": lc_s,
         "external": external_s,
+        "intervals": intervals_s,
         "fit_seconds": dict(runner.seconds),
     }
     # Validated before anything is written: a result that does not match the schema is an error
@@ -412,8 +431,11 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     )
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    predictions = pd.concat(frames, ignore_index=True)
     _atomic_write(out_dir / "predictions.parquet", lambda p: predictions.to_parquet(p, index=False))
+    if calibration is not None:
+        calibration.write(out_dir / "calibration.json")
+    else:  # never leave an older run's calibration for the registration to pick up
+        (out_dir / "calibration.json").unlink(missing_ok=True)
     if gpu_pred is not None:
         _atomic_write(
             out_dir / "gpu_predictions.parquet", lambda p: gpu_pred.to_parquet(p, index=False)

@@ -1,5 +1,7 @@
 """Figures of the evaluation (matplotlib, Agg backend, PNG).
 
+* ``headline.png``: ScaleDL's predicted vs measured iteration time on ID and left-out-family
+  workloads with their calibrated intervals (:mod:`scaledl.evaluation.headline`).
 * ``pred_vs_measured.png``: predicted vs measured iteration time, log-log, one panel per method,
   ID split, with the ``y = x`` line.
 * ``sweep.png``: epoch time of the sweep family versus batch size and versus sequence length:
@@ -21,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from scaledl.evaluation.headline import headline_figure  # noqa: E402
 from scaledl.evaluation.results import (  # noqa: E402
     LearningCurves,
     Metrics,
@@ -154,11 +157,15 @@ def draw_all(metrics: Metrics, predictions: pd.DataFrame, folder: Path) -> dict[
         folder: output folder.
 
     Returns:
-        Figure key -> PNG path (keys ``pred_vs_measured``, ``sweep``, ``ood_mre``,
+        Figure key -> PNG path (keys ``headline``: ScaleDL with its intervals, when the
+        predictions have interval bounds; ``pred_vs_measured``, ``sweep``, ``ood_mre``,
         ``learning_curves_<method>``) for the figures drawn.
     """
     folder = Path(folder)
-    out = {
+    out = {}
+    if "pred_iteration_s_low" in predictions and (predictions["method"] == "scaledl").any():
+        out["headline"] = headline_figure(predictions, folder / "headline.png")
+    out |= {
         "pred_vs_measured": pred_vs_measured(
             predictions[predictions["split"] == "id"], folder / "pred_vs_measured.png"
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
+from scaledl.evaluation.headline import summary_html
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
 
 EXPLANATIONS = {
@@ -129,6 +130,7 @@ def target_table(metrics: Metrics) -> list[Target]:
         )
     else:
         rows += [Target(**row) for row in gpu_targets(metrics.gpu.model_dump(mode="json"))]
+    rows += [Target(**t.model_dump()) for t in metrics.intervals.targets]
     return rows
 
 
@@ -200,6 +202,8 @@ def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
         "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #999;"
         "padding:3px 8px}.NO{color:#b00;font-weight:bold}</style></head><body>",
         "<h1>ScaleDL evaluation</h1>",
+        summary_html(metrics, figure_paths),
+        "<h2 id='details'>Details</h2>",
         f"<p>{metrics.n_workloads} profiled workloads, families "
         f"{html.escape(', '.join(metrics.families))}; noise floor (label "
         f"reproducibility: MRE between independent launches of the same workloads): "
@@ -260,6 +264,8 @@ def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
         parts.append(_table(["system", *variants], rows))
     parts.append("<h2>Figures</h2>")
     for key, path in figure_paths.items():
+        if key == "headline":  # opens the report in the summary
+            continue
         text = EXPLANATIONS.get(key, _LC_TEXT if key.startswith("learning_curves") else "")
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         parts.append(

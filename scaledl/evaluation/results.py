@@ -43,13 +43,22 @@ Schema (``schema_version`` 2)::
       "gpu": {"source", "n_workloads", "gpus", "models", "leave_one_model_out", ...}
                                                                | {"skipped": str},
       "sweep": {"family", "base_workload", "sweeps": {field: {...}}} | {"skipped": str},
+      "intervals": {"coverage", "score", "library",
+                    "id": {"methods": {method: TargetCoverage}},
+                    "ood": {"per_family": {family: {method: TargetCoverage}},
+                            "pooled": {method: TargetCoverage}}   | {"skipped": str},
+                    "extrapolation": {"methods": {...}}             | {"skipped": str},
+                    "calibration": {target: {stratum: int}} | null, "targets": [...]},
       "split_sizes": {split: {"train", "val", "test"}}, "fit_counts": {method: int},
       "notes": [str], "config": {...}, "runtime_s": {...}
     }
 
 with ``MethodErrors = {"iteration": ErrorSummary, "epoch": ErrorSummary, "per_family":
 {family: {"iteration", "epoch"}}}`` and ``ErrorSummary = {"mre", "rmse_s", "p50_re", "p90_re",
-"n"}`` (definitions in :mod:`scaledl.evaluation.metrics`).
+"n"}`` (definitions in :mod:`scaledl.evaluation.metrics`); ``TargetCoverage = {"iteration":
+CoverageSummary, "epoch": CoverageSummary | null}`` with ``CoverageSummary = {"coverage",
+"coverage_ci_low", "coverage_ci_high", "median_relative_width", "n", "n_covered",
+"n_unbounded", "calibration_size"}`` (:mod:`scaledl.evaluation.coverage`).
 """
 
 from __future__ import annotations
@@ -360,6 +369,84 @@ class Sweep(Section):
     sweeps: dict[str, SweepCurve]
 
 
+class CoverageSummary(Section):
+    """Empirical coverage of one method's conformal intervals on one split and target.
+
+    Written by :func:`scaledl.evaluation.coverage.interval_coverage` (which documents the
+    calibration protocol of each split).
+
+    Attributes:
+        coverage: share of test workloads whose measured time lies in its interval.
+        coverage_ci_low: lower end of its exact 95% Clopper-Pearson interval.
+        coverage_ci_high: upper end.
+        median_relative_width: median of ``(high - low) / predicted`` (``null`` when the
+            median interval is unbounded: too few calibration residuals).
+        n: test workloads scored.
+        n_covered: of which covered.
+        n_unbounded: intervals unbounded for lack of calibration residuals.
+        calibration_size: calibration residuals each interval came from.
+    """
+
+    coverage: float
+    coverage_ci_low: float
+    coverage_ci_high: float
+    median_relative_width: float | None
+    n: int
+    n_covered: int
+    n_unbounded: int
+    calibration_size: int
+
+
+class TargetCoverage(Section):
+    """Interval coverage of iteration and epoch time (epoch ``null`` without epoch labels)."""
+
+    iteration: CoverageSummary
+    epoch: CoverageSummary | None
+
+
+class MethodCoverage(Section):
+    """Interval coverage of every method on one split."""
+
+    methods: dict[str, TargetCoverage]
+
+
+class OODCoverage(Section):
+    """Interval coverage on each left-out family (calibrated on the other families).
+
+    Attributes:
+        per_family: family -> method -> coverage.
+        pooled: method -> coverage over every left-out family's workloads together.
+    """
+
+    per_family: dict[str, dict[str, TargetCoverage]]
+    pooled: dict[str, TargetCoverage]
+
+
+class IntervalResults(Section):
+    """Calibrated prediction intervals: coverage and width per split, the bundle's calibration.
+
+    Attributes:
+        coverage: the nominal coverage evaluated (e.g. 0.9).
+        score: the non-conformity score.
+        library: the conformal library and version.
+        id: the random held-out split (leave-one-out calibration over its test workloads).
+        ood: each left-out family, or skipped.
+        extrapolation: the extrapolation split, or skipped.
+        calibration: residuals per target and stratum of the calibration written for the
+            predictor bundle (``calibration.json``), ``null`` when ScaleDL was not evaluated.
+        targets: the interval targets, measured.
+    """
+
+    coverage: float
+    score: str
+    library: str
+    id: MethodCoverage
+    ood: Skippable[OODCoverage]
+    extrapolation: Skippable[MethodCoverage]
+    calibration: dict[str, dict[str, int]] | None
+    targets: list[TargetRow]
+
+
 class SplitSize(Section):
     """Workloads in the training, validation and test part of a split."""
 
@@ -376,6 +463,7 @@ class RuntimeSeconds(Section):
     sweep: float
     learning_curve: float
     external: float
+    intervals: float
     figures: float
     fit_seconds: dict[str, float]
     total: float
@@ -433,6 +521,7 @@ class Metrics(Section):
         external: Vidur all-reduce results, or skipped.
         gpu: imported real-GPU profiles evaluated through the product's models, or skipped.
         sweep: the epoch-time sweep, or skipped.
+        intervals: coverage and width of the calibrated prediction intervals per split.
         split_sizes: training / validation / test workloads per split.
         fit_counts: fits per method.
         notes: what was skipped or adjusted, and why.
@@ -449,6 +538,7 @@ class Metrics(Section):
     external: Skippable[ExternalResults]
     gpu: Skippable[GpuResults]
     sweep: Skippable[Sweep]
+    intervals: IntervalResults
     split_sizes: dict[str, SplitSize]
     fit_counts: dict[str, int]
     notes: list[str]

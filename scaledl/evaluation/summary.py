@@ -116,6 +116,34 @@ def _external_lines(metrics: Metrics) -> list[str]:
     return [" ".join(lines)]
 
 
+def _interval_lines(metrics: Metrics, method: str = "scaledl") -> list[str]:
+    iv = metrics.intervals
+
+    def text(node, name: str) -> str | None:
+        c = node.get(method) if node else None
+        if c is None:
+            return None
+        s = c.iteration
+        width = (
+            _pct(s.median_relative_width) if s.median_relative_width is not None else "unbounded"
+        )
+        return f"{name} {_pct(s.coverage)} of {s.n} (median width {width})"
+
+    parts = [text(iv.id.methods, "ID")]
+    if not isinstance(iv.ood, Skipped):
+        parts += [text(v, f"left-out {f}") for f, v in iv.ood.per_family.items()]
+    if not isinstance(iv.extrapolation, Skipped):
+        parts.append(text(iv.extrapolation.methods, "extrapolation"))
+    shown = [p for p in parts if p]
+    if not shown:
+        return [f"Calibrated intervals: {method} not evaluated."]
+    return [
+        f"Calibrated {iv.coverage:.0%} intervals of {method} ({iv.library}, Mondrian split "
+        "conformal on log residuals, each interval calibrated without its own workload), "
+        f"empirical coverage of the iteration time: {'; '.join(shown)}."
+    ]
+
+
 def _targets(metrics: Metrics) -> list[str]:
     lines = ["| target | measured | reached |", "| --- | --- | --- |"]
     reached = {True: "yes", False: "no", None: "n/a"}
@@ -133,7 +161,8 @@ def results_markdown(metrics: Metrics, source: str) -> str:
 
     Returns:
         Markdown without the markers: the error table per split and method, the learning
-        curves, the real-GPU results and the targets, every number from ``metrics``.
+        curves, the real-GPU results, the interval coverage and the targets, every number
+        from ``metrics``.
     """
     lines = [
         f"Generated from `{source}`: {metrics.n_workloads} validated workloads of the families "
@@ -146,6 +175,8 @@ def results_markdown(metrics: Metrics, source: str) -> str:
         *_learning_curve_table(metrics),
         "",
         *_external_lines(metrics),
+        "",
+        *_interval_lines(metrics),
         "",
         "Targets:",
         "",

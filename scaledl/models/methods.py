@@ -35,6 +35,7 @@ from sklearn.model_selection import GroupKFold
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, measured_nodes
+from scaledl.models.domain import TrainingDomain
 from scaledl.models.epoch import EpochModel
 from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
 from scaledl.models.fitted import check_fitted
@@ -68,6 +69,8 @@ class RuntimeMethod(abc.ABC):
         fit_seconds_: wall time of the last ``fit``, seconds.
         training_workload_ids_: ids of the workloads ``fit`` saw, in data order.
         training_devices_: their devices, sorted (a predictor predicts for these only).
+        training_domain_: what the training workloads covered (the domain guard's reference,
+            :class:`~scaledl.models.domain.TrainingDomain`).
     """
 
     name = "method"
@@ -95,6 +98,7 @@ class RuntimeMethod(abc.ABC):
             )  # fmt: skip
         self.training_workload_ids_ = list(data.ids)
         self.training_devices_ = sorted({data.workloads[i].device_name for i in data.ids})
+        self.training_domain_ = TrainingDomain.from_data(data)
         self.fit_seconds_ = time.perf_counter() - started
         return self
 
@@ -223,6 +227,7 @@ class GraphMethod(RuntimeMethod):
         training_devices: list[str],
         training_workload_ids: list[str],
         history: dict[str, Any] | None = None,
+        training_domain: TrainingDomain | None = None,
         **params: Any,
     ) -> GraphMethod:
         """A fitted method from its saved parts (how a predictor bundle is loaded).
@@ -235,6 +240,8 @@ class GraphMethod(RuntimeMethod):
             training_devices: devices of the training workloads.
             training_workload_ids: ids of the training workloads (empty when not recorded).
             history: the GNN training record.
+            training_domain: the training domain (``None``: not recorded, as in bundles written
+                before the domain guard).
             **params: constructor parameters (``mode``, ``folds``, ...).
 
         Returns:
@@ -248,6 +255,7 @@ class GraphMethod(RuntimeMethod):
         method.training_devices_ = list(training_devices)
         method.training_workload_ids_ = list(training_workload_ids)
         method.history_ = dict(history or {})
+        method.training_domain_ = training_domain
         method.fit_seconds_ = 0.0
         return method
 

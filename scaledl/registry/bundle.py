@@ -9,20 +9,26 @@ A bundle is a directory ``<root>/<name>/<version>/`` holding:
   file);
 * ``layerwise.skops``: the layer-wise regressors, in skops' safe format (no pickle);
 * ``gnn.pt``: the GNN state dict, loaded with ``torch.load(weights_only=True)``;
-* ``params.json``: the all-reduce model, epoch model, GNN configuration, training devices and
-  the ids of the training workloads.
+* ``params.json``: the all-reduce model, epoch model, GNN configuration, training devices, the
+  ids of the training workloads and the training domain (:mod:`scaledl.models.domain`, what
+  the domain guard checks predictions against);
+* ``calibration.json`` (optional): the conformal calibration of the prediction intervals
+  (:class:`~scaledl.models.intervals.IntervalCalibration`), added when the bundle is saved or
+  registered with one; a bundle without it predicts without intervals.
 
 ``<root>/<name>/latest`` is a one-line text file naming the newest version. Loading checks the
 format version, every checksum and the scikit-learn version *before* deserialising anything, and
 deserialises only allow-listed types; any mismatch raises :class:`BundleError` (or a subclass)
 naming the file.
 
-The loader knows the files it reads (:data:`BUNDLE_FILES`): each must be listed in the
-manifest's ``files`` with its SHA-256, so a file edited and dropped from the manifest is refused,
-not trusted. A manifest entry that is not a plain file name of the bundle directory, or that the
-loader does not know, is refused too (a bundle from another format). Other files in the
-directory are never read. :func:`list_predictors` lists a broken version with its reason instead
-of failing, so one damaged version never hides the good ones.
+The loader knows the files it reads (:data:`BUNDLE_FILES`, and :data:`OPTIONAL_BUNDLE_FILES`
+when the manifest lists them): each must be listed in the manifest's ``files`` with its
+SHA-256, so a file edited and dropped from the manifest is refused, not trusted (an optional
+file the manifest does not list is never read). A manifest entry that is not a plain file name
+of the bundle directory, or that the loader does not know, is refused too (a bundle from
+another format). Other files in the directory are never read. :func:`list_predictors` lists a
+broken version with its reason instead of failing, so one damaged version never hides the good
+ones.
 
 Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
 deserialises every file (skops, ``torch.load``), without importing PyTorch Geometric;
@@ -49,6 +55,8 @@ import pandas as pd
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
     import torch
 
+    from scaledl.models.domain import TrainingDomain
+    from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.methods import GraphMethod
 
@@ -61,6 +69,9 @@ _TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scaledl.models.layerwise.LayerTimeRe
 _OPTIONAL_GNN_BUFFERS = {"delta_min", "delta_max"}
 #: The files the loader reads besides ``manifest.json``; each must be listed in its ``files``.
 BUNDLE_FILES = ("gnn.pt", "layerwise.skops", "params.json")
+#: Files a bundle may have; when the manifest lists one it is verified and read like the rest.
+OPTIONAL_BUNDLE_FILES = ("calibration.json",)
+CALIBRATION_FILE = "calibration.json"
 #: Columns of :func:`list_predictors`.
 LIST_COLUMNS = (
     "name",
@@ -118,6 +129,7 @@ def save_bundle(
     metrics: dict | None = None,
     training_data: dict | None = None,
     version: str | None = None,
+    calibration: IntervalCalibration | None = None,
 ) -> Path:
     """Write a fitted ScaleDL predictor as a new bundle version and point ``latest`` at it.
 
@@ -128,13 +140,16 @@ def save_bundle(
         metrics: evaluation metrics to record in the manifest.
         training_data: description of the training data (``sha256``, ``workloads``, ...).
         version: version string; default the UTC time ``YYYYMMDDTHHMMSSffffffZ``.
+        calibration: the interval calibration to store (``calibration.json``); ``None`` saves
+            a bundle that predicts without intervals.
 
     Returns:
         The bundle directory.
 
     Raises:
         sklearn.exceptions.NotFittedError: the method is not fitted (a ``ValueError``).
-        ValueError: the method is not a ScaleDL ``GraphMethod``, or the version exists.
+        ValueError: the method is not a ScaleDL ``GraphMethod``, the version exists, or the
+            calibration came from other profile tables than ``training_data["sha256"]``.
     """
     import skops.io as sio
     import torch
@@ -149,6 +164,7 @@ def save_bundle(
             f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
         )
     method.check_fitted()
+    check_calibration_data(calibration, (training_data or {}).get("sha256", ""), str(root))
     now = dt.datetime.now(dt.UTC)
     version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
     target = Path(root) / name / version
@@ -166,8 +182,13 @@ def save_bundle(
             "layerwise_min_samples": method.layerwise_.min_samples,
             "training_devices": list(method.training_devices_),
             "training_workload_ids": list(method.training_workload_ids_),
+            "training_domain": (
+                None if method.training_domain_ is None else method.training_domain_.to_dict()
+            ),
         }
         (tmp / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
+        if calibration is not None:
+            calibration.write(tmp / CALIBRATION_FILE)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -197,6 +218,32 @@ def save_bundle(
         raise
     _write_latest(target.parent, version)
     return target
+
+
+def check_calibration_data(
+    calibration: IntervalCalibration | None, training_sha256: str, where: str
+) -> None:
+    """Refuse a calibration computed on other profile tables than the predictor's.
+
+    Args:
+        calibration: the calibration (``None``: nothing to check).
+        training_sha256: the bundle's ``training_data.sha256`` (``""``: not recorded).
+        where: the bundle or registry, named in the error.
+
+    Raises:
+        scaledl.models.intervals.CalibrationError: both hashes are recorded and differ (a
+            ``ValueError``).
+    """
+    from scaledl.models.intervals import CalibrationError
+
+    if calibration is None or not training_sha256 or not calibration.training_data_sha256:
+        return
+    if calibration.training_data_sha256 != training_sha256:
+        raise CalibrationError(
+            f"{where}: the calibration ({calibration.source or 'calibration'}) was computed on "
+            f"profile tables {calibration.training_data_sha256[:12]}..., the predictor was "
+            f"trained on {training_sha256[:12]}...: evaluate the same data first"
+        )
 
 
 def _write_latest(name_dir: Path, version: str) -> None:
@@ -254,11 +301,12 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
                 f"{Path(bundle) / name}: not listed in {path} field 'files': the loader reads it, "
                 "so an unverified file is refused"
             )
+    known = (*BUNDLE_FILES, *OPTIONAL_BUNDLE_FILES)
     for name, expected in files.items():
-        if name not in BUNDLE_FILES:
+        if name not in known:
             raise BundleError(
                 f"{Path(bundle) / name}: listed in {path} field 'files' but not a bundle file "
-                f"({', '.join(BUNDLE_FILES)})"
+                f"({', '.join(known)})"
             )
         file = Path(bundle) / name
         if not file.exists():
@@ -289,6 +337,8 @@ class BundleParts:
         layerwise: the fitted layer-wise model.
         params: ``params.json``.
         gnn_state: the GNN's state dict (tensors only).
+        domain: the training domain (``None`` for bundles written before it was recorded).
+        calibration: the interval calibration (``None`` when the bundle has none).
     """
 
     path: Path
@@ -296,6 +346,8 @@ class BundleParts:
     layerwise: LayerwiseModel
     params: dict[str, Any]
     gnn_state: dict[str, torch.Tensor]
+    domain: TrainingDomain | None = None
+    calibration: IntervalCalibration | None = None
 
     @property
     def training_devices(self) -> list[str]:
@@ -318,6 +370,8 @@ def read_bundle(bundle: Path) -> BundleParts:
     import skops.io as sio
     import torch
 
+    from scaledl.models.domain import TrainingDomain
+    from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
 
     bundle = resolve_bundle(bundle)
@@ -337,7 +391,17 @@ def read_bundle(bundle: Path) -> BundleParts:
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
-    return BundleParts(bundle, manifest, layerwise, params, state)
+    domain = calibration = None
+    try:
+        if params.get("training_domain") is not None:
+            domain = TrainingDomain.from_dict(
+                params["training_domain"], source=f"{bundle / 'params.json'} key 'training_domain'"
+            )
+        if CALIBRATION_FILE in manifest["files"]:
+            calibration = IntervalCalibration.read(bundle / CALIBRATION_FILE)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from exc
+    return BundleParts(bundle, manifest, layerwise, params, state, domain, calibration)
 
 
 def build_method(parts: BundleParts) -> GraphMethod:
@@ -383,6 +447,7 @@ def build_method(parts: BundleParts) -> GraphMethod:
         # Bundles written before the ids were recorded have none.
         training_workload_ids=params.get("training_workload_ids", []),
         history=parts.manifest.get("training_summary"),
+        training_domain=parts.domain,
     )
 
 
@@ -400,29 +465,40 @@ def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
 
 
 def register_bundle(
-    bundle: Path, root: Path, name: str = "scaledl", metrics: dict | None = None
+    bundle: Path,
+    root: Path,
+    name: str = "scaledl",
+    metrics: dict | None = None,
+    calibration: IntervalCalibration | None = None,
 ) -> Path:
     """Copy a verified bundle into a registry as a new version and point ``latest`` at it.
 
     The version keeps the bundle's own version string (its training time); the manifest's
     ``name`` and ``metrics`` are set, every other file is copied byte for byte (their checksums
-    stay valid).
+    stay valid). With ``calibration``, ``calibration.json`` is written (replacing the bundle's)
+    and listed in the manifest with its checksum: this is how the pipeline attaches the
+    evaluation's interval calibration to the predictor it registers.
 
     Args:
         bundle: the bundle to register (e.g. a candidate).
         root: registry root.
         name: predictor name.
         metrics: metrics to record in the manifest (replacing the bundle's).
+        calibration: the interval calibration to store, or ``None`` to keep the bundle's.
 
     Returns:
         The registered bundle directory.
 
     Raises:
         BundleError: the bundle does not verify.
-        ValueError: the registry already holds that version.
+        ValueError: the registry already holds that version, or the calibration came from
+            other profile tables than the bundle's training data.
     """
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
+    training = manifest.get("training_data")
+    sha = training.get("sha256", "") if isinstance(training, dict) else ""
+    check_calibration_data(calibration, sha, str(bundle))
     version = manifest["version"]
     target = Path(root) / name / version
     if target.exists():
@@ -430,9 +506,13 @@ def register_bundle(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
     try:
-        for file in manifest["files"]:
-            shutil.copy2(bundle / file, tmp / file)
-        manifest = {**manifest, "name": name, "metrics": metrics or {}}
+        files = dict(manifest["files"])
+        for file in files:
+            if not (calibration is not None and file == CALIBRATION_FILE):
+                shutil.copy2(bundle / file, tmp / file)
+        if calibration is not None:
+            files[CALIBRATION_FILE] = sha256_file(calibration.write(tmp / CALIBRATION_FILE))
+        manifest = {**manifest, "name": name, "metrics": metrics or {}, "files": files}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         os.replace(tmp, target)
     except BaseException:

@@ -9,6 +9,11 @@ the training devices is an error, never a silent guess. Every workload is built 
 (meta device, cached) before predicting, so a model that cannot be built is an error naming the
 row, never a traceback.
 
+Every prediction says whether it lies inside the training domain and, if not, why
+(:mod:`scaledl.registry.guard`; ``strict=True`` makes that an error), and, with ``coverage``,
+carries conformal intervals calibrated on out-of-sample errors of the same kind
+(:mod:`scaledl.models.intervals`).
+
 :func:`load_predictor` verifies the bundle and deserialises its files; the GNN module (PyTorch
 Geometric) is built around the loaded weights at the first prediction, so loading in a fresh
 process does not pay for PyTorch Geometric's imports before they are needed.
@@ -17,15 +22,21 @@ process does not pay for PyTorch Geometric's imports before they are needed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from scaledl.models.features import check_traceable
+from scaledl.models.intervals import CalibrationError
 from scaledl.registry.bundle import BundleParts, build_method, read_bundle
+from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
+
+if TYPE_CHECKING:
+    from scaledl.models.domain import TrainingDomain
+    from scaledl.models.intervals import IntervalCalibration
 
 
 class Predictor:
@@ -71,29 +82,65 @@ class Predictor:
             self._built = build_method(self._parts)
         return self._built
 
-    def predict(self, workloads: Any, detail: bool = False, source: str = "") -> pd.DataFrame:
-        """Predict iteration and epoch time.
+    @property
+    def domain(self) -> TrainingDomain | None:
+        """What the training workloads covered (``None`` for bundles that predate the record)."""
+        return self._parts.domain
+
+    @property
+    def calibration(self) -> IntervalCalibration | None:
+        """The interval calibration (``None`` when the bundle has none)."""
+        return self._parts.calibration
+
+    def predict(
+        self,
+        workloads: Any,
+        detail: bool = False,
+        source: str = "",
+        coverage: float | None = None,
+        strict: bool = False,
+    ) -> pd.DataFrame:
+        """Predict iteration and epoch time, with the domain check and, on request, intervals.
+
+        Every row is checked by the domain guard (:mod:`scaledl.registry.guard`): ``in_domain``
+        and ``extrapolation`` say whether the workload lies inside what the predictor was
+        trained on and, if not, why. With ``coverage``, the calibrated interval of each time
+        comes from the conformal calibration stored in the bundle
+        (:mod:`scaledl.models.intervals`), in the stratum the guard assigns
+        (``interval_basis``): an out-of-domain row gets a wider interval, never a narrower one.
 
         Args:
             workloads: a DataFrame (one row per workload), or a list of ``Workload``s or dicts.
             detail: also return per-node predictions.
             source: where the workloads came from (a file), named in errors.
+            coverage: the intervals' coverage in (0, 1) (e.g. 0.9); ``None``: no interval.
+            strict: raise instead of flagging a workload outside the training domain.
 
         Returns:
             One row per workload, in input order: ``workload_id``, ``family``, ``batch_size``,
             ``world_size``, ``iteration_s``, ``epoch_s``, ``steps_per_epoch``,
             ``used_generic_layer_model`` (a layer type unseen in training was predicted by the
-            generic model), ``predictor_version``. With ``detail=True``, a tuple of that frame
-            and a per-node frame (``workload_id``, ``node_index``, ``layer_name``,
-            ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``, ``used_generic``).
+            generic model), ``in_domain``, ``extrapolation`` (the guard's reasons, ``""`` in
+            domain), ``predictor_version``; with ``coverage`` also ``iteration_s_low``,
+            ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high`` (seconds; ``0`` and
+            ``inf`` when the stratum has too few calibration residuals) and
+            ``interval_basis``. With ``detail=True``, a tuple of that frame and a per-node frame
+            (``workload_id``, ``node_index``, ``layer_name``, ``layer_type``, ``forward_ms``,
+            ``backward_ms``, ``total_ms``, ``used_generic``).
 
         Raises:
             scaledl.workloads.spec.WorkloadError: a workload is invalid or its model cannot be
                 built or traced (names source, row and field), or it asks for a device the
                 predictor was not trained on.
+            scaledl.registry.guard.OutOfDomainError: ``strict`` and a workload lies outside the
+                training domain (names source, row, field and value).
+            scaledl.models.intervals.CalibrationError: ``coverage`` outside (0, 1), or the
+                bundle has no interval calibration.
             scaledl.registry.bundle.BundleError: the weights do not fit the saved GNN (found
                 at the first prediction, when the GNN is built).
         """
+        if coverage is not None:
+            self._check_coverage(coverage)
         specs = self._to_workloads(workloads, source)
         result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
@@ -102,10 +149,52 @@ class Predictor:
         result.insert(3, "world_size", [w.world_size for w in specs])
         result["steps_per_epoch"] = [w.steps_per_epoch for w in specs]
         result["used_generic_layer_model"] = result["workload_id"].map(generic).fillna(False)
-        result["predictor_version"] = self.version
         if not np.isfinite(result[["iteration_s", "epoch_s"]].to_numpy()).all():
             raise RuntimeError(f"{self.path}: predictor returned non-finite times")
+        reasons = check_domain(specs, self.domain, nodes)
+        if strict:
+            raise_if_outside(reasons, source)
+        guard = guard_columns(reasons)
+        result["in_domain"] = guard["in_domain"].to_numpy()
+        result["extrapolation"] = guard["extrapolation"].to_numpy()
+        if coverage is not None:
+            basis = guard["interval_basis"].tolist()
+            for target in ("epoch", "iteration"):  # inserted after each point prediction
+                low, high, _ = self.calibration.interval(
+                    target, result[f"{target}_s"].to_numpy(), basis, coverage
+                )
+                at = result.columns.get_loc(f"{target}_s") + 1
+                result.insert(at, f"{target}_s_low", low)
+                result.insert(at + 1, f"{target}_s_high", high)
+            result["interval_basis"] = basis
+        result["predictor_version"] = self.version
         return (result, nodes) if detail else result
+
+    def _check_coverage(self, coverage: float) -> None:
+        """Refuse a coverage outside (0, 1) or a bundle without calibration, before predicting."""
+        if not isinstance(coverage, (int, float)) or not 0.0 < coverage < 1.0:
+            raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+        if self.calibration is None:
+            raise CalibrationError(
+                f"{self.path}: predictor {self.version} has no interval calibration "
+                "(calibration.json): register it through the pipeline, or save it with the "
+                "calibration.json that `scaledl evaluate` writes (`scaledl train --calibration`)"
+            )
+
+    def parse_workloads(self, workloads: Any, source: str = "") -> list[Workload]:
+        """The validated workloads :meth:`predict` would predict (device resolved, traced).
+
+        Args:
+            workloads: as for :meth:`predict`.
+            source: where they came from, named in errors.
+
+        Returns:
+            One :class:`~scaledl.workloads.spec.Workload` per row, in order.
+
+        Raises:
+            scaledl.workloads.spec.WorkloadError: as :meth:`predict`.
+        """
+        return self._to_workloads(workloads, source)
 
     def _to_workloads(self, workloads: Any, source: str = "") -> list[Workload]:
         if isinstance(workloads, pd.DataFrame):

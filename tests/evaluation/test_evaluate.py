@@ -45,6 +45,16 @@ def test_evaluate_end_to_end(profile_dir, tmp_path):
         "pred_epoch_s",
     } <= set(pred.columns)
     assert len(pred[(pred["split"] == "ood/vit") & (pred["method"] == "analytical")]) == 5
+    # Intervals: every method scored on every split, each left-out family calibrated on the
+    # other two (10 residuals); no ScaleDL, hence no calibration for a bundle.
+    iv = m.intervals
+    assert set(iv.id.methods) == set(METHODS) and iv.coverage == 0.9
+    bert = iv.ood.per_family["bert"]["additive"].iteration
+    assert bert.n == 5 and bert.calibration_size == 10 and 0 <= bert.coverage <= 1
+    assert iv.calibration is None and not (tmp_path / "calibration.json").exists()
+    assert {"pred_iteration_s_low", "pred_iteration_s_high", "pred_epoch_s_low"} <= set(pred)
+    assert m.runtime_s.intervals >= 0
+    assert "id='summary'" in (tmp_path / "report.html").read_text()
     html = (tmp_path / "report.html").read_text()
     for name in ("pred_vs_measured", "sweep", "ood_mre", "learning_curves_analytical"):
         assert (tmp_path / "figures" / f"{name}.png").is_file()
@@ -78,3 +88,24 @@ def test_invalid_dir_names_the_file(tmp_path):
 def test_config_rejects_unknown_method():
     with pytest.raises(ValueError, match="unknown method"):
         EvaluationConfig(methods=("magic",))
+
+
+def test_scaledl_evaluation_writes_the_bundle_calibration_and_the_headline(profile_dir, tmp_path):
+    from scaledl.models.gnn_training import GNNTrainConfig
+    from scaledl.models.intervals import IntervalCalibration
+    from scaledl.registry.bundle import tables_sha256
+
+    cheap = {"folds": 2, "gnn_config": GNNTrainConfig(hidden_channels=8, heads=1, max_epochs=5,
+                                                      patience=2)}  # fmt: skip
+    config = EvaluationConfig(
+        methods=("scaledl",), method_params={"scaledl": cheap}, learning_curve_seeds=0,
+        include_external=False,
+    )  # fmt: skip
+    m = evaluate(profile_dir, tmp_path, config)
+    calibration = IntervalCalibration.read(tmp_path / "calibration.json")
+    assert calibration.training_data_sha256 == tables_sha256(profile_dir)
+    sizes = calibration.sizes()["iteration"]
+    assert sizes["unseen_family"] == 15  # every workload once, from a model without its family
+    assert sizes == m.intervals.calibration["iteration"]
+    assert (tmp_path / "figures" / "headline.png").is_file()
+    assert "alt='headline'" in (tmp_path / "report.html").read_text()

@@ -281,3 +281,56 @@ def test_register_copies_a_verified_bundle(bundle, tmp_path):
     (bundle / "gnn.pt").write_bytes(b"x")
     with pytest.raises(BundleError, match="checksum"):
         register_bundle(bundle, tmp_path / "other", "scaledl")
+
+
+def calibration(sha=""):
+    from scaledl.models.intervals import IntervalCalibration
+
+    rng = np.random.default_rng(0)
+    residuals = {t: {"in_domain": rng.normal(0, 0.1, 30)} for t in ("iteration", "epoch")}
+    return IntervalCalibration(residuals, "scaledl", sha, "test")
+
+
+def test_the_training_domain_travels_in_params(bundle):
+    params = json.loads((bundle / "params.json").read_text())
+    assert params["training_domain"]["precisions"] == ["fp32"]
+    predictor = load_predictor(bundle)
+    assert predictor.domain.families == ("bert", "t5", "vit")
+    assert predictor.calibration is None
+
+
+def test_register_stores_a_checksummed_calibration(bundle, tmp_path):
+    target = register_bundle(bundle, tmp_path / "registry", "scaledl", calibration=calibration())
+    manifest = read_manifest(target)
+    assert manifest["files"]["calibration.json"] == sha256_file(target / "calibration.json")
+    loaded = load_predictor(target).calibration
+    assert loaded.sizes() == {"iteration": {"in_domain": 30}, "epoch": {"in_domain": 30}}
+    # Registered again without one, the calibration is kept (copied and verified).
+    again = register_bundle(target, tmp_path / "other", "scaledl")
+    assert load_predictor(again).calibration.sizes() == loaded.sizes()
+    text = (target / "calibration.json").read_text()
+    (target / "calibration.json").write_text(text.replace("0.", "1.", 1))
+    with pytest.raises(BundleError, match="calibration.json: checksum mismatch"):
+        load_predictor(target)
+
+
+def test_a_calibration_of_other_tables_is_refused(bundle, tmp_path):
+    from scaledl.models.intervals import CalibrationError
+
+    edit_manifest(bundle, training_data={"sha256": "a" * 64})
+    with pytest.raises(CalibrationError, match="computed on profile tables bbbb"):
+        register_bundle(bundle, tmp_path / "registry", "scaledl", calibration=calibration("b" * 64))
+    register_bundle(bundle, tmp_path / "registry", "scaledl", calibration=calibration("a" * 64))
+
+
+def test_an_unlisted_calibration_is_never_read(bundle):
+    (bundle / "calibration.json").write_text("not json")
+    assert load_predictor(bundle).calibration is None
+
+
+def test_a_malformed_listed_calibration_names_the_file(bundle):
+    path = bundle / "calibration.json"
+    path.write_text(json.dumps({"format": 1}))
+    edit_manifest(bundle, files={**read_files(bundle), "calibration.json": sha256_file(path)})
+    with pytest.raises(BundleError, match="calibration.json: missing key"):
+        load_predictor(bundle)

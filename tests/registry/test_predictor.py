@@ -3,7 +3,9 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
 
-from scaledl.registry import load_predictor
+from scaledl.models.intervals import CalibrationError, IntervalCalibration
+from scaledl.registry import load_predictor, register_bundle
+from scaledl.registry.guard import OutOfDomainError
 from scaledl.workloads.device import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -44,6 +46,8 @@ def test_predict_frame_rows_in_order(predictor):
         "epoch_s",
         "steps_per_epoch",
         "used_generic_layer_model",
+        "in_domain",
+        "extrapolation",
         "predictor_version",
     ]
     assert list(result["family"]) == ["bert", "t5", "vit"]
@@ -131,3 +135,70 @@ def test_unknown_column_is_an_error_with_a_suggestion(predictor):
         WorkloadError, match=r"runs\.csv: row 1.*'wrld_size'.*did you mean 'world_size'"
     ):
         predictor.predict(frame, source="runs.csv")
+
+
+def test_every_prediction_says_whether_it_is_in_domain(predictor):
+    """Issue 14: a bf16 workload or one on more nodes is flagged, never silently predicted."""
+    rows = [ROW, {**ROW, "precision": "bf16"}, {**ROW, "world_size": 8, "num_nodes": 2},
+            tiny_spec("deit")]  # fmt: skip
+    result = predictor.predict(rows)
+    assert result["in_domain"].tolist() == [True, False, False, False]
+    assert result["extrapolation"][0] == ""
+    assert (
+        "precision=bf16: precision never trained on (trained on ['fp32'])"
+        in (result["extrapolation"][1])
+    )
+    assert "num_nodes=2" in result["extrapolation"][2]
+    assert "world_size=8" in result["extrapolation"][2]
+    assert result["extrapolation"][3].startswith("family=deit: family never trained on")
+
+
+def test_strict_names_the_row_and_field(predictor):
+    rows = [ROW, {**ROW, "precision": "bf16"}]
+    with pytest.raises(
+        OutOfDomainError, match=r"w\.csv: row 2: .*field 'precision' \(value bf16\)"
+    ):
+        predictor.predict(rows, strict=True, source="w.csv")
+    assert len(predictor.predict([ROW], strict=True)) == 1
+
+
+def test_coverage_needs_a_calibrated_bundle(predictor):
+    with pytest.raises(CalibrationError, match="no interval calibration"):
+        predictor.predict([ROW], coverage=0.9)
+
+
+@pytest.fixture(scope="module")
+def calibrated(registry_root, tmp_path_factory):
+    rng = np.random.default_rng(0)
+    sigmas = {"in_domain": 0.1, "unseen_family": 0.6, "beyond_range": 0.3}
+    residuals = {
+        t: {s: rng.normal(0, sigma, 40) for s, sigma in sigmas.items()}
+        for t in ("iteration", "epoch")
+    }
+    cal = IntervalCalibration(residuals, "scaledl", "", "synthetic")
+    root = tmp_path_factory.mktemp("calibrated")
+    register_bundle(registry_root / "scaledl" / "v2", root, "scaledl", calibration=cal)
+    return load_predictor(root / "scaledl"), cal
+
+
+def test_intervals_widen_outside_the_domain(calibrated):
+    predictor, cal = calibrated
+    rows = [ROW, tiny_spec("deit"), {**ROW, "precision": "bf16"}, {**ROW, "batch_size": 64}]
+    result = predictor.predict(rows, coverage=0.9)
+    columns = list(result.columns)
+    at = columns.index("iteration_s")
+    assert columns[at : at + 6] == ["iteration_s", "iteration_s_low", "iteration_s_high",
+                                    "epoch_s", "epoch_s_low", "epoch_s_high"]  # fmt: skip
+    for target in ("iteration_s", "epoch_s"):
+        assert (result[f"{target}_low"] < result[target]).all()
+        assert (result[target] < result[f"{target}_high"]).all()
+    widths = cal.half_widths("iteration", 0.9)
+    q = np.log(result["iteration_s_high"] / result["iteration_s"]).to_numpy()
+    assert q[0] == pytest.approx(widths["in_domain"])
+    assert q[1] == pytest.approx(widths["unseen_family"])  # the widest too
+    assert q[2] == pytest.approx(max(widths.values()))  # precision: no stratum, the widest
+    assert result["interval_basis"][0] == "in_domain" and result["interval_basis"][2] == "widest"
+    assert result["interval_basis"][3] in ("beyond_range", "widest")
+    assert q[3] >= widths["beyond_range"] - 1e-12
+    with pytest.raises(CalibrationError, match="coverage must lie in"):
+        predictor.predict([ROW], coverage=1.2)

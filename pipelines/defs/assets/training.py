@@ -151,8 +151,14 @@ def predictor_bundle(
         "ood_mre": None if isinstance(metrics.splits.ood, Skipped) else metrics.mre("ood"),
         "held_out_comparison": comparison.to_dict() if comparison else None,
     }
+    # The evaluation's interval calibration (absent when ScaleDL was not evaluated: the version
+    # then predicts without intervals, as the metadata says).
+    calibration = settings.reports_dir / "calibration.json"
+    calibration = calibration if calibration.is_file() else None
     if register:
-        path = predictor_store.register(candidate.path, settings.predictors_dir, record)
+        path = predictor_store.register(
+            candidate.path, settings.predictors_dir, record, calibration=calibration
+        )
         context.log.info(f"registered predictor {path}: {reason}")
     else:
         path = current_dir
@@ -167,6 +173,13 @@ def predictor_bundle(
         "version": path.name,
         "candidate_version": candidate.version,
         "id_mre": dg.MetadataValue.float(record["id_mre"]),
+        "interval_calibration": (
+            "the registered version's"
+            if not register
+            else str(calibration)
+            if calibration
+            else "none: no intervals"
+        ),  # fmt: skip
     }
     if comparison is not None:
         meta.update(

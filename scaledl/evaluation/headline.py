@@ -1,0 +1,253 @@
+"""The report's opening summary: headline figure, errors next to the noise floor, a verdict.
+
+A reader of the evaluation wants three things before any table: how close the predictions
+are (the headline figure: ScaleDL's predicted vs measured iteration time on held-out workloads,
+with its calibrated intervals), how that compares with what is achievable (the errors next to
+the label noise floor, the MRE between independent launches of the same workloads, and next to
+the best baseline), and whether to trust it (a one-paragraph verdict written from the numbers,
+never typed by hand). :func:`summary_html` renders the three; the detailed tables follow it in
+:func:`scaledl.evaluation.report.render_report`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from scaledl.evaluation.coverage import COVERAGE_BAND  # noqa: E402
+from scaledl.evaluation.results import Metrics, OODErrors, Skipped  # noqa: E402
+
+HEADLINE_METHOD = "scaledl"
+_SPLITS = {"id": "held-out, trained families (ID)", "ood": "left-out family (OOD)"}
+
+
+def headline_figure(predictions: pd.DataFrame, path: Path, method: str = HEADLINE_METHOD) -> Path:
+    """Predicted vs measured iteration time of one method, with its calibrated intervals.
+
+    ID test workloads and left-out-family workloads (each predicted by a model trained without
+    its family) in two colours, log-log, the interval as a vertical bar (an unbounded bound is
+    drawn to the edge of the axes), ``y = x`` dashed.
+
+    Args:
+        predictions: the evaluation's predictions with ``split``, ``method``,
+            ``true_iteration_s``, ``pred_iteration_s``, ``pred_iteration_s_low`` and
+            ``pred_iteration_s_high``.
+        path: output PNG.
+        method: the method drawn.
+
+    Returns:
+        ``path``.
+    """
+    rows = predictions[predictions["method"] == method]
+    split = rows["split"].astype(str)
+    groups = {"id": rows[split == "id"], "ood": rows[split.str.startswith("ood/")]}
+    finite = rows[["true_iteration_s", "pred_iteration_s"]].to_numpy(dtype=float)
+    lo, hi = np.nanmin(finite) * 0.5, np.nanmax(finite) * 2.0
+    fig, ax = plt.subplots(figsize=(6.2, 5.0))
+    for (key, part), colour in zip(groups.items(), ("tab:blue", "tab:orange"), strict=True):
+        if part.empty:
+            continue
+        x = part["true_iteration_s"].to_numpy(dtype=float)
+        y = part["pred_iteration_s"].to_numpy(dtype=float)
+        low = np.clip(part["pred_iteration_s_low"].to_numpy(dtype=float), lo, hi)
+        high = np.clip(part["pred_iteration_s_high"].to_numpy(dtype=float), lo, hi)
+        covered = (x >= part["pred_iteration_s_low"]) & (x <= part["pred_iteration_s_high"])
+        ax.errorbar(
+            x,
+            y,
+            yerr=np.vstack([y - low, high - y]),
+            fmt="o",
+            ms=3.5,
+            c=colour,
+            elinewidth=0.8,
+            alpha=0.8,
+            label=f"{_SPLITS[key]}: {int(covered.sum())}/{len(x)} in interval",
+        )
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(lo, hi),
+        ylim=(lo, hi),
+        xlabel="measured iteration [s]",
+        ylabel="predicted iteration [s]",
+        title=f"{method}: predicted vs measured, with calibrated intervals",
+    )
+    ax.legend(fontsize=7, loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _best_baseline(table: dict, method: str) -> tuple[str, float] | None:
+    others = {m: v.mre for m, v in table.items() if m != method}
+    if not others:
+        return None
+    best = min(others, key=others.get)
+    return best, others[best]
+
+
+def error_rows(metrics: Metrics, method: str = HEADLINE_METHOD) -> list[list[str]]:
+    """Rows of the errors-versus-noise-floor table: one per split ScaleDL was evaluated on.
+
+    Returns:
+        ``[split, method MRE, best baseline (MRE), noise floor, method MRE / noise floor,
+        interval coverage, median interval width]`` as text.
+    """
+    rep = metrics.label_reproducibility
+    noise = None if isinstance(rep, Skipped) else rep.mre
+    cov = metrics.intervals
+    rows = []
+    for split, label in (
+        ("id", "ID (held-out workloads)"),
+        ("ood", "left-out families (mean)"),
+        ("extrapolation", "extrapolation (largest)"),
+    ):
+        body = getattr(metrics.splits, split)
+        if isinstance(body, Skipped):
+            continue
+        table = body.mean if isinstance(body, OODErrors) else body.methods
+        if method not in table:
+            continue
+        mre = table[method].mre
+        best = _best_baseline(table, method)
+        node = getattr(cov, split)
+        c = None
+        if not isinstance(node, Skipped):
+            c = (node.pooled if split == "ood" else node.methods).get(method)
+        rows.append(
+            [
+                label,
+                _pct(mre),
+                "n/a" if best is None else f"{best[0]} {_pct(best[1])}",
+                _pct(noise),
+                "n/a" if not noise else f"{mre / noise:.1f}x",
+                "n/a" if c is None else f"{_pct(c.iteration.coverage)} of {c.iteration.n}",
+                "n/a" if c is None else _pct(c.iteration.median_relative_width),
+            ]
+        )
+    return rows
+
+
+def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
+    """A one-paragraph verdict on the method, written from the metrics.
+
+    It states the ID and out-of-family MRE against the noise floor and the best baseline, the
+    interval coverage against its target band, and a conclusion that follows from them.
+
+    Returns:
+        Plain text.
+    """
+    if method not in metrics.splits.id.methods:
+        return f"{method} was not evaluated: no verdict."
+    rep = metrics.label_reproducibility
+    noise = None if isinstance(rep, Skipped) else rep.mre
+    id_table = metrics.splits.id.methods
+    id_mre = id_table[method].mre
+    parts = [
+        f"On held-out workloads of the families it was trained on, {method} predicts the "
+        f"iteration time with an MRE of {_pct(id_mre)}"
+    ]
+    if noise:
+        parts.append(f", {id_mre / noise:.1f}x the label noise floor of {_pct(noise)}")
+    else:
+        parts.append(" (the label noise floor was not measured: no workload launched twice)")
+    best = _best_baseline(id_table, method)
+    if best:
+        parts.append(f"; the best baseline, {best[0]}, has {_pct(best[1])}")
+    ood = metrics.splits.ood
+    ood_mre = None
+    if isinstance(ood, OODErrors) and method in ood.mean:
+        ood_mre = ood.mean[method].mre
+        obest = _best_baseline(ood.mean, method)
+        parts.append(f". On families it never saw, the MRE is {_pct(ood_mre)}")
+        if obest:
+            parts.append(f" (best baseline {obest[0]} {_pct(obest[1])})")
+    lo, hi = COVERAGE_BAND
+    cov = metrics.intervals
+    c_id = cov.id.methods.get(method)
+    calibrated = []
+    if c_id is not None:
+        s = c_id.iteration
+        calibrated.append(lo <= s.coverage <= hi)
+        parts.append(
+            f". Its {cov.coverage:.0%} intervals held the measured time for "
+            f"{_pct(s.coverage)} of {s.n} ID workloads (median width "
+            f"{_pct(s.median_relative_width)} of the prediction)"
+        )
+    if not isinstance(cov.ood, Skipped) and method in cov.ood.pooled:
+        fam = {
+            f: v[method].iteration.coverage for f, v in cov.ood.per_family.items() if method in v
+        }
+        calibrated += [lo <= v <= hi for v in fam.values()]
+        parts.append(" and for " + ", ".join(f"{_pct(v)} of left-out {f}" for f, v in fam.items()))
+    beats_id = best is None or id_mre <= best[1]
+    conclusion = [
+        "better than every baseline on held-out workloads"
+        if beats_id
+        else f"not the most accurate method on held-out workloads ({best[0]} is)",
+    ]
+    if noise:
+        conclusion.append(
+            "within 1.5x the noise floor"
+            if id_mre <= 1.5 * noise
+            else "well above the noise floor, so the models, not the labels, limit it"
+        )
+    if calibrated:
+        conclusion.append(
+            f"its intervals are calibrated ({lo:.0%}-{hi:.0%}) on every split measured"
+            if all(calibrated)
+            else "its intervals miss the coverage band on some split: read them with care"
+        )
+    return "".join(parts) + ". Verdict: " + "; ".join(conclusion) + "."
+
+
+def summary_html(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
+    """The report's opening section: headline figure, errors vs noise floor, verdict.
+
+    Args:
+        metrics: the evaluation metrics.
+        figure_paths: figure key -> PNG; ``headline`` is embedded when present.
+
+    Returns:
+        An HTML fragment.
+    """
+    parts = ["<h2 id='summary'>Summary</h2>", f"<p>{html.escape(verdict(metrics))}</p>"]
+    if "headline" in figure_paths:
+        data = base64.b64encode(Path(figure_paths["headline"]).read_bytes()).decode("ascii")
+        parts.append(
+            "<p>Predicted vs measured iteration time of held-out workloads, each with its "
+            f"{metrics.intervals.coverage:.0%} interval calibrated without its own residual "
+            "(ID: on the other ID test workloads; left-out family: on the other families).</p>"
+            f"<img alt='headline' src='data:image/png;base64,{data}'>"
+        )
+    header = [
+        "split",
+        f"{HEADLINE_METHOD} MRE",
+        "best baseline",
+        "noise floor",
+        "MRE / noise floor",
+        "interval coverage",
+        "median interval width",
+    ]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row in error_rows(metrics)
+    )
+    parts.append(f"<table class='summary'><tr>{head}</tr>{body}</table>")
+    return "\n".join(parts)

@@ -1,0 +1,343 @@
+"""Calibrated prediction intervals: Mondrian split-conformal regression in log space (crepes).
+
+A runtime error is multiplicative (a model 30% off on a 10 ms iteration is 30% off on a 1 s
+one), so the non-conformity score of a prediction is its absolute log ratio
+``|log(measured) - log(predicted)|``. For a coverage ``c`` and a set of calibration scores, the
+conformal half-width ``q`` is the ``ceil(c (n + 1))``-th smallest score (split conformal
+regression, Vovk et al. 2005; Papadopoulos et al. 2002) and the interval is
+``[predicted * exp(-q), predicted * exp(q)]``; for a new prediction exchangeable with the
+calibration ones it holds the measured time with probability at least ``c``. The quantile
+comes from ``crepes.ConformalRegressor`` (Boström, COPA 2022), never from code of ours.
+
+Calibration is Mondrian (one quantile per category, Vovk 2012): the category, or *stratum*, of
+a prediction is how far it lies from the training data, decided by the domain guard
+(:mod:`scaledl.registry.guard`), and each stratum is calibrated on out-of-sample predictions of
+the same kind:
+
+* ``in_domain``: the random held-out (ID) split of the evaluation: workloads of families the
+  model was trained on;
+* ``unseen_family``: the leave-one-family-out splits: each family predicted by models trained
+  without it (group-aware calibration, so intervals for a new family are honest);
+* ``beyond_range``: the extrapolation split: the largest workloads predicted by models trained
+  on the smaller ones.
+
+The scores come from the evaluation's predictions (:meth:`IntervalCalibration.from_predictions`:
+no extra fit), made by models of the same training recipe fitted on less data than the
+registered predictor, which makes the intervals, if anything, conservative. Iteration and epoch
+time are calibrated separately. The calibration travels in the predictor bundle
+(``calibration.json``, checksummed) and records the SHA-256 of the profile tables it came from.
+
+A stratum with too few scores for the coverage asked (fewer than about ``1 / (1 - c)``: 9 for
+90%) gives an unbounded interval ``[0, inf)``, as crepes does, never a narrower guess.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Strata, from the closest to the training data to the farthest.
+STRATA = ("in_domain", "unseen_family", "beyond_range")
+#: The targets calibrated, as named in prediction frames (``iteration_s``, ``epoch_s``).
+TARGETS = ("iteration", "epoch")
+#: Split name prefix of the evaluation's predictions -> stratum.
+SPLIT_STRATA = {"id": "in_domain", "ood/": "unseen_family", "extrapolation": "beyond_range"}
+SCORE = "abs log ratio |log(measured) - log(predicted)|"
+FORMAT = 1
+
+
+class CalibrationError(ValueError):
+    """A calibration is malformed, or cannot give the interval asked (names file and key)."""
+
+
+def log_residuals(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """Signed log residuals ``log(true) - log(pred)``.
+
+    Args:
+        pred: predicted times, shape (n,), > 0.
+        true: measured times, shape (n,), > 0.
+
+    Returns:
+        Shape (n,).
+    """
+    return np.log(np.asarray(true, dtype=float)) - np.log(np.asarray(pred, dtype=float))
+
+
+def conformal_half_widths(
+    residuals: np.ndarray, bins: np.ndarray, coverage: float
+) -> dict[str, float]:
+    """The Mondrian conformal half-width of each bin (``crepes.ConformalRegressor``).
+
+    Args:
+        residuals: calibration residuals (the absolute value is the score), shape (n,).
+        bins: their category, shape (n,).
+        coverage: confidence level, in (0, 1).
+
+    Returns:
+        Bin -> half-width (``inf`` when the bin has too few residuals for ``coverage``).
+
+    Raises:
+        CalibrationError: ``coverage`` outside (0, 1) or no residual.
+    """
+    from crepes import ConformalRegressor
+
+    if not 0.0 < coverage < 1.0:
+        raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+    residuals, bins = np.asarray(residuals, dtype=float), np.asarray(bins, dtype=str)
+    if residuals.size == 0:
+        raise CalibrationError("no calibration residual")
+    labels = np.unique(bins)
+    with warnings.catch_warnings():
+        # crepes warns and returns an unbounded interval for a bin too small: we report it.
+        warnings.filterwarnings("ignore", message="the no. of calibration examples is too small")
+        cr = ConformalRegressor().fit(residuals, bins=bins)
+        bounds = cr.predict_int(np.zeros(len(labels)), bins=labels, confidence=coverage)
+    return {str(b): float(hi) for b, hi in zip(labels, bounds[:, 1], strict=True)}
+
+
+def conformal_half_width(residuals: np.ndarray, coverage: float) -> float:
+    """The split-conformal half-width of one calibration set (``inf`` when too small)."""
+    residuals = np.asarray(residuals, dtype=float)
+    return conformal_half_widths(residuals, np.zeros(len(residuals), dtype=int), coverage)["0"]
+
+
+def stratum_of_split(split: str) -> str:
+    """The stratum an evaluation split's out-of-sample predictions calibrate.
+
+    Raises:
+        CalibrationError: an unknown split name.
+    """
+    for prefix, stratum in SPLIT_STRATA.items():
+        if split == prefix or (prefix.endswith("/") and split.startswith(prefix)):
+            return stratum
+    raise CalibrationError(f"split {split!r}: not an evaluation split ({list(SPLIT_STRATA)})")
+
+
+@dataclass(frozen=True)
+class IntervalCalibration:
+    """Calibration residuals per target and stratum, from out-of-sample predictions.
+
+    Attributes:
+        residuals: target (``iteration``, ``epoch``) -> stratum -> signed log residuals
+            ``log(measured / predicted)`` (a stratum without residuals is absent).
+        method: the method whose predictions were scored (``scaledl``).
+        training_data_sha256: SHA-256 of the profile tables the predictions came from
+            (:func:`scaledl.registry.bundle.tables_sha256`), ``""`` when unknown.
+        source: where the residuals came from (a ``predictions.parquet`` or description).
+    """
+
+    residuals: dict[str, dict[str, np.ndarray]]
+    method: str = "scaledl"
+    training_data_sha256: str = ""
+    source: str = ""
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_predictions(
+        cls,
+        predictions: pd.DataFrame,
+        method: str = "scaledl",
+        training_data_sha256: str = "",
+        source: str = "",
+    ) -> IntervalCalibration:
+        """The calibration of one method's out-of-sample evaluation predictions.
+
+        Args:
+            predictions: rows with ``split`` (``id``, ``ood/<family>``, ``extrapolation``),
+                ``method``, ``true_iteration_s``, ``pred_iteration_s``, ``true_epoch_s``,
+                ``pred_epoch_s`` (the evaluation's ``predictions.parquet``).
+            method: the method to calibrate.
+            training_data_sha256: SHA-256 of the profile tables evaluated.
+            source: where the predictions came from.
+
+        Returns:
+            The calibration (rows with a missing or non-positive time are left out).
+
+        Raises:
+            CalibrationError: ``method`` has no prediction, or no stratum has a residual.
+        """
+        rows = predictions[predictions["method"] == method]
+        if rows.empty:
+            raise CalibrationError(f"{source or 'predictions'}: no prediction of {method!r}")
+        strata = rows["split"].map(stratum_of_split).to_numpy()
+        residuals: dict[str, dict[str, np.ndarray]] = {}
+        for target in TARGETS:
+            true = rows[f"true_{target}_s"].to_numpy(dtype=float)
+            pred = rows[f"pred_{target}_s"].to_numpy(dtype=float)
+            ok = np.isfinite(true) & np.isfinite(pred) & (true > 0) & (pred > 0)
+            r = np.full(len(rows), np.nan)
+            r[ok] = log_residuals(pred[ok], true[ok])
+            residuals[target] = {
+                s: r[ok & (strata == s)] for s in STRATA if (ok & (strata == s)).any()
+            }
+        if not residuals["iteration"]:
+            raise CalibrationError(f"{source or 'predictions'}: no usable {method!r} prediction")
+        return cls(residuals, method, training_data_sha256, source)
+
+    def strata(self, target: str = "iteration") -> list[str]:
+        """Strata with residuals for ``target``, in :data:`STRATA` order."""
+        return [s for s in STRATA if s in self.residuals.get(target, {})]
+
+    def sizes(self) -> dict[str, dict[str, int]]:
+        """Target -> stratum -> number of residuals."""
+        return {t: {s: len(r) for s, r in by.items()} for t, by in self.residuals.items()}
+
+    def half_widths(self, target: str, coverage: float) -> dict[str, float]:
+        """Log-space half-width per stratum for ``target`` at ``coverage``.
+
+        Raises:
+            CalibrationError: unknown target, no residual for it, or a bad coverage.
+        """
+        if target not in self.residuals or not self.residuals[target]:
+            raise CalibrationError(f"calibration: no residuals for target {target!r}")
+        key = (target, float(coverage))
+        if key not in self._cache:
+            by = self.residuals[target]
+            values = np.concatenate([by[s] for s in by])
+            bins = np.concatenate([[s] * len(by[s]) for s in by])
+            self._cache[key] = conformal_half_widths(values, bins, coverage)
+        return self._cache[key]
+
+    def interval(
+        self, target: str, predicted: np.ndarray, basis: list[str], coverage: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Intervals of predictions, each from the stratum its row's basis names.
+
+        A row outside the domain never gets an interval narrower than the in-domain one: its
+        half-width is the larger of its stratum's and ``in_domain``'s. The basis ``widest``
+        (an extrapolation no stratum calibrates: precision, nodes, world size, layer types)
+        takes the widest stratum; a stratum the calibration lacks is treated as ``widest``.
+
+        Args:
+            target: ``iteration`` or ``epoch``.
+            predicted: predicted times, shape (n,), seconds.
+            basis: per row, a stratum of :data:`STRATA` or ``"widest"``.
+            coverage: the coverage, in (0, 1).
+
+        Returns:
+            ``(low, high, half_width)``, each shape (n,): bounds in seconds (``0`` and ``inf``
+            when unbounded) and the log-space half-width used.
+
+        Raises:
+            CalibrationError: as :meth:`half_widths`, or an unknown basis.
+        """
+        widths = self.half_widths(target, coverage)
+        widest = max(widths.values())
+        floor = widths.get("in_domain", widest)
+        q = np.empty(len(basis))
+        for i, b in enumerate(basis):
+            if b == "widest" or b not in widths:
+                if b != "widest" and b not in STRATA:
+                    raise CalibrationError(f"interval basis {b!r}: not a stratum ({STRATA})")
+                q[i] = widest
+            else:
+                q[i] = widths[b] if b == "in_domain" else max(widths[b], floor)
+        predicted = np.asarray(predicted, dtype=float)
+        with np.errstate(over="ignore"):
+            return predicted * np.exp(-q), predicted * np.exp(q), q
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON mapping stored as a bundle's ``calibration.json``."""
+        return {
+            "format": FORMAT,
+            "score": SCORE,
+            "library": crepes_version(),
+            "method": self.method,
+            "training_data_sha256": self.training_data_sha256,
+            "source": self.source,
+            "residuals": {
+                t: {s: [float(x) for x in r] for s, r in by.items()}
+                for t, by in self.residuals.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<calibration>") -> IntervalCalibration:
+        """The calibration of a :meth:`to_dict` mapping.
+
+        Raises:
+            CalibrationError: a key is missing, unknown or malformed (naming ``source`` and the
+                key).
+        """
+        keys = {
+            "format",
+            "score",
+            "library",
+            "method",
+            "training_data_sha256",
+            "source",
+            "residuals",
+        }
+        if not isinstance(data, dict):
+            raise CalibrationError(f"{source}: expected a JSON object")
+        missing, unknown = sorted(keys - set(data)), sorted(set(data) - keys)
+        if missing or unknown:
+            raise CalibrationError(f"{source}: missing key(s) {missing}, unknown key(s) {unknown}")
+        if data["format"] != FORMAT:
+            raise CalibrationError(
+                f"{source}: key 'format' is {data['format']!r}, expected {FORMAT}"
+            )
+        residuals: dict[str, dict[str, np.ndarray]] = {}
+        raw = data["residuals"]
+        if not isinstance(raw, dict) or "iteration" not in raw:
+            raise CalibrationError(
+                f"{source}: key 'residuals': expected a mapping with 'iteration'"
+            )
+        for target, by in raw.items():
+            if target not in TARGETS or not isinstance(by, dict):
+                raise CalibrationError(f"{source}: key 'residuals.{target}': unknown target")
+            residuals[target] = {}
+            for stratum, values in by.items():
+                where = f"{source}: key 'residuals.{target}.{stratum}'"
+                if stratum not in STRATA:
+                    raise CalibrationError(f"{where}: unknown stratum (strata: {STRATA})")
+                try:
+                    array = np.asarray(values, dtype=float)
+                except (TypeError, ValueError):
+                    raise CalibrationError(f"{where}: not a list of numbers") from None
+                if array.ndim != 1 or not len(array) or not np.isfinite(array).all():
+                    raise CalibrationError(f"{where}: expected a non-empty list of finite numbers")
+                residuals[target][stratum] = array
+        if not residuals["iteration"]:
+            raise CalibrationError(f"{source}: key 'residuals.iteration': no stratum")
+        return cls(
+            residuals, str(data["method"]), str(data["training_data_sha256"]), str(data["source"])
+        )
+
+    def write(self, path: Path) -> Path:
+        """Write :meth:`to_dict` as JSON (a temporary file renamed into place).
+
+        Returns:
+            ``path``.
+        """
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> IntervalCalibration:
+        """Read a calibration file.
+
+        Raises:
+            CalibrationError: unreadable, not JSON or malformed (naming the file).
+        """
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise CalibrationError(f"{path}: cannot read calibration: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+
+def crepes_version() -> str:
+    """The conformal library and its version (``crepes X.Y.Z``)."""
+    from importlib import metadata
+
+    return f"crepes {metadata.version('crepes')}"

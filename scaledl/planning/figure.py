@@ -1,0 +1,110 @@
+"""The plan's figure: time to train vs cost, the Pareto front and the deadline pick (PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+if TYPE_CHECKING:
+    from scaledl.planning.planner import Plan
+
+
+def plan_figure(plan: Plan, path: Path) -> Path:
+    """Scatter of every candidate's time to train vs cost, log-log, with the front and choice.
+
+    Candidates that fit in memory are dots (hollow when out of the training domain), those that
+    do not are grey crosses; the Pareto front is a line through its points with the time
+    interval as horizontal error bars, each labelled ``ranks x batch``; the deadline is a
+    vertical line and the cheapest configuration meeting it a star.
+
+    Args:
+        plan: the planner's result.
+        path: output PNG.
+
+    Returns:
+        ``path``.
+    """
+    t = plan.table
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fit = t["fits_memory"].to_numpy()
+    inside = t["in_domain"].to_numpy()
+    ax.scatter(
+        t.loc[~fit, "time_to_train_h"],
+        t.loc[~fit, "cost"],
+        marker="x",
+        c="0.7",
+        s=14,
+        label="does not fit in memory",
+    )
+    ax.scatter(
+        t.loc[fit & inside, "time_to_train_h"],
+        t.loc[fit & inside, "cost"],
+        s=14,
+        c="tab:blue",
+        label="fits, in domain",
+    )
+    ax.scatter(
+        t.loc[fit & ~inside, "time_to_train_h"],
+        t.loc[fit & ~inside, "cost"],
+        s=14,
+        facecolors="none",
+        edgecolors="tab:blue",
+        label="fits, out of domain",
+    )
+    front = plan.pareto
+    if not front.empty:
+        x = front["time_to_train_h"].to_numpy()
+        y = front["cost"].to_numpy()
+        lo, hi = front["time_to_train_h_low"].to_numpy(), front["time_to_train_h_high"].to_numpy()
+        xerr = None if np.isnan(lo).all() else np.vstack([x - lo, np.minimum(hi - x, 1e12)])
+        ax.errorbar(
+            x,
+            y,
+            xerr=xerr,
+            fmt="-o",
+            c="tab:orange",
+            ms=4,
+            lw=1.2,
+            capsize=2,
+            label="Pareto front (time interval)",
+        )
+        for row in front.itertuples():
+            ax.annotate(
+                f"{row.world_size}x{row.batch_size}",
+                (row.time_to_train_h, row.cost),
+                fontsize=6,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    if plan.deadline_h is not None:
+        ax.axvline(plan.deadline_h, c="tab:red", ls="--", lw=1, label="deadline")
+    choice = plan.choice
+    if choice is not None:
+        ax.scatter(
+            [choice["time_to_train_h"]],
+            [choice["cost"]],
+            marker="*",
+            s=160,
+            c="tab:red",
+            zorder=5,
+            label="cheapest meeting the deadline",
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="predicted time to train [h]",
+        ylabel=f"cost ({plan.price_per_device_hour:g} per device-hour)",
+        title=f"{plan.epochs:g} epochs of {plan.dataset_size} samples: ranks x batch per rank",
+    )
+    ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,443 @@
+"""The resource planner: which world size, nodes and batch size train a model cheapest in time.
+
+:func:`plan` predicts every candidate configuration of a model (world sizes x node counts x
+per-rank batch sizes) with a trained :class:`~scaledl.registry.Predictor`, drops those that do
+not fit in device memory (:mod:`scaledl.planning.memory`), and returns a :class:`Plan`: one row
+per candidate with the time to train (``epochs`` x the predicted epoch time, with its
+calibrated interval), device-hours, cost and whether the prediction lies in the training
+domain; the Pareto front of time versus cost; and the cheapest configuration that meets a
+deadline.
+
+Decisions:
+
+* The deadline is met when the *upper* bound of the time to train's interval is within it
+  (with ``coverage=None``, the point prediction): a plan should hold with the stated
+  probability, not on average. The interval of one epoch scales to ``epochs`` epochs as is,
+  since a model's error is the same in every epoch.
+* Cost is ``world_size x time to train x price per device-hour`` (point prediction; the table
+  also gives the cost at the interval's upper bound).
+* Out-of-domain candidates stay in the table, flagged with their reasons, and take part in the
+  front and the pick; ``strict=True`` keeps only in-domain ones eligible (an error when none
+  is).
+* The Pareto front (minimise time and cost; Kung, Luccio and Preparata, J. ACM 1975: a sort
+  by time and a sweep keeping the running minimum cost) is taken over the eligible
+  candidates: those that fit in memory (and, strict, lie in domain).
+* A CPU's memory is the host's, shared by the ranks on one node: its default per-rank memory
+  is the host RAM divided by the ranks per node.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.domain import range_features
+from scaledl.planning.memory import estimate_memory, fits_memory
+from scaledl.workloads.spec import Workload, WorkloadError
+
+#: Fields :func:`plan` chooses; a model that sets them is an error.
+PLANNED_FIELDS = ("world_size", "num_nodes", "batch_size", "dataset_size")
+#: Columns of :attr:`Plan.table`.
+PLAN_COLUMNS = (
+    "world_size",
+    "num_nodes",
+    "batch_size",
+    "global_batch_size",
+    "steps_per_epoch",
+    "memory_per_rank_gb",
+    "fits_memory",
+    "iteration_s",
+    "epoch_s",
+    "time_to_train_h",
+    "time_to_train_h_low",
+    "time_to_train_h_high",
+    "device_hours",
+    "cost",
+    "cost_high",
+    "in_domain",
+    "extrapolation",
+    "eligible",
+    "pareto",
+    "meets_deadline",
+    "chosen",
+)
+
+
+class PlanError(ValueError):
+    """A plan cannot be made from these inputs (the message names the argument and value)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's result.
+
+    Attributes:
+        table: one row per candidate, columns :data:`PLAN_COLUMNS`, sorted by time to train.
+        model: the model planned for (workload fields without those the planner chooses).
+        dataset_size: samples per epoch.
+        epochs: epochs to train.
+        price_per_device_hour: price of one device for one hour.
+        deadline_h: the deadline, hours (``None``: none).
+        coverage: coverage of the intervals (``None``: no interval).
+        device_memory_gb: memory per rank the fit was checked against, GB.
+        notes: what the plan could not do, and why.
+    """
+
+    table: pd.DataFrame
+    model: dict[str, Any]
+    dataset_size: int
+    epochs: float
+    price_per_device_hour: float
+    deadline_h: float | None
+    coverage: float | None
+    device_memory_gb: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        """The Pareto front of time to train vs cost (by increasing time)."""
+        return self.table[self.table["pareto"]]
+
+    @property
+    def choice(self) -> pd.Series | None:
+        """The cheapest eligible candidate that meets the deadline (``None``: none does)."""
+        chosen = self.table[self.table["chosen"]]
+        return None if chosen.empty else chosen.iloc[0]
+
+    def to_text(self, all_rows: bool = False) -> str:
+        """A readable table: the Pareto front and the choice (or every candidate), and notes.
+
+        Args:
+            all_rows: list every candidate, not only the front.
+
+        Returns:
+            Text lines.
+        """
+        t = self.table if all_rows else self.table[self.table["pareto"] | self.table["chosen"]]
+        shown = pd.DataFrame(
+            {
+                "ranks": t["world_size"].astype(str) + " on " + t["num_nodes"].astype(str),
+                "batch/rank": t["batch_size"],
+                "mem/rank GB": t["memory_per_rank_gb"].map("{:.2f}".format),
+                "fits": t["fits_memory"].map({True: "yes", False: "NO"}),
+                "time to train": [
+                    _time_text(a, lo, hi)
+                    for a, lo, hi in zip(
+                        t["time_to_train_h"],
+                        t["time_to_train_h_low"],
+                        t["time_to_train_h_high"],
+                        strict=True,
+                    )
+                ],
+                "device-h": t["device_hours"].map("{:.3g}".format),
+                "cost": t["cost"].map("{:.4g}".format),
+                "in domain": t["in_domain"].map({True: "yes", False: "no"}),
+                "": np.where(t["chosen"], "<- chosen", np.where(t["pareto"], "front", "")),
+            }
+        )
+        n = len(self.table)
+        head = (
+            f"{n} candidates, {int(self.table['fits_memory'].sum())} fit in "
+            f"{self.device_memory_gb:.3g} GB per rank, {int(self.table['pareto'].sum())} on the "
+            f"Pareto front of time vs cost; {self.epochs:g} epochs of {self.dataset_size} "
+            f"samples at {self.price_per_device_hour:g} per device-hour"
+            + (f"; intervals at {self.coverage:.0%}" if self.coverage is not None else "")
+        )
+        lines = [head, shown.to_string(index=False)]
+        choice = self.choice
+        if self.deadline_h is not None:
+            if choice is None:
+                lines.append(f"no eligible candidate meets the deadline of {self.deadline_h:g} h")
+            else:
+                lines.append(
+                    f"cheapest meeting {self.deadline_h:g} h: {choice['world_size']} ranks on "
+                    f"{choice['num_nodes']} node(s), batch {choice['batch_size']} per rank: "
+                    f"{_time_text(choice['time_to_train_h'], choice['time_to_train_h_low'], choice['time_to_train_h_high'])}"  # noqa: E501
+                    f", cost {choice['cost']:.4g}"
+                    + (
+                        ""
+                        if choice["in_domain"]
+                        else f" (OUT OF DOMAIN: {choice['extrapolation']})"
+                    )
+                )
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def plot(self, path: Path | str) -> Path:
+        """Write a PNG of time to train vs cost with the Pareto front and the choice.
+
+        Returns:
+            The path.
+        """
+        from scaledl.planning.figure import plan_figure
+
+        return plan_figure(self, Path(path))
+
+
+def _time_text(point: float, low: float, high: float) -> str:
+    if np.isnan(low):
+        return f"{point:.3g} h"
+    return f"{point:.3g} h [{low:.3g}, {high:.3g}]"
+
+
+def candidate_grid(
+    world_sizes: list[int],
+    batch_sizes: list[int],
+    nodes: list[int] = (1,),
+    devices_per_node: int | None = None,
+) -> pd.DataFrame:
+    """The candidate configurations: every (world size, nodes, batch size) that can run.
+
+    A candidate needs ``nodes <= world_size``, nodes dividing the world size (equal ranks per
+    node) and, when ``devices_per_node`` is given, at most that many ranks per node.
+
+    Args:
+        world_sizes: candidate world sizes.
+        batch_sizes: candidate per-rank batch sizes.
+        nodes: candidate node counts.
+        devices_per_node: devices one node has (``None``: no limit).
+
+    Returns:
+        Columns ``world_size``, ``num_nodes``, ``batch_size``.
+
+    Raises:
+        PlanError: a value is not a positive integer, or no combination can run.
+    """
+    for name, values in (
+        ("world_sizes", world_sizes),
+        ("batch_sizes", batch_sizes),
+        ("nodes", nodes),
+    ):
+        bad = [v for v in values if not isinstance(v, (int, np.integer)) or v < 1]
+        if not len(values) or bad:
+            raise PlanError(f"argument {name!r} (value {list(values)!r}): positive integers needed")
+    rows = [
+        (ws, n, b)
+        for ws, n, b in itertools.product(
+            sorted(set(world_sizes)), sorted(set(nodes)), sorted(set(batch_sizes))
+        )
+        if n <= ws and ws % n == 0 and (devices_per_node is None or ws // n <= devices_per_node)
+    ]
+    if not rows:
+        raise PlanError(
+            f"no candidate: no node count in {list(nodes)} divides a world size in "
+            f"{list(world_sizes)} with at most {devices_per_node} ranks per node"
+        )
+    return pd.DataFrame(rows, columns=["world_size", "num_nodes", "batch_size"])
+
+
+def pareto_mask(time: np.ndarray, cost: np.ndarray, eligible: np.ndarray | None = None):
+    """The non-dominated candidates when minimising time and cost.
+
+    A candidate is dominated when another has time and cost no larger and one of them smaller;
+    of exact duplicates one is kept. Sort by (time, cost), sweep keeping the lowest cost seen
+    (Kung, Luccio and Preparata 1975).
+
+    Args:
+        time: shape (n,).
+        cost: shape (n,).
+        eligible: shape (n,) bool; ineligible candidates are never on the front.
+
+    Returns:
+        Bool array, shape (n,).
+    """
+    time, cost = np.asarray(time, dtype=float), np.asarray(cost, dtype=float)
+    ok = np.ones(len(time), bool) if eligible is None else np.asarray(eligible, bool)
+    mask = np.zeros(len(time), dtype=bool)
+    best = np.inf
+    for i in np.lexsort((cost, time)):
+        if ok[i] and cost[i] < best:
+            mask[i] = True
+            best = cost[i]
+    return mask
+
+
+def _default_memory_gb(device_name: str, ranks_per_node: np.ndarray) -> np.ndarray:
+    from scaledl.devices import UnknownDeviceError, device_spec
+
+    try:
+        spec = device_spec(device_name)
+    except UnknownDeviceError as exc:
+        raise PlanError(f"{exc}; give the memory per rank (device_memory_gb)") from None
+    if spec.kind == "cpu":  # host RAM shared by the ranks of a node
+        return spec.memory_gb / ranks_per_node
+    return np.full(len(ranks_per_node), spec.memory_gb)
+
+
+def plan(
+    predictor: Any,
+    model: dict[str, Any] | Workload,
+    dataset_size: int,
+    epochs: float,
+    world_sizes: list[int],
+    batch_sizes: list[int],
+    price_per_device_hour: float,
+    nodes: list[int] = (1,),
+    device_memory_gb: float | None = None,
+    deadline_h: float | None = None,
+    coverage: float | None = 0.9,
+    devices_per_node: int | None = None,
+    memory_headroom: float = 0.1,
+    strict: bool = False,
+) -> Plan:
+    """Plan the training of a model: predict every candidate configuration, pick the cheapest.
+
+    Args:
+        predictor: a :class:`~scaledl.registry.Predictor`, or a bundle / name directory.
+        model: the workload fields of the model (``family``, architecture, ``seq_len``,
+            ``precision``, ``device_name``, ...), without those the planner chooses
+            (:data:`PLANNED_FIELDS`); a :class:`~scaledl.workloads.spec.Workload` gives its
+            fields (its world size, nodes, batch and dataset size are replaced).
+        dataset_size: samples per epoch.
+        epochs: epochs to train.
+        world_sizes: candidate world sizes.
+        batch_sizes: candidate per-rank batch sizes.
+        price_per_device_hour: price of one device-hour (any currency).
+        nodes: candidate node counts.
+        device_memory_gb: memory per rank, GB; default the device table's memory of the
+            model's device (a CPU's host RAM divided by the ranks per node).
+        deadline_h: time-to-train deadline, hours (``None``: no pick).
+        coverage: coverage of the intervals (``None``: point predictions only).
+        devices_per_node: devices per node (``None``: no limit).
+        memory_headroom: share of the memory kept free for what the estimate leaves out.
+        strict: only in-domain candidates are eligible (module docstring).
+
+    Returns:
+        The :class:`Plan`.
+
+    Raises:
+        PlanError: bad arguments (named), no candidate, or (strict) no in-domain candidate.
+        scaledl.workloads.spec.WorkloadError: the model is not a valid workload (row numbers
+            count the candidates from 1).
+        scaledl.models.intervals.CalibrationError: ``coverage`` without a calibrated bundle.
+    """
+    from scaledl.registry.predictor import Predictor, load_predictor
+
+    if not isinstance(predictor, Predictor):
+        predictor = load_predictor(predictor)
+    base = _model_fields(model)
+    for name, value in (
+        ("dataset_size", dataset_size),
+        ("epochs", epochs),
+        ("price_per_device_hour", price_per_device_hour),
+    ):
+        if not isinstance(value, (int, float)) or not value > 0:
+            raise PlanError(f"argument {name!r} (value {value!r}): must be > 0")
+    if deadline_h is not None and not deadline_h > 0:
+        raise PlanError(f"argument 'deadline_h' (value {deadline_h!r}): must be > 0")
+    grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
+    records = [
+        {
+            **base,
+            "world_size": int(ws),
+            "num_nodes": int(n),
+            "batch_size": int(b),
+            "dataset_size": int(dataset_size),
+        }
+        for ws, n, b in grid.itertuples(index=False)
+    ]
+    specs = predictor.parse_workloads(records, source="plan candidate")
+    pred = predictor.predict(specs, coverage=coverage)
+    params = range_features(specs)["parameters"].to_numpy()
+    memory = np.array(
+        [estimate_memory(w, p).total_bytes for w, p in zip(specs, params, strict=True)]
+    )
+    ranks_per_node = (grid["world_size"] // grid["num_nodes"]).to_numpy()
+    if device_memory_gb is None:
+        memory_gb = _default_memory_gb(specs[0].device_name, ranks_per_node)
+    elif not device_memory_gb > 0:
+        raise PlanError(f"argument 'device_memory_gb' (value {device_memory_gb!r}): must be > 0")
+    else:
+        memory_gb = np.full(len(grid), float(device_memory_gb))
+    table = _table(
+        grid, specs, pred, memory, memory_gb, memory_headroom, epochs, price_per_device_hour
+    )
+    notes = []
+    eligible = table["fits_memory"].to_numpy()
+    if strict:
+        eligible = eligible & table["in_domain"].to_numpy()
+        if not eligible.any():
+            raise PlanError(
+                "strict: no candidate that fits in memory lies in the predictor's training "
+                f"domain (first reasons: {table['extrapolation'].iloc[0]})"
+            )
+    if not table["fits_memory"].any():
+        notes.append("no candidate fits in memory: lower the batch size or use more memory")
+    table["eligible"] = eligible
+    table["pareto"] = pareto_mask(table["time_to_train_h"], table["cost"], eligible)
+    bound = "time_to_train_h" if coverage is None else "time_to_train_h_high"
+    table["meets_deadline"] = table[bound] <= deadline_h if deadline_h is not None else False
+    table["chosen"] = False
+    feasible = table[eligible & table["meets_deadline"].to_numpy()]
+    if deadline_h is not None and feasible.empty and eligible.any():
+        fastest = table.loc[eligible, bound].min()
+        notes.append(
+            f"no eligible candidate meets {deadline_h:g} h: the fastest needs {fastest:.3g} h"
+            + (" (upper bound of its interval)" if coverage is not None else "")
+        )
+    if not feasible.empty:
+        best = feasible.sort_values(["cost", "world_size", "time_to_train_h"]).index[0]
+        table.loc[best, "chosen"] = True
+    if not table["in_domain"].all():
+        notes.append(
+            f"{int((~table['in_domain']).sum())} of {len(table)} candidates lie outside the "
+            "predictor's training domain (column extrapolation): their predictions are "
+            "extrapolations"
+        )
+    table = table.sort_values(["time_to_train_h", "cost"]).reset_index(drop=True)
+    return Plan(
+        table=table[list(PLAN_COLUMNS)],
+        model=base,
+        dataset_size=int(dataset_size),
+        epochs=float(epochs),
+        price_per_device_hour=float(price_per_device_hour),
+        deadline_h=deadline_h,
+        coverage=coverage,
+        device_memory_gb=float(np.min(memory_gb)),
+        notes=notes,
+    )
+
+
+def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:
+    if isinstance(model, Workload):
+        fields = model.model_dump(mode="json")
+        return {k: v for k, v in fields.items() if k not in PLANNED_FIELDS and v is not None}
+    if not isinstance(model, dict):
+        raise PlanError(f"argument 'model' (value {model!r:.80}): a mapping of workload fields")
+    chosen = [k for k in PLANNED_FIELDS if k in model]
+    if chosen:
+        raise WorkloadError(
+            f"model: field {chosen[0]!r} (value {model[chosen[0]]!r}): the planner chooses "
+            f"{', '.join(PLANNED_FIELDS[:3])} and takes dataset_size as its own argument"
+        )
+    return dict(model)
+
+
+def _table(grid, specs, pred, memory, memory_gb, headroom, epochs, price) -> pd.DataFrame:
+    table = grid.copy()
+    table["global_batch_size"] = [w.global_batch_size for w in specs]
+    table["steps_per_epoch"] = [w.steps_per_epoch for w in specs]
+    table["memory_per_rank_gb"] = memory / 1e9
+    table["fits_memory"] = [
+        fits_memory(m, gb * 1e9, headroom) for m, gb in zip(memory, memory_gb, strict=True)
+    ]
+    table["iteration_s"] = pred["iteration_s"].to_numpy()
+    table["epoch_s"] = pred["epoch_s"].to_numpy()
+    hours = epochs / 3600.0
+    table["time_to_train_h"] = pred["epoch_s"].to_numpy() * hours
+    has = "epoch_s_low" in pred
+    table["time_to_train_h_low"] = pred["epoch_s_low"].to_numpy() * hours if has else np.nan
+    table["time_to_train_h_high"] = pred["epoch_s_high"].to_numpy() * hours if has else np.nan
+    table["device_hours"] = table["world_size"] * table["time_to_train_h"]
+    table["cost"] = table["device_hours"] * price
+    table["cost_high"] = (
+        table["world_size"] * table["time_to_train_h_high"] * price if has else np.nan
+    )
+    table["in_domain"] = pred["in_domain"].to_numpy()
+    table["extrapolation"] = pred["extrapolation"].to_numpy()
+    return table

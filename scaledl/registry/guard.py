@@ -1,0 +1,213 @@
+"""The domain guard: whether a prediction interpolates the training data or guesses beyond it.
+
+Every prediction of a :class:`~scaledl.registry.Predictor` is checked against the predictor's
+:class:`~scaledl.models.domain.TrainingDomain` and carries ``in_domain`` (no reason below
+applies) and ``extrapolation`` (the reasons, ``"; "``-joined, ``""`` in domain):
+
+* ``family``: a family (``hf:<model_type>`` for Hugging Face configs) never trained on;
+* ``precision``, ``mode``: a precision or mode never trained on (a predictor trained on
+  ``fp32`` knows nothing of ``bf16`` kernels);
+* ``num_nodes``, ``world_size``: a node count or world size never trained on (inter-node
+  all-reduce, more ranks: the all-reduce model and the GNN extrapolate);
+* ``layer_type``: layer types the layer-wise models predicted with their generic model (a type
+  never measured, or measured too rarely for a model of its own);
+* a size feature of :data:`~scaledl.models.domain.RANGE_FEATURES` outside its training range.
+
+A device never trained on is not a reason here: the predictor refuses it before predicting
+(it has no device features to extrapolate from).
+
+Each reason says which calibration stratum (:mod:`scaledl.models.intervals`) measures such
+errors: ``unseen_family`` for a new family, ``beyond_range`` for sizes beyond the training
+range, none for the others, which no evaluation split covers. The interval basis of a row is
+``in_domain`` without reasons, the single stratum its reasons share, or ``widest`` (the widest
+calibrated stratum) when they need several strata or one no stratum covers: an out-of-domain
+prediction is flagged *and* its interval widens, it is never silently confident.
+``strict=True`` turns any reason into an :class:`OutOfDomainError` naming the row and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.domain import TrainingDomain, family_key, range_features
+from scaledl.workloads.spec import Workload, WorkloadError
+
+
+class OutOfDomainError(WorkloadError):
+    """A workload lies outside the predictor's training domain and ``strict`` was asked."""
+
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """One reason a prediction lies outside the training domain.
+
+    Attributes:
+        field: the workload field (or derived size feature) that is outside.
+        value: its value.
+        reason: what is outside, in words.
+        stratum: the calibration stratum that measures such errors, ``None`` when none does.
+    """
+
+    field: str
+    value: Any
+    reason: str
+    stratum: str | None
+
+    def text(self) -> str:
+        """``field=value: reason``."""
+        return f"{self.field}={_show(self.value)}: {self.reason}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _categorical(w: Workload, domain: TrainingDomain) -> list[Extrapolation]:
+    out = []
+    family = family_key(w)
+    if family not in domain.families:
+        out.append(
+            Extrapolation(
+                "family",
+                family,
+                f"family never trained on (trained on {list(domain.families)})",
+                "unseen_family",
+            )
+        )
+    checks = (
+        ("precision", w.precision, domain.precisions, "precision"),
+        ("mode", w.mode, domain.modes, "mode"),
+        ("num_nodes", w.num_nodes, domain.num_nodes, "node count"),
+        ("world_size", w.world_size, domain.world_sizes, "world size"),
+    )
+    for name, value, seen, what in checks:
+        if value not in seen:
+            reason = f"{what} never trained on (trained on {list(seen)})"
+            out.append(Extrapolation(name, value, reason, None))
+    return out
+
+
+def _generic_types(nodes: pd.DataFrame | None) -> dict[str, list[str]]:
+    """Workload id -> layer types its prediction took from the generic layer model."""
+    if nodes is None or nodes.empty:
+        return {}
+    used = nodes[nodes["used_generic"].astype(bool)]
+    return {
+        str(wid): sorted(set(group["layer_type"].astype(str)))
+        for wid, group in used.groupby("workload_id")
+    }
+
+
+def check_domain(
+    workloads: list[Workload],
+    domain: TrainingDomain | None,
+    nodes: pd.DataFrame | None = None,
+) -> list[list[Extrapolation]]:
+    """The reasons each workload lies outside the training domain.
+
+    Args:
+        workloads: the workloads predicted.
+        domain: the predictor's training domain; ``None`` (a bundle written before domains were
+            recorded) flags every workload.
+        nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic``), for
+            the layer-type reason.
+
+    Returns:
+        One list of :class:`Extrapolation` per workload (empty: in domain).
+
+    Raises:
+        scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
+    """
+    if domain is None:
+        reason = Extrapolation(
+            "training_domain",
+            None,
+            "the bundle records no training domain (written before the domain guard): retrain it",
+            None,
+        )
+        return [[reason] for _ in workloads]
+    features = range_features(workloads)
+    ranges = [(name, lo, hi) for name, (lo, hi) in domain.ranges.items() if name in features]
+    values = features[[name for name, _, _ in ranges]].to_numpy(dtype=float)
+    lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
+    outside = np.isfinite(values) & ((values < lows) | (values > highs))
+    generic = _generic_types(nodes)
+    out = []
+    for i, w in enumerate(workloads):
+        reasons = _categorical(w, domain)
+        types = generic.get(w.workload_id, [])
+        if types:
+            never = [t for t in types if t not in domain.layer_types]
+            detail = f"never measured in training: {never}" if never else "too few measured"
+            reasons.append(
+                Extrapolation(
+                    "layer_type",
+                    ",".join(types),
+                    f"predicted by the generic layer model ({detail})",
+                    None,
+                )
+            )
+        for j in np.flatnonzero(outside[i]):
+            name, lo, hi = ranges[j]
+            value = float(values[i, j])
+            side = "above" if value > hi else "below"
+            reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
+            reasons.append(Extrapolation(name, value, reason, "beyond_range"))
+        out.append(reasons)
+    return out
+
+
+def interval_basis(reasons: list[Extrapolation]) -> str:
+    """The calibration stratum of a prediction with these reasons (module docstring)."""
+    if not reasons:
+        return "in_domain"
+    strata = {r.stratum for r in reasons}
+    if len(strata) == 1 and None not in strata:
+        return strata.pop()
+    return "widest"
+
+
+def guard_columns(reasons: list[list[Extrapolation]]) -> pd.DataFrame:
+    """``in_domain``, ``extrapolation`` and ``interval_basis`` columns of the reasons.
+
+    Returns:
+        One row per workload.
+    """
+    return pd.DataFrame(
+        {
+            "in_domain": [not r for r in reasons],
+            "extrapolation": ["; ".join(x.text() for x in r) for r in reasons],
+            "interval_basis": [interval_basis(r) for r in reasons],
+        }
+    )
+
+
+def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> None:
+    """:class:`OutOfDomainError` for the first workload outside the domain (``strict``).
+
+    Args:
+        reasons: per workload, from :func:`check_domain`.
+        source: where the workloads came from (a file), named in the message.
+
+    Raises:
+        OutOfDomainError: naming the source, the row (from 1), each field and value, and how
+            many other rows are outside too.
+    """
+    flagged = [i for i, r in enumerate(reasons) if r]
+    if not flagged:
+        return
+    first = flagged[0]
+    prefix = f"{source}: " if source else ""
+    fields = "; ".join(
+        f"field {r.field!r} (value {_show(r.value)}): {r.reason}" for r in reasons[first]
+    )
+    more = f" ({len(flagged) - 1} more row(s) outside too)" if len(flagged) > 1 else ""
+    raise OutOfDomainError(
+        f"{prefix}row {first + 1}: outside the predictor's training domain (strict): {fields}{more}"
+    )

@@ -1,0 +1,136 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaledl.models.intervals import (
+    STRATA,
+    CalibrationError,
+    IntervalCalibration,
+    conformal_half_width,
+    conformal_half_widths,
+    log_residuals,
+    stratum_of_split,
+)
+
+
+def synthetic(rng, n, sigma):
+    """A regression with known multiplicative noise: true = pred * exp(N(0, sigma))."""
+    pred = np.exp(rng.uniform(-5, 0, n))
+    return pred, pred * np.exp(rng.normal(0.0, sigma, n))
+
+
+def test_coverage_on_a_synthetic_regression_with_known_noise():
+    rng = np.random.default_rng(0)
+    sigma = 0.2
+    pred, true = synthetic(rng, 400, sigma)
+    q = conformal_half_width(log_residuals(pred, true), 0.9)
+    # The 90% half-width of |N(0, sigma)| is 1.645 sigma.
+    assert q == pytest.approx(1.645 * sigma, rel=0.12)
+    covered = []
+    for _ in range(200):  # fresh test sets: coverage is a mean over calibration draws too
+        cal_pred, cal_true = synthetic(rng, 50, sigma)
+        q = conformal_half_width(log_residuals(cal_pred, cal_true), 0.9)
+        test_pred, test_true = synthetic(rng, 20, sigma)
+        covered.append(np.abs(log_residuals(test_pred, test_true)) <= q)
+    coverage = np.mean(covered)
+    # Split conformal: 0.9 <= E[coverage] <= 0.9 + 1 / (n + 1); 4000 test points.
+    assert 0.885 <= coverage <= 0.93
+
+
+def test_mondrian_strata_are_calibrated_separately():
+    rng = np.random.default_rng(1)
+    small = rng.normal(0, 0.05, 500)
+    large = rng.normal(0, 0.5, 500)
+    widths = conformal_half_widths(
+        np.concatenate([small, large]), np.array(["a"] * 500 + ["b"] * 500), 0.9
+    )
+    assert widths["a"] == pytest.approx(1.645 * 0.05, rel=0.15)
+    assert widths["b"] == pytest.approx(1.645 * 0.5, rel=0.15)
+
+
+def test_too_few_residuals_give_an_unbounded_interval():
+    assert conformal_half_width(np.array([0.1, 0.2, 0.3]), 0.9) == np.inf
+    assert np.isfinite(conformal_half_width(np.linspace(0, 1, 20), 0.9))
+    with pytest.raises(CalibrationError, match="coverage"):
+        conformal_half_width(np.array([0.1]), 1.5)
+
+
+def predictions(n=30, seed=2):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for split, sigma in (("id", 0.05), ("ood/bert", 0.4), ("ood/vit", 0.4), ("extrapolation", 0.2)):
+        for method in ("scaledl", "additive"):
+            pred, true = synthetic(rng, n, sigma)
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "split": split,
+                        "method": method,
+                        "workload_id": [f"{split}{i}" for i in range(n)],
+                        "family": split.split("/")[-1],
+                        "true_iteration_s": true,
+                        "pred_iteration_s": pred,
+                        "true_epoch_s": 10 * true,
+                        "pred_epoch_s": 10 * pred,
+                    }
+                )
+            )
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_from_predictions_maps_splits_to_strata():
+    frame = predictions()
+    cal = IntervalCalibration.from_predictions(frame, "scaledl", "abc", "p.parquet")
+    assert cal.sizes() == {
+        t: {"in_domain": 30, "unseen_family": 60, "beyond_range": 30}
+        for t in ("iteration", "epoch")
+    }
+    widths = cal.half_widths("iteration", 0.9)
+    assert widths["in_domain"] < widths["beyond_range"] < widths["unseen_family"]
+    with pytest.raises(CalibrationError, match="no prediction of 'nope'"):
+        IntervalCalibration.from_predictions(frame, "nope")
+    assert stratum_of_split("ood/t5") == "unseen_family"
+    with pytest.raises(CalibrationError, match="not an evaluation split"):
+        stratum_of_split("sweep")
+
+
+def test_out_of_domain_intervals_are_never_narrower():
+    cal = IntervalCalibration.from_predictions(predictions(), "scaledl")
+    widths = cal.half_widths("iteration", 0.9)
+    pred = np.ones(4)
+    low, high, q = cal.interval("iteration", pred, [*STRATA, "widest"], 0.9)
+    assert q[0] == widths["in_domain"]
+    assert (q[1:] >= q[0]).all()
+    assert q[3] == max(widths.values())
+    assert np.allclose(low * high, pred**2)  # symmetric in log space
+    with pytest.raises(CalibrationError, match="not a stratum"):
+        cal.interval("iteration", pred[:1], ["elsewhere"], 0.9)
+
+
+def test_a_missing_stratum_takes_the_widest():
+    frame = predictions()
+    cal = IntervalCalibration.from_predictions(frame[frame["split"] == "id"], "scaledl")
+    _, _, q = cal.interval("iteration", np.ones(2), ["in_domain", "unseen_family"], 0.9)
+    assert q[1] == q[0]  # only in_domain exists: the widest is it
+
+
+def test_round_trip_and_malformed_files(tmp_path):
+    cal = IntervalCalibration.from_predictions(predictions(), "scaledl", "abc", "p.parquet")
+    path = cal.write(tmp_path / "calibration.json")
+    back = IntervalCalibration.read(path)
+    assert back.training_data_sha256 == "abc" and back.sizes() == cal.sizes()
+    assert back.half_widths("epoch", 0.8) == cal.half_widths("epoch", 0.8)
+    data = json.loads(path.read_text())
+    assert data["library"].startswith("crepes ")
+    bad = {**data, "residuals": {"iteration": {"in_domain": ["x"]}}}
+    with pytest.raises(CalibrationError, match="residuals.iteration.in_domain"):
+        IntervalCalibration.from_dict(bad, "f.json")
+    with pytest.raises(CalibrationError, match="unknown stratum"):
+        IntervalCalibration.from_dict({**data, "residuals": {"iteration": {"x": [0.1]}}}, "f")
+    with pytest.raises(CalibrationError, match="missing key"):
+        IntervalCalibration.from_dict({k: v for k, v in data.items() if k != "method"}, "f")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(CalibrationError, match="broken.json"):
+        IntervalCalibration.read(tmp_path / "broken.json")

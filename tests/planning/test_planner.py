@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+from tiny_specs import tiny_spec
+
+import scaledl
+from scaledl.models.intervals import CalibrationError, IntervalCalibration
+from scaledl.planning import PlanError, candidate_grid, pareto_mask, plan
+from scaledl.registry import load_predictor, register_bundle
+from scaledl.workloads.spec import WorkloadError
+
+pytestmark = pytest.mark.slow
+
+#: The tiny BERT of the shared bundle, without the fields the planner chooses.
+MODEL = {k: v for k, v in tiny_spec("bert").items() if k not in ("batch_size", "dataset_size")}
+ARGS = {
+    "dataset_size": 256,
+    "epochs": 3,
+    "world_sizes": [1, 2, 4],
+    "nodes": [1, 2],
+    "batch_sizes": [2, 4, 8],
+    "price_per_device_hour": 2.5,
+}
+
+
+@pytest.fixture(scope="module")
+def predictor(registry_root, tmp_path_factory):
+    """The tiny bundle with a calibration (synthetic residuals: 10% ID, wider elsewhere)."""
+    rng = np.random.default_rng(0)
+    sigmas = {"in_domain": 0.1, "unseen_family": 0.5, "beyond_range": 0.3}
+    residuals = {
+        t: {s: rng.normal(0, v, 40) for s, v in sigmas.items()} for t in ("iteration", "epoch")
+    }
+    root = tmp_path_factory.mktemp("plan-registry")
+    register_bundle(
+        registry_root / "scaledl" / "v2",
+        root,
+        "scaledl",
+        calibration=IntervalCalibration(residuals),
+    )
+    return load_predictor(root / "scaledl")
+
+
+def test_candidate_grid_keeps_runnable_combinations():
+    grid = candidate_grid([1, 2, 4, 8], [4], nodes=[1, 2, 3], devices_per_node=2)
+    assert grid.values.tolist() == [[1, 1, 4], [2, 1, 4], [2, 2, 4], [4, 2, 4]]
+    with pytest.raises(PlanError, match="no candidate"):
+        candidate_grid([1], [4], nodes=[2])
+    with pytest.raises(PlanError, match="'batch_sizes'"):
+        candidate_grid([1], [0])
+
+
+def test_pareto_mask_is_exactly_the_non_dominated_set():
+    rng = np.random.default_rng(3)
+    time, cost = rng.uniform(size=200), rng.uniform(size=200)
+    time[5], cost[5] = time[4], cost[4]  # an exact duplicate: one of the two is kept
+    eligible = rng.uniform(size=200) > 0.2
+    mask = pareto_mask(time, cost, eligible)
+    for i in np.flatnonzero(eligible):
+        others = eligible & (np.arange(200) != i)
+        dominated = (
+            others & (time <= time[i]) & (cost <= cost[i]) & ((time < time[i]) | (cost < cost[i]))
+        ).any()
+        if dominated:
+            assert not mask[i]
+        elif i != 5:
+            assert mask[i]
+    assert not mask[~eligible].any()
+    assert mask[4] != mask[5] or not mask[4]
+
+
+def test_plan_front_and_deadline_pick(predictor, tmp_path):
+    probe = plan(predictor, MODEL, coverage=0.9, device_memory_gb=100.0, **ARGS)
+    table = probe.table
+    assert len(table) == 3 * 3 + 2 * 3  # world size 1 cannot span 2 nodes
+    # A memory limit between the smallest and largest need drops some candidates.
+    memory = float(np.median(table["memory_per_rank_gb"])) / 0.9
+    deadline = float(np.median(table["time_to_train_h_high"]))
+    result = plan(
+        predictor, MODEL, coverage=0.9, device_memory_gb=memory, deadline_h=deadline, **ARGS
+    )
+    t = result.table
+    assert (t["fits_memory"] == (t["memory_per_rank_gb"] <= 0.9 * memory + 1e-12)).all()
+    assert 0 < t["fits_memory"].sum() < len(t)
+    assert np.allclose(t["time_to_train_h"], 3 * t["epoch_s"] / 3600)
+    assert np.allclose(t["cost"], 2.5 * t["world_size"] * t["time_to_train_h"])
+    assert (t["time_to_train_h_low"] < t["time_to_train_h"]).all()
+    assert (t["time_to_train_h"] < t["time_to_train_h_high"]).all()
+    # The front: eligible and non-dominated, and every eligible candidate off it is dominated.
+    eligible = t[t["eligible"]]
+    for _, row in t.iterrows():
+        better = eligible[
+            (eligible["time_to_train_h"] <= row["time_to_train_h"])
+            & (eligible["cost"] <= row["cost"])
+            & (
+                (eligible["time_to_train_h"] < row["time_to_train_h"])
+                | (eligible["cost"] < row["cost"])
+            )
+        ]
+        if row["pareto"]:
+            assert row["eligible"] and better.empty
+        elif row["eligible"]:  # dominated, or an exact duplicate of a front candidate
+            twin = t["pareto"] & (t["time_to_train_h"] == row["time_to_train_h"])
+            assert not better.empty or (twin & (t["cost"] == row["cost"])).any(), row
+    # The pick: the cheapest eligible candidate whose upper bound meets the deadline.
+    feasible = eligible[eligible["time_to_train_h_high"] <= deadline]
+    choice = result.choice
+    assert choice is not None and choice["cost"] == feasible["cost"].min()
+    assert t["chosen"].sum() == 1
+    text = result.to_text()
+    assert "<- chosen" in text and "Pareto front" in text and f"{deadline:g} h" in text
+    png = result.plot(tmp_path / "plan.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_flags_out_of_domain_and_strict_keeps_only_in_domain(predictor):
+    loose = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0, **ARGS)
+    t = loose.table
+    outside = t[~t["in_domain"]]
+    # The bundle saw world sizes 1-2 on one node.
+    assert set(outside["world_size"]) >= {4} and set(outside["num_nodes"]) >= {2}
+    assert any("outside the predictor's training domain" in n for n in loose.notes)
+    assert np.isnan(t["time_to_train_h_low"]).all()
+    strict = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0, strict=True, **ARGS)
+    assert (strict.table.loc[strict.table["eligible"], "in_domain"]).all()
+    assert strict.pareto["in_domain"].all()
+
+
+def test_no_candidate_meets_an_impossible_deadline(predictor):
+    result = plan(predictor, MODEL, coverage=0.9, device_memory_gb=100.0, deadline_h=1e-12, **ARGS)
+    assert result.choice is None
+    assert any("the fastest needs" in n for n in result.notes)
+    assert "no eligible candidate meets the deadline" in result.to_text()
+
+
+def test_bad_inputs_are_named(predictor):
+    with pytest.raises(WorkloadError, match="field 'world_size'.*the planner chooses"):
+        plan(predictor, {**MODEL, "world_size": 2}, device_memory_gb=1.0, **ARGS)
+    with pytest.raises(PlanError, match="'epochs'"):
+        plan(predictor, MODEL, **{**ARGS, "epochs": 0})
+    with pytest.raises(CalibrationError, match="coverage"):
+        plan(predictor, MODEL, coverage=2.0, device_memory_gb=1.0, **ARGS)
+    with pytest.raises(WorkloadError, match="plan candidate: row 1"):
+        plan(predictor, {**MODEL, "num_heads": 3}, device_memory_gb=1.0, **ARGS)
+
+
+def test_scaledl_plan_is_the_public_entry_point():
+    assert scaledl.plan is plan

@@ -1,0 +1,106 @@
+import pandas as pd
+import pytest
+from tiny_specs import gpt2_config, tiny
+
+from scaledl.models.domain import TrainingDomain
+from scaledl.registry.guard import (
+    OutOfDomainError,
+    check_domain,
+    guard_columns,
+    interval_basis,
+    raise_if_outside,
+)
+from scaledl.workloads.spec import WorkloadError
+
+TRAINING = [tiny("bert"), tiny("bert", batch_size=4, world_size=2), tiny("vit")]
+
+
+@pytest.fixture(scope="module")
+def domain():
+    return TrainingDomain.from_workloads(TRAINING, layer_types=["attention", "feed-forward"])
+
+
+def reasons_of(workload, domain, nodes=None):
+    return check_domain([workload], domain, nodes)[0]
+
+
+def fields(reasons):
+    return [r.field for r in reasons]
+
+
+def test_training_workloads_are_in_domain(domain):
+    assert check_domain(TRAINING, domain) == [[], [], []]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "stratum"),
+    [
+        ({"precision": "bf16"}, "precision", None),
+        ({"mode": "infer"}, "mode", None),
+        ({"world_size": 2, "num_nodes": 2}, "num_nodes", None),
+        ({"world_size": 4}, "world_size", None),
+        ({"batch_size": 3}, None, None),  # inside the batch range [2, 4]: in domain
+        ({"batch_size": 16}, "batch_size", "beyond_range"),
+        ({"num_layers": 3}, "num_layers", "beyond_range"),
+    ],
+)
+def test_each_reason(domain, changes, field, stratum):
+    reasons = reasons_of(tiny("bert", **changes), domain)
+    if field is None:
+        assert reasons == []
+        return
+    assert field in fields(reasons)
+    reason = reasons[fields(reasons).index(field)]
+    assert reason.stratum == stratum
+    assert str(changes[field]) in reason.text()
+
+
+def test_world_size_beyond_every_trained_one_also_leaves_the_ranges(domain):
+    reasons = reasons_of(tiny("bert", world_size=8, num_nodes=2), domain)
+    assert {"world_size", "num_nodes"} <= set(fields(reasons))
+    assert "never trained on (trained on [1])" in reasons[fields(reasons).index("num_nodes")].reason
+    assert interval_basis(reasons) == "widest"
+
+
+def test_unseen_family_and_hf_model_type(domain, tmp_path):
+    reasons = reasons_of(tiny("t5"), domain)
+    assert fields(reasons)[0] == "family" and reasons[0].stratum == "unseen_family"
+    assert interval_basis([reasons[0]]) == "unseen_family"
+    hf = reasons_of(tiny("hf", gpt2_config(tmp_path)), domain)
+    assert hf[0].value == "hf:gpt2"
+
+
+def test_layer_types_of_the_generic_model(domain):
+    w = tiny("bert")
+    nodes = pd.DataFrame(
+        {
+            "workload_id": [w.workload_id] * 3,
+            "layer_type": ["attention", "pooler", "norm"],
+            "used_generic": [False, True, True],
+        }
+    )
+    reasons = reasons_of(w, domain, nodes)
+    assert fields(reasons) == ["layer_type"]
+    assert reasons[0].value == "norm,pooler"
+    assert "never measured in training: ['norm', 'pooler']" in reasons[0].reason
+
+
+def test_no_domain_recorded_flags_everything():
+    reasons = check_domain([tiny("bert")], None)[0]
+    assert fields(reasons) == ["training_domain"] and interval_basis(reasons) == "widest"
+
+
+def test_columns_and_strict_error(domain):
+    workloads = [tiny("bert"), tiny("bert", precision="bf16"), tiny("bert", num_layers=3)]
+    reasons = check_domain(workloads, domain)
+    cols = guard_columns(reasons)
+    assert cols["in_domain"].tolist() == [True, False, False]
+    assert cols["interval_basis"].tolist() == ["in_domain", "widest", "beyond_range"]
+    assert cols["extrapolation"][1].startswith("precision=bf16: precision never trained on")
+    with pytest.raises(OutOfDomainError) as info:
+        raise_if_outside(reasons, "w.csv")
+    message = str(info.value)
+    assert message.startswith("w.csv: row 2: outside the predictor's training domain (strict)")
+    assert "field 'precision' (value bf16)" in message and "1 more row(s)" in message
+    assert isinstance(info.value, WorkloadError)
+    raise_if_outside(reasons[:1], "w.csv")  # in domain: no error
