@@ -1,4 +1,8 @@
-"""Run every benchmark (``make bench``); each writes its JSON under ``benchmarks/results/``."""
+"""Run every benchmark (``make bench``); each writes its JSON under ``benchmarks/results/``.
+
+When all succeed, the README's benchmark block is written from those files
+(``benchmarks/readme_block.py``); a failed benchmark leaves the block as it was.
+"""
 
 from __future__ import annotations
 
@@ -23,3 +27,4 @@ if __name__ == "__main__":
             failed.append(name)
     if failed:
         sys.exit(f"benchmarks failed: {failed}")
+    subprocess.run([sys.executable, str(HERE / "readme_block.py")], check=True)

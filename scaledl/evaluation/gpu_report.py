@@ -110,6 +110,82 @@ def gpu_report_html(gpu: dict) -> str:
     return "\n".join(parts)
 
 
+def gpu_markdown(gpu: dict) -> str:
+    """The README's real-GPU block (markdown) from the ``gpu`` section of ``metrics.json``.
+
+    Args:
+        gpu: the section (:class:`scaledl.evaluation.results.GpuResults` as a dict).
+
+    Returns:
+        Markdown: the iteration MRE per GPU and method under leave one model out (LOMO) and
+        leave one GPU out (LOGO) with the mean and worst GPU, the operators of held-out models,
+        the data-parallel labels and the targets, every number from ``gpu``.
+    """
+    lomo, logo = gpu["leave_one_model_out"], gpu.get("leave_one_gpu_out")
+    protocols = [("LOMO", lomo)] + ([("LOGO", logo)] if logo else [])
+    columns = [
+        (name, m)
+        for name, block in protocols
+        for m in sorted(block["mean_over_gpus"], key=lambda m: m != "scaledl")  # ScaleDL first
+    ]
+    header = ["GPU", *(f"{name} {m}" for name, m in columns), "workloads"]
+    lines = [
+        f"Data: {gpu['source']}; {gpu['n_workloads']} imported workloads. Iteration MRE per GPU "
+        "(LOMO: leave one model out; LOGO: leave one GPU out, the held-out GPU from its specs):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    blocks = dict(protocols)
+    for g, per in lomo["per_gpu"].items():
+        cells = []
+        for name, m in columns:
+            entry = blocks[name]["per_gpu"].get(g, {}).get(m)
+            cells.append("n/a" if entry is None else f"{entry['mre']:.1%}")
+        n = next(iter(per.values()))["n"]
+        lines.append(f"| {g} | " + " | ".join(cells) + f" | {n} |")
+    for label, key in (("**mean over GPUs**", "mean_over_gpus"), ("worst GPU", "max_over_gpus")):
+        cells = [f"{blocks[name][key][m]:.1%}" for name, m in columns]
+        if label.startswith("**"):
+            cells = [f"**{c}**" for c in cells]
+        lines.append(f"| {label} | " + " | ".join(cells) + " | |")
+    ops = gpu.get("operators")
+    if ops:
+        per = "; ".join(
+            f"{c} {d} {v['mre']:.1%} / {v['time_weighted']:.1%}"
+            for c, dirs in ops["per_class"].items()
+            for d, v in dirs.items()
+        )
+        o = ops["overall"]
+        lines += [
+            "",
+            "Operators of held-out models (LOMO, MRE / time-weighted error): "
+            f"{per}; all {o['n']} operators {o['mre']:.1%} / {o['time_weighted']:.1%}.",
+        ]
+    dp = gpu.get("data_parallel")
+    if dp and dp.get("rows"):
+        rows = ", ".join(
+            f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
+            f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
+            + ("" if r["device_seen"] else " (GPU never trained on)")
+            for r in dp["rows"]
+        )
+        mre = dp.get("mre", {})
+        lines += [
+            "",
+            f"Data parallel ({rows}): MRE {mre.get('compute_plus_allreduce', float('nan')):.1%} "
+            "with the all-reduce added, "
+            f"{mre.get('compute_only', float('nan')):.1%} with it fully overlapped. Not modelled: "
+            f"{', '.join(dp['not_modelled'])}.",
+        ]
+    lines += ["", "| target (GPU) | measured | reached |", "| --- | --- | --- |"]
+    reached = {True: "yes", False: "no", None: "n/a"}
+    lines += [
+        f"| {t['target']} | {t['measured']} | {reached[t['reached']]} |" for t in gpu["targets"]
+    ]
+    return "\n".join(lines)
+
+
 def _html_table(header: list[str], rows: list[list]) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
     body = "".join(

@@ -1,4 +1,4 @@
-from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
+from scaledl.evaluation.gpu_report import gpu_markdown, gpu_report_html, gpu_targets
 
 
 def _block(scaledl: dict[str, float], analytical: float) -> dict:
@@ -59,3 +59,44 @@ def test_report_section_lists_gpus_targets_and_parallel_labels():
     html = gpu_report_html(gpu)
     assert "Leave one model out" in html and "<td>A</td>" in html and "5.0%" in html
     assert "A m-tp4" in html and "fallback used" in html and "Targets" in html
+
+
+def test_markdown_tables_every_gpu_protocol_and_target():
+    gpu = {
+        "source": "NeuSight",
+        "n_workloads": 8,
+        "leave_one_model_out": _block({"A": 0.05, "B": 0.08}, analytical=0.2),
+        "leave_one_gpu_out": _block({"A": 0.13}, analytical=0.3),
+        "operators": {
+            "per_class": {"matmul": {"forward": {"mre": 0.1, "time_weighted": 0.05, "n": 3}}},
+            "overall": {"mre": 0.1, "time_weighted": 0.05, "n": 3},
+        },
+        "data_parallel": {
+            "rows": [
+                {
+                    "gpu": "A",
+                    "model": "m",
+                    "global_batch_size": 4,
+                    "true_ms": 10.0,
+                    "compute_ms": 9.0,
+                    "allreduce_ms": 0.5,
+                    "device_seen": False,
+                }
+            ],
+            "mre": {"compute_plus_allreduce": 0.05, "compute_only": 0.1},
+            "not_modelled": ["A m-tp4"],
+        },  # fmt: skip
+    }
+    gpu["targets"] = gpu_targets(gpu)
+    lomo = gpu["leave_one_model_out"]  # stored in any order: ScaleDL's column comes first
+    lomo["mean_over_gpus"] = dict(reversed(list(lomo["mean_over_gpus"].items())))
+    text = gpu_markdown(gpu)
+    header = "| GPU | LOMO scaledl | LOMO analytical | LOGO scaledl | LOGO analytical | workloads |"
+    assert header in text
+    assert "| A | 5.0% | 20.0% | 13.0% | 30.0% | 4 |" in text
+    assert "| B | 8.0% | 20.0% | n/a | n/a | 4 |" in text  # B never held out as a GPU
+    assert "| **mean over GPUs** | **6.5%** | **20.0%** | **13.0%** | **30.0%** | |" in text
+    assert "matmul forward 10.0% / 5.0%; all 3 operators 10.0% / 5.0%" in text
+    assert "10 ms measured, 9 + 0 ms predicted (GPU never trained on)" in text
+    assert "MRE 5.0% with the all-reduce added, 10.0% with it fully overlapped" in text
+    assert "| GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL) | 6.5% | no |" in text

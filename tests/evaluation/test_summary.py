@@ -8,6 +8,8 @@ from scaledl.evaluation.summary import (
     BEGIN,
     END,
     ReadmeBlockError,
+    gpu_block,
+    markers,
     read_block,
     replace_block,
     results_markdown,
@@ -25,6 +27,10 @@ def test_readme_block_is_generated_from_the_committed_results_file():
     assert read_block(readme, "README.md") == results_markdown(metrics, RESULTS), (
         "README.md's results block differs from docs/results/metrics.json: regenerate it with "
         "`scaledl summary --markdown` (after `make run`) and commit both files"
+    )
+    assert read_block(readme, "README.md", markers("gpu")) == gpu_block(metrics), (
+        "README.md's GPU block differs from docs/results/metrics.json: regenerate it with "
+        "`scaledl summary --markdown`"
     )
 
 
@@ -59,7 +65,18 @@ def test_bad_markers_name_the_file(text):
 def test_write_readme_block(tmp_path):
     results = make_metrics().write(tmp_path / "metrics.json")
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{BEGIN}\n{END}\n")
+    gpu_begin, gpu_end = markers("gpu")
+    readme.write_text(f"intro\n{BEGIN}\n{END}\nmiddle\n{gpu_begin}\nold\n{gpu_end}\n")
     block = write_readme_block(results, readme, "docs/results/metrics.json")
     assert read_block(readme.read_text()) == block
     assert "docs/results/metrics.json" in block
+    gpu = read_block(readme.read_text(), bounds=(gpu_begin, gpu_end))
+    assert gpu == "The GPU evaluation was skipped: no imported GPU profiles (gpu_profiles)."
+
+
+def test_a_readme_without_the_gpu_block_is_named(tmp_path):
+    results = make_metrics().write(tmp_path / "metrics.json")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN}\n{END}\n")
+    with pytest.raises(ReadmeBlockError, match="README.md.*gpu:begin"):
+        write_readme_block(results, readme, "docs/results/metrics.json")
