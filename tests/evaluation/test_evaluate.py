@@ -6,6 +6,7 @@ from scaledl.evaluation import EvaluationConfig, evaluate
 from scaledl.evaluation.results import Metrics, MetricsError, Skipped
 from scaledl.models.data import TABLE_NAMES, ProfileDataError, read_tables
 from scaledl.models.gnn_training import GNNTrainConfig
+from scaledl.models.methods import ABLATION_NAMES
 
 METHODS = ("analytical", "global_gbdt", "additive")
 
@@ -187,3 +188,13 @@ def test_scaledl_evaluation_writes_the_bundle_calibration_and_the_headline(profi
     assert sizes == m.intervals.calibration["iteration"]
     assert (tmp_path / "figures" / "headline.png").is_file()
     assert "alt='headline'" in (tmp_path / "report.html").read_text()
+
+
+def test_the_quick_preset_meets_the_issue_minimums():
+    from scaledl.design import load_preset
+
+    config = EvaluationConfig.from_preset(load_preset("quick")["evaluation"])
+    assert config.seeds >= 5 and config.learning_curve_seeds >= 10
+    assert set(config.ablations) == set(ABLATION_NAMES)
+    assert {"doptimal", "random"} <= set(config.learning_curve_samplers)
+    assert config.method_params["scaledl_no_edges"]["gnn_config"].max_epochs == 60
