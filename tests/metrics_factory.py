@@ -28,6 +28,33 @@ def mean(mre: float, rmse_s: float) -> dict[str, Any]:
     return {"iteration": s, "epoch": dict(s), "n_groups": len(FAMILIES)}
 
 
+def comparison(a: str, b: str, mre_a: float, mre_b: float, half_width: float = 0.01,
+               unit: str = "workload", n: int = 4) -> dict[str, Any]:  # fmt: skip
+    """A comparison record of A against B with an interval of ``half_width`` around the
+    difference and the verdict it implies."""
+    d = mre_a - mre_b
+    low, high = d - half_width, d + half_width
+    verdict = "better" if high < 0 else "worse" if low > 0 else "not distinguishable"
+    return {
+        "method_a": a, "method_b": b, "mre_a": mre_a, "mre_b": mre_b, "mre_difference": d,
+        "ci_low": low, "ci_high": high, "confidence_level": 0.95, "interval_method": "BCa",
+        "unit": unit, "n_units": n, "n_repeats_a": 5, "n_repeats_b": 5, "n_resamples": 9999,
+        "verdict": verdict, "label_repeats": 2.0,
+    }  # fmt: skip
+
+
+def split_comparisons(pairs: list[tuple[str, str, float, float]]) -> dict[str, Any]:
+    """A split's significance block from ``(a, b, mre_a, mre_b)`` tuples."""
+    methods = dict.fromkeys(m for a, b, _, _ in pairs for m in (a, b))
+    return {
+        "n_workloads": 4,
+        "seeds": 5,
+        "label_repeats": 2.0,
+        "mre_per_seed": {m: [0.1] * 5 for m in methods},
+        "comparisons": [comparison(*p) for p in pairs],
+    }
+
+
 def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[str, Any]:
     """A valid metrics mapping: ID, OOD over two families, extrapolation, learning curves."""
     ood_methods = {"scaledl": scaledl_ood, "additive": additive_ood, "analytical": 0.2}
@@ -69,18 +96,32 @@ def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[s
                             "mre_mean": [0.2, 0.1, 0.08, 0.07],
                             "mre_std": [0.01, 0.01, 0.01, 0.0],
                             "mre_per_seed": [[0.2], [0.1], [0.08], [0.07]],
+                            "prior_mre_mean": [0.25, 0.15, 0.1, 0.09],
+                            "layerwise_d_efficiency": [0.9, 1.0, 1.0, 1.0],
+                            "family_world_coverage": [1.0, 1.0, 1.0, 1.0],
                         },
                         "random": {
                             "sizes": [10, 20, 40, 50],
                             "mre_mean": [0.3, 0.2, 0.12, 0.07],
                             "mre_std": [0.02, 0.02, 0.01, 0.0],
                             "mre_per_seed": [[0.3], [0.2], [0.12], [0.07]],
+                            "prior_mre_mean": None,
+                            "layerwise_d_efficiency": [0.5, 0.8, 0.9, 1.0],
+                            "family_world_coverage": [0.5, 1.0, 1.0, 1.0],
                         },
                     },
                     "n_fits": 7,
                     "fit_seconds": 1.5,
                     "pool_size": 50,
                     "design_terms": ["intercept", "log2_hidden_size"],
+                    "design_order": "main",
+                    "seeds": 1,
+                    "comparisons": [
+                        comparison("doptimal@20", "random@20", 0.1, 0.2, unit="seed", n=10)
+                    ],
+                    "halving": comparison(
+                        "doptimal@20", "random@40", 0.1, 0.12, unit="seed", n=10
+                    ),  # fmt: skip
                 }
             }
         },
@@ -88,6 +129,21 @@ def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[s
         "gpu": {"skipped": "no imported GPU profiles (gpu_profiles)"},
         "sweep": {"skipped": "no 'bert' workloads: sweep figure skipped"},
         "intervals": intervals(),
+        "significance": {
+            "seeds": 5,
+            "confidence_level": 0.95,
+            "splits": {
+                "id": split_comparisons([("scaledl", "additive", 0.025, 0.2)]),
+                "ood": split_comparisons(
+                    [
+                        ("scaledl", "additive", scaledl_ood, additive_ood),
+                        ("scaledl", "analytical", scaledl_ood, 0.2),
+                    ]
+                ),  # fmt: skip
+            },
+        },
+        "ablations": {},
+        "gnn_diagnosis": {"skipped": "no GNN on a prior was evaluated"},
         "split_sizes": {"id": {"train": 6, "val": 1, "test": 3}},
         "fit_counts": {"scaledl": 4, "additive": 4},
         "notes": [],
@@ -95,6 +151,8 @@ def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[s
         "runtime_s": {
             "load": 0.1,
             "splits": 1.0,
+            "layerwise_stages": 0.5,
+            "significance": 0.1,
             "sweep": 0.0,
             "learning_curve": 1.5,
             "external": 0.0,

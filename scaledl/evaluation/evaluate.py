@@ -1,8 +1,11 @@
 """Orchestration of the evaluation: splits, fits, metrics, learning curves, external data, report.
 
-:func:`evaluate` reads a directory of validated profile tables, fits every method of the config on
-every split (the same training, validation and test ids for all methods), scores iteration and
-epoch time (:mod:`scaledl.evaluation.metrics`), runs the learning curves
+:func:`evaluate` reads a directory of validated profile tables, fits every method and ablation of
+the config on every split (the same training, validation and test ids for all methods; the GNN
+methods once per model seed; :mod:`scaledl.evaluation.split_fits` shares the layer-wise stage
+and runs independent fits in parallel), scores iteration and epoch time
+(:mod:`scaledl.evaluation.metrics`; a seeded method's errors are the mean over its seeds),
+compares the methods paired (:mod:`scaledl.evaluation.comparisons`), runs the learning curves
 (:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
 (:mod:`scaledl.evaluation.gpu`: imported NeuSight GPU profiles through the product's models;
 :mod:`scaledl.evaluation.external`: Vidur all-reduce), scores the calibrated prediction
@@ -25,16 +28,17 @@ import numpy as np
 import pandas as pd
 
 from scaledl.evaluation import figures as figs
+from scaledl.evaluation.comparisons import compare_split
 from scaledl.evaluation.coverage import evaluate_intervals
 from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
-from scaledl.evaluation.metrics import mean_metrics, prediction_metrics
+from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
 from scaledl.evaluation.report import write_report
 from scaledl.evaluation.reproducibility import label_reproducibility
 from scaledl.evaluation.results import SCHEMA_VERSION, Metrics, RuntimeSeconds
+from scaledl.evaluation.split_fits import fit_predict_many, run_splits
 from scaledl.evaluation.splits import (
-    Split,
     SplitError,
     extrapolation_split,
     leave_one_family_out,
@@ -43,7 +47,7 @@ from scaledl.evaluation.splits import (
 )
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
-from scaledl.models.methods import METHOD_NAMES, make_method
+from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
 from scaledl.registry.bundle import tables_sha256
 from scaledl.workloads.spec import Workload
 
@@ -67,11 +71,19 @@ class EvaluationConfig:
         test_fraction: share of each family held out in the ID split.
         val_fraction: share of every training set passed as ``val_ids``.
         methods: methods of :data:`~scaledl.models.methods.METHOD_NAMES` to evaluate.
+        ablations: ScaleDL's ablations (:data:`~scaledl.models.methods.ABLATION_NAMES`)
+            evaluated beside them (same splits and seeds).
+        seeds: model seeds of the GNN methods on every split (0 .. seeds - 1); the errors of a
+            seeded method are the mean over its seeds and the comparisons pool them.
+        n_jobs: parallel processes of the fits (``joblib``: -1 every core, 1 in-process).
         learning_curve_sizes: training-set sizes of the learning curves (``None``: automatic,
             :func:`~scaledl.evaluation.learning_curve.auto_sizes`).
-        learning_curve_seeds: seeds per (sampler, size); 0 skips the learning curves.
+        learning_curve_seeds: seeds per (sampler, size), paired across samplers; 0 skips the
+            learning curves.
         learning_curve_methods: methods fitted for the learning curves.
         learning_curve_samplers: samplers compared.
+        learning_curve_order: model order of the learning curves' D-optimal sampler
+            (:data:`~scaledl.design.features.ORDERS`).
         include_external: evaluate on real GPU data: the imported GPU profiles
             (``gpu_profiles``, :mod:`scaledl.evaluation.gpu`) and Vidur's all-reduce times.
         gpu_profiles: validated imported GPU profile tables (``scaledl import neusight`` then
@@ -95,10 +107,14 @@ class EvaluationConfig:
     test_fraction: float = 0.2
     val_fraction: float = 0.15
     methods: tuple[str, ...] = METHOD_NAMES
+    ablations: tuple[str, ...] = ABLATION_NAMES
+    seeds: int = 5
+    n_jobs: int = -1
     learning_curve_sizes: tuple[int, ...] | None = None
-    learning_curve_seeds: int = 5
+    learning_curve_seeds: int = 10
     learning_curve_methods: tuple[str, ...] = ("scaledl",)
     learning_curve_samplers: tuple[str, ...] = SAMPLERS
+    learning_curve_order: str = "main"
     include_external: bool = True
     gpu_profiles: Path | None = None
     gpu_parallel_labels: Path | None = None
@@ -120,6 +136,11 @@ class EvaluationConfig:
             raise ValueError(f"EvaluationConfig: unknown method(s) {unknown}; see {METHOD_NAMES}")
         if not self.methods:
             raise ValueError("EvaluationConfig: field 'methods' is empty")
+        bad = [a for a in self.ablations if a not in ABLATION_NAMES]
+        if bad:
+            raise ValueError(f"EvaluationConfig: unknown ablation(s) {bad}; see {ABLATION_NAMES}")
+        if self.seeds < 1:
+            raise ValueError(f"EvaluationConfig: field 'seeds' must be >= 1, got {self.seeds}")
         bad = [s for s in self.learning_curve_samplers if s not in SAMPLERS]
         if bad:
             raise ValueError(f"EvaluationConfig: unknown sampler(s) {bad}; see {SAMPLERS}")
@@ -128,15 +149,20 @@ class EvaluationConfig:
     def from_preset(cls, section: dict | None) -> EvaluationConfig:
         """Config from a preset's ``evaluation:`` mapping (lists become tuples).
 
-        Keys are this class's fields; ``gnn_max_epochs``/``gnn_patience``/``folds`` set the
-        ScaleDL and graph-only training of the main splits.
+        Keys are this class's fields; ``gnn_<field>`` (a field of
+        :class:`~scaledl.models.gnn_training.GNNTrainConfig`, e.g. ``gnn_max_epochs``) and
+        ``folds`` set the training of the GNN methods (ScaleDL, its ablations, graph-only) on
+        the main splits.
 
         Raises:
             ValueError: an unknown key (named).
         """
         section = dict(section or {})
+        gnn_fields = {f.name for f in fields(GNNTrainConfig)} - {"seed"}
         gnn = {
-            k: section.pop(f"gnn_{k}") for k in ("max_epochs", "patience") if f"gnn_{k}" in section
+            k[4:]: section.pop(k)
+            for k in list(section)
+            if k.startswith("gnn_") and k[4:] in gnn_fields
         }
         folds = section.pop("folds", None)
         unknown = sorted(set(section) - {f.name for f in fields(cls)})
@@ -145,8 +171,9 @@ class EvaluationConfig:
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
         if gnn or folds:
             params = {"gnn_config": GNNTrainConfig(**gnn)} if gnn else {}
+            layerwise = {**params, **({"folds": folds} if folds else {})}
             values["method_params"] = {
-                "scaledl": {**params, **({"folds": folds} if folds else {})},
+                **{m: dict(layerwise) for m in ("scaledl", *ABLATION_NAMES)},
                 "graph_only": params,
             }
         return cls(**values)
@@ -157,7 +184,7 @@ class EvaluationConfig:
 
 
 class _Runner:
-    """Fits methods and records fit counts and seconds per method."""
+    """Fits methods (the sweep) and records fit counts and seconds per method."""
 
     def __init__(self, data: ProfileData, params: dict[str, dict]) -> None:
         self.data = data
@@ -165,37 +192,72 @@ class _Runner:
         self.fits: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
 
+    def record(self, method: str, fit_seconds: float, fits: int = 1) -> None:
+        """Count ``fits`` fits of ``method`` taking ``fit_seconds`` in all."""
+        self.fits[method] = self.fits.get(method, 0) + fits
+        self.seconds[method] = self.seconds.get(method, 0.0) + fit_seconds
+
     def fit(self, method: str, train: ProfileData, val_ids, params: dict | None = None):
         kwargs = self.params.get(method, {}) if params is None else params
         model = make_method(method, **kwargs).fit(train, list(val_ids))
-        self.fits[method] = self.fits.get(method, 0) + 1
-        self.seconds[method] = self.seconds.get(method, 0.0) + model.fit_seconds_
+        self.record(method, model.fit_seconds_)
         return model
 
-    def run_split(self, split: Split, methods) -> pd.DataFrame:
-        train = self.data.subset(split.train_ids)
-        test = self.data.subset(split.test_ids)
-        true = test.labels.set_index("workload_id")
-        workloads = [test.workloads[i] for i in test.ids]
-        frames = []
-        for method in methods:
-            pred = self.fit(method, train, split.val_ids).predict(workloads)
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "split": split.name,
-                        "method": method,
-                        "workload_id": pred["workload_id"],
-                        "family": true.loc[pred["workload_id"], "family"].to_numpy(),
-                        "true_iteration_s": true.loc[pred["workload_id"], "iteration_ms"].to_numpy()
-                        / 1000.0,
-                        "pred_iteration_s": pred["iteration_s"].to_numpy(),
-                        "true_epoch_s": true.loc[pred["workload_id"], "epoch_s"].to_numpy(),
-                        "pred_epoch_s": pred["epoch_s"].to_numpy(),
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)
+
+def _split_params(config: EvaluationConfig) -> dict[str, dict]:
+    """Method parameters of the main splits: an ablation takes ScaleDL's unless it has its own."""
+    params = dict(config.method_params)
+    for ablation in config.ablations:
+        params.setdefault(ablation, dict(params.get("scaledl", {})))
+    return params
+
+
+def _significance(
+    predictions: pd.DataFrame, run_labels: pd.DataFrame, ood_splits, config: EvaluationConfig
+) -> dict:
+    """Paired comparisons per split (:mod:`scaledl.evaluation.comparisons`).
+
+    Keys: ``id``, ``ood`` (the folds' test workloads pooled, each weighted by one over its
+    family's count: the mean over families), ``ood/<family>`` and ``extrapolation``.
+    """
+    by_split = dict(tuple(predictions.groupby("split", sort=False)))
+    out = {"id": compare_split(by_split["id"], run_labels, seed=config.seed)}
+    if ood_splits:
+        pooled = pd.concat([by_split[s.name] for s in ood_splits], ignore_index=True)
+        first = pooled.drop_duplicates("workload_id").set_index("workload_id")["family"]
+        weights = 1.0 / first.map(first.value_counts())
+        out["ood"] = compare_split(pooled, run_labels, weights=weights, seed=config.seed)
+        for split in ood_splits:
+            out[split.name] = compare_split(by_split[split.name], run_labels, seed=config.seed)
+    if "extrapolation" in by_split:
+        out["extrapolation"] = compare_split(
+            by_split["extrapolation"], run_labels, seed=config.seed
+        )
+    return {
+        "seeds": config.seeds,
+        "confidence_level": 0.95,
+        "splits": out,
+    }
+
+
+def _diagnosis(rows: pd.DataFrame) -> dict:
+    """Why the GNN does (not) beat its prior: its fits' record per split group and method.
+
+    Groups: ``id``, ``ood`` (every leave-one-family-out fold), ``extrapolation``. Per GNN
+    method on a prior: mean over seeds (and folds) of the training and early-stopping RMSE of
+    log milliseconds, the prior's test MRE, the mean absolute log correction the GNN applies
+    on the test set, the epochs trained and the best epoch.
+    """
+    if rows.empty:
+        return {"skipped": "no GNN on a prior was evaluated"}
+    rows = rows.assign(group=rows["split"].str.split("/").str[0])
+    columns = ["train_rmse_log", "val_rmse_log", "prior_test_mre", "correction_abs", "epochs",
+               "best_epoch"]  # fmt: skip
+    table = rows.groupby(["group", "method"], sort=False)[columns].mean()
+    out: dict = {}
+    for (group, method), values in table.iterrows():
+        out.setdefault(group, {})[method] = {c: float(values[c]) for c in columns}
+    return {"splits": out}
 
 
 def sweep_workloads(base: Workload, field_name: str, values) -> list[Workload]:
@@ -286,34 +348,40 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     notes: list[str] = []
     runner = _Runner(data, config.method_params)
     methods = list(config.methods)
+    evaluated = [*methods, *(a for a in config.ablations if a not in methods)]
     labels = data.labels
     seed, vf = config.seed, config.val_fraction
 
     id_split = random_split(labels, config.test_fraction, vf, seed)
-    frames = [runner.run_split(id_split, methods)]
-    splits: dict = {"id": {"methods": _per_method(frames[-1])}}
-
+    all_splits = [id_split]
     ood_splits = leave_one_family_out(labels, vf, seed)
     if not ood_splits:
         notes.append("OOD skipped: fewer than two families")
-        splits["ood"] = {"skipped": "fewer than two families"}
-    else:
-        per_family: dict = {}
-        for split in ood_splits:
-            frames.append(runner.run_split(split, methods))
-            per_family[split.name.split("/", 1)[1]] = _per_method(frames[-1])
-        mean = {m: mean_metrics([per_family[f][m] for f in per_family]) for m in methods}
-        splits["ood"] = {"per_family": per_family, "mean": mean}
-
+    all_splits += ood_splits
     try:
         ext_split = extrapolation_split(labels, config.extrapolation_quantile, vf, seed)
     except SplitError as exc:
         notes.append(f"extrapolation skipped: {exc}")
-        splits["extrapolation"] = {"skipped": str(exc)}
+        ext_split, ext_skipped = None, str(exc)
     else:
-        frames.append(runner.run_split(ext_split, methods))
+        all_splits.append(ext_split)
+    fits = run_splits(
+        data, all_splits, evaluated, config.seeds, _split_params(config), config.n_jobs
+    )
+    predictions = fits.predictions
+    by_split = dict(tuple(predictions.groupby("split", sort=False)))
+    splits: dict = {"id": {"methods": _per_method(by_split["id"])}}
+    if ood_splits:
+        per_family = {s.name.split("/", 1)[1]: _per_method(by_split[s.name]) for s in ood_splits}
+        mean = {m: mean_metrics([per_family[f][m] for f in per_family]) for m in evaluated}
+        splits["ood"] = {"per_family": per_family, "mean": mean}
+    else:
+        splits["ood"] = {"skipped": "fewer than two families"}
+    if ext_split is None:
+        splits["extrapolation"] = {"skipped": ext_skipped}
+    else:
         splits["extrapolation"] = {
-            "methods": _per_method(frames[-1]),
+            "methods": _per_method(by_split["extrapolation"]),
             "test_min_tokens_per_step": float(
                 labels.set_index("workload_id")
                 .loc[list(ext_split.test_ids)]
@@ -324,13 +392,24 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     main_s = time.perf_counter() - started - load_s
 
     t0 = time.perf_counter()
-    intervals, predictions, calibration = evaluate_intervals(
-        pd.concat(frames, ignore_index=True),
+    # The intervals calibrate the registered predictor, one model of the first seed: they are
+    # scored on that seed's out-of-sample predictions (the other seeds' rows get no bounds).
+    first_seed = predictions[predictions["seed"] == 0]
+    intervals, bounded, calibration = evaluate_intervals(
+        first_seed,
         config.interval_coverage,
         tables_sha256(Path(validated_dir)),
         str(out_dir / "predictions.parquet"),
     )
+    keys = ["split", "method", "seed", "workload_id"]
+    bounds = [c for c in bounded.columns if c not in predictions.columns]
+    predictions = predictions.merge(bounded[keys + bounds], on=keys, how="left")
     intervals_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    significance = _significance(predictions, data.run_labels, ood_splits, config)
+    diagnosis = _diagnosis(fits.diagnosis)
+    significance_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     sweep, note = _sweep(runner, data, methods, config.sweep_family, seed, vf)
@@ -344,20 +423,23 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         for method in config.learning_curve_methods:
             params = config.learning_curve_method_params.get(method, {})
 
-            def fit_predict(train, val, s, method=method, params=params):
-                model = runner.fit(method, train, val, params)
-                return model.predict([data.workloads[i] for i in id_split.test_ids])[
-                    "iteration_s"
-                ].to_numpy()
+            def fit_many(tasks, method=method, params=params):
+                results = fit_predict_many(
+                    data, method, params, tasks, id_split.test_ids, config.n_jobs
+                )
+                for r in results:
+                    runner.record(method, r["fit_s"])
+                return results
 
             lc[method] = learning_curves(
                 data,
                 id_split.test_ids,
-                fit_predict,
+                fit_many,
                 config.learning_curve_sizes,
                 config.learning_curve_seeds,
                 config.learning_curve_samplers,
                 vf,
+                config.learning_curve_order,
             )
     else:
         notes.append("learning curves skipped (no seeds or no method)")
@@ -407,7 +489,13 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
                 "test": len(id_split.test_ids),
             },
         },
-        "fit_counts": dict(runner.fits),
+        "fit_counts": {
+            m: fits.fit_counts.get(m, 0) + runner.fits.get(m, 0)
+            for m in dict.fromkeys([*fits.fit_counts, *runner.fits])
+        },
+        "significance": significance,
+        "ablations": {a: ABLATION_TEXT[a] for a in evaluated if a in ABLATION_TEXT},
+        "gnn_diagnosis": diagnosis,
         "notes": notes,
         "config": config.to_dict(),
     }
@@ -415,10 +503,15 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         "load": load_s,
         "splits": main_s,
         "sweep": sweep_s,
+        "layerwise_stages": fits.stage_seconds,
+        "significance": significance_s,
         "learning_curve": lc_s,
         "external": external_s,
         "intervals": intervals_s,
-        "fit_seconds": dict(runner.seconds),
+        "fit_seconds": {
+            m: fits.fit_seconds.get(m, 0.0) + runner.seconds.get(m, 0.0)
+            for m in dict.fromkeys([*fits.fit_seconds, *runner.seconds])
+        },
     }
     # Validated before anything is written: a result that does not match the schema is an error
     # here, not in a later reader. The figures are drawn from it; their time completes runtime_s.
@@ -456,4 +549,8 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
 
 
 def _per_method(frame: pd.DataFrame) -> dict:
-    return {m: prediction_metrics(g) for m, g in frame.groupby("method", sort=False)}
+    """Errors per method, each the mean over the method's model seeds."""
+    return {
+        m: mean_over_seeds([prediction_metrics(s) for _, s in g.groupby("seed")])
+        for m, g in frame.groupby("method", sort=False)
+    }

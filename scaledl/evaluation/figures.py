@@ -8,7 +8,9 @@
   measured points and each method's predicted curve (methods trained on all data).
 * ``ood_mre.png``: OOD (leave-one-family-out) iteration MRE per family, grouped bars per method.
 * ``learning_curves.png``: iteration MRE versus training workloads per sampler, mean +- std band
-  over seeds.
+  over seeds (dashed: the method's prior fitted on the same subsets).
+* ``comparisons.png``: ScaleDL minus each other method (baselines and ablations) per split, with
+  the paired 95% intervals (a forest plot; left of 0: ScaleDL has the lower MRE).
 """
 
 from __future__ import annotations
@@ -102,18 +104,19 @@ def sweep_figure(sweep: Sweep, path: Path) -> Path:
     return _save(fig, path)
 
 
-def ood_bars(ood: OODErrors, path: Path) -> Path:
+def ood_bars(ood: OODErrors, path: Path, methods: list[str] | None = None) -> Path:
     """Grouped bars of OOD iteration MRE per family and method.
 
     Args:
         ood: the metrics' leave-one-family-out split.
         path: output PNG.
+        methods: the methods drawn (default: all).
 
     Returns:
         ``path``.
     """
     families = list(ood.per_family)
-    methods = list(ood.mean)
+    methods = list(ood.mean) if methods is None else methods
     width = 0.8 / len(methods)
     x = np.arange(len(families) + 1)
     fig, ax = plt.subplots(figsize=(1.4 * len(x) + 2, 3.6))
@@ -141,10 +144,49 @@ def learning_curve_figure(curves: LearningCurves, path: Path, title: str = "") -
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for sampler, c in curves.samplers.items():
         mean, std = np.array(c.mre_mean), np.array(c.mre_std)
-        ax.plot(c.sizes, mean, marker="o", label=sampler)
+        (line,) = ax.plot(c.sizes, mean, marker="o", label=sampler)
         ax.fill_between(c.sizes, mean - std, mean + std, alpha=0.2)
+        if c.prior_mre_mean is not None:
+            ax.plot(c.sizes, c.prior_mre_mean, ls="--", color=line.get_color(),
+                    label=f"{sampler}: prior")  # fmt: skip
     ax.set(xlabel="profiled training workloads", ylabel="test iteration MRE", title=title)
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def comparison_forest(metrics: Metrics, path: Path) -> Path:
+    """ScaleDL minus every other method per split: difference and 95% interval (forest plot).
+
+    Args:
+        metrics: the evaluation metrics (``significance``).
+        path: output PNG.
+
+    Returns:
+        ``path``.
+    """
+    splits = {k: v for k, v in metrics.significance.splits.items() if "/" not in k}
+    others = list(dict.fromkeys(
+        c.method_b for s in splits.values() for c in s.comparisons if c.method_a == "scaledl"
+    ))  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6.4, 0.35 * len(others) * len(splits) + 1.2))
+    y, ticks, labels = 0, [], []
+    for k, (key, split) in enumerate(splits.items()):
+        for other in others:
+            c = split.find("scaledl", other)
+            if c is None:
+                continue
+            color = {"better": "tab:green", "worse": "tab:red"}.get(c.verdict, "tab:gray")
+            ax.errorbar(100 * c.mre_difference, y, fmt="o", color=color,
+                        xerr=[[100 * (c.mre_difference - c.ci_low)],
+                              [100 * (c.ci_high - c.mre_difference)]])  # fmt: skip
+            ticks.append(y)
+            labels.append(f"{key}: vs {other}")
+            y -= 1
+        y -= 0.5 if k < len(splits) - 1 else 0
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set(xlabel="ScaleDL MRE minus other MRE [points], 95% paired interval",
+           title="ScaleDL against each method (green: better, red: worse)")  # fmt: skip
     return _save(fig, path)
 
 
@@ -159,21 +201,26 @@ def draw_all(metrics: Metrics, predictions: pd.DataFrame, folder: Path) -> dict[
     Returns:
         Figure key -> PNG path (keys ``headline``: ScaleDL with its intervals, when the
         predictions have interval bounds; ``pred_vs_measured``, ``sweep``, ``ood_mre``,
-        ``learning_curves_<method>``) for the figures drawn.
+        ``comparisons``, ``learning_curves_<method>``) for the figures drawn. The headline and
+        the scatter show the first model seed (the seed of the registered predictor, the one
+        the intervals were calibrated for); the scatter and the bars the methods without
+        ScaleDL's ablations.
     """
     folder = Path(folder)
+    first = predictions[predictions["seed"] == predictions["seed"].min()]
     out = {}
-    if "pred_iteration_s_low" in predictions and (predictions["method"] == "scaledl").any():
-        out["headline"] = headline_figure(predictions, folder / "headline.png")
-    out |= {
-        "pred_vs_measured": pred_vs_measured(
-            predictions[predictions["split"] == "id"], folder / "pred_vs_measured.png"
-        )
-    }
+    if "pred_iteration_s_low" in first and (first["method"] == "scaledl").any():
+        out["headline"] = headline_figure(first, folder / "headline.png")
+    main = metrics.main_methods
+    shown = first[(first["split"] == "id") & first["method"].isin(main)]
+    out["pred_vs_measured"] = pred_vs_measured(shown, folder / "pred_vs_measured.png")
     if not isinstance(metrics.sweep, Skipped):
         out["sweep"] = sweep_figure(metrics.sweep, folder / "sweep.png")
     if isinstance(metrics.splits.ood, OODErrors):
-        out["ood_mre"] = ood_bars(metrics.splits.ood, folder / "ood_mre.png")
+        out["ood_mre"] = ood_bars(metrics.splits.ood, folder / "ood_mre.png", main)
+    if any(c.method_a == "scaledl" for s in metrics.significance.splits.values()
+           for c in s.comparisons):  # fmt: skip
+        out["comparisons"] = comparison_forest(metrics, folder / "comparisons.png")
     curves_by_method = (
         {} if isinstance(metrics.learning_curves, Skipped) else (metrics.learning_curves.methods)
     )

@@ -93,8 +93,9 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _best_baseline(table: dict, method: str) -> tuple[str, float] | None:
-    others = {m: v.mre for m, v in table.items() if m != method}
+def _best_baseline(table: dict, method: str, ablations) -> tuple[str, float] | None:
+    """The lowest-MRE method other than ``method`` and its ablations (they are no baselines)."""
+    others = {m: v.mre for m, v in table.items() if m != method and m not in ablations}
     if not others:
         return None
     best = min(others, key=others.get)
@@ -124,7 +125,7 @@ def error_rows(metrics: Metrics, method: str = HEADLINE_METHOD) -> list[list[str
         if method not in table:
             continue
         mre = table[method].mre
-        best = _best_baseline(table, method)
+        best = _best_baseline(table, method, metrics.ablations)
         node = getattr(cov, split)
         c = None
         if not isinstance(node, Skipped):
@@ -166,14 +167,14 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
         parts.append(f", {id_mre / noise:.1f}x the label noise floor of {_pct(noise)}")
     else:
         parts.append(" (the label noise floor was not measured: no workload launched twice)")
-    best = _best_baseline(id_table, method)
+    best = _best_baseline(id_table, method, metrics.ablations)
     if best:
         parts.append(f"; the best baseline, {best[0]}, has {_pct(best[1])}")
     ood = metrics.splits.ood
     ood_mre = None
     if isinstance(ood, OODErrors) and method in ood.mean:
         ood_mre = ood.mean[method].mre
-        obest = _best_baseline(ood.mean, method)
+        obest = _best_baseline(ood.mean, method, metrics.ablations)
         parts.append(f". On families it never saw, the MRE is {_pct(ood_mre)}")
         if obest:
             parts.append(f" (best baseline {obest[0]} {_pct(obest[1])})")

@@ -9,9 +9,23 @@ coded size factors and effects-coded categories, model order ``"main"`` by defau
 * ``random``: :func:`scaledl.design.samplers.random_indices`;
 * ``lhs``: :func:`scaledl.design.samplers.lhs_indices` on the pool's unit-cube coordinates.
 
-A method is fitted on each subset (seeded validation subset as ``val_ids``) and scored (MRE of
-iteration time) on the fixed test set; mean and standard deviation over seeds are reported. The
-full pool is the same subset for every sampler, so it is fitted once per seed and shared.
+A method is fitted on each subset (seeded validation subset as ``val_ids``, the seed also the
+model seed) and scored (MRE of iteration time) on the fixed test set; mean and standard deviation
+over seeds are reported. The full pool is the same subset for every sampler, so it is fitted once
+per seed and shared.
+
+**Paired by seed.** Seed ``s`` is one replicate of every sampler (its subset draw, validation
+subset and model seed), so samplers are compared paired by seed: the difference of their MREs at
+a size, with a 95% paired bootstrap interval over the seeds
+(:func:`~scaledl.evaluation.significance.paired_comparison`, the resampling unit is the seed) and
+a verdict. The *halving* comparison asks the project's question: does D-optimal sampling at half
+the workloads (the largest size <= half the final one) reach random sampling's final MRE (the
+largest proper subset)? Its interval says so, or shows that it does not.
+
+**Design check.** Each subset is also scored for the predictor's own models
+(:class:`~scaledl.evaluation.design_check.DesignCheck`: the layer-wise models' D-efficiency and
+the (family, world size) coverage), so the learning curve shows whether a sampler's workloads
+inform the layer-wise and GNN models, not only the design's workload-level model.
 """
 
 from __future__ import annotations
@@ -24,12 +38,16 @@ import numpy as np
 from scaledl.design.doptimal import d_optimal_indices
 from scaledl.design.features import FeatureModel, workload_factors
 from scaledl.design.samplers import lhs_indices, random_indices
+from scaledl.evaluation.comparisons import comparison_record
+from scaledl.evaluation.design_check import DesignCheck
 from scaledl.evaluation.metrics import error_summary
+from scaledl.evaluation.significance import paired_comparison
 from scaledl.evaluation.splits import validation_ids
 from scaledl.models.data import ProfileData
 
 SAMPLERS = ("doptimal", "random", "lhs")
-DEFAULT_SIZES = (12, 24, 36)
+#: The samplers' MREs are compared with this one's at each size.
+REFERENCE_SAMPLER = "random"
 
 
 class PoolDesign:
@@ -83,7 +101,10 @@ class PoolDesign:
 
 
 def auto_sizes(n_pool: int, n_terms: int) -> list[int]:
-    """Default subset sizes: those of :data:`DEFAULT_SIZES` in ``[n_terms, n_pool)``, then the pool.
+    """Default subset sizes: a quarter and a half of the pool (those >= ``n_terms``), the pool.
+
+    With these the halving question (D-optimal at half the workloads against random at the
+    largest proper size) is asked at a size the curve has.
 
     Args:
         n_pool: workloads in the pool.
@@ -92,37 +113,46 @@ def auto_sizes(n_pool: int, n_terms: int) -> list[int]:
     Returns:
         Increasing sizes ending with ``n_pool``.
     """
-    return [s for s in DEFAULT_SIZES if n_terms <= s < n_pool] + [n_pool]
+    sizes = sorted({n_pool // 4, n_pool // 2})
+    return [s for s in sizes if n_terms <= s < n_pool] + [n_pool]
 
 
 def learning_curves(
     data: ProfileData,
     test_ids: Sequence[str],
-    fit_predict: Callable[[ProfileData, list[str], int], np.ndarray],
+    fit_predict_many: Callable[[list[tuple[list[str], list[str], int]]], list[dict]],
     sizes: Sequence[int] | None = None,
-    seeds: int = 5,
+    seeds: int = 10,
     samplers: Sequence[str] = SAMPLERS,
     val_fraction: float = 0.15,
     order: str = "main",
 ) -> dict:
-    """MRE of iteration time versus training-set size for each sampler.
+    """MRE of iteration time versus training-set size for each sampler, paired by seed.
 
     Args:
         data: all profile data.
         test_ids: the fixed test set; the pool is every other workload.
-        fit_predict: ``(train_data, val_ids, seed) -> predicted iteration seconds of test_ids``
-            (in ``test_ids`` order); fits one method.
+        fit_predict_many: ``[(train_ids, val_ids, seed), ...] -> [result, ...]``: fits one
+            method per task (in parallel if it likes); a result holds ``pred``, a frame whose
+            ``iteration_s`` are the predictions of ``test_ids`` in that order, and, for a GNN
+            on a prior, ``prior_ms`` (the prior's predictions,
+            :func:`~scaledl.evaluation.split_fits.fit_predict_many`).
         sizes: subset sizes; ``None`` gives :func:`auto_sizes`. Sizes above the pool are an
             error; the pool size itself is fitted once per seed and shared by the samplers.
         seeds: number of seeds (0 .. seeds-1) per (sampler, size).
         samplers: subset of :data:`SAMPLERS`.
         val_fraction: validation share of each subset.
-        order: model order of the design space.
+        order: model order of the design space (``"main"``, ...; D-optimal needs sizes of at
+            least its number of terms).
 
     Returns:
-        ``{"samplers": {sampler: {"sizes", "mre_mean", "mre_std", "mre_per_seed"}}, "n_fits",
-        "fit_seconds", "pool_size", "design_terms"}`` (a
-        :class:`~scaledl.evaluation.results.LearningCurves`).
+        ``{"samplers": {sampler: {"sizes", "mre_mean", "mre_std", "mre_per_seed",
+        "prior_mre_mean", "layerwise_d_efficiency", "family_world_coverage"}}, "n_fits",
+        "fit_seconds", "pool_size", "design_terms", "design_order", "seeds", "comparisons",
+        "halving"}`` (a
+        :class:`~scaledl.evaluation.results.LearningCurves`); ``halving`` is ``None`` without
+        D-optimal and random samplers and two proper sizes; ``prior_mre_mean`` (the MRE of
+        the method's prior fitted on the same subsets) is ``None`` for a method without one.
 
     Raises:
         ValueError: a size outside ``[1, pool size]``, or no seed.
@@ -136,54 +166,100 @@ def learning_curves(
         raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {len(pool)}] (the pool)")
     if seeds < 1:
         raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
-    true = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
-    true_s = true.to_numpy() / 1000.0
-    cache: dict[tuple, float] = {}
+    true_s = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
+    true_s = true_s.to_numpy() / 1000.0
+    chosen = {
+        (sampler, n, seed): pool if n == len(pool) else design.select(sampler, n, seed)
+        for sampler in samplers
+        for n in sizes
+        for seed in range(seeds)
+    }
+    tasks = list(dict.fromkeys((tuple(ids), seed) for (_, _, seed), ids in chosen.items()))
     started = time.perf_counter()
-
-    def score(ids: list[str], seed: int) -> float:
-        key = (tuple(ids), seed)
-        if key not in cache:
-            val = list(validation_ids(ids, val_fraction, seed))
-            pred = fit_predict(data.subset(ids), val, seed)
-            cache[key] = error_summary(pred, true_s)["mre"]
-        return cache[key]
-
+    results = fit_predict_many(
+        [(list(ids), list(validation_ids(ids, val_fraction, seed)), seed) for ids, seed in tasks]
+    )
+    mre, prior_mre = {}, {}
+    for task, r in zip(tasks, results, strict=True):
+        mre[task] = error_summary(r["pred"]["iteration_s"].to_numpy(), true_s)["mre"]
+        if r.get("prior_ms") is not None:
+            prior_mre[task] = error_summary(np.asarray(r["prior_ms"]) / 1000.0, true_s)["mre"]
+    fit_seconds = time.perf_counter() - started
+    check = DesignCheck(
+        data.subset(pool).nodes,
+        [data.workloads[w].family for w in pool],
+        [data.workloads[w].world_size for w in pool],
+    )
+    pool_pos = {w: i for i, w in enumerate(pool)}
     curves: dict = {}
     for sampler in samplers:
-        per_seed = []
+        per_seed, prior, efficiency, coverage = [], [], [], []
         for n in sizes:
-            row = []
-            for seed in range(seeds):
-                ids = pool if n == len(pool) else design.select(sampler, n, seed)
-                row.append(score(ids, seed))
-            per_seed.append(row)
+            subsets = [chosen[(sampler, n, seed)] for seed in range(seeds)]
+            keys = [(tuple(ids), seed) for seed, ids in enumerate(subsets)]
+            per_seed.append([mre[k] for k in keys])
+            prior.append(float(np.mean([prior_mre[k] for k in keys])) if prior_mre else None)
+            graphs = [[pool_pos[w] for w in ids] for ids in subsets]
+            efficiency.append(float(np.mean([check.layerwise_d_efficiency(g) for g in graphs])))
+            coverage.append(float(np.mean([check.family_world_coverage(g) for g in graphs])))
         curves[sampler] = {
             "sizes": list(sizes),
             "mre_mean": [float(np.mean(r)) for r in per_seed],
             "mre_std": [float(np.std(r)) for r in per_seed],
             "mre_per_seed": per_seed,
+            "prior_mre_mean": prior if prior_mre else None,
+            "layerwise_d_efficiency": efficiency,
+            "family_world_coverage": coverage,
         }
+    comparisons, halving = sampler_comparisons(curves, len(pool), seeds)
     return {
         "samplers": curves,
-        "n_fits": len(cache),
-        "fit_seconds": time.perf_counter() - started,
+        "n_fits": len(tasks),
+        "fit_seconds": fit_seconds,
         "pool_size": len(pool),
         "design_terms": list(design.terms),
+        "design_order": order,
+        "seeds": seeds,
+        "comparisons": comparisons,
+        "halving": halving,
     }
 
 
-def workloads_to_reach(curve: dict, target_mre: float) -> int | None:
-    """Smallest size whose mean MRE is at most ``target_mre``, ``None`` if never reached.
+def _seed_comparison(curves: dict, a: tuple[str, int], b: tuple[str, int]) -> dict | None:
+    """Paired (by seed) comparison of sampler ``a[0]`` at size ``a[1]`` with ``b``."""
+    mre_a = curves[a[0]]["mre_per_seed"][curves[a[0]]["sizes"].index(a[1])]
+    mre_b = curves[b[0]]["mre_per_seed"][curves[b[0]]["sizes"].index(b[1])]
+    if len(mre_a) < 2:
+        return None
+    result = paired_comparison(mre_a, mre_b, f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
+    return comparison_record(result, "seed", 1.0)
+
+
+def sampler_comparisons(curves: dict, pool_size: int, seeds: int) -> tuple[list[dict], dict | None]:
+    """Every sampler against the reference at each proper size, and the halving comparison.
 
     Args:
-        curve: one sampler's entry of :func:`learning_curves`.
-        target_mre: the MRE to reach.
+        curves: sampler -> ``{"sizes", "mre_per_seed"}`` (seed ``s`` is column ``s``).
+        pool_size: the pool (a size equal to it is the same subset for every sampler).
+        seeds: seeds per size.
 
     Returns:
-        The size, or ``None``.
+        ``(comparisons, halving)``: comparison records (unit ``seed``) of each sampler against
+        :data:`REFERENCE_SAMPLER` at each size below the pool, and D-optimal at the largest
+        size <= half the largest proper size against the reference at that size (``None``
+        without both samplers, fewer than two seeds or no such size).
     """
-    for n, m in zip(curve["sizes"], curve["mre_mean"], strict=True):
-        if m <= target_mre:
-            return int(n)
-    return None
+    if REFERENCE_SAMPLER not in curves or seeds < 2:
+        return [], None
+    sizes = [n for n in curves[REFERENCE_SAMPLER]["sizes"] if n < pool_size]
+    comparisons = [
+        _seed_comparison(curves, (sampler, n), (REFERENCE_SAMPLER, n))
+        for sampler in curves
+        if sampler != REFERENCE_SAMPLER
+        for n in sizes
+    ]
+    halving = None
+    half = [n for n in sizes if sizes and n <= sizes[-1] / 2]
+    if "doptimal" in curves and half:
+        halving = _seed_comparison(curves, ("doptimal", half[-1]), (REFERENCE_SAMPLER, sizes[-1]))
+    return [c for c in comparisons if c is not None], halving

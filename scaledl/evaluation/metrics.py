@@ -112,3 +112,34 @@ def mean_metrics(per_group: list[dict]) -> dict:
         keys = ("mre", "rmse_s", "p50_re", "p90_re")
         out[target] = {k: float(np.mean([g[target][k] for g in per_group])) for k in keys}
     return out
+
+
+def mean_over_seeds(per_seed: list[dict]) -> dict:
+    """Mean of several :func:`prediction_metrics` dicts of one method (its model seeds).
+
+    Every error (MRE, RMSE, percentiles) is averaged over the seeds, overall and per family;
+    counts (``n``) are the workloads scored, the same for every seed.
+
+    Args:
+        per_seed: the metrics of each seed, on the same workloads.
+
+    Returns:
+        A dict of the same shape (a :class:`~scaledl.evaluation.results.MethodErrors`).
+
+    Raises:
+        ValueError: ``per_seed`` is empty, or the seeds scored different workload counts.
+    """
+    if not per_seed:
+        raise ValueError("no seeds to average")
+
+    def merge(values: list):
+        first = values[0]
+        if isinstance(first, dict):
+            return {k: merge([v[k] for v in values]) for k in first}
+        if isinstance(first, int):
+            if len(set(values)) != 1:
+                raise ValueError(f"seeds scored different workload counts {sorted(set(values))}")
+            return first
+        return float(np.mean(values))
+
+    return merge(per_seed)

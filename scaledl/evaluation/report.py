@@ -15,6 +15,12 @@ from pathlib import Path
 from scaledl.evaluation.gpu_report import gpu_report_html, gpu_targets
 from scaledl.evaluation.headline import summary_html
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
+from scaledl.evaluation.significance_report import (
+    interval_text,
+    learning_curve_html,
+    significance_html,
+    significance_targets,
+)
 
 EXPLANATIONS = {
     "pred_vs_measured": "Predicted vs measured iteration time on the random held-out (ID) test "
@@ -24,12 +30,15 @@ EXPLANATIONS = {
     "all profiled workloads) and the measured workloads of the same architecture.",
     "ood_mre": "Leave-one-family-out iteration MRE: each family predicted by methods trained "
     "without it (log scale), and the mean over families.",
+    "comparisons": "ScaleDL's MRE minus every other method's (baselines and ablations) per "
+    "split, with the 95% paired bootstrap interval: green left of 0, ScaleDL is better; red "
+    "right of 0, worse; grey, not distinguishable.",
 }
 _LC_TEXT = (
     "Test iteration MRE (fixed ID test set) versus the number of profiled training "
     "workloads chosen by each sampler from the training pool; line: mean over seeds, "
-    "band: +- one standard deviation. The last size is the whole pool (same for all "
-    "samplers)."
+    "band: +- one standard deviation, dashed: the method's prior fitted on the same subsets. "
+    "The last size is the whole pool (same for all samplers)."
 )
 
 
@@ -118,8 +127,9 @@ def target_table(metrics: Metrics) -> list[Target]:
                 None if rmse_ratio is None else rmse_ratio >= 5.0,
             )
         )
+    rows += [Target(**row) for row in significance_targets(metrics)]
     curves = metrics.learning_curves
-    rows.append(_doptimal_target(None if isinstance(curves, Skipped) else curves.headline.samplers))
+    rows.append(_doptimal_target(None if isinstance(curves, Skipped) else curves.headline))
     if isinstance(metrics.gpu, Skipped):
         rows.append(
             Target(
@@ -134,21 +144,19 @@ def target_table(metrics: Metrics) -> list[Target]:
     return rows
 
 
-def _doptimal_target(samplers: dict | None) -> Target:
+def _doptimal_target(curves) -> Target:
+    """D-optimal at half the workloads against random at the final size, paired by seed."""
     target = "D-optimal reaches random's final MRE with at most half the workloads"
-    d, r = (samplers or {}).get("doptimal"), (samplers or {}).get("random")
-    if not d or not r or len(r.sizes) < 2:
+    c = None if curves is None else curves.halving
+    if c is None:
         return Target(target, "not evaluated", None)
-    # The last size is the whole pool, identical for every sampler: compare at the largest
-    # proper subset size instead.
-    k = len(r.sizes) - 2
-    n_final, goal = r.sizes[k], r.mre_mean[k]
-    reach = next((n for n, m in zip(d.sizes, d.mre_mean, strict=True) if m <= goal), None)
+    # Reached when D-optimal at half the size is not worse than random at the final size:
+    # point difference <= 0 and an interval that does not lie above 0.
     return Target(
         target,
-        f"random MRE {_pct(goal)} at {n_final}; D-optimal reaches it at "
-        f"{reach if reach is not None else 'no size tried'}",
-        reach is not None and reach <= n_final / 2,
+        f"{c.method_a} vs {c.method_b}: {_pct(c.mre_a)} vs {_pct(c.mre_b)}, "
+        f"{interval_text(c)} over {c.n_units} seeds: {c.verdict}",
+        c.mre_difference <= 0 and c.verdict != "worse",
     )
 
 
@@ -250,6 +258,8 @@ def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
         parts.append(f"<p>{html.escape(splits.extrapolation.skipped)}</p>")
     else:
         parts.append(_table(header, _split_rows(splits.extrapolation.methods)))
+    parts.append(significance_html(metrics))
+    parts.append(learning_curve_html(metrics))
     if not isinstance(metrics.gpu, Skipped):
         parts.append(gpu_report_html(metrics.gpu.model_dump(mode="json")))
     ext = metrics.external

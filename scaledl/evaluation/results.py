@@ -36,9 +36,20 @@ Schema (``schema_version`` 2)::
                           "mean": {method: MeanMethodErrors}}   | {"skipped": str},
         "extrapolation": {"methods": {...}, "test_min_tokens_per_step": float} | {"skipped": str}
       },
-      "learning_curves": {method: {"samplers": {sampler: {"sizes", "mre_mean", "mre_std",
-                          "mre_per_seed"}}, "n_fits", "fit_seconds", "pool_size",
-                          "design_terms"}}                     | {"skipped": str},
+      "significance": {"seeds", "confidence_level",
+                       "splits": {"id" | "ood" | "ood/<family>" | "extrapolation":
+                                  {"n_workloads", "seeds", "label_repeats", "mre_per_seed",
+                                   "comparisons": [Comparison]}}},
+      "ablations": {ablation: "what it removes"},
+      "gnn_diagnosis": {"splits": {group: {method: {"train_rmse_log", "val_rmse_log",
+                        "prior_test_mre", "correction_abs", "epochs", "best_epoch"}}}}
+                                                               | {"skipped": str},
+      "learning_curves": {"methods": {method: {"samplers": {sampler: {"sizes", "mre_mean",
+                          "mre_std", "mre_per_seed", "prior_mre_mean",
+                          "layerwise_d_efficiency", "family_world_coverage"}}, "n_fits",
+                          "fit_seconds", "pool_size", "design_terms", "design_order", "seeds",
+                          "comparisons": [Comparison], "halving": Comparison | null}}}
+                                                               | {"skipped": str},
       "external": {"vidur": {...}}                             | {"skipped": str},
       "gpu": {"source", "n_workloads", "gpus", "models", "leave_one_model_out", ...}
                                                                | {"skipped": str},
@@ -54,11 +65,14 @@ Schema (``schema_version`` 2)::
     }
 
 with ``MethodErrors = {"iteration": ErrorSummary, "epoch": ErrorSummary, "per_family":
-{family: {"iteration", "epoch"}}}`` and ``ErrorSummary = {"mre", "rmse_s", "p50_re", "p90_re",
-"n"}`` (definitions in :mod:`scaledl.evaluation.metrics`); ``TargetCoverage = {"iteration":
-CoverageSummary, "epoch": CoverageSummary | null}`` with ``CoverageSummary = {"coverage",
-"coverage_ci_low", "coverage_ci_high", "median_relative_width", "n", "n_covered",
-"n_unbounded", "calibration_size"}`` (:mod:`scaledl.evaluation.coverage`).
+{family: {"iteration", "epoch"}}}`` (a seeded method's: the mean over its model seeds),
+``ErrorSummary = {"mre", "rmse_s", "p50_re", "p90_re", "n"}`` (definitions in
+:mod:`scaledl.evaluation.metrics`), ``Comparison`` a paired comparison of two methods
+(:class:`Comparison`: MREs, difference, 95% interval, unit, verdict); ``TargetCoverage =
+{"iteration": CoverageSummary, "epoch": CoverageSummary | null}`` with ``CoverageSummary =
+{"coverage", "coverage_ci_low", "coverage_ci_high", "median_relative_width", "n", "n_covered",
+"n_unbounded", "calibration_size"}`` (:mod:`scaledl.evaluation.coverage`). ``splits`` holds
+ScaleDL's ablations beside the methods; ``ablations`` names them.
 """
 
 from __future__ import annotations
@@ -221,6 +235,132 @@ class Splits(Section):
     extrapolation: Skippable[ExtrapolationErrors]
 
 
+Verdict = Literal["better", "worse", "not distinguishable"]
+
+
+class Comparison(Section):
+    """Method (or sampler) A against B, paired: the MRE difference, its interval and a verdict.
+
+    Written from :class:`~scaledl.evaluation.significance.PairedComparison` by
+    :func:`~scaledl.evaluation.comparisons.comparison_record`.
+
+    Attributes:
+        method_a: A (a sampler at a size in learning curves: ``doptimal@19``).
+        method_b: B.
+        mre_a: A's MRE (seeds and label repeats pooled per unit; weighted for
+            leave-one-family-out).
+        mre_b: B's MRE.
+        mre_difference: ``mre_a - mre_b`` (negative: A has the lower error).
+        ci_low: lower bound of the paired bootstrap interval of the difference.
+        ci_high: upper bound.
+        confidence_level: the interval's coverage (0.95).
+        interval_method: ``BCa``, ``percentile`` or ``exact``.
+        unit: what was resampled: ``workload`` (test workloads) or ``seed`` (learning curves).
+        n_units: units compared.
+        n_repeats_a: A's repeats pooled per unit (model seeds).
+        n_repeats_b: B's.
+        n_resamples: bootstrap resamples.
+        verdict: ``better``, ``worse`` or ``not distinguishable`` (A relative to B).
+        label_repeats: mean launch labels per workload the errors were averaged over.
+    """
+
+    method_a: str
+    method_b: str
+    mre_a: float
+    mre_b: float
+    mre_difference: float
+    ci_low: float
+    ci_high: float
+    confidence_level: float
+    interval_method: str
+    unit: Literal["workload", "seed"]
+    n_units: int
+    n_repeats_a: int
+    n_repeats_b: int
+    n_resamples: int
+    verdict: Verdict
+    label_repeats: float
+
+    def describe(self) -> str:
+        """One sentence: MREs, difference, interval and verdict (percentage points)."""
+        return (
+            f"{self.method_a} vs {self.method_b}: {100 * self.mre_a:.1f}% vs "
+            f"{100 * self.mre_b:.1f}%, {100 * self.mre_difference:+.1f} points "
+            f"({100 * self.confidence_level:g}% CI {100 * self.ci_low:+.1f} to "
+            f"{100 * self.ci_high:+.1f}): {self.verdict}"
+        )
+
+
+class SplitComparisons(Section):
+    """The paired comparisons on one split (:mod:`scaledl.evaluation.comparisons`).
+
+    Attributes:
+        n_workloads: test workloads compared.
+        seeds: model seeds of the seeded methods.
+        label_repeats: mean launch labels per test workload.
+        mre_per_seed: method -> iteration MRE (against the median label) per model seed.
+        comparisons: every pair compared.
+    """
+
+    n_workloads: int
+    seeds: int
+    label_repeats: float
+    mre_per_seed: dict[str, list[float]]
+    comparisons: list[Comparison]
+
+    def find(self, method_a: str, method_b: str) -> Comparison | None:
+        """The comparison of ``method_a`` against ``method_b``, ``None`` if not made."""
+        return next(
+            (c for c in self.comparisons if (c.method_a, c.method_b) == (method_a, method_b)),
+            None,
+        )
+
+
+class Significance(Section):
+    """Paired comparisons of the methods on every split.
+
+    Attributes:
+        seeds: model seeds per seeded method.
+        confidence_level: the intervals' coverage.
+        splits: ``id``, ``ood`` (all held-out families pooled, weighted to the mean over
+            families), ``ood/<family>``, ``extrapolation`` -> its comparisons.
+    """
+
+    seeds: int
+    confidence_level: float
+    splits: dict[str, SplitComparisons]
+
+
+class DiagnosisRow(Section):
+    """One GNN method's fits on a group of splits, averaged over seeds (and folds).
+
+    Attributes:
+        train_rmse_log: weighted RMSE of log milliseconds on the training graphs.
+        val_rmse_log: the same on the early-stopping graphs.
+        prior_test_mre: the prior alone on the test workloads.
+        correction_abs: mean ``|log(prediction / prior)|`` on the test workloads.
+        epochs: epochs trained.
+        best_epoch: epoch of the kept model.
+    """
+
+    train_rmse_log: float
+    val_rmse_log: float
+    prior_test_mre: float
+    correction_abs: float
+    epochs: float
+    best_epoch: float
+
+
+class GnnDiagnosis(Section):
+    """What the GNNs on a prior did.
+
+    Attributes:
+        splits: split group (``id``, ``ood``, ``extrapolation``) -> method -> its row.
+    """
+
+    splits: dict[str, dict[str, DiagnosisRow]]
+
+
 class SamplerCurve(Section):
     """Test MRE versus training workloads chosen by one sampler.
 
@@ -229,22 +369,47 @@ class SamplerCurve(Section):
         mre_mean: mean MRE over seeds per size.
         mre_std: standard deviation over seeds per size.
         mre_per_seed: MRE per size and seed.
+        prior_mre_mean: mean MRE of the method's prior (fitted on the same subsets) per size,
+            ``None`` for a method without a prior.
+        layerwise_d_efficiency: mean over seeds of the subsets' D-efficiency for the
+            layer-wise models (:mod:`scaledl.evaluation.design_check`) per size.
+        family_world_coverage: mean share of the pool's (family, world size) cells covered.
     """
 
     sizes: list[int]
     mre_mean: list[float]
     mre_std: list[float]
     mre_per_seed: list[list[float]]
+    prior_mre_mean: list[float] | None
+    layerwise_d_efficiency: list[float]
+    family_world_coverage: list[float]
 
 
 class LearningCurves(Section):
-    """One method's learning curves (see :mod:`scaledl.evaluation.learning_curve`)."""
+    """One method's learning curves (see :mod:`scaledl.evaluation.learning_curve`).
+
+    Attributes:
+        samplers: sampler -> its curve.
+        n_fits: distinct fits.
+        fit_seconds: wall time of the fits, seconds.
+        pool_size: workloads the subsets are drawn from.
+        design_terms: terms of the D-optimal sampler's model.
+        design_order: its order (``main``, ...).
+        seeds: seeds per (sampler, size).
+        comparisons: every sampler against random at each proper size, paired by seed.
+        halving: D-optimal at half the final size against random at the final size (``None``
+            when not computable).
+    """
 
     samplers: dict[str, SamplerCurve]
     n_fits: int
     fit_seconds: float
     pool_size: int
     design_terms: list[str]
+    design_order: str
+    seeds: int
+    comparisons: list[Comparison]
+    halving: Comparison | None
 
 
 class LearningCurvesByMethod(Section):
@@ -460,6 +625,8 @@ class RuntimeSeconds(Section):
 
     load: float
     splits: float
+    layerwise_stages: float
+    significance: float
     sweep: float
     learning_curve: float
     external: float
@@ -516,7 +683,13 @@ class Metrics(Section):
         families: their model families.
         label_reproducibility: the noise floor (MRE between independent launches of the same
             workloads), or skipped when no workload was launched twice.
-        splits: errors per split and method.
+        splits: errors per split and method (ablations of ScaleDL included; a seeded method's
+            errors are the mean over its model seeds).
+        significance: paired comparisons of the methods per split.
+        ablations: ablation name -> what it removes from ScaleDL (the ablations' errors are in
+            ``splits``).
+        gnn_diagnosis: what the GNNs on a prior did (training/validation error, the prior's
+            error, the size of the correction), or skipped.
         learning_curves: learning curves per method, or skipped.
         external: Vidur all-reduce results, or skipped.
         gpu: imported real-GPU profiles evaluated through the product's models, or skipped.
@@ -534,6 +707,9 @@ class Metrics(Section):
     families: list[str]
     label_reproducibility: Skippable[LabelReproducibility]
     splits: Splits
+    significance: Significance
+    ablations: dict[str, str]
+    gnn_diagnosis: Skippable[GnnDiagnosis]
     learning_curves: Skippable[LearningCurvesByMethod]
     external: Skippable[ExternalResults]
     gpu: Skippable[GpuResults]
@@ -667,8 +843,13 @@ class Metrics(Section):
 
     @property
     def methods(self) -> list[str]:
-        """The methods evaluated, in evaluation order."""
+        """The methods evaluated (ablations included), in evaluation order."""
         return list(self.splits.id.methods)
+
+    @property
+    def main_methods(self) -> list[str]:
+        """The methods evaluated, without ScaleDL's ablations."""
+        return [m for m in self.methods if m not in self.ablations]
 
 
 def _describe(exc: ValidationError, source: str) -> str:

@@ -14,6 +14,10 @@ Several seeds or repeated runs of a method (shape ``(n_repeats, n_workloads)``) 
 averaging each workload's relative error over the repeats before resampling: the workload stays
 the resampling unit, the repeats only lower each workload's noise.
 
+Optional per-workload ``weights`` turn both MREs into weighted means (``sum(w re) / sum(w)``),
+e.g. ``1 / (workloads of its family)`` so that the leave-one-family-out MRE is the unweighted
+mean over families, as reported; a workload and its weight are resampled together.
+
 Verdict of A against B: ``"better"`` when the whole interval lies below 0 (A has the lower
 MRE), ``"worse"`` when it lies above 0, ``"not distinguishable"`` when it contains 0.
 """
@@ -110,6 +114,12 @@ def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray
     return np.mean(a - b, axis=axis)
 
 
+def _weighted_mean_difference(
+    a: np.ndarray, b: np.ndarray, w: np.ndarray, axis: int = -1
+) -> np.ndarray:
+    return np.sum(w * (a - b), axis=axis) / np.sum(w, axis=axis)
+
+
 def verdict_of(ci_low: float, ci_high: float) -> Verdict:
     """``"better"`` if the interval of ``MRE_A - MRE_B`` lies below 0, ``"worse"`` above."""
     if ci_high < 0:
@@ -127,6 +137,7 @@ def paired_comparison(
     confidence_level: float = 0.95,
     n_resamples: int = 9999,
     seed: int = 0,
+    weights: Any = None,
 ) -> PairedComparison:
     """Compare two methods' relative errors on the same workloads (paired bootstrap).
 
@@ -141,14 +152,15 @@ def paired_comparison(
         confidence_level: coverage of the interval, in (0, 1).
         n_resamples: bootstrap resamples.
         seed: seed of the resampling (the same inputs and seed give the same interval).
+        weights: positive weight per workload, shape (n_workloads,); ``None``: equal weights.
 
     Returns:
         The :class:`PairedComparison` of A against B.
 
     Raises:
         ValueError: the two have different numbers of workloads, fewer than
-            :data:`MIN_WORKLOADS`, a negative or non-finite error, or a confidence level
-            outside (0, 1).
+            :data:`MIN_WORKLOADS`, a negative or non-finite error, weights that are not
+            positive and finite or of another length, or a confidence level outside (0, 1).
         RuntimeError: neither the BCa nor the percentile interval is finite.
 
     Shapes:
@@ -171,8 +183,17 @@ def paired_comparison(
             f"{a.size} workload(s) to compare {method_a!r} with {method_b!r}: a paired interval "
             f"needs at least {MIN_WORKLOADS}"
         )
+    if weights is None:
+        w = np.ones(a.size)
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != a.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError(
+                f"weights of the comparison of {method_a!r} with {method_b!r}: expected "
+                f"{a.size} positive finite values, got shape {w.shape}"
+            )
     difference = a - b
-    point = float(np.mean(difference))
+    point = float(_weighted_mean_difference(a, b, w))
     if np.ptp(difference) <= 1e-12:
         # Every resample has the same mean (up to rounding): the interval is the point (scipy
         # returns NaN on such degenerate data).
@@ -186,8 +207,8 @@ def paired_comparison(
                 # percentile interval is used instead (named in ``interval_method``).
                 warnings.simplefilter("ignore", DegenerateDataWarning)
                 result = bootstrap(
-                    (a, b),
-                    _mean_difference,
+                    (a, b) if weights is None else (a, b, w),
+                    _mean_difference if weights is None else _weighted_mean_difference,
                     paired=True,
                     vectorized=True,
                     confidence_level=confidence_level,
@@ -207,8 +228,8 @@ def paired_comparison(
     return PairedComparison(
         method_a=method_a,
         method_b=method_b,
-        mre_a=float(np.mean(a)),
-        mre_b=float(np.mean(b)),
+        mre_a=float(np.sum(w * a) / np.sum(w)),
+        mre_b=float(np.sum(w * b) / np.sum(w)),
         mre_difference=point,
         ci_low=low,
         ci_high=high,

@@ -16,6 +16,7 @@ from pathlib import Path
 from scaledl.evaluation.gpu_report import gpu_markdown
 from scaledl.evaluation.report import reproducibility_text, target_table
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
+from scaledl.evaluation.significance_report import interval_text, significance_markdown
 
 GENERATOR = "`scaledl summary --markdown`"
 
@@ -55,7 +56,7 @@ def _row(label: str, cells: list[str]) -> str:
 
 
 def _split_table(metrics: Metrics) -> list[str]:
-    methods = metrics.methods
+    methods = metrics.main_methods
     lines = [_row("split", methods), "| " + " | ".join(["---"] * (len(methods) + 1)) + " |"]
 
     def cells(table: dict, epoch: bool = False) -> list[str]:
@@ -104,6 +105,15 @@ def _learning_curve_table(metrics: Metrics) -> list[str]:
     for sampler, c in samplers.items():
         values = [f"{_pct(m)} ± {_pct(s)}" for m, s in zip(c.mre_mean, c.mre_std, strict=True)]
         lines.append(_row(sampler, values))
+        if c.prior_mre_mean is not None:
+            lines.append(_row(f"{sampler}: prior", [_pct(m) for m in c.prior_mre_mean]))
+    if curves.halving is not None:
+        h = curves.halving
+        lines += [
+            "",
+            f"Halving (paired by seed): {h.method_a} vs {h.method_b} {interval_text(h)}: "
+            f"{h.verdict}.",
+        ]
     return lines
 
 
@@ -191,6 +201,8 @@ def results_markdown(metrics: Metrics, source: str) -> str:
         "Iteration-time MRE / RMSE per split and method:",
         "",
         *_split_table(metrics),
+        "",
+        *significance_markdown(metrics),
         "",
         *_learning_curve_table(metrics),
         "",

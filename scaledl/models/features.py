@@ -200,6 +200,32 @@ class GraphSet:
             edge_type=self.edge_type[keep],
         )
 
+    def keep_nodes(self, mask: np.ndarray) -> GraphSet:
+        """The same graphs with only the nodes where ``mask`` holds, and the edges among them.
+
+        Args:
+            mask: boolean, shape (num_nodes,).
+
+        Returns:
+            A graph set with the kept nodes in their order (``node_index`` unchanged: it is
+            the position in the full graph) and the edges whose ends are both kept.
+        """
+        mask = np.asarray(mask, dtype=bool)
+        new_index = np.cumsum(mask) - 1
+        keep = mask[self.edge_index[0]] & mask[self.edge_index[1]]
+        return GraphSet(
+            workloads=self.workloads,
+            nodes=self.nodes[mask].reset_index(drop=True),
+            edge_index=new_index[self.edge_index[:, keep]],
+            edge_type=self.edge_type[keep],
+        )
+
+    def without_edges(self) -> GraphSet:
+        """The same nodes with no edge."""
+        return GraphSet(
+            self.workloads, self.nodes, np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
+        )
+
 
 def build_graph_set(workloads: list[Workload]) -> GraphSet:
     """Concatenated layer graphs of ``workloads`` (graph ``g`` belongs to ``workloads[g]``).

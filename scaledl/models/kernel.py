@@ -44,7 +44,8 @@ from scaledl.graph.operators import DESCRIPTOR_COLUMNS, at_batch, aten_descripto
 from scaledl.models.data import ProfileData, measured_nodes
 from scaledl.models.features import GraphSet, architecture_graphs, architecture_key
 from scaledl.models.layerwise import LayerwiseModel
-from scaledl.models.methods import GraphMethod, fit_allreduce, node_predictions
+from scaledl.models.layerwise_stage import fit_allreduce, node_predictions
+from scaledl.models.methods import GraphMethod
 from scaledl.models.operators import OperatorTimeModel, device_columns
 from scaledl.workloads.spec import Workload
 
@@ -198,7 +199,12 @@ class KernelGraphMethod(GraphMethod):
     min_gnn_architectures: int = 8
 
     # ------------------------------------------------------------------ fitting
-    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+    def _fit(self, data: ProfileData, val_ids: list[str], stage=None) -> None:
+        if stage is not None:
+            raise ValueError(
+                "KernelGraphMethod fits its own layer-wise stage (on the operator model's "
+                "kernel features): pass no stage"
+            )
         self.correction_, self.correction_kind_ = None, "none"
         self.correction_scores_, self.correction_devices_ = {}, []
         self.operator_model_ = OperatorTimeModel(**self.operator_params).fit(operator_rows(data))
@@ -215,7 +221,7 @@ class KernelGraphMethod(GraphMethod):
         self.training_devices_ = sorted({w.device_name for w in data.workloads.values()})
         data = self._with_kernels(data, self.operator_model_)
         groups = {architecture_group(w) for w in data.workloads.values()}
-        self.uses_gnn_ = self.mode != "additive" and len(groups) >= self.min_gnn_architectures
+        self.uses_gnn_ = self.uses_gnn and len(groups) >= self.min_gnn_architectures
         if self.mode == "scaledl" and not self.uses_gnn_:
             self.layerwise_ = LayerwiseModel(**self.layerwise_params).fit(
                 measured_nodes(data.nodes)

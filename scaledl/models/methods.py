@@ -4,17 +4,24 @@ Methods (names as in the evaluation report):
 
 * ``scaledl``: layer-wise models + alpha-beta all-reduce model give every node of the layer graph
   a predicted time; a :class:`~scaledl.models.gnn.RuntimeGNN` over the graph, with those
-  predictions as node features, corrects the additive sum in log space (arXiv 2511.04162). The
-  GNN trains on *out-of-fold* layer-wise predictions (K folds over training workloads), so it
-  learns how far to trust them on workloads they were not fitted on.
+  predictions as node features, corrects a prior in log space (arXiv 2511.04162): the
+  critical-path assembly of the same predictions (:mod:`scaledl.models.critical_path`: backward
+  overlapped with the DDP buckets' all-reduce). The GNN trains on *out-of-fold* layer-wise
+  predictions (:mod:`scaledl.models.layerwise_stage`), so it learns how far to trust them on
+  workloads they were not fitted on.
 * ``additive``: the sum of the same layer-wise predictions, optimizer step and all-reduce.
+* ``critical_path``: the critical-path assembly of the same predictions (ScaleDL's prior, no GNN).
 * ``analytical``: a fixed overhead + FLOPs / fitted throughput (``peak x utilisation``, the
   6·N·D rule for training: forward 2·N·D plus backward 4·N·D), per mode, fitted on the
   training workloads.
 * ``global_gbdt``: gradient boosting (scikit-learn ``GradientBoostingRegressor``) on workload-level
   features, hyper-parameters chosen on the validation split.
-* ``graph_only``: the same GNN without layer-wise inputs and without the additive prior
-  (DNNPerf-style, Gao et al. 2020).
+* ``graph_only``: the same GNN without layer-wise inputs and without a prior (DNNPerf-style,
+  Gao et al. 2020).
+
+Ablations of ``scaledl`` (:data:`ABLATIONS`): ``scaledl_sum_prior`` (the sum as the prior, the
+GNN of earlier versions), ``scaledl_no_prior``, ``scaledl_no_edges`` and
+``scaledl_no_system_nodes`` (no all-reduce and optimizer nodes in the GNN's graph).
 
 Every method predicts epoch time with the same :class:`~scaledl.models.epoch.EpochModel`.
 """
@@ -31,10 +38,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 from sklearn.ensemble import GradientBoostingRegressor
-from sklearn.model_selection import GroupKFold
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.models.data import ProfileData, measured_nodes
+from scaledl.models.critical_path import critical_path
+from scaledl.models.data import ProfileData
 from scaledl.models.domain import TrainingDomain
 from scaledl.models.epoch import EpochModel
 from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
@@ -47,21 +54,24 @@ from scaledl.models.gnn_training import (
     train_gnn,
 )
 from scaledl.models.layerwise import LayerwiseModel
+from scaledl.models.layerwise_stage import LayerwiseStage, fit_layerwise_stage, node_predictions
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained or built, not before
     from scaledl.models.gnn import RuntimeGNN
 
-METHOD_NAMES = ("scaledl", "additive", "analytical", "global_gbdt", "graph_only")
+METHOD_NAMES = ("scaledl", "additive", "critical_path", "analytical", "global_gbdt", "graph_only")
+_TIMES = ["forward_ms", "backward_ms", "total_ms"]
 
 
 class RuntimeMethod(abc.ABC):
     """Common part: the epoch model, the training record and timing of ``fit``.
 
-    Subclasses implement ``_fit(data, val_ids)`` and ``predict_iteration_ms(workloads)``. As in
-    scikit-learn, the constructor only stores parameters and fitted state is set by :meth:`fit`
-    in attributes ending in ``_``; predicting before ``fit`` raises
+    Subclasses implement ``_fit(data, val_ids, **fit_params)`` and
+    ``predict_iteration_ms(workloads)``. As in scikit-learn, the constructor only stores
+    parameters and fitted state is set by :meth:`fit` in attributes ending in ``_``; predicting
+    before ``fit`` raises
     :class:`sklearn.exceptions.NotFittedError`.
 
     Attributes:
@@ -75,19 +85,22 @@ class RuntimeMethod(abc.ABC):
 
     name = "method"
 
-    def fit(self, data: ProfileData, val_ids: list[str] | None = None) -> RuntimeMethod:
+    def fit(
+        self, data: ProfileData, val_ids: list[str] | None = None, **fit_params: Any
+    ) -> RuntimeMethod:
         """Fit on profile data.
 
         Args:
             data: training data (every workload in it may be used).
             val_ids: workload ids of ``data`` held out for early stopping / tuning.
+            **fit_params: method-specific (:meth:`GraphMethod.fit`: ``stage``).
 
         Returns:
             self.
         """
         started = time.perf_counter()
         with single_threaded():
-            self._fit(data, list(val_ids or []))
+            self._fit(data, list(val_ids or []), **fit_params)
         labels = data.labels[np.isfinite(data.labels["epoch_s"].to_numpy(dtype=float))]
         # Imports without epoch times: an epoch is its iterations, no overhead learned.
         self.epoch_model_ = EpochModel.from_dict({"coef": [0.0, 0.0, 0.0]})
@@ -107,8 +120,8 @@ class RuntimeMethod(abc.ABC):
         check_fitted(self, "epoch_model_", "training_devices_")
 
     @abc.abstractmethod
-    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
-        """Fit the iteration-time model."""
+    def _fit(self, data: ProfileData, val_ids: list[str], **fit_params: Any) -> None:
+        """Fit the iteration-time model (``fit_params`` as :meth:`fit` got them)."""
 
     @abc.abstractmethod
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
@@ -142,79 +155,89 @@ class RuntimeMethod(abc.ABC):
         )
 
 
-def node_predictions(
-    layerwise: LayerwiseModel, allreduce: AlphaBetaAllReduce | None, nodes: pd.DataFrame
-) -> pd.DataFrame:
-    """Layer-wise time of every graph node.
-
-    Args:
-        layerwise: fitted layer-wise model.
-        allreduce: fitted all-reduce model, or ``None`` (no multi-rank training data: 0 ms).
-        nodes: graph nodes (:attr:`~scaledl.models.features.GraphSet.nodes`).
-
-    Returns:
-        DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``total_ms``,
-        ``used_generic``. Optimizer nodes take the ``optimizer`` type's forward prediction;
-        all-reduce nodes the all-reduce model's.
-    """
-    pred = layerwise.predict(nodes)
-    is_opt = (nodes["node_kind"] == "optimizer").to_numpy()
-    pred.loc[is_opt, "backward_ms"] = 0.0
-    is_ar = (nodes["node_kind"] == "allreduce").to_numpy()
-    pred.loc[is_ar, ["forward_ms", "backward_ms"]] = 0.0
-    pred["total_ms"] = pred["forward_ms"] + pred["backward_ms"]
-    if is_ar.any():
-        ar = nodes[is_ar]
-        pred.loc[is_ar, "total_ms"] = (
-            allreduce.predict_ms(ar["allreduce_bytes"], ar["world_size"], ar["num_nodes"])
-            if allreduce is not None
-            else 0.0
-        )
-        pred.loc[is_ar, "used_generic"] = False
-    return pred
-
-
-def fit_allreduce(data: ProfileData) -> AlphaBetaAllReduce | None:
-    """Alpha-beta model on the measured buckets, or ``None`` with fewer than 2 buckets."""
-    b = data.buckets
-    if len(b) < 2:
-        return None
-    return AlphaBetaAllReduce(per_topology=b["num_nodes"].nunique() > 1).fit(
-        b["allreduce_bytes"], b["world_size"], b["allreduce_ms"], num_nodes=b["num_nodes"]
-    )
+#: Modes of :class:`GraphMethod`.
+GRAPH_MODES = ("scaledl", "additive", "critical_path", "graph_only")
+#: Priors of ScaleDL's GNN: the critical-path assembly, the plain sum, or none.
+PRIORS = ("critical_path", "sum", "none")
+#: ScaleDL's ablations: name -> the :class:`GraphMethod` settings that differ from ``scaledl``.
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "scaledl_sum_prior": {"prior": "sum"},
+    "scaledl_no_prior": {"prior": "none"},
+    "scaledl_no_edges": {"edges": False},
+    "scaledl_no_system_nodes": {"system_nodes": False},
+}
+#: What each ablation removes, in words (for the report).
+ABLATION_TEXT = {
+    "scaledl_sum_prior": "the GNN corrects the plain sum of the layer-wise predictions instead "
+    "of the critical path",
+    "scaledl_no_prior": "the GNN predicts the iteration time itself (layer-wise predictions as "
+    "node features, no prior)",
+    "scaledl_no_edges": "the GNN sees no edges (no message passing: a set model over nodes)",
+    "scaledl_no_system_nodes": "the GNN's graph has no all-reduce and optimizer nodes (layer "
+    "calls only; the prior still includes them)",
+}
+ABLATION_NAMES = tuple(ABLATIONS)
 
 
 @dataclass
 class GraphMethod(RuntimeMethod):
-    """Layer-wise models + all-reduce model (+ GNN): ``scaledl``, ``additive``, ``graph_only``.
+    """Layer-wise models + all-reduce model (+ GNN): ScaleDL, its ablations and the baselines.
+
+    The modes ``scaledl`` (and its ablations), ``additive``, ``critical_path``, ``graph_only``.
 
     Args:
-        mode: ``"scaledl"``, ``"additive"`` or ``"graph_only"``.
+        mode: ``"scaledl"`` (GNN over the layer graph correcting a prior), ``"additive"`` (the
+            sum of every node's predicted time), ``"critical_path"`` (the overlap-aware
+            assembly of :mod:`scaledl.models.critical_path`) or ``"graph_only"`` (the GNN
+            without layer-wise inputs and without prior).
         folds: folds of the out-of-fold layer-wise predictions the GNN trains on.
         gnn_config: GNN hyper-parameters.
         layerwise_params: keyword arguments of :class:`LayerwiseModel`.
+        prior: the GNN's prior (``scaledl`` only): ``"critical_path"`` (default), ``"sum"``
+            or ``"none"`` (the GNN predicts the log time itself).
+        edges: give the GNN the graph's edges (``False``: no message passing, an ablation).
+        system_nodes: keep the all-reduce and optimizer nodes in the GNN's graph (``False``:
+            layer calls only, an ablation; the prior is computed on the full graph either way).
 
     Attributes:
         layerwise_: the fitted :class:`LayerwiseModel` (``None`` for ``graph_only``).
         allreduce_: the fitted all-reduce model, ``None`` without multi-rank training data or
             for ``graph_only``.
-        gnn_: the trained :class:`~scaledl.models.gnn.RuntimeGNN` (``None`` for ``additive``).
-        history_: GNN training record (epochs, best epoch, validation loss; empty for
-            ``additive``).
+        gnn_: the trained :class:`~scaledl.models.gnn.RuntimeGNN` (``None`` for ``additive``
+            and ``critical_path``).
+        history_: GNN training record (epochs, best epoch, validation loss; empty without a
+            GNN).
 
     Plus the attributes of :class:`RuntimeMethod`. They are set by :meth:`fit`, or by
-    :meth:`from_fitted` when a saved predictor is loaded.
+    :meth:`from_fitted` when a saved predictor is loaded. The method's report name
+    (:attr:`name`) is the mode, for ``scaledl`` with the ablation's suffix
+    (:data:`ABLATIONS`).
     """
 
     mode: str = "scaledl"
     folds: int = 4
     gnn_config: GNNTrainConfig = field(default_factory=GNNTrainConfig)
     layerwise_params: dict = field(default_factory=dict)
+    prior: str = "critical_path"
+    edges: bool = True
+    system_nodes: bool = True
 
     def __post_init__(self) -> None:
-        if self.mode not in ("scaledl", "additive", "graph_only"):
-            raise ValueError(f"GraphMethod: field 'mode' (value {self.mode!r}) is unknown")
+        if self.mode not in GRAPH_MODES:
+            raise ValueError(
+                f"GraphMethod: field 'mode' (value {self.mode!r}) is unknown; one of {GRAPH_MODES}"
+            )
+        if self.prior not in PRIORS:
+            raise ValueError(
+                f"GraphMethod: field 'prior' (value {self.prior!r}) is unknown; one of {PRIORS}"
+            )
         self.name = self.mode
+        if self.mode == "scaledl":
+            settings = {"prior": self.prior, "edges": self.edges, "system_nodes": self.system_nodes}
+            for name, changed in ABLATIONS.items():
+                if settings == {"prior": "critical_path", "edges": True, "system_nodes": True,
+                                **changed}:  # fmt: skip
+                    self.name = name
 
     @classmethod
     def from_fitted(
@@ -235,14 +258,14 @@ class GraphMethod(RuntimeMethod):
         Args:
             layerwise: the fitted layer-wise model.
             allreduce: the fitted all-reduce model or ``None``.
-            gnn: the trained GNN (eval mode) or ``None`` for ``additive``.
+            gnn: the trained GNN (eval mode) or ``None`` for ``additive``/``critical_path``.
             epoch_model: the fitted epoch model.
             training_devices: devices of the training workloads.
             training_workload_ids: ids of the training workloads (empty when not recorded).
             history: the GNN training record.
             training_domain: the training domain (``None``: not recorded, as in bundles written
                 before the domain guard).
-            **params: constructor parameters (``mode``, ``folds``, ...).
+            **params: constructor parameters (``mode``, ``prior``, ``folds``, ...).
 
         Returns:
             The method, fitted.
@@ -264,57 +287,94 @@ class GraphMethod(RuntimeMethod):
         """Whether node features and prior come from the layer-wise models."""
         return self.mode != "graph_only"
 
-    def _fit(self, data: ProfileData, val_ids: list[str]) -> None:
+    @property
+    def uses_gnn(self) -> bool:
+        """Whether a GNN is trained (``scaledl`` and its ablations, ``graph_only``)."""
+        return self.mode in ("scaledl", "graph_only")
+
+    @property
+    def gnn_prior(self) -> str:
+        """The prior the GNN corrects: :attr:`prior` for ``scaledl``, ``"none"`` otherwise."""
+        return self.prior if self.mode == "scaledl" else "none"
+
+    def fit(
+        self,
+        data: ProfileData,
+        val_ids: list[str] | None = None,
+        stage: LayerwiseStage | None = None,
+    ) -> GraphMethod:
+        """Fit on profile data.
+
+        Args:
+            data: training data.
+            val_ids: workload ids of ``data`` for the GNN's early stopping.
+            stage: the layer-wise stage already fitted on exactly ``data`` with this method's
+                ``folds`` and ``layerwise_params``
+                (:func:`~scaledl.models.layerwise_stage.fit_layerwise_stage`), shared by
+                several methods; ``None`` fits it here.
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: ``stage`` was fitted on other data or settings.
+        """
+        return super().fit(data, val_ids, stage=stage)
+
+    def _fit(self, data: ProfileData, val_ids: list[str], stage=None) -> None:
         self.layerwise_, self.allreduce_, self.gnn_, self.history_ = None, None, None, {}
+        preds = None
         if self.uses_layerwise:
-            self.layerwise_ = LayerwiseModel(**self.layerwise_params).fit(
-                measured_nodes(data.nodes)
-            )
-            self.allreduce_ = fit_allreduce(data)
-        if self.mode == "additive":
+            if stage is None:  # without a GNN the out-of-fold predictions are not needed
+                folds = self.folds if self.uses_gnn else 1
+                stage = fit_layerwise_stage(data, folds, self.layerwise_params)
+            stage.check_matches(data, self.folds if self.uses_gnn else None, self.layerwise_params)
+            self.layerwise_, self.allreduce_ = stage.layerwise, stage.allreduce
+            preds = stage.out_of_fold
+        if not self.uses_gnn:
             return
-        preds = self._out_of_fold(data) if self.uses_layerwise else None
         x, log_prior = self._features(data.graphs, preds)
+        gs, x = self._gnn_graph(data.graphs, x)
         y = np.log(data.labels["iteration_ms"].to_numpy())
         weight = label_weights(data.labels["iteration_rel_se"].to_numpy())
         is_val = data.labels["workload_id"].isin(set(val_ids)).to_numpy()
         batches = {}
         for name, mask in (("train", ~is_val), ("val", is_val)):
             graphs = np.flatnonzero(mask)
-            sub = data.graphs.select(graphs)
-            node_mask = np.isin(data.graphs.graph, graphs)
+            sub = gs.select(graphs)
+            node_mask = np.isin(gs.graph, graphs)
             # select() keeps each graph's nodes in order and graphs in ascending order.
             batches[name] = make_batch(
                 sub, x[node_mask], log_prior[graphs], y[graphs], weight[graphs]
             )
         val = batches["val"] if is_val.any() else None
         self.gnn_, self.history_ = train_gnn(
-            batches["train"], val, use_prior=self.uses_layerwise, config=self.gnn_config
+            batches["train"], val, use_prior=self.gnn_prior != "none", config=self.gnn_config
         )
 
-    def _out_of_fold(self, data: ProfileData) -> pd.DataFrame:
-        """Layer-wise node predictions, each from models not fitted on that workload."""
-        nodes = data.nodes
-        folds = min(self.folds, len(data.ids))
-        if folds < 2:
-            return node_predictions(self.layerwise_, self.allreduce_, nodes)
-        out = pd.DataFrame(index=nodes.index, columns=["forward_ms", "backward_ms", "total_ms"])
-        groups = nodes["graph"].to_numpy()
-        splitter = GroupKFold(n_splits=folds)
-        for train_idx, test_idx in splitter.split(nodes, groups=groups):
-            part = nodes.iloc[train_idx]
-            model = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(part))
-            pred = node_predictions(model, self.allreduce_, nodes.iloc[test_idx])
-            out.iloc[test_idx] = pred[["forward_ms", "backward_ms", "total_ms"]].to_numpy()
-        return out.astype(float)
-
     def _features(self, gs: GraphSet, preds: pd.DataFrame | None):
-        """Node features and per-graph log additive prior (0 without layer-wise inputs)."""
-        if preds is None:
-            return node_feature_matrix(gs, None), np.zeros(len(gs.workloads))
-        p = preds[["forward_ms", "backward_ms", "total_ms"]].to_numpy(dtype=np.float64)
-        prior = np.log(np.maximum(gs.per_graph_sum(p[:, 2]), 1e-6))
-        return node_feature_matrix(gs, p), prior
+        """Node features and the per-graph log prior (0 without a prior)."""
+        p = None if preds is None else preds[_TIMES].to_numpy(dtype=np.float64)
+        x = node_feature_matrix(gs, p)
+        if self.gnn_prior == "none":
+            return x, np.zeros(len(gs.workloads))
+        return x, np.log(np.maximum(self._assemble(gs, preds, self.gnn_prior), 1e-6))
+
+    @staticmethod
+    def _assemble(gs: GraphSet, preds: pd.DataFrame, how: str) -> np.ndarray:
+        """Iteration ms of every graph from node predictions: ``sum`` or ``critical_path``."""
+        if how == "sum":
+            return gs.per_graph_sum(preds["total_ms"].to_numpy(dtype=np.float64))
+        return critical_path(gs, preds).iteration_ms
+
+    def _gnn_graph(self, gs: GraphSet, x: np.ndarray) -> tuple[GraphSet, np.ndarray]:
+        """The graph the GNN sees and its node features (the ablations remove parts)."""
+        if not self.system_nodes:
+            keep = (gs.nodes["node_kind"] == "layer").to_numpy()
+            gs, x = gs.keep_nodes(keep), x[keep]
+        if not self.edges:
+            gs = gs.without_edges()
+        return gs, x
 
     def _graph_set(self, workloads: list[Workload]) -> GraphSet:
         """The workloads' graphs with every node column the layer-wise models read."""
@@ -329,6 +389,28 @@ class GraphMethod(RuntimeMethod):
         """
         return self.predict_with_detail(workloads)[1]
 
+    def predict_prior_ms(self, workloads: list[Workload]) -> np.ndarray:
+        """The prior the GNN corrects, from the fitted layer-wise models, per workload.
+
+        Args:
+            workloads: the workloads.
+
+        Returns:
+            Milliseconds, shape (len(workloads),): the critical path or the sum of the node
+            predictions (:attr:`prior`; the critical path when the GNN has no prior).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: the method has no layer-wise model (``graph_only``).
+        """
+        self.check_fitted()
+        if not self.uses_layerwise:
+            raise ValueError("graph_only has no layer-wise model: no prior")
+        gs = self._graph_set(workloads)
+        with single_threaded():
+            preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
+        return self._assemble(gs, preds, "sum" if self.prior == "sum" else "critical_path")
+
     def _predict_unique(
         self, workloads: list[Workload]
     ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
@@ -339,10 +421,12 @@ class GraphMethod(RuntimeMethod):
             if self.uses_layerwise
             else None
         )
-        if self.mode == "additive":
-            return gs.per_graph_sum(preds["total_ms"].to_numpy()), gs, preds
+        if not self.uses_gnn:
+            how = "sum" if self.mode == "additive" else "critical_path"
+            return self._assemble(gs, preds, how), gs, preds
         x, log_prior = self._features(gs, preds)
-        return np.exp(predict_gnn(self.gnn_, make_batch(gs, x, log_prior))), gs, preds
+        gnn_gs, x = self._gnn_graph(gs, x)
+        return np.exp(predict_gnn(self.gnn_, make_batch(gnn_gs, x, log_prior))), gs, preds
 
     def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
         """Predicted iteration milliseconds, shape (len(workloads),) (duplicates allowed).
@@ -481,10 +565,12 @@ def make_method(name: str, **kwargs) -> RuntimeMethod:
     Raises:
         ValueError: unknown name.
     """
-    if name in ("scaledl", "additive", "graph_only"):
+    if name in GRAPH_MODES:
         return GraphMethod(mode=name, **kwargs)
+    if name in ABLATIONS:
+        return GraphMethod(mode="scaledl", **ABLATIONS[name], **kwargs)
     if name == "analytical":
         return AnalyticalMethod()
     if name == "global_gbdt":
         return GlobalGBDTMethod()
-    raise ValueError(f"unknown method {name!r}; choose from {METHOD_NAMES}")
+    raise ValueError(f"unknown method {name!r}; choose from {METHOD_NAMES + ABLATION_NAMES}")

@@ -179,6 +179,9 @@ def save_bundle(
             "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
             "epoch": method.epoch_model_.to_dict(),
             "gnn_config": method.gnn_.config(),
+            "gnn_prior": method.prior,
+            "gnn_edges": method.edges,
+            "gnn_system_nodes": method.system_nodes,
             "layerwise_min_samples": method.layerwise_.min_samples,
             "training_devices": list(method.training_devices_),
             "training_workload_ids": list(method.training_workload_ids_),
@@ -439,6 +442,10 @@ def build_method(parts: BundleParts) -> GraphMethod:
     gnn.eval()
     return GraphMethod.from_fitted(
         mode="scaledl",
+        # Bundles written before the critical-path prior corrected the plain sum.
+        prior=params.get("gnn_prior", "sum"),
+        edges=params.get("gnn_edges", True),
+        system_nodes=params.get("gnn_system_nodes", True),
         layerwise=parts.layerwise,
         allreduce=allreduce,
         gnn=gnn,

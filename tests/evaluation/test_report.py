@@ -17,9 +17,16 @@ def test_target_table_values():
     assert rows["OOD MRE of ScaleDL >= 6x lower than additive"].reached is True
     assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"].reached is False
     assert rows["OOD RMSE of ScaleDL >= 5x lower than analytical"].measured == "2.00x"
-    # random's MRE at 40 (largest proper subset) is 0.12; D-optimal reaches it at 20 = 40 / 2.
+    # The halving comparison (paired by seed): D-optimal at 20 has 10.0% against random's 12.0%
+    # at 40, an interval of -2 +- 1 points: better.
     d = rows["D-optimal reaches random's final MRE with at most half the workloads"]
-    assert d.reached is True and "at 20" in d.measured
+    assert d.reached is True and "doptimal@20 vs random@40" in d.measured
+    assert "-2.0 points [-3.0, -1.0]" in d.measured and d.measured.endswith("better")
+    # The paired targets: better on ID and OOD against additive; not compared elsewhere.
+    beat = rows["ScaleDL beats additive on in-distribution (paired 95% interval < 0)"]
+    assert beat.reached is True and beat.measured == "-17.5 points [-18.5, -16.5]: better"
+    cp = rows["ScaleDL beats critical_path on extrapolation (paired 95% interval < 0)"]
+    assert cp.reached is None and cp.measured == "not compared"
     gpu = [r for r in rows.values() if r.target.startswith("GPU leave-one-model-out")][0]
     assert gpu.reached is None and gpu.measured.startswith("not evaluated")
     worse = {r.target: r for r in target_table(make_metrics(scaledl_ood=0.1))}
@@ -39,4 +46,6 @@ def test_report_embeds_images_and_targets(tmp_path):
     assert html.count("<tr>") > len(target_table(metrics))
     assert "NO" in html  # a target not reached is shown as such
     assert "mean over families" in html
+    assert "Paired comparisons" in html and "scaledl vs additive" in html
+    assert "doptimal@20 vs random@40" in html  # the learning curves' halving comparison
     assert "2.00% over 8 workloads (world size 1: 1.00%, world size 2: 3.00%)" in html

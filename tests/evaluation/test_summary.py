@@ -41,6 +41,12 @@ def test_markdown_holds_every_split_and_target():
     assert "| **leave-one-family-out mean** | 7.0% / 10.0 ms | 50.0% / 100.0 ms |" in text
     assert "| extrapolation (largest tokens/step) | 10.0% / 50.0 ms | n/a |" in text
     assert "| doptimal | 20.0% ± 1.0% |" in text
+    assert "| doptimal: prior | 25.0% |" in text
+    assert (
+        "Halving (paired by seed): doptimal@20 vs random@40 -2.0 points [-3.0, -1.0]: better."
+        in text
+    )
+    assert "| in-distribution | -17.5 points [-18.5, -16.5] better | n/a | n/a | n/a |" in text
     assert "Real GPU data (imported profiles): skipped (no imported GPU profiles" in text
     assert "Vidur all-reduce: skipped (include_external is false)." in text
     assert "| OOD MRE <= 8% (ScaleDL, mean over families) | 7.00% | yes |" in text

@@ -120,12 +120,13 @@ def test_training_is_deterministic_for_a_seed(use_prior):
 
 def test_history_keys_and_best_model_is_kept():
     net, history = train_gnn(TRAIN, None, use_prior=True, config=CONFIG)
-    assert set(history) == {"epochs", "best_epoch", "best_val_mse"}
+    assert set(history) == {"epochs", "best_epoch", "best_val_mse", "train_mse"}
     assert history["best_epoch"] >= 1
     assert history["best_epoch"] <= history["epochs"] <= CONFIG.max_epochs
     # Without validation graphs the training loss is monitored: the kept model has that loss.
     mse = float(np.mean((predict_gnn(net, TRAIN) - TRAIN.y.numpy()) ** 2))
     assert mse == pytest.approx(history["best_val_mse"], rel=1e-4)
+    assert history["train_mse"] == pytest.approx(history["best_val_mse"], rel=1e-4)
 
 
 def test_early_stopping():
