@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import scaledl
 from scaledl.cli import app, read_workloads_file
 from scaledl.evaluation.results import Metrics
-from scaledl.evaluation.summary import BEGIN, END, read_block, results_markdown
+from scaledl.evaluation.summary import BEGIN, END, markers, read_block, results_markdown
 
 PRESETS = Path(scaledl.__file__).parent / "presets"
 
@@ -330,7 +330,8 @@ def _summary_files(tmp_path):
     data = tmp_path / "data"
     make_metrics().write(data / "reports" / "metrics.json")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n{BEGIN}\nold numbers\n{END}\ntail\n")
+    gpu_begin, gpu_end = markers("gpu")
+    readme.write_text(f"# Title\n{BEGIN}\nold numbers\n{END}\n{gpu_begin}\n{gpu_end}\ntail\n")
     return data, readme, tmp_path / "docs" / "results" / "metrics.json"
 
 
@@ -343,7 +344,7 @@ def test_summary_markdown_writes_the_results_file_and_the_readme_block(tmp_path)
     assert Metrics.read(results).to_dict() == make_metrics().to_dict()
     text = readme.read_text()
     assert read_block(text) == results_markdown(Metrics.read(results), results.as_posix())
-    assert text.startswith("# Title\n") and text.endswith(f"{END}\ntail\n")
+    assert text.startswith("# Title\n") and text.endswith(f"{markers('gpu')[1]}\ntail\n")
     assert "old numbers" not in text
 
 
