@@ -292,7 +292,7 @@ def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
 
 def unguarded_smoke(directory: Path) -> Path:
     """The smoke preset with the interference guard measuring but never retrying or flagging
-    (these tests are about the CLI; tests/profiling/test_guard.py tests the guard)."""
+    (these tests are about the CLI; tests/profiling/test_interference.py tests the guard)."""
     preset = yaml.safe_load((PRESETS / "smoke.yaml").read_text())
     preset["profiling"].update(max_retries=0, drift_tolerance=100.0, memory_drift_tolerance=100.0,
                                allreduce_drift_tolerance=100.0, max_foreign_load_cores=64.0,
