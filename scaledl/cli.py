@@ -26,6 +26,44 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Path | None:
+    """Check an output file option before any work: its suffix, and create its folder.
+
+    Args:
+        path: the option's value (``None``: not given).
+        suffixes: accepted suffixes, e.g. ``(".csv", ".parquet")``.
+        option: the option's name, for the error.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: an unknown suffix, or a folder that cannot be created (naming the option,
+            the path and the cause).
+    """
+    if path is None:
+        return None
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(
+            f"{option} {path}: unknown suffix {path.suffix!r} (expected one of {list(suffixes)})"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
+    return path
+
+
+def _write_table(table: pd.DataFrame, out: Path) -> None:
+    try:
+        if out.suffix.lower() == ".parquet":
+            table.to_parquet(out)
+        else:
+            table.to_csv(out, index=False)
+    except OSError as exc:
+        _fail(f"{out}: cannot write: {exc}")
+
+
 def read_workloads_file(path: Path) -> pd.DataFrame:
     """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
 
@@ -316,6 +354,7 @@ def predict(
     from scaledl.workloads.spec import WorkloadError
 
     try:
+        output_path(out, (".csv", ".parquet"), "--out")
         frame = _workloads_frame(workloads, family, set_)
         model = load_predictor(predictor)
         result = model.predict(
@@ -334,7 +373,7 @@ def predict(
             typer.secho(f"row {i + 1}: outside the training domain: {reasons}", err=True,
                         fg=typer.colors.YELLOW)  # fmt: skip
     if out is not None:
-        table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
+        _write_table(table, out)
 
 
 def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str] | None):
@@ -415,6 +454,8 @@ def plan(
     from scaledl.workloads.spec import WorkloadError
 
     try:
+        output_path(out, (".csv", ".parquet"), "--out")
+        output_path(png, (".png",), "--png")
         rows = _workloads_frame(model, family, set_).to_dict("records")
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -440,8 +481,7 @@ def plan(
     if png is not None:
         typer.echo(f"figure: {result.plot(png)}")
     if out is not None:
-        table = result.table
-        table.to_parquet(out) if out.suffix == ".parquet" else table.to_csv(out, index=False)
+        _write_table(result.table, out)
         typer.echo(f"table: {out}")
 
 

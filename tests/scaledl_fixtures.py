@@ -7,7 +7,8 @@ it runs once per session whichever directory asks first.
 
 The profile (:data:`SETTINGS`: one launch per world size, labels of at least 8 steps; the
 interference guard measures but never retries, so a busy test machine cannot make the session
-slow or flaky: ``tests/profiling/test_interference.py`` tests the guard with a busy loop of its own):
+slow or flaky: ``tests/profiling/test_interference.py`` tests the guard with a busy loop of its
+own):
 
 * world size 1, one torchrun launch until the slow workload, then a relaunch: tiny BERT, ViT and
   T5 at two sizes each (6 x ``ok``) and, in the middle, ``slow`` (a 1M-step epoch) that the

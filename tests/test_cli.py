@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 import scaledl
-from scaledl.cli import app, read_workloads_file
+from scaledl.cli import app, output_path, read_workloads_file
 from scaledl.evaluation.results import Metrics
 from scaledl.evaluation.summary import BEGIN, END, markers, read_block, results_markdown
 
@@ -47,6 +47,25 @@ def test_predict_from_csv(registry_root, tmp_path):  # noqa: F811
     assert list(written["family"]) == ["bert", "vit"]
     assert (written["iteration_s"] > 0).all()
     assert set(written["predictor_version"]) == {"v2"}
+
+
+def test_predict_output_folder_is_created_and_a_bad_suffix_exits_2(registry_root, tmp_path):  # noqa: F811
+    out = tmp_path / "new" / "folder" / "pred.parquet"
+    result = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_parquet(out)) == 1
+    bad = tmp_path / "pred.txt"
+    result = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE, "--out", bad)
+    assert result.exit_code == 2 and not bad.exists()
+    assert f"--out {bad}: unknown suffix '.txt'" in result.output.replace("\n", "")
+
+
+def test_an_output_folder_that_cannot_be_created_exits_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="--png .*cannot create its folder"):
+        output_path(blocker / "sub" / "front.png", (".png",), "--png")
+    assert output_path(None, (".png",), "--png") is None
 
 
 def test_predict_from_yaml_with_detail(registry_root, tmp_path):  # noqa: F811

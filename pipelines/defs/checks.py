@@ -51,15 +51,56 @@ def table_counts(settings: ScaledlSettings) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["table", "rows_in", "passed", "quarantined"])
 
 
+def profiling_failure_reasons(
+    requested: int,
+    ok: int,
+    disturbed: int,
+    failed: int,
+    max_failed_fraction: float,
+    profiles_dir: Path,
+) -> list[str]:
+    """Why the profile cannot feed the models, and what to do; empty when it can.
+
+    Args:
+        requested: workloads the design asked for (that this launcher can run).
+        ok: those measured ``ok`` and undisturbed in every repeat.
+        disturbed: those measured, but disturbed or with a repeat missing.
+        failed: those with a part that failed, ran out of memory or timed out.
+        max_failed_fraction: the largest share of failed workloads accepted.
+        profiles_dir: the profiles directory, named in the message.
+
+    Returns:
+        One sentence per reason.
+    """
+    fraction = failed / requested if requested else 1.0
+    reasons = []
+    if not ok:
+        reasons.append(
+            f"no workload of {requested} was measured undisturbed in every repeat "
+            f"({disturbed} disturbed by other processes on this host or incomplete, {failed} "
+            "failed): run again when nothing else is using the cores; finished parts are kept "
+            "and only the missing or disturbed ones are measured again"
+        )
+    if fraction > max_failed_fraction:
+        reasons.append(
+            f"{failed} of {requested} workloads failed ({fraction:.0%} > max_failed_fraction "
+            f"{max_failed_fraction:.0%}): see the status and error columns of the runs table "
+            f"in {profiles_dir}"
+        )
+    return reasons
+
+
 @dg.asset_check(asset="profiling_runs", blocking=True)
 def profiling_runs_succeeded(
-    settings: ScaledlSettings, launcher: ProfilingLauncher
+    context: dg.AssetCheckExecutionContext, settings: ScaledlSettings, launcher: ProfilingLauncher
 ) -> dg.AssetCheckResult:
     """At least one workload profiled ``ok`` and at most the allowed fraction failed.
 
     From the parts on disk: ``ok`` workloads have every repeat measured ``ok`` and undisturbed;
     ``failed`` ones have a part that failed, ran out of memory or timed out; ``disturbed`` ones
-    were measured under foreign load (validation quarantines those parts; not a failure).
+    were measured under foreign load (validation quarantines those parts; not a failure). A
+    failed check logs why and what to do as an error (Dagster's own error names only the check)
+    and carries it as the check's description in the UI.
     """
     from scaledl.profiling.store import completed_workload_ids, part_statuses
 
@@ -71,12 +112,20 @@ def profiling_runs_succeeded(
     failed = {w for (w, _), (status, _) in statuses.items() if status != "ok"} & requested
     measured = {w for (w, _) in statuses} & requested
     fraction = len(failed) / len(requested) if requested else 1.0
+    disturbed = len(measured - ok - failed)
+    reasons = profiling_failure_reasons(
+        len(requested), len(ok), disturbed, len(failed), settings.max_failed_fraction,
+        settings.profiles_dir,
+    )  # fmt: skip
+    for reason in reasons:
+        context.log.error(f"profiling_runs: {reason}")
     return dg.AssetCheckResult(
-        passed=bool(ok) and fraction <= settings.max_failed_fraction,
+        passed=not reasons,
+        description="; ".join(reasons) or None,
         metadata={
             "requested": len(requested),
             "ok_total": len(ok),
-            "disturbed_or_incomplete": len(measured - ok - failed),
+            "disturbed_or_incomplete": disturbed,
             "failed": len(failed),
             "failed_fraction": round(fraction, 4),
             "max_failed_fraction": settings.max_failed_fraction,

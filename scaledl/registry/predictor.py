@@ -219,7 +219,7 @@ class Predictor:
             check_traceable(w, where)
             specs.append(w)
         if not specs:
-            raise WorkloadError("no workload to predict")
+            raise WorkloadError(f"{prefix}no workload to predict (no row)")
         return specs
 
     def _with_device(self, record: Any, where: str) -> Any:

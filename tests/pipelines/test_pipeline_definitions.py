@@ -128,3 +128,16 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
     assert settings.root == tmp_path.resolve()
     assert settings.force_profile is True
     assert settings.predictors_dir == tmp_path.resolve() / "predictors"
+
+
+def test_profiling_failure_reasons_say_why_and_what_to_do(tmp_path):
+    from pipelines.defs.checks import profiling_failure_reasons
+
+    assert profiling_failure_reasons(10, 9, 1, 0, 0.5, tmp_path) == []
+    (busy,) = profiling_failure_reasons(10, 0, 10, 0, 0.5, tmp_path)
+    assert "no workload of 10 was measured undisturbed" in busy
+    assert "10 disturbed by other processes" in busy and "run again when nothing else" in busy
+    (failing,) = profiling_failure_reasons(10, 4, 0, 6, 0.5, tmp_path)
+    assert "6 of 10 workloads failed (60% > max_failed_fraction 50%)" in failing
+    assert str(tmp_path) in failing
+    assert len(profiling_failure_reasons(2, 0, 0, 2, 0.5, tmp_path)) == 2

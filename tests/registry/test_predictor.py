@@ -97,6 +97,11 @@ def test_missing_required_field_names_field_and_row(predictor):
         predictor.predict(no_batch)
 
 
+def test_no_row_names_the_source(predictor):
+    with pytest.raises(WorkloadError, match=r"^workloads.csv: no workload to predict"):
+        predictor.predict(pd.DataFrame(columns=["family", "batch_size"]), source="workloads.csv")
+
+
 def test_invalid_value_names_field_and_row(predictor):
     with pytest.raises(WorkloadError, match=r"row 3: .*num_heads=3.*hidden_size=32"):
         predictor.predict([ROW, ROW, {**ROW, "num_heads": 3}])
