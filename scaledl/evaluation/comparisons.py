@@ -31,6 +31,10 @@ from scaledl.evaluation.significance import PairedComparison, paired_comparison
 EXTRA_PAIRS = (("critical_path", "additive"), ("scaledl_sum_prior", "additive"))
 
 
+#: Fewest test workloads a split needs for its paired comparisons.
+MIN_WORKLOADS = 2
+
+
 def comparison_pairs(methods: list[str]) -> list[tuple[str, str]]:
     """The (A, B) pairs compared among ``methods`` (see the module docstring).
 
@@ -140,7 +144,10 @@ def compare_split(
 
     Returns:
         ``{"n_workloads", "seeds", "label_repeats", "mre_per_seed", "comparisons"}`` (a
-        ``SplitComparisons`` section of ``metrics.json``).
+        ``SplitComparisons`` section of ``metrics.json``); ``comparisons`` is empty when the
+        split has fewer than 2 test workloads (a paired interval needs 2; a small profile, or
+        one whose other workloads were quarantined, can leave a family or the extrapolation
+        split with one), and the report says so.
     """
     methods = list(dict.fromkeys(frame["method"]))
     workload_ids = sorted(set(frame["workload_id"]))
@@ -155,6 +162,7 @@ def compare_split(
             repeats,
         )
         for a, b in comparison_pairs(methods)
+        if len(workload_ids) >= MIN_WORKLOADS
     ]
     return {
         "n_workloads": len(workload_ids),

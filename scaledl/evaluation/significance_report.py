@@ -70,6 +70,9 @@ def significance_html(metrics: Metrics) -> str:
             f"<h3>{html.escape(_split_label(key))} ({split.n_workloads} workloads, "
             f"{split.label_repeats:.1f} labels each)</h3>"
         )
+        if not split.comparisons:
+            parts.append("<p>Not compared: a paired interval needs at least 2 test workloads.</p>")
+            continue
         parts.append(_table(_HEADER, [comparison_cells(c) for c in split.comparisons]))
     parts.append(ablation_html(metrics))
     parts.append(diagnosis_html(metrics))

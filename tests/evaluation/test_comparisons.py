@@ -76,3 +76,10 @@ def test_weights_give_the_mean_over_groups():
     assert c.ci_low <= c.mre_difference <= c.ci_high
     with pytest.raises(ValueError, match="weights"):
         paired_comparison(a, b, weights=np.ones(3))
+
+
+def test_a_split_of_one_workload_is_not_compared():
+    frame, labels = _frame(n=1)
+    out = compare_split(frame, labels)
+    assert out["n_workloads"] == 1 and out["comparisons"] == []
+    assert len(out["mre_per_seed"]["scaledl"]) == 5

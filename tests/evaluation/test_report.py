@@ -49,3 +49,18 @@ def test_report_embeds_images_and_targets(tmp_path):
     assert "Paired comparisons" in html and "scaledl vs additive" in html
     assert "doptimal@20 vs random@40" in html  # the learning curves' halving comparison
     assert "2.00% over 8 workloads (world size 1: 1.00%, world size 2: 3.00%)" in html
+
+
+def test_a_split_without_comparisons_says_why():
+    from metrics_factory import metrics_dict
+
+    from scaledl.evaluation.results import Metrics
+
+    data = metrics_dict()
+    data["significance"]["splits"]["ood/t5"] = {
+        "n_workloads": 1, "seeds": 5, "label_repeats": 2.0,
+        "mre_per_seed": {"scaledl": [0.1] * 5}, "comparisons": [],
+    }  # fmt: skip
+    html = render_report(Metrics.from_dict(data, source="<test>"), {})
+    assert "leave out t5 (1 workloads" in html
+    assert "Not compared: a paired interval needs at least 2 test workloads." in html
