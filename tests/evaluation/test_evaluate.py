@@ -197,4 +197,5 @@ def test_the_quick_preset_meets_the_issue_minimums():
     assert config.seeds >= 5 and config.learning_curve_seeds >= 10
     assert set(config.ablations) == set(ABLATION_NAMES)
     assert {"doptimal", "random"} <= set(config.learning_curve_samplers)
-    assert config.method_params["scaledl_no_edges"]["gnn_config"].max_epochs == 60
+    # The main splits train the GNN methods as the registered predictor is trained.
+    assert not any(config.method_params.get(m) for m in ("scaledl", *ABLATION_NAMES))
