@@ -45,6 +45,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -168,11 +170,7 @@ def save_bundle(
     now = dt.datetime.now(dt.UTC)
     version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
     target = Path(root) / name / version
-    if target.exists():
-        raise ValueError(f"{target}: bundle version {version!r} exists already")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
-    try:
+    with _new_version(target) as tmp:
         sio.dump(method.layerwise_.models_, tmp / "layerwise.skops")
         torch.save(method.gnn_.state_dict(), tmp / "gnn.pt")
         params = {
@@ -215,11 +213,6 @@ def save_bundle(
             "files": files,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _write_latest(target.parent, version)
     return target
 
 
@@ -247,6 +240,29 @@ def check_calibration_data(
             f"profile tables {calibration.training_data_sha256[:12]}..., the predictor was "
             f"trained on {training_sha256[:12]}...: evaluate the same data first"
         )
+
+
+@contextmanager
+def _new_version(target: Path) -> Iterator[Path]:
+    """A temporary folder beside ``target`` that becomes ``target`` atomically on success.
+
+    On an exception the folder is removed and nothing is published; on success ``latest`` of
+    the predictor name points at the new version.
+
+    Raises:
+        ValueError: ``target`` exists already.
+    """
+    if target.exists():
+        raise ValueError(f"{target}: bundle version {target.name!r} exists already")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_latest(target.parent, target.name)
 
 
 def _write_latest(name_dir: Path, version: str) -> None:
@@ -508,11 +524,7 @@ def register_bundle(
     check_calibration_data(calibration, sha, str(bundle))
     version = manifest["version"]
     target = Path(root) / name / version
-    if target.exists():
-        raise ValueError(f"{target}: bundle version {version!r} exists already")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
-    try:
+    with _new_version(target) as tmp:
         files = dict(manifest["files"])
         for file in files:
             if not (calibration is not None and file == CALIBRATION_FILE):
@@ -521,11 +533,6 @@ def register_bundle(
             files[CALIBRATION_FILE] = sha256_file(calibration.write(tmp / CALIBRATION_FILE))
         manifest = {**manifest, "name": name, "metrics": metrics or {}, "files": files}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _write_latest(target.parent, version)
     return target
 
 
