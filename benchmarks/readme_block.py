@@ -77,42 +77,107 @@ def _design(r: _Result) -> str:
     )
 
 
+def _minutes(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} min"
+
+
+def _points(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} points"
+
+
+#: Figures of the profiling table: key -> (name, formatter).
+_PROFILING_ROWS = {
+    "label_mre_between_runs": ("label MRE between two separate runs", _pct),
+    "label_mre_between_runs_world_size_1": ("... world size 1", _pct),
+    "label_mre_between_runs_world_size_2": ("... world size 2", _pct),
+    "design_share_compared": ("share of the design compared", _pct),
+    "kept_share_min": ("parts kept (worse run)", _pct),
+    "profiling_minutes_max": ("quick-preset profiling (slower run)", _minutes),
+    "make_run_minutes_max": ("`make run` (slower run, installs excluded)", _minutes),
+    "headline_id_difference_points": ("headline ID MRE, difference between runs", _points),
+    "headline_ood_difference_points": ("headline LOFO MRE, difference between runs", _points),
+}
+
+
 def _profiling(r: _Result) -> str:
-    m, t, before = r["measured"], r["targets"], r["before"]
-    walls = ", ".join(f"{p} {r[f'passes.{p}.wall_s']:.0f} s" for p in r["passes"])
-    guard = r["guard"]
+    m, t, before, reached = r["measured"], r["targets"], r["before"], r["reached"]
+    cross, chosen = r["cross_run"], r["label_candidate"]
     lines = [
-        f"Profiling (`bench_profiling.py`, {r['workloads']} quick-design workloads, "
-        f"{r['profiling_settings.repeats']} launches each; passes {walls}):",
+        f"Profiling on a drifting host (`bench_profiling.py`, {r['mode']}, "
+        f"{cross['n_workloads']} of {r['workloads']} quick-design workloads in both runs, "
+        f"{r['profiling_settings.repeats']} launches each, runs {r['gap_minutes']:.0f} min "
+        f"apart; label: {chosen}):",
         "",
         "| figure | before | now | target | |",
         "| --- | --- | --- | --- | --- |",
     ]
-    names = {
-        "label_reproducibility_mre": "label reproducibility, MRE between two passes",
-        "label_reproducibility_mre_world_size_1": "... world size 1",
-        "label_reproducibility_mre_world_size_2": "... world size 2",
-        "median_instrumentation_overhead": "median instrumentation overhead",
-        "max_accepted_deviation_from_quiet": "largest accepted label deviation, disturbed pass",
-        "disturbed_flagged_or_remeasured_fraction": "disturbed parts re-measured or flagged",
-    }
-    for key, name in names.items():
-        cmp = ">=" if key == "disturbed_flagged_or_remeasured_fraction" else "<="
+    for key, (name, fmt) in _PROFILING_ROWS.items():
+        cmp = ">=" if key in ("design_share_compared", "kept_share_min") else "<="
         lines.append(
-            f"| {name} | {_pct(before.get(key))} | {_pct(m[key])} | {cmp} {_pct(t[key])} | "
-            f"{_yes(r['reached'][key])} |"
+            f"| {name} | {fmt(before.get(key))} | {fmt(m[key])} | {cmp} {fmt(t[key])} | "
+            f"{_yes(reached[key])} |"
         )
-    lines += [
-        "",
-        f"Before: the disturbed comparison ({_pct(before['label_reproducibility_mre_disturbed'])})"
-        f" was two passes, one under load, nothing flagged. Now, pass C ran with a one-core busy "
-        f"loop for {r['busy_loop.duration_s']:.0f} s: {guard['disturbed_parts']} parts overlapped "
-        f"it, {guard['disturbed_flagged_or_remeasured']} were re-measured or flagged, "
-        f"{guard['disturbed_still_flagged']} stayed flagged (quarantined). Median label "
-        f"half-width {_pct(r['passes.A.median_label_halfwidth'])}, median label steps "
-        f"{r['passes.A.median_label_steps']:.0f} (pass A).",
-    ]
+    candidates = ", ".join(f"{name} {_pct(c['mre'])}" for name, c in cross["candidates"].items())
+    versus = "; ".join(
+        f"{name} {100 * c['mre_difference']:+.1f} points [{100 * c['ci_low']:+.1f}, "
+        f"{100 * c['ci_high']:+.1f}] ({c['verdict']})"
+        for name, c in cross["comparisons"].items()
+    )
+    lines += ["", f"Label candidates, MRE between the runs: {candidates}. Paired against raw: "
+              f"{versus}."]  # fmt: skip
+    runs = ", ".join(
+        f"{name}: {run['kept']} of {run['parts']} parts kept, {run['remeasured_parts']} "
+        f"re-measured, launch MRE {_pct(run['launch_mre_corrected'])} corrected vs "
+        f"{_pct(run['launch_mre_raw'])} raw"
+        for name, run in r["runs"].items()
+    )
+    lines += ["", f"Per run: {runs}."]
+    heads = r["headlines"]
+    if len(heads) == 2 and all(h is not None for h in heads):
+        lines += [
+            "",
+            f"Headline ScaleDL iteration MRE of the two runs (A / B): in-distribution "
+            f"{_pct(heads[0]['id_mre'])} / {_pct(heads[1]['id_mre'])}, leave-one-family-out "
+            f"{_pct(heads[0]['ood_mre'])} / {_pct(heads[1]['ood_mre'])}; `make run` "
+            + " / ".join(_minutes(x) for x in r["make_run_minutes"])
+            + " (installs excluded).",
+        ]
+    if r.get("dagster_vs_cli") is not None:
+        d = r["dagster_vs_cli"]
+        lines += [
+            "",
+            f"Dagster vs CLI: {d['n_workloads']} workloads of run B profiled again with "
+            f"`scaledl profile`: CLI / Dagster label "
+            f"{d['corrected.mean_ratio_cli_over_dagster']:.3f}"
+            f" (95% CI {d['corrected.ci95'][0]:.3f}-{d['corrected.ci95'][1]:.3f}, corrected; "
+            f"raw {d['raw.mean_ratio_cli_over_dagster']:.3f}): "
+            f"{'systematic' if d['corrected.systematic'] else 'no systematic difference'}.",
+        ]
     return "\n".join(lines)
+
+
+def _drift(r: _Result) -> str:
+    parts = []
+    for name, w in r["workloads"].items():
+        phases, fit = w["slow_phases"], w["explained_by_probes"]
+        per_type = ", ".join(
+            f"{t} {f['r2']:.2f}" for t, f in w["explained_by_probes_per_layer_type"].items()
+        )
+        parts.append(
+            f"{name}: p50 / p95 / max label {w['label_ratio_p50']:.2f} / "
+            f"{w['label_ratio_p95']:.2f} / {w['label_ratio_max']:.2f} x quiet; "
+            f"{phases['count']} slow phases (> 5%), median {phases['median_s']:.0f} s, longest "
+            f"{phases['longest_s']:.0f} s, {_pct(phases['share_of_time'])} of the time; spread "
+            f"of log labels below / above the median {w['lower_spread_log']:.3f} / "
+            f"{w['upper_spread_log']:.3f} (noise only adds time: "
+            f"{'yes' if w['noise_only_adds_time'] else 'no'}); probes explain R^2 "
+            f"{fit['r2']:.2f} of the label (GEMM exponent {fit['gemm_exponent']:.2f}, memory "
+            f"{fit['memory_exponent']:.2f}); per layer type R^2: {per_type}"
+        )
+    return (
+        f"Host drift (`bench_drift.py`, {r['minutes']:.0f} min, a cycle every "
+        f"{r['cycle_s']:.1f} s, one pinned core): " + "; ".join(parts) + "."
+    )
 
 
 def _predict(r: _Result) -> str:
@@ -153,6 +218,7 @@ def _plan(r: _Result) -> str:
 #: Result file -> renderer, in the block's order.
 SECTIONS: dict[str, Callable[[_Result], str]] = {
     "design.json": _design,
+    "drift.json": _drift,
     "profiling.json": _profiling,
     "predict.json": _predict,
     "predict_gpu.json": _predict_gpu,

@@ -692,6 +692,60 @@ def summary(
         + reproducibility_text(metrics)
     )
     typer.echo(headline(metrics))
+    _echo_label_quality(data / "profiles")
+
+
+def _echo_label_quality(profiles: Path) -> None:
+    """The profile's kept share and drift verdict (a warning when the labels did not absorb it)."""
+    from scaledl.evaluation.reproducibility import label_quality
+    from scaledl.models.data import ProfileDataError, read_tables
+
+    try:
+        quality = label_quality(read_tables(profiles))
+    except (ProfileDataError, ValueError) as exc:
+        typer.echo(f"labels:    not assessed ({exc})")
+        return
+    if quality["absorbed"]:
+        typer.echo(f"labels:    {quality['message']}")
+    else:
+        typer.secho(f"warning:   {quality['message']}", fg=typer.colors.YELLOW, err=True)
+
+
+@app.command()
+def reproducibility(
+    run_a: Annotated[Path, typer.Argument(help="Profiles directory of run A")],
+    run_b: Annotated[Path, typer.Argument(help="Profiles directory of run B (same design)")],
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON")] = None,
+) -> None:
+    """Label MRE between two independent profiles of one design: raw vs host-drift corrected.
+
+    Each label candidate (raw and corrected launch labels, median or fastest launch) is scored
+    by its MRE between the two runs, and compared with the raw label paired over workloads
+    (BCa bootstrap): :func:`scaledl.evaluation.reproducibility.cross_run_reproducibility`.
+    """
+    from scaledl.evaluation.reproducibility import cross_run_reproducibility
+    from scaledl.models.data import ProfileDataError, read_tables
+
+    out = output_path(out, (".json",), "--out")
+    try:
+        result = cross_run_reproducibility(read_tables(run_a), read_tables(run_b))
+    except (ProfileDataError, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo(f"{result['n_workloads']} workloads profiled in both runs")
+    for name, c in result["candidates"].items():
+        per_ws = ", ".join(
+            f"world size {k}: {v['mre']:.2%}" for k, v in c["per_world_size"].items()
+        )
+        typer.echo(f"{name:>22}: label MRE between runs {c['mre']:.2%} ({per_ws})")
+    for name, comparison in result["comparisons"].items():
+        typer.echo(
+            f"{name} vs raw: {100 * comparison['mre_difference']:+.2f} points (95% CI "
+            f"{100 * comparison['ci_low']:+.2f} to {100 * comparison['ci_high']:+.2f}): "
+            f"{comparison['verdict']}"
+        )
+    if out is not None:
+        out.write_text(json.dumps(result, indent=2))
+        typer.echo(f"{out}: written")
 
 
 def main() -> None:

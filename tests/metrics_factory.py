@@ -73,6 +73,9 @@ def metrics_dict(scaledl_ood: float = 0.05, additive_ood: float = 0.5) -> dict[s
                 "1": {"mre": 0.01, "n_workloads": 4},
                 "2": {"mre": 0.03, "n_workloads": 4},
             },
+            "raw_mre": 0.04,
+            "corrected_launches": 12,
+            "slowdown_models": {"1": {"gemm_exponent": 0.5, "memory_exponent": 0.2}},
         },
         "splits": {
             "id": {"methods": {"scaledl": method(0.025, 0.01), "additive": method(0.2, 0.1)}},

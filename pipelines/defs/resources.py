@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
         out_dir: Path,
         profiling: dict[str, Any],
         force: bool = False,
+        on_part: Callable[[str], None] | None = None,
     ) -> ProfileSummary:
         """Profile the runnable workloads (skipping ``ok`` parts unless ``force``).
 
@@ -57,6 +59,7 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
             profiling: the preset's ``profiling`` section (fields of
                 :class:`~scaledl.profiling.launch.ProfileSettings`).
             force: profile again even where an ``ok`` part exists.
+            on_part: called with one progress line per finished part (``context.log.info``).
 
         Returns:
             The library's :class:`~scaledl.profiling.launch.ProfileSummary`.
@@ -66,7 +69,9 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
         settings = ProfileSettings.from_preset(
             profiling, threads_per_rank=self.threads_per_rank, rendezvous=self.rendezvous()
         )
-        return profile_workloads(workloads, Path(out_dir), settings, force=force, progress=False)
+        return profile_workloads(
+            workloads, Path(out_dir), settings, force=force, progress=False, on_part=on_part
+        )
 
 
 class LocalTorchrunLauncher(ProfilingLauncher):

@@ -35,7 +35,7 @@ from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
 from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
 from scaledl.evaluation.report import write_report
-from scaledl.evaluation.reproducibility import label_reproducibility
+from scaledl.evaluation.reproducibility import label_reproducibility, repeat_relative_errors
 from scaledl.evaluation.results import SCHEMA_VERSION, Metrics, RuntimeSeconds
 from scaledl.evaluation.split_fits import fit_predict_many, run_splits
 from scaledl.evaluation.splits import (
@@ -469,6 +469,14 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     )
     if not reproducibility["n_workloads"]:
         reproducibility = {"skipped": "no workload was launched twice"}
+    elif "iteration_ms_raw" in data.run_labels:
+        raw = repeat_relative_errors(data.run_labels, "iteration_ms_raw", "repeat")
+        correction = data.label_correction or {}
+        reproducibility.update(
+            raw_mre=float(raw.mean()),
+            corrected_launches=int(correction.get("corrected", 0)),
+            slowdown_models=correction.get("models", {}),
+        )
     body = {
         "schema_version": SCHEMA_VERSION,
         "n_workloads": len(labels),

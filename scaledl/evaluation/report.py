@@ -63,7 +63,13 @@ def reproducibility_text(metrics: Metrics) -> str:
     if isinstance(rep, Skipped):
         return f"not measured ({rep.skipped})"
     per_ws = ", ".join(f"world size {ws}: {_pct(v.mre)}" for ws, v in rep.per_world_size.items())
-    return f"{_pct(rep.mre)} over {rep.n_workloads} workloads ({per_ws})"
+    text = f"{_pct(rep.mre)} over {rep.n_workloads} workloads ({per_ws})"
+    if rep.raw_mre is not None:
+        text += (
+            f"; {_pct(rep.raw_mre)} before the host-drift correction "
+            f"({rep.corrected_launches} launches corrected)"
+        )
+    return text
 
 
 def _ood_mean(metrics: Metrics) -> dict:

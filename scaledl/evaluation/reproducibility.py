@@ -84,3 +84,183 @@ def label_reproducibility(
         for k, v in it.groupby(ws, sort=True)
     }
     return out
+
+
+#: Label candidates compared across runs: the per-workload label of each, from its launches.
+LABEL_CANDIDATES = {
+    "raw": ("iteration_ms_raw", "median"),
+    "corrected": ("iteration_ms", "median"),
+    "raw_min_launch": ("iteration_ms_raw", "min"),
+    "corrected_min_launch": ("iteration_ms", "min"),
+}
+#: Share of a profile's parts that should be kept (not quarantined) on a host without other
+#: processes.
+KEPT_SHARE_TARGET = 0.9
+#: Launch-to-launch label MRE (after correction) beyond which the labels do not absorb the
+#: host's drift: twice the 3% target of the label MRE between runs.
+DRIFT_ABSORBED_MRE = 0.06
+
+
+def workload_label_candidates(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every label candidate of every usable workload of one profile.
+
+    Args:
+        tables: the six profile tables of one profile (one run).
+
+    Returns:
+        One row per workload: ``workload_id``, ``world_size``, ``launches`` and one column per
+        :data:`LABEL_CANDIDATES` key (ms): the median or minimum over the workload's usable
+        launches of the raw or host-drift-corrected launch label
+        (:func:`scaledl.models.data.launch_labels`).
+    """
+    from scaledl.models.data import launch_labels
+
+    runs = launch_labels(tables)
+    world = tables["runs"].set_index("run_id")["world_size"]
+    runs["world_size"] = runs["run_id"].map(world).astype(int)
+    grouped = runs.groupby("workload_id")
+    out = grouped.agg(world_size=("world_size", "first"), launches=("run_id", "size"))
+    for name, (column, how) in LABEL_CANDIDATES.items():
+        out[name] = grouped[column].agg(how)
+    return out.reset_index()
+
+
+def _symmetric_re(a: pd.Series, b: pd.Series) -> pd.Series:
+    """``(|a - b| / b + |b - a| / a) / 2``: each run scored as a prediction of the other."""
+    return ((a - b).abs() / b + (b - a).abs() / a) / 2.0
+
+
+def cross_run_reproducibility(
+    tables_a: dict[str, pd.DataFrame],
+    tables_b: dict[str, pd.DataFrame],
+    n_design: int | None = None,
+) -> dict:
+    """Label MRE between two independent profiles of the same design, per label candidate.
+
+    The honest noise floor: two runs in separate processes, minutes apart, see different states
+    of the host, which launches inside one run do not. Candidates are compared on the same
+    workloads and the same raw step times, paired (:func:`~scaledl.evaluation.significance.
+    paired_comparison`, BCa bootstrap over workloads), each against ``raw``.
+
+    Args:
+        tables_a: the profile tables of run A.
+        tables_b: the profile tables of run B.
+        n_design: workloads in the design (for the share compared); ``None``: the workloads
+            of either run.
+
+    Returns:
+        ``{"n_workloads", "coverage", "candidates": {name: {"mre", "median_re", "p90_re",
+        "per_world_size": {"<ws>": {"mre", "n_workloads"}}}}, "comparisons": {name:
+        PairedComparison dict vs raw}, "best", "correction": {"a": ..., "b": ...}}``.
+
+    Raises:
+        ValueError: fewer than two workloads usable in both runs.
+    """
+    from scaledl.evaluation.significance import paired_comparison
+    from scaledl.models.data import launch_labels
+
+    a, b = workload_label_candidates(tables_a), workload_label_candidates(tables_b)
+    both = a.merge(b, on=["workload_id", "world_size"], suffixes=("_a", "_b"))
+    if len(both) < 2:
+        raise ValueError(
+            f"label reproducibility between runs: {len(both)} workload(s) usable in both runs, "
+            "need at least 2 (do the two profiles measure the same design?)"
+        )
+    union = len(set(a["workload_id"]) | set(b["workload_id"]))
+    errors = {
+        name: _symmetric_re(both[f"{name}_a"], both[f"{name}_b"]) for name in LABEL_CANDIDATES
+    }
+    candidates = {}
+    for name, re in errors.items():
+        candidates[name] = {
+            "mre": float(re.mean()),
+            "median_re": float(re.median()),
+            "p90_re": float(np.percentile(re, 90)),
+            "per_world_size": {
+                str(int(ws)): {"mre": float(g.mean()), "n_workloads": int(len(g))}
+                for ws, g in re.groupby(both["world_size"])
+            },
+        }
+    comparisons = {
+        name: paired_comparison(errors[name], errors["raw"], name, "raw").to_dict()
+        for name in LABEL_CANDIDATES
+        if name != "raw"
+    }
+    return {
+        "n_workloads": int(len(both)),
+        "coverage": float(len(both) / (n_design or union)),
+        "candidates": candidates,
+        "comparisons": comparisons,
+        "best": min(candidates, key=lambda n: candidates[n]["mre"]),
+        "correction": {
+            "a": launch_labels(tables_a).attrs["label_correction"],
+            "b": launch_labels(tables_b).attrs["label_correction"],
+        },
+    }
+
+
+def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
+    """How much of one profile is usable, and whether its labels absorbed the host's drift.
+
+    Args:
+        tables: the profile tables of one run.
+
+    Returns:
+        ``{"parts", "kept", "kept_share", "not_kept": {"failed", "interference",
+        "not_correctable"}, "launch_mre_raw", "launch_mre_corrected", "correction",
+        "absorbed", "message"}``: parts are (workload, launch) runs; kept ones are ``ok``,
+        not flagged by the guard and inside the correction's validated range; the launch MREs
+        are :func:`label_reproducibility` between the launches of the run before and after the
+        correction (``nan`` when no workload has two kept launches). ``absorbed`` is false when
+        fewer than :data:`KEPT_SHARE_TARGET` of the parts were kept or the corrected launch MRE
+        exceeds :data:`DRIFT_ABSORBED_MRE`; ``message`` then says so with the figures and what
+        to do.
+    """
+    from scaledl.models.data import launch_labels
+
+    runs = tables["runs"]
+    failed = int((runs["status"] != "ok").sum())
+    flagged = runs["interference"].fillna(False).astype(bool) if "interference" in runs else None
+    interference = int(((runs["status"] == "ok") & flagged).sum()) if flagged is not None else 0
+    launches = launch_labels(tables)
+    report = launches.attrs["label_correction"]
+    kept = len(launches)
+
+    def launch_mre(column: str) -> float:
+        it = repeat_relative_errors(launches, column, "repeat") if kept else pd.Series()
+        return float(it.mean()) if len(it) else float("nan")
+
+    raw, corrected = launch_mre("iteration_ms_raw"), launch_mre("iteration_ms")
+    n_workloads = launches["workload_id"].nunique()
+    share = kept / len(runs) if len(runs) else 0.0
+    absorbed = share >= KEPT_SHARE_TARGET and not corrected > DRIFT_ABSORBED_MRE
+    not_kept = {
+        "failed": failed,
+        "interference": interference,
+        "not_correctable": report["not_correctable"],
+    }
+    message = (
+        f"{kept} of {len(runs)} parts kept ({share:.0%}; not kept: {failed} failed, "
+        f"{interference} flagged by the interference guard, {report['not_correctable']} beyond "
+        f"the drift correction's validated range); label MRE between launches {corrected:.1%} "
+        f"after the host-drift correction ({raw:.1%} raw), over {n_workloads} workloads"
+    )
+    if not absorbed:
+        message = (
+            "the host drifted more than the labels can absorb: " + message + f" (targets: >= "
+            f"{KEPT_SHARE_TARGET:.0%} kept, <= {DRIFT_ABSORBED_MRE:.0%} between launches). "
+            "Accuracy figures of this run sit on noisy labels. What to do: profile again when "
+            "the host is quieter (flagged parts are re-measured on resume), stop other work on "
+            "the host, or raise the preset's profiling `repeats`."
+        )
+    return {
+        "parts": int(len(runs)),
+        "kept": int(kept),
+        "kept_share": float(share),
+        "not_kept": not_kept,
+        "launch_mre_raw": raw,
+        "launch_mre_corrected": corrected,
+        "correction": report,
+        "absorbed": bool(absorbed),
+        "message": message,
+    }

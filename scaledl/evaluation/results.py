@@ -661,6 +661,11 @@ class LabelReproducibility(Section):
         n_workloads: workloads launched at least twice.
         epoch_mre: the same MRE for the epoch time.
         per_world_size: world size (a string key, as in JSON) -> its reproducibility.
+        raw_mre: the same MRE of the raw launch labels, before the host-drift correction
+            (:mod:`scaledl.profiling.drift`); ``None`` in files written before it.
+        corrected_launches: launches whose label the correction changed.
+        slowdown_models: world size -> the fitted slowdown model
+            (:meth:`~scaledl.profiling.drift.SlowdownModel.to_dict`).
     """
 
     mre: float
@@ -669,6 +674,9 @@ class LabelReproducibility(Section):
     n_workloads: int
     epoch_mre: float
     per_world_size: dict[str, WorldSizeReproducibility]
+    raw_mre: float | None = None
+    corrected_launches: int | None = None
+    slowdown_models: dict[str, dict[str, Any]] | None = None
 
 
 Split = Literal["id", "ood", "extrapolation"]

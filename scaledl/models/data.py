@@ -23,6 +23,14 @@ workloads whose run is ``ok``:
 * ``operators``: the ``operator_timings`` table when the directory has one (per-operator
   times of an import, :mod:`scaledl.external.neusight_tables`), else ``None``.
 
+**Host-drift correction.** Every launch label, and the instrumented layer, optimizer and epoch
+times of that launch, are divided by the launch's slowdown factor
+(:func:`scaledl.profiling.drift.correct_launch_labels`: a model of the host's slowdown fitted
+on the profile's own repeated launches and their concurrent reference probes). The measured
+values stay beside them in ``run_labels`` (``iteration_ms_raw``, ``slowdown_factor``); a launch
+whose probes lie beyond the model's validated range is left out (counted in
+``label_correction``). Profiles without probe figures (imports) keep their raw labels.
+
 A launch without ``epochs`` rows (an import that measured no epoch) keeps its iteration label
 with ``epoch_s`` NaN; a label of one step has ``iteration_cv`` NaN (no spread measured).
 """
@@ -36,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
 from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.store import robust_cv
 from scaledl.workloads.spec import Workload
@@ -63,6 +72,7 @@ class ProfileData:
         run_labels: one row per launch of a workload (``workload_id``, ``repeat``,
             ``iteration_ms``, ``epoch_s``).
         operators: per-operator timings (``operator_timings``) or ``None``.
+        label_correction: the host-drift correction applied (see :func:`launch_labels`).
     """
 
     workloads: dict[str, Workload]
@@ -71,6 +81,7 @@ class ProfileData:
     buckets: pd.DataFrame
     run_labels: pd.DataFrame
     operators: pd.DataFrame | None = None
+    label_correction: dict | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -97,6 +108,7 @@ class ProfileData:
             operators=None
             if self.operators is None
             else self.operators[self.operators["workload_id"].isin(keep)].reset_index(drop=True),
+            label_correction=self.label_correction,
         )
 
 
@@ -157,7 +169,10 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ``iteration_cv`` (robust CV of those steps), ``label_halfwidth`` (the run's recorded
         95% half-width of its label, ``nan`` when not recorded), ``instrumented_ms`` (median
         over instrumented steps) and ``epoch_s`` (median over epochs of the slowest rank's
-        epoch time; NaN for a launch without epochs).
+        epoch time; NaN for a launch without epochs), all corrected for host drift, with
+        ``iteration_ms_raw`` and ``slowdown_factor`` beside them. ``frame.attrs
+        ["label_correction"]`` holds ``{"models": {world size: model}, "launches",
+        "corrected", "not_correctable"}``.
     """
     runs = _usable_runs(tables["runs"])
     iters = tables["iteration_timings"]
@@ -187,7 +202,31 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     frame["steps_per_epoch"] = frame["run_id"].map(steps)
     # A launch without epochs (an import) keeps its iteration label; epoch_s stays NaN.
     frame = frame.dropna(subset=["iteration_ms"])
-    return frame.sort_values(["workload_id", "repeat"]).reset_index(drop=True)
+    frame, report = _corrected(frame, runs)
+    frame = frame.sort_values(["workload_id", "repeat"]).reset_index(drop=True)
+    frame.attrs["label_correction"] = report
+    return frame
+
+
+def _corrected(frame: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Launch labels divided by their slowdown factors; the not-correctable ones left out."""
+    by_run = runs.set_index("run_id")
+    for column in PROBE_COLUMNS:
+        source = by_run[column] if column in by_run else pd.Series(np.nan, index=by_run.index)
+        frame[column] = frame["run_id"].map(source.astype(float))
+    world = frame["run_id"].map(by_run["world_size"]) if "world_size" in by_run else 1
+    frame, models = correct_launch_labels(frame, pd.Series(world, index=frame.index))
+    for column in ("instrumented_ms", "epoch_s"):
+        # An empty table maps to an all-missing column of any dtype: numbers first.
+        frame[column] = frame[column].astype(float) / frame["slowdown_factor"]
+    report = {
+        "models": models,
+        "launches": len(frame),
+        "corrected": int((frame["slowdown_factor"] != 1.0).sum()),
+        "not_correctable": int((~frame["drift_correctable"]).sum()),
+    }
+    frame = frame[frame["drift_correctable"]].drop(columns=list(PROBE_COLUMNS))
+    return frame, report
 
 
 def _relative_se(group: pd.DataFrame) -> float:
@@ -207,6 +246,11 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
         for name, frame in tables.items()
     }
     runs = launch_labels(tables)
+    factors = runs.set_index("run_id")["slowdown_factor"]
+    tables = {
+        name: frame[frame["run_id"].isin(factors.index)] if name in _RUN_TABLES else frame
+        for name, frame in tables.items()
+    }
     records = tables["workloads"].set_index("workload_id")
     workloads: dict[str, Workload] = {}
     rows = []
@@ -244,19 +288,29 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
         raise ProfileDataError(f"{source}: no workload with an ok run and labels")
     label_frame = pd.DataFrame(rows)
     graphs = build_graph_set([workloads[r["workload_id"]] for r in rows])
-    graphs.nodes = _attach_measurements(graphs.nodes, tables)
+    graphs.nodes = _attach_measurements(graphs.nodes, tables, factors)
     buckets = _bucket_samples(tables["allreduce_timings"], workloads)
     run_labels = runs[runs["workload_id"].isin(workloads)].reset_index(drop=True)
     operators = tables.get("operator_timings")
     if operators is not None:
         operators = operators[operators["workload_id"].isin(workloads)].reset_index(drop=True)
-    return ProfileData(workloads, label_frame, graphs, buckets, run_labels, operators)
+    return ProfileData(
+        workloads, label_frame, graphs, buckets, run_labels, operators,
+        label_correction=runs.attrs.get("label_correction"),
+    )  # fmt: skip
 
 
-def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def _attach_measurements(
+    nodes: pd.DataFrame, tables: dict[str, pd.DataFrame], factors: pd.Series
+) -> pd.DataFrame:
+    """Median layer and optimizer times per node, each launch's divided by its slowdown."""
+    layer_rows = tables["layer_timings"].copy()
+    scale = layer_rows["run_id"].map(factors).fillna(1.0)
+    layer_rows[["forward_ms", "backward_ms"]] = layer_rows[["forward_ms", "backward_ms"]].div(
+        scale, axis=0
+    )
     layers = (
-        tables["layer_timings"]
-        .groupby(["workload_id", "layer_index"])[["forward_ms", "backward_ms"]]
+        layer_rows.groupby(["workload_id", "layer_index"])[["forward_ms", "backward_ms"]]
         .median()
         .reset_index()
     )
@@ -265,7 +319,9 @@ def _attach_measurements(nodes: pd.DataFrame, tables: dict[str, pd.DataFrame]) -
     )
     nodes.loc[nodes["node_kind"] != "layer", ["forward_ms", "backward_ms"]] = np.nan
     iters = tables["iteration_timings"]
-    opt = iters[iters["phase"] == "instrumented"].groupby("workload_id")["optimizer_ms"].median()
+    iters = iters[iters["phase"] == "instrumented"]
+    optimizer_ms = iters["optimizer_ms"] / iters["run_id"].map(factors).fillna(1.0)
+    opt = optimizer_ms.groupby(iters["workload_id"]).median()
     is_opt = nodes["node_kind"] == "optimizer"
     nodes.loc[is_opt, "forward_ms"] = nodes.loc[is_opt, "workload_id"].map(opt).to_numpy()
     nodes.loc[is_opt, "backward_ms"] = 0.0

@@ -99,9 +99,9 @@ class CalibrationProbe:
         self.clock.synchronize()
         return self.clock.elapsed_ms(start, end)
 
-    def _memory_ms(self) -> float:
+    def _memory_ms(self, sweeps: int | None = None) -> float:
         start = self.clock.mark()
-        for _ in range(self.sweeps):
+        for _ in range(self.sweeps if sweeps is None else sweeps):
             torch.add(self.sweep_in, 1.0, out=self.sweep_out)
         end = self.clock.mark()
         self.clock.synchronize()
@@ -143,6 +143,24 @@ class CalibrationProbe:
         return ProbeResult(
             gemm_ms=float(gemm), allreduce_ms=float(allreduce), memory_ms=float(memory)
         )
+
+    def interleaved(self) -> tuple[float, float]:
+        """One short reference block between label epochs (duet-style concurrent reference).
+
+        Every rank times one GEMM block at the same time (after a barrier when distributed);
+        each node's first rank then times one memory sweep. See :mod:`scaledl.profiling.drift`.
+
+        Returns:
+            ``(gemm_ms, memory_ms)`` of this rank; ``memory_ms`` is ``nan`` on ranks other than
+            their node's first, and is the time of *one* sweep (not :attr:`sweeps`).
+        """
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
+        gemm = self._gemm_block_ms()
+        memory = float("nan")
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            memory = self._memory_ms(sweeps=1)
+        return float(gemm), float(memory)
 
 
 def baseline_of(probes: list[ProbeResult]) -> ProbeResult:

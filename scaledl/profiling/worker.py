@@ -19,14 +19,19 @@ then makes up to ``1 + max_retries`` *attempts*, each of which:
    ``DataLoader`` with a ``DistributedSampler``; each step's time (the slowest rank's) is a label
    sample and each epoch's wall time an epoch sample; epochs continue until the adaptive stop
    rule says the label (the steps' 5% trimmed mean) is precise enough
-   (:mod:`scaledl.profiling.stopping`);
+   (:mod:`scaledl.profiling.stopping`); a short reference block of the probe runs before every
+   epoch and after the last (the concurrent reference of the host-drift correction,
+   :mod:`scaledl.profiling.drift`);
 5. runs the probe again (after).
 
-An attempt whose probes drifted from the baseline by more than their tolerances on any rank
-(``drift_tolerance`` for the GEMM, ``memory_drift_tolerance`` for the memory sweep,
-``allreduce_drift_tolerance`` for the all-reduce), or during which other processes kept more
-than ``max_foreign_load_cores`` cores busy, was disturbed: the worker waits (bounded) for the
-host to be quiet and measures again. The last attempt is recorded either way; a still
+Drift of the host within the tolerances is corrected afterwards, not re-measured. An attempt
+whose probes (before, after, or the mean of the interleaved blocks) drifted from the baseline by
+more than their tolerances on any rank (``drift_tolerance`` for the GEMM,
+``memory_drift_tolerance`` for the memory sweep, ``allreduce_drift_tolerance`` for the
+all-reduce), or during which other processes kept more than ``max_foreign_load_cores`` cores
+busy, was disturbed beyond what the correction is trusted with: the worker waits (bounded) for
+the host to be quiet and measures again, while retries have taken at most
+``retry_budget_share`` of the launch's time. The last attempt is recorded either way; a still
 disturbed one carries ``interference = True`` and its probe figures, and validation
 quarantines it.
 
@@ -220,8 +225,13 @@ class _Session:
         }
         return rows, it, list(self.recorder.records)
 
-    def labels(self, rule: StopRule) -> dict[str, Any]:
-        """Real epochs until the stop rule is met; label steps and epoch wall times."""
+    def labels(self, rule: StopRule, interleave=None) -> dict[str, Any]:
+        """Real epochs until the stop rule is met; label steps and epoch wall times.
+
+        ``interleave`` (a :meth:`CalibrationProbe.interleaved`) runs before every epoch and
+        after the last, outside the timed epochs, so every epoch is bracketed by a concurrent
+        reference of the host's speed (:mod:`scaledl.profiling.drift`).
+        """
         dataset = SyntheticDataset(self.workload)
         sampler = DistributedSampler(
             dataset, num_replicas=self.world, rank=self.rank, shuffle=True, seed=0
@@ -229,11 +239,13 @@ class _Session:
         loader = DataLoader(
             dataset, batch_size=self.workload.batch_size, sampler=sampler, num_workers=0
         )
-        iterations, epochs, slowest = [], [], []
+        iterations, epochs, slowest, probes = [], [], [], []
         started = time.perf_counter()
         epoch, reason = 0, None
         while reason is None:
             sampler.set_epoch(epoch)
+            if interleave is not None:
+                probes.append(interleave())
             if self.world > 1:
                 dist.barrier()
             epoch_start = time.perf_counter()
@@ -272,7 +284,16 @@ class _Session:
             slowest += agreed[:-2]
             reason = rule.reason_to_stop(slowest, agreed[-1])
             epoch += 1
+        if interleave is not None:
+            probes.append(interleave())
+        figures = np.array(probes, dtype=float).reshape(-1, 2)  # (gemm_ms, memory_ms) rows
+        gemm, memory = figures[:, 0], figures[:, 1]
         return {
+            "label_probe_gemm_ms": float(gemm.mean()) if len(gemm) else float("nan"),
+            "label_probe_memory_ms": (
+                float(np.nanmean(memory)) if np.isfinite(memory).any() else float("nan")
+            ),
+            "label_probes": len(probes),
             "iterations": iterations,
             "epoch": epochs,
             "label_steps": len(slowest),
@@ -282,20 +303,24 @@ class _Session:
         }
 
 
-def profile_workload(workload: Workload, settings: dict[str, Any], device: torch.device):
-    """Measure one workload on this rank (one attempt, without the probes).
+def profile_workload(
+    workload: Workload, settings: dict[str, Any], device: torch.device, interleave=None
+):
+    """Measure one workload on this rank (one attempt, without the guard's probes).
 
     Args:
         workload: the workload (``world_size`` must equal the process group's size).
         settings: the task file's settings (``warmup_steps``, ``instrumented_steps``,
             ``layer_stride``, ``seed``, the stop rule's ``label_*`` fields).
         device: this rank's device.
+        interleave: the concurrent reference run between label epochs (``None``: none).
 
     Returns:
         A dict of record lists for this rank (``layers``, ``iterations``, ``allreduce``,
         ``epoch``) and the label measurement's ``label_steps``, ``label_halfwidth``
-        (relative 95% half-width of the label statistic), ``label_stop_reason`` and
-        ``label_epochs``.
+        (relative 95% half-width of the label statistic), ``label_stop_reason``,
+        ``label_epochs``, and the means of the interleaved reference ``label_probe_gemm_ms``
+        and ``label_probe_memory_ms`` (``nan`` without one) over ``label_probes`` blocks.
 
     Raises:
         ValueError: the world size does not match the launch.
@@ -304,7 +329,7 @@ def profile_workload(workload: Workload, settings: dict[str, Any], device: torch
     session = _Session(workload, settings, device)
     session.warmup()
     result = session.instrumented()
-    labels = session.labels(stop_rule_of(settings))
+    labels = session.labels(stop_rule_of(settings), interleave)
     result["iterations"] += labels.pop("iterations")
     result.update(labels)
     return result
@@ -360,6 +385,9 @@ class _Guard:
         self.allreduce_tolerance = float(settings.get("allreduce_drift_tolerance", 0.25))
         self.memory_tolerance = float(settings.get("memory_drift_tolerance", 0.25))
         self.max_foreign = float(settings.get("max_foreign_load_cores", math.inf))
+        self.retry_share = float(settings.get("retry_budget_share", 0.15))
+        self.started = time.perf_counter()
+        self.retry_s = 0.0
 
     def before(self) -> ProbeResult:
         probe = self.probe.run()
@@ -371,10 +399,40 @@ class _Guard:
         foreign = self.meter.stop() if self.meter is not None else float("nan")
         return self.probe.run(), foreign
 
-    def drift(self, before: ProbeResult, after: ProbeResult) -> dict[str, float]:
-        """The worse drift of the two probes of an attempt, per figure (``nan`` ignored)."""
-        a, b = probe_drift(before, self.baseline), probe_drift(after, self.baseline)
-        return {k: float(np.nanmax([a[k], b[k]])) if a[k] == a[k] else b[k] for k in a}
+    def drift(
+        self, before: ProbeResult, after: ProbeResult, result: dict[str, Any] | None = None
+    ) -> dict[str, float]:
+        """The worst drift of an attempt's probes, per figure (``nan`` ignored).
+
+        The probes are the one before, the one after and, when the attempt measured labels,
+        the mean of the interleaved reference blocks (its memory figure is one sweep, scaled
+        to the probe's :attr:`CalibrationProbe.sweeps`).
+        """
+        drifts = [probe_drift(before, self.baseline), probe_drift(after, self.baseline)]
+        if result is not None and result.get("label_probes"):
+            concurrent = ProbeResult(
+                gemm_ms=result["label_probe_gemm_ms"],
+                allreduce_ms=float("nan"),
+                memory_ms=result["label_probe_memory_ms"] * self.probe.sweeps,
+            )
+            drifts.append(probe_drift(concurrent, self.baseline))
+        out = {}
+        for key in drifts[0]:
+            values = [d[key] for d in drifts if d[key] == d[key]]
+            out[key] = max(values) if values else float("nan")
+        return out
+
+    def may_retry(self) -> bool:
+        """Whether a disturbed attempt may be measured again within the retry budget.
+
+        Retries may take at most ``retry_budget_share`` of the launch's time so far (at least
+        one minute's share), so a drifting host costs a bounded share of the profile instead
+        of tripling it; beyond that, a still-disturbed attempt is recorded with
+        ``interference`` (drift within the tolerances is corrected, not re-measured:
+        :mod:`scaledl.profiling.drift`).
+        """
+        elapsed = time.perf_counter() - self.started
+        return self.retry_s <= self.retry_share * max(elapsed, 60.0)
 
     def verdict(self, gathered: list[dict[str, Any]]) -> dict[str, Any]:
         """Drift and foreign load of an attempt over all ranks (the same on every rank)."""
@@ -446,17 +504,19 @@ def _attempts(workload: Workload, settings, device, guard: _Guard, cuda: bool):
     max_retries = int(settings.get("max_retries", 2))
     history: list[dict[str, Any]] = []
     waited_s = 0.0
+    retrying_since = None
     for attempt in range(max_retries + 1):
         before = guard.before()
         try:
-            result, status, error = profile_workload(workload, settings, device), "ok", ""
+            result = profile_workload(workload, settings, device, guard.probe.interleaved)
+            status, error = "ok", ""
         except Exception as exc:  # recorded, never hidden: status + error text
             result, status = None, _status_of(exc)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             if cuda:
                 torch.cuda.empty_cache()
         after, foreign = guard.after()
-        drift = guard.drift(before, after)
+        drift = guard.drift(before, after, result)
         gathered = _gather(
             {
                 "result": result,
@@ -472,9 +532,14 @@ def _attempts(workload: Workload, settings, device, guard: _Guard, cuda: bool):
         )
         verdict = guard.verdict(gathered)
         history.append(verdict)
+        if retrying_since is not None:
+            guard.retry_s += time.perf_counter() - retrying_since
         failed = any(g["status"] != "ok" for g in gathered)
-        if failed or not verdict["disturbed"] or attempt == max_retries:
+        # Every rank takes the same decision: the budget is rank 0's.
+        retry = _gather({"retry": guard.may_retry()})[0]["retry"]
+        if failed or not verdict["disturbed"] or attempt == max_retries or not retry:
             break
+        retrying_since = time.perf_counter()
         waited_s += guard.wait_for_quiet()
     record = {
         "attempts": len(history),
@@ -571,6 +636,8 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         "baseline_gemm_ms": max(g["baseline"]["gemm_ms"] for g in gathered),
         "baseline_allreduce_ms": max(g["baseline"]["allreduce_ms"] for g in gathered),
         "probe_memory_ms": gathered[0]["probe_after"]["memory_ms"],
+        "probe_before_gemm_ms": max(g["probe_before"]["gemm_ms"] for g in gathered),
+        "probe_before_memory_ms": gathered[0]["probe_before"]["memory_ms"],
         "baseline_memory_ms": gathered[0]["baseline"]["memory_ms"],
         **guard_record,
     }
@@ -578,6 +645,10 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         first = gathered[0]["result"]
         run.update({k: first[k] for k in ("label_steps", "label_halfwidth", "label_stop_reason")})
         run["label_epochs"] = first["label_epochs"]
+        run["label_probes"] = first["label_probes"]
+        # The slowest rank's reference (its steps set the label), the memory bus of node 0.
+        run["label_probe_gemm_ms"] = max(g["result"]["label_probe_gemm_ms"] for g in gathered)
+        run["label_probe_memory_ms"] = first["label_probe_memory_ms"]
         for g in gathered:
             for name in tables:
                 tables[name].extend(g["result"][name])

@@ -49,6 +49,7 @@ def test_report_embeds_images_and_targets(tmp_path):
     assert "Paired comparisons" in html and "scaledl vs additive" in html
     assert "doptimal@20 vs random@40" in html  # the learning curves' halving comparison
     assert "2.00% over 8 workloads (world size 1: 1.00%, world size 2: 3.00%)" in html
+    assert "; 4.00% before the host-drift correction (12 launches corrected)" in html
 
 
 def test_a_split_without_comparisons_says_why():

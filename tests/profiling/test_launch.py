@@ -79,6 +79,9 @@ def test_two_rank_tables(profiled, name):
     assert run["label_epochs"] * w.steps_per_epoch == run["label_steps"]
     assert (epochs["epoch_s"] > 0).all() and (epochs["steps_per_epoch"] == w.steps_per_epoch).all()
     assert run["affinity"] == "rank0:0;rank1:1"  # each rank pinned to a core of its own
+    # Every label epoch is bracketed by the interleaved reference (drift correction).
+    assert run["label_probes"] == run["label_epochs"] + 1
+    assert run["label_probe_gemm_ms"] > 0 and run["label_probe_memory_ms"] > 0
 
 
 def test_single_rank_workloads_have_no_allreduce(profiled):
@@ -94,6 +97,9 @@ def test_single_rank_workloads_have_no_allreduce(profiled):
         assert 0 < run["label_halfwidth"] < 1
         assert run["attempts"] == 1 and run["repeat"] == 0
         assert run["affinity"] == "rank0:0"
+        assert run["label_probes"] == run["label_epochs"] + 1
+        assert run["label_probe_gemm_ms"] > 0 and run["label_probe_memory_ms"] > 0
+        assert run["probe_before_gemm_ms"] > 0
 
 
 def test_failure_inside_the_worker_is_recorded(profiled):
@@ -210,7 +216,8 @@ def test_settings_from_preset_reject_unknown_fields():
     with pytest.raises(ValueError, match="repeats"):
         ProfileSettings(repeats=0)
     assert ProfileSettings().foreign_load_limit(cuda=False) == 0.25
-    assert ProfileSettings().worker_settings(1, cuda=False)["drift_tolerance"] == 0.10
-    assert ProfileSettings().worker_settings(0, cuda=True)["drift_tolerance"] == 0.05
+    assert ProfileSettings().worker_settings(1, cuda=False)["drift_tolerance"] == 0.35
+    assert ProfileSettings().worker_settings(0, cuda=True)["drift_tolerance"] == 0.15
+    assert ProfileSettings().worker_settings(1, cuda=False)["retry_budget_share"] == 0.15
     assert ProfileSettings(drift_tolerance=0.2).worker_settings(1, False)["drift_tolerance"] == 0.2
     assert ProfileSettings().foreign_load_limit(cuda=True) == float("inf")

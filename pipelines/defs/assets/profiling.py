@@ -44,7 +44,9 @@ def profiling_runs(
         )
     out_dir = settings.profiles_dir
     profiling = dict(search_space.get("profiling", {}))
-    summary = launcher.profile(runnable, out_dir, profiling, force=settings.force_profile)
+    summary = launcher.profile(
+        runnable, out_dir, profiling, force=settings.force_profile, on_part=context.log.info
+    )
     for line in summary.host_checks:
         context.log.info(line)
     context.log.info(
@@ -59,6 +61,10 @@ def profiling_runs(
     tables = consolidate(out_dir, workload_ids=design_ids)
     runs = tables["runs"]
     per_family = _iteration_summary(tables)
+    quality = _label_quality(tables)
+    (context.log.info if quality.get("absorbed", True) else context.log.warning)(
+        f"labels: {quality['message']}"
+    )
     failed = pd.DataFrame(
         [{"workload_id": k, "status": v} for k, v in summary.failed.items()],
         columns=["workload_id", "status"],
@@ -87,8 +93,26 @@ def profiling_runs(
             ),
             "iteration_ms_per_family": md_table(per_family),
             "failures": md_table(failed),
+            "kept_share": quality.get("kept_share"),
+            "launch_label_mre_raw": quality.get("launch_mre_raw"),
+            "launch_label_mre_corrected": quality.get("launch_mre_corrected"),
+            "labels_absorbed_host_drift": quality.get("absorbed"),
+            "label_quality": dg.MetadataValue.md(quality["message"]),
         }
     )
+
+
+def _label_quality(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """:func:`scaledl.evaluation.reproducibility.label_quality`, or why it cannot be said."""
+    from scaledl.evaluation.reproducibility import label_quality
+    from scaledl.models.data import ProfileDataError
+
+    if tables["runs"].empty:
+        return {"message": "no run recorded", "absorbed": False}
+    try:
+        return label_quality(tables)
+    except (ProfileDataError, ValueError) as exc:
+        return {"message": f"label quality not computed: {exc}", "absorbed": False}
 
 
 def _iteration_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -1,0 +1,40 @@
+"""The worker's interference guard on one rank: drift of the interleaved reference, retry budget."""
+
+import pytest
+import torch
+
+from scaledl.profiling.probe import CalibrationProbe, ProbeResult
+from scaledl.profiling.worker import _Guard
+
+
+@pytest.fixture(scope="module")
+def guard(tmp_path_factory):
+    return _Guard({"retry_budget_share": 0.1}, torch.device("cpu"), 0, tmp_path_factory.mktemp("p"))
+
+
+def test_interleaved_reference_times_one_gemm_block_and_one_sweep():
+    gemm_ms, memory_ms = CalibrationProbe(torch.device("cpu"), repeats=1).interleaved()
+    assert gemm_ms > 0 and memory_ms > 0
+
+
+def test_a_slow_interleaved_reference_counts_as_drift(guard):
+    base = guard.baseline
+    quiet = ProbeResult(base.gemm_ms, float("nan"), base.memory_ms)
+    assert guard.drift(quiet, quiet)["gemm"] == pytest.approx(0.0)
+    slow_labels = {
+        "label_probes": 3,
+        "label_probe_gemm_ms": 2.0 * base.gemm_ms,
+        # One sweep of the interleaved block vs the probe's `sweeps` sweeps.
+        "label_probe_memory_ms": 1.5 * base.memory_ms / guard.probe.sweeps,
+    }
+    drift = guard.drift(quiet, quiet, slow_labels)
+    assert drift["gemm"] == pytest.approx(1.0) and drift["memory"] == pytest.approx(0.5)
+    assert guard.drift(quiet, quiet, {"label_probes": 0})["gemm"] == pytest.approx(0.0)
+
+
+def test_retries_stop_at_their_share_of_the_launch_time(guard):
+    guard.retry_s = 0.0
+    assert guard.may_retry()
+    guard.retry_s = 0.1 * 60.0 + 1.0  # more than a tenth of the first minute
+    assert not guard.may_retry()
+    guard.retry_s = 0.0
