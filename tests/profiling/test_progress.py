@@ -25,8 +25,9 @@ def test_each_part_is_reported_once_with_running_counts(tmp_path):
     progress.close()
     assert len(lines) == 3
     assert lines[0].startswith("part 1/4 done: a r0 ok, 1 attempt(s); so far 0 re-measured")
-    assert "part 2/4 done: b r0 ok, 3 attempt(s), flagged; so far 1 re-measured, 1 flagged" in (
-        lines[1]
+    assert (
+        "part 2/4 done: b r0 ok, 3 attempt(s), flagged; so far 1 re-measured, 1 flagged"
+        in (lines[1])
     )
     assert "c r0 oom" in lines[2] and "1 failed" in lines[2] and "min left" in lines[2]
 
