@@ -92,6 +92,8 @@ LABEL_CANDIDATES = {
     "corrected": ("iteration_ms", "median"),
     "raw_min_launch": ("iteration_ms_raw", "min"),
     "corrected_min_launch": ("iteration_ms", "min"),
+    "raw_steps_p10": ("iteration_ms_p10_raw", "median"),
+    "corrected_steps_p10": ("iteration_ms_p10", "median"),
 }
 #: Share of a profile's parts that should be kept (not quarantined) on a host without other
 #: processes.
@@ -111,7 +113,8 @@ def workload_label_candidates(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         One row per workload: ``workload_id``, ``world_size``, ``launches`` and one column per
         :data:`LABEL_CANDIDATES` key (ms): the median or minimum over the workload's usable
         launches of the raw or host-drift-corrected launch label
-        (:func:`scaledl.models.data.launch_labels`).
+        (:func:`scaledl.models.data.launch_labels`: the steps' 5% trimmed mean, or their 10th
+        percentile for the ``*_steps_p10`` candidates).
     """
     from scaledl.models.data import launch_labels
 

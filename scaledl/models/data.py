@@ -197,6 +197,9 @@ def launch_labels(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
     frame["iteration_ms"] = frame["run_id"].map(per_run["label_statistic"])
     frame["iteration_cv"] = frame["run_id"].map(per_run["robust_cv"])
+    # A low quantile of the steps, a label candidate where noise only adds time (compared
+    # across runs by scaledl.evaluation.reproducibility, never used for training).
+    frame["iteration_ms_p10"] = frame["run_id"].map(per_step.groupby("run_id").quantile(0.1))
     frame["instrumented_ms"] = frame["run_id"].map(instrumented)
     frame["epoch_s"] = frame["run_id"].map(epoch_s)
     frame["steps_per_epoch"] = frame["run_id"].map(steps)
@@ -216,7 +219,8 @@ def _corrected(frame: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, d
         frame[column] = frame["run_id"].map(source.astype(float))
     world = frame["run_id"].map(by_run["world_size"]) if "world_size" in by_run else 1
     frame, models = correct_launch_labels(frame, pd.Series(world, index=frame.index))
-    for column in ("instrumented_ms", "epoch_s"):
+    frame["iteration_ms_p10_raw"] = frame["iteration_ms_p10"].astype(float)
+    for column in ("instrumented_ms", "epoch_s", "iteration_ms_p10"):
         # An empty table maps to an all-missing column of any dtype: numbers first.
         frame[column] = frame[column].astype(float) / frame["slowdown_factor"]
     report = {

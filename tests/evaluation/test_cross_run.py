@@ -62,7 +62,10 @@ def drifting_host(rng):
 
 def test_candidates_keep_raw_beside_corrected():
     frame = workload_label_candidates(tiny_profile(drifting_host))
-    assert set(frame.columns) >= {"raw", "corrected", "raw_min_launch", "corrected_min_launch"}
+    assert set(frame.columns) >= {
+        "raw", "corrected", "raw_min_launch", "corrected_min_launch", "raw_steps_p10",
+        "corrected_steps_p10",
+    }  # fmt: skip
     assert (frame["launches"] == 2).all() and set(frame["world_size"]) == {1, 2}
     assert (frame["raw_min_launch"] <= frame["raw"]).all()
 
