@@ -202,6 +202,10 @@ def cross_run_reproducibility(
     }
 
 
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if x == x else "n/a (no workload with two kept launches)"
+
+
 def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
     """How much of one profile is usable, and whether its labels absorbed the host's drift.
 
@@ -245,8 +249,9 @@ def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
     message = (
         f"{kept} of {len(runs)} parts kept ({share:.0%}; not kept: {failed} failed, "
         f"{interference} flagged by the interference guard, {report['not_correctable']} beyond "
-        f"the drift correction's validated range); label MRE between launches {corrected:.1%} "
-        f"after the host-drift correction ({raw:.1%} raw), over {n_workloads} workloads"
+        f"the drift correction's validated range); label MRE between launches "
+        f"{_pct(corrected)} after the host-drift correction ({_pct(raw)} raw), over "
+        f"{n_workloads} workloads"
     )
     if not absorbed:
         message = (

@@ -149,3 +149,10 @@ def test_cli_compares_two_runs_and_writes_json(tmp_path):
     assert json.loads(out.read_text())["n_workloads"] == 12
     missing = CliRunner().invoke(app, ["reproducibility", str(a), str(tmp_path / "none")])
     assert missing.exit_code == 2 and "none" in missing.output
+
+
+def test_kept_share_report_without_two_kept_launches_says_so():
+    tables = tiny_profile(quiet_host, launches=1)
+    report = label_quality(tables)
+    assert report["launch_mre_corrected"] != report["launch_mre_corrected"]  # nan
+    assert "n/a (no workload with two kept launches)" in report["message"]
