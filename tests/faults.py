@@ -69,7 +69,11 @@ def crash_at(n: int, action: Callable[[], object]) -> bool:
     try:
         with _patched(on_call):
             action()
-    except InjectedCrash:
+    except Exception as exc:  # the crash itself, or an error the code raised from it
+        while exc is not None and not isinstance(exc, InjectedCrash):
+            exc = exc.__cause__ or exc.__context__
+        if exc is None:
+            raise
         return True
     return False
 
@@ -128,3 +132,24 @@ class FsyncSpy:
             unsynced = [f for f in files if f.resolve() not in before]
             assert not unsynced, f"{unsynced} renamed (in {src}) unsynced"
             assert dst.parent.resolve() in after, f"{dst.parent} not synced after the rename"
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str = "2m", read_only: bool = False) -> Iterator[Path]:
+    """A real small (or read-only) file system at ``path`` for the test's duration.
+
+    Mounting needs root with ``CAP_SYS_ADMIN`` (a container may lack it): the test is skipped
+    where ``mount`` fails. Read-only is refused to root too (``EROFS``), unlike a chmod.
+    """
+    import subprocess
+
+    path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
