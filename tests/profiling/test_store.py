@@ -29,7 +29,7 @@ from scaledl.profiling.store import (
 from scaledl.workloads.spec import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults import FsyncSpy, count_io, crash_at  # noqa: E402
+from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 
 BERT = tiny("bert")
 OTHER = BERT.model_copy(update={"batch_size": 4})
@@ -265,3 +265,21 @@ def test_a_disk_full_while_profiling_is_a_named_error_keeping_the_parts(tmp_path
     assert f"{tmp_path}: cannot write profiles (No space left on device" in str(info.value)
     assert "finished parts are kept" in str(info.value)
     assert part_problem(kept) is None
+
+
+def test_a_real_full_disk_keeps_the_old_part_and_leaves_no_temporary(tmp_path):
+    with tmpfs(tmp_path / "small", size="1m") as out:
+        old = write_part(out, BERT, RUN, {})
+        filler = out / "filler"
+        with pytest.raises(OSError) as info:
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+        assert info.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as info:
+            write_part(out, BERT, {**RUN, "status": "ok"}, ok_records(BERT))
+        assert info.value.errno == errno.ENOSPC
+        assert read_run(old)["error"] == "boom" and part_problem(old) is None
+        assert [p.name for p in old.parent.iterdir()] == ["r0"]
+        with pytest.raises(ProfileStoreError, match=r"MiB free, profiling needs at least"):
+            check_writable(out)
