@@ -5,6 +5,7 @@ Every test works on a private copy of the shared bundle, made consistent again a
 would be.
 """
 
+import errno
 import itertools
 import json
 import os
@@ -23,7 +24,7 @@ from scaledl.registry import BundleError, list_predictors, load_predictor, regis
 from scaledl.registry.bundle import TRUSTED_TYPES, read_manifest, sha256_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults import FsyncSpy, count_io, crash_at  # noqa: E402
+from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -340,3 +341,15 @@ def test_a_dangling_latest_is_listed(v1, tmp_path):
     assert table.loc["v9", "status"] == "missing" and table.loc["v9", "latest"]
     assert "names version 'v9', which does not exist" in table.loc["v9", "problem"]
     assert table.loc["v1", "status"] == "ok" and not table.loc["v1", "latest"]
+
+
+def test_a_full_disk_keeps_latest_and_leaves_no_temporary(bundle, v1, tmp_path):
+    size = sum(p.stat().st_size for p in v1.iterdir())
+    with tmpfs(tmp_path / "small", size=str(size * 3 // 2)) as root:  # room for one version
+        name_dir = fresh_registry(v1, root)
+        with pytest.raises(OSError) as info:
+            register_bundle(bundle, root, "scaledl")
+        assert info.value.errno == errno.ENOSPC
+        assert (name_dir / "latest").read_text() == "v1\n"
+        assert sorted(p.name for p in name_dir.iterdir()) == ["latest", "v1"]
+        assert load_predictor(name_dir).version == "v1"
