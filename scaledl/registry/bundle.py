@@ -585,29 +585,43 @@ def _check_loaded_numbers(bundle: Path, params: dict, layerwise: LayerwiseModel,
             AlphaBetaAllReduce.from_dict(params["allreduce"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{bundle / 'params.json'}: {bounded(str(exc), 300)}") from exc
-    for layer_type, pair in layerwise.models_.items():
-        for direction, reg in (pair or {}).items():
-            if reg is None:
-                continue
-            arrays = {
-                "coef_": np.asarray(reg.coef_, float),
-                "intercept_": np.asarray(reg.intercept_, float),
-                "scale_": np.asarray(reg.scale_, float),
-                "correction_range_": np.asarray(reg.correction_range_, float),
-            }
-            bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
-            bad += ["coef_"] * bool((arrays["coef_"] < 0).any())
-            bad += ["scale_"] * bool((arrays["scale_"] <= 0).any())
-            if bad:
-                raise BundleError(
-                    f"{bundle / 'layerwise.skops'}: regressor {layer_type}/{direction} field "
-                    f"{bad[0]!r} (value {excerpt(arrays[bad[0]].tolist())}): not finite or out "
-                    "of range"
-                )
+    _check_regressors(bundle / "layerwise.skops", layerwise.models_)
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise BundleError(f"{bundle / 'gnn.pt'}: not a state dict of tensors")
     for key, tensor in state.items():
         ok = ~torch.isnan(tensor) if key in _OPTIONAL_GNN_BUFFERS else torch.isfinite(tensor)
         if not bool(ok.all()):
             raise BundleError(f"{bundle / 'gnn.pt'}: tensor {excerpt(key)} holds non-finite values")
+
+
+def _check_regressors(path: Path, models: Any) -> None:
+    """Refuse layer regressors whose fitted arrays are not finite or out of range.
+
+    Raises:
+        BundleError: naming the file, the regressor, the field and a bounded excerpt.
+    """
+    try:
+        pairs = [(t, d, reg) for t, pair in models.items() for d, reg in (pair or {}).items()]
+    except (AttributeError, TypeError) as exc:
+        raise BundleError(f"{path}: not a mapping of layer type -> regressors: {exc}") from exc
+    for layer_type, direction, reg in pairs:
+        if reg is None:
+            continue
+        try:
+            arrays = {
+                name: np.asarray(getattr(reg, name, np.nan), dtype=float)
+                for name in ("coef_", "intercept_", "scale_", "correction_range_")
+            }
+        except (TypeError, ValueError) as exc:
+            raise BundleError(f"{path}: regressor {layer_type}/{direction}: {exc}") from exc
+        bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+        bad += ["coef_"] * bool((arrays["coef_"] < 0).any())
+        bad += ["scale_"] * bool((arrays["scale_"] <= 0).any())
+        if bad:
+            raise BundleError(
+                f"{path}: regressor {excerpt(layer_type)}/{excerpt(direction)} field {bad[0]!r} "
+                f"(value {excerpt(arrays[bad[0]].tolist())}): not finite or out of range"
+            )
 
 
 def build_method(parts: BundleParts) -> GraphMethod:

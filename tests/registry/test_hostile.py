@@ -353,3 +353,16 @@ def test_a_full_disk_keeps_latest_and_leaves_no_temporary(bundle, v1, tmp_path):
         assert (name_dir / "latest").read_text() == "v1\n"
         assert sorted(p.name for p in name_dir.iterdir()) == ["latest", "v1"]
         assert load_predictor(name_dir).version == "v1"
+
+
+@pytest.mark.parametrize(("field", "value"), [("coef_", float("nan")), ("coef_", -1.0),
+                                              ("scale_", 0.0)])  # fmt: skip
+def test_a_layer_regressor_out_of_range_is_refused(bundle, field, value):
+    path = bundle / "layerwise.skops"
+    models = sio.load(path, trusted=sorted(TRUSTED_TYPES))
+    regressor = models["*"]["forward"]
+    getattr(regressor, field)[0] = value
+    sio.dump(models, path)
+    relist(bundle, "layerwise.skops")
+    with pytest.raises(BundleError, match=f"regressor '\\*'/'forward' field '{field}'"):
+        load_predictor(bundle)
