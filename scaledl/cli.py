@@ -22,7 +22,10 @@ _WORKLOAD_FIELDS_HELP = "family, hidden_size, num_layers, num_heads, ... (Worklo
 
 
 def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    from scaledl.io.excerpt import bounded
+
+    # Bounded: a message quoting a 50 MB field never floods the terminal.
+    typer.secho(f"error: {bounded(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(2)
 
 
@@ -190,7 +193,7 @@ def profile(
     from scaledl.profiling.interrupt import ProfilingInterrupted
     from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
     from scaledl.profiling.lock import ProfilesLocked
-    from scaledl.profiling.store import consolidate
+    from scaledl.profiling.store import ProfileStoreError
     from scaledl.workloads.device import local_device_name
     from scaledl.workloads.spec import WorkloadError
 
@@ -227,11 +230,11 @@ def profile(
         _fail(str(exc))
     try:
         summary = profile_workloads(specs, out, settings, force=force)
-    except ProfilesLocked as exc:
+    except (ProfilesLocked, ProfileStoreError) as exc:
         _fail(str(exc))
     except ProfilingInterrupted as exc:
         done = exc.summary
-        consolidate(out)
+        _consolidate_or_fail(out)
         typer.echo(
             f"{out}: stopped by {signal.Signals(exc.signum).name}: {done.done} of "
             f"{done.requested} (workload, repeat) parts done"
@@ -244,7 +247,7 @@ def profile(
             err=True,
         )
         raise typer.Exit(exc.exit_code) from None
-    consolidate(out)
+    _consolidate_or_fail(out)
     disturbed = sum(summary.interference.values())
     typer.echo(
         f"{out}: {summary.ok} (workload, repeat) parts profiled, {summary.skipped} reused, "
@@ -252,6 +255,20 @@ def profile(
         f"(quarantined by validation), {len(summary.failed)} failed {summary.failed or ''} "
         f"in {summary.wall_s:.0f} s"
     )
+
+
+def _consolidate_or_fail(out: Path) -> None:
+    """Consolidate the parts; an unreadable part or a failed write ends the command (exit 2)."""
+    from scaledl.profiling.store import UNWRITABLE_ERRNOS, ProfileStoreError, consolidate
+
+    try:
+        consolidate(out)
+    except ProfileStoreError as exc:
+        _fail(f"{exc} (profile that workload again to measure it anew)")
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE_ERRNOS:
+            raise
+        _fail(f"{out}: cannot write the consolidated tables: {exc}; the parts are kept")
 
 
 @app.command()
@@ -683,6 +700,8 @@ def summary(
     latest = data / "predictors" / "scaledl" / "latest"
     if not latest.exists():
         _fail(f"{latest}: no registered predictor yet (run `make run`)")
+    if not latest.is_file():  # a symlink to a version directory, say
+        _fail(f"{latest}: not a one-line file naming the version")
     bundle = data / "predictors" / "scaledl" / latest.read_text().strip()
     typer.echo(f"report:    {data / 'reports' / 'report.html'}")
     typer.echo(f"metrics:   {metrics_path}")

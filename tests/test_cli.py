@@ -1,3 +1,4 @@
+import errno
 import json
 import shutil
 import sys
@@ -16,6 +17,7 @@ from scaledl.evaluation.summary import BEGIN, END, markers, read_block, results_
 PRESETS = Path(scaledl.__file__).parent / "presets"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from faults import tmpfs  # noqa: E402
 from metrics_factory import make_metrics, metrics_dict  # noqa: E402
 from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
 from tiny_specs import tiny_spec  # noqa: E402
@@ -456,3 +458,67 @@ def test_plan_prints_the_front_and_writes_the_figure(calibrated_root, tmp_path):
                    "--dataset-size", 256, "--epochs", 2, "--price-per-device-hour", 3,
                    "--world-sizes", "1,x")  # fmt: skip
     assert worse.exit_code == 2 and "--world-sizes '1,x'" in worse.output
+
+
+# --------------------------------------------------------------- hard faults (issue 23)
+def test_profile_into_a_read_only_folder_exits_2_before_launching(tmp_path, monkeypatch):
+    # Root writes through a chmod'd folder: the read-only file system is injected (EROFS).
+    from scaledl.profiling import store
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", read_only)
+    out = tmp_path / "profiles"
+    result = invoke("profile", "--workload", json.dumps(ROWS[0]), "--out", out)
+    assert result.exit_code == 2, result.output
+    assert f"{out / 'parts'}: cannot write profiles here: Read-only file system" in (
+        result.output.replace("\n", "")
+    )
+    assert list((out / "parts").iterdir()) == []  # nothing launched
+
+
+def test_a_huge_field_is_quoted_as_a_bounded_excerpt(tmp_path):
+    path = tmp_path / "w.csv"
+    pd.DataFrame([{**ROWS[0], "family": "x" * 5_000_000}]).to_csv(path, index=False)
+    result = invoke("profile", "--workloads", path, "--out", tmp_path / "p")
+    assert result.exit_code == 2, result.output[:500]
+    assert str(path) in result.output.replace("\n", "")
+    assert len(result.output) < 5_000
+
+
+def test_a_latest_symlinked_to_a_version_exits_2_and_is_listed(registry_root, tmp_path):  # noqa: F811
+    root = copy_registry(registry_root, tmp_path)
+    latest = root / "scaledl" / "latest"
+    latest.unlink()
+    latest.symlink_to("v2")
+    predicted = invoke("predict", "--predictor", root / "scaledl", *INLINE)
+    assert predicted.exit_code == 2, predicted.output
+    assert f"{latest}: not a regular file (a directory)" in predicted.output.replace("\n", "")
+    listed = invoke("list-predictors", "--registry", root)
+    assert listed.exit_code == 0, listed.output
+    assert "scaledl latest: broken:" in listed.stderr
+    latest.unlink()
+    latest.write_text("v9\n")  # dangling
+    listed = invoke("list-predictors", "--registry", root)
+    assert listed.exit_code == 0, listed.output
+    assert "scaledl v9: missing:" in listed.stderr and "which does not exist" in listed.stderr
+
+
+def test_profile_into_a_real_read_only_file_system_exits_2(tmp_path):
+    with tmpfs(tmp_path / "ro", read_only=True) as root:
+        out = root / "profiles"
+        result = invoke("profile", "--workload", json.dumps(ROWS[0]), "--out", out)
+    assert result.exit_code == 2, result.output
+    assert f"{out / 'parts'}: cannot write profiles here: Read-only file system" in (
+        result.output.replace("\n", "")
+    )
+
+
+def test_summary_with_a_latest_symlinked_to_a_directory_exits_2(tmp_path):
+    data, _, _ = _summary_files(tmp_path)
+    (data / "predictors" / "scaledl" / "v1").mkdir(parents=True)
+    (data / "predictors" / "scaledl" / "latest").symlink_to("v1")
+    result = invoke("summary", "--data", data)
+    assert result.exit_code == 2, result.output
+    assert "latest: not a one-line file naming the version" in result.output

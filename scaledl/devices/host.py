@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from scaledl.devices.specs import DeviceSpec, host_spec_path
+from scaledl.io.atomic import write_atomic
 from scaledl.workloads.device import local_device_name
 
 
@@ -138,11 +139,7 @@ def store_host_spec(spec: DeviceSpec, hosts_dir: Path | None = None) -> Path:
     """Write a measured host spec where :func:`~scaledl.devices.specs.device_spec` finds it.
 
     Returns:
-        The JSON file written (atomically: temporary file, then rename).
+        The JSON file written (atomically and durably, :mod:`scaledl.io.atomic`).
     """
     path = host_spec_path(spec.device_name, hosts_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(spec.to_record(), indent=2, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(spec.to_record(), indent=2, sort_keys=True))

@@ -19,7 +19,6 @@ temporary name first and renamed into place).
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -45,6 +44,7 @@ from scaledl.evaluation.splits import (
     random_split,
     validation_ids,
 )
+from scaledl.io.atomic import atomic_file
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
@@ -310,9 +310,9 @@ def _sweep(runner: _Runner, data: ProfileData, methods, family: str, seed: int, 
 
 
 def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    """Write ``path`` with ``write(tmp)`` atomically and durably (:mod:`scaledl.io.atomic`)."""
+    with atomic_file(path) as tmp:
+        write(tmp)
 
 
 def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> Metrics:

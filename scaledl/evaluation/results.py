@@ -78,7 +78,6 @@ ScaleDL's ablations beside the methods; ``ablations`` names them.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -90,6 +89,8 @@ from pydantic import (
     Tag,
     ValidationError,
 )
+
+from scaledl.io.atomic import write_atomic
 
 #: Version of the layout written by this ScaleDL.
 SCHEMA_VERSION = 2
@@ -786,17 +787,12 @@ class Metrics(Section):
         return self.model_dump(mode="json")
 
     def write(self, path: Path | str) -> Path:
-        """Write ``metrics.json`` atomically (a temporary file renamed into place).
+        """Write ``metrics.json`` atomically and durably (:mod:`scaledl.io.atomic`).
 
         Returns:
             ``path``.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(self.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_atomic(Path(path), self.model_dump_json(indent=2) + "\n")
 
     def require(self, section: str) -> Any:
         """A skippable top-level section's content.

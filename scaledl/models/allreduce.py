@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
+from scaledl.io.excerpt import excerpt
 from scaledl.models.fitted import check_fitted
 
 _WEIGHTINGS = ("relative", "none")
@@ -307,6 +308,12 @@ class AlphaBetaAllReduce:
             raise ValueError(f"alpha_beta_allreduce dict lacks key {exc}") from exc
         if not params:
             raise ValueError("alpha_beta_allreduce dict has no fitted group")
+        values = np.array(list(params.values()), dtype=float)
+        if not np.isfinite(values).all() or (values < 0).any():
+            raise ValueError(
+                "alpha_beta_allreduce dict: fields 'alpha_ms' and 'ms_per_byte' must be finite and "
+                f"non-negative, got {excerpt(values.tolist())}"
+            )
         model.params_ = params
         model._set_summary()
         return model

@@ -12,12 +12,14 @@ the config (a GPT-2 config and an OPT config are two families, since their layer
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from scaledl.io.excerpt import excerpt
 from scaledl.models.features import GraphSet, architecture_key, build_graph_set
 from scaledl.workloads.spec import Workload
 
@@ -217,6 +219,12 @@ class TrainingDomain:
             )
         try:
             ranges = {str(k): (float(v[0]), float(v[1])) for k, v in data["ranges"].items()}
+            for name, (lo, hi) in ranges.items():
+                if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                    raise ValueError(
+                        f"range {excerpt(name)} is [{lo}, {hi}]: expected finite bounds, "
+                        "low <= high"
+                    )
             return cls(
                 n_workloads=int(data["n_workloads"]),
                 families=tuple(str(x) for x in data["families"]),

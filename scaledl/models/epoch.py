@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import nnls
 
+from scaledl.io.excerpt import excerpt
 from scaledl.models.fitted import check_fitted
 
 
@@ -75,7 +76,19 @@ class EpochModel:
 
     @classmethod
     def from_dict(cls, data: dict) -> EpochModel:
-        """Inverse of :meth:`to_dict`: a fitted model."""
+        """Inverse of :meth:`to_dict`: a fitted model.
+
+        Raises:
+            ValueError: ``coef`` is not three finite, non-negative numbers (the fit's
+                non-negative least squares gives no other; a negative overhead would predict a
+                negative epoch).
+        """
+        coef = np.asarray(data["coef"], dtype=float)
+        if coef.shape != (3,) or not np.isfinite(coef).all() or (coef < 0).any():
+            raise ValueError(
+                f"epoch model: field 'coef' (value {excerpt(data['coef'])}): expected three "
+                "finite, non-negative numbers"
+            )
         model = cls()
-        model.coef_ = [float(c) for c in data["coef"]]
+        model.coef_ = [float(c) for c in coef]
         return model

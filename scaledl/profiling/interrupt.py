@@ -8,12 +8,21 @@ keep their handlers and a ``KeyboardInterrupt`` is handled the same way), so the
 forward the signal to the launch's process group, wait a bounded time, kill what is left and
 record the workload in progress as ``interrupted``. The exit code convention is the shell's:
 ``128 + signal number`` (130 for SIGINT, 143 for SIGTERM).
+
+``kill -9`` of the launcher runs no handler at all: :func:`die_with_parent` (Linux
+``prctl(PR_SET_PDEATHSIG, SIGKILL)``) makes the kernel kill ``torchrun`` when its launcher dies
+and each worker when its ``torchrun`` dies, so nothing keeps writing parts without a launcher
+(and the profiles lock, which the launcher and ``torchrun`` hold, is never free while a worker
+writes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -66,3 +75,29 @@ def stop_signals_raise() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere nothing).
+
+    For ``subprocess.Popen(preexec_fn=die_with_parent)`` (in the child, before ``exec``) and
+    for a worker's start. When ``parent_pid`` is given and that process is gone already (it
+    died before the call), this process exits at once.
+
+    Args:
+        parent_pid: the process whose death should end this one (``None``: no check).
+
+    Raises:
+        OSError: ``prctl`` failed.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the call: nobody to write for

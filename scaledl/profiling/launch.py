@@ -29,7 +29,12 @@ and SIGTERM stop a profile promptly (:mod:`scaledl.profiling.interrupt`): the si
 to the launch's process group (``torchrun`` and its ranks), which gets ``STOP_GRACE_S`` seconds to
 exit before it is killed; the workload in progress is recorded as ``interrupted`` (measured again
 by the next run), finished parts stay, and :class:`ProfilingInterrupted` is raised with the
-summary of what was done.
+summary of what was done. ``kill -9`` of the launcher takes ``torchrun`` and its ranks with it
+(:func:`~scaledl.profiling.interrupt.die_with_parent`), so the lock is never free while a rank
+writes. The profiles directory is checked before anything is launched
+(:func:`~scaledl.profiling.store.check_writable`: a read-only folder, one without room); a write
+that fails later (disk full) ends the profile with :class:`ProfileStoreError` naming the folder,
+every finished part kept.
 
 Multi-node runs pass the rendezvous settings of :class:`Rendezvous` to torchrun (``--nnodes``,
 ``--node-rank``, ``--rdzv-backend c10d``, ``--rdzv-endpoint``); the same command must then be
@@ -39,6 +44,7 @@ started on every node.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -57,10 +63,13 @@ from typing import Any
 
 from scaledl.profiling.affinity import cores_per_rank_for
 from scaledl.profiling.hostload import wait_for_quiet_host
-from scaledl.profiling.interrupt import ProfilingInterrupted, stop_signals_raise
+from scaledl.profiling.interrupt import ProfilingInterrupted, die_with_parent, stop_signals_raise
 from scaledl.profiling.lock import profiles_lock
 from scaledl.profiling.progress import PartProgress
 from scaledl.profiling.store import (
+    UNWRITABLE_ERRNOS,
+    ProfileStoreError,
+    check_writable,
     completed_parts,
     current_marker_path,
     part_statuses,
@@ -357,13 +366,25 @@ def profile_workloads(
 
     Raises:
         scaledl.profiling.lock.ProfilesLocked: another profiler writes into ``out_dir``.
+        scaledl.profiling.store.ProfileStoreError: ``out_dir`` cannot be written (read-only,
+            no room: checked before launching) or a write failed later (disk full); names the
+            folder, finished parts are kept.
         ProfilingInterrupted: SIGINT, SIGTERM or a ``KeyboardInterrupt`` stopped the profile;
             its ``summary`` says what was done, no process of the launch survives.
     """
     settings = settings or ProfileSettings()
     out_dir = Path(out_dir)
-    with profiles_lock(out_dir, settings.lock_timeout_s):
-        return _profile_locked(workloads, out_dir, settings, force, progress, on_part)
+    check_writable(out_dir)
+    try:
+        with profiles_lock(out_dir, settings.lock_timeout_s):
+            return _profile_locked(workloads, out_dir, settings, force, progress, on_part)
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE_ERRNOS:
+            raise
+        raise ProfileStoreError(
+            f"{out_dir}: cannot write profiles ({exc.strerror}: {exc.filename or out_dir}); "
+            "the finished parts are kept: make room and run the same command to resume"
+        ) from None
 
 
 def _profile_locked(workloads, out_dir: Path, settings: ProfileSettings, force, progress, on_part):
@@ -500,8 +521,9 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
     cmd = torchrun_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous)
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(
-            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+        )  # fmt: skip
         current, status = None, "ok"
         launched = time.time()
         last_id, last_start = None, launched

@@ -8,9 +8,10 @@ Layout under a profiles directory ``OUT`` (default ``data/profiles``)::
     OUT/<table>.parquet                                all parts together (:func:`consolidate`)
 
 Each repeat of a workload is an independent launch (:mod:`scaledl.profiling.launch`). A part is
-written into a temporary directory and renamed into place, so a part either exists whole or not
-at all: an interrupted batch loses nothing finished, and a rerun skips every (workload, repeat)
-whose part says ``ok`` without interference (failed and disturbed ones are measured again).
+written into a temporary directory, fsynced and renamed into place (:mod:`scaledl.io.atomic`), so
+a part either exists whole or not at all, also after a power loss: an interrupted batch loses
+nothing finished, and a rerun skips every (workload, repeat) whose part says ``ok`` without
+interference (failed, disturbed and unreadable ones are measured again).
 Tables (units in names):
 
 * ``workloads``: the spec of each workload (``Workload.to_record()``), once per workload.
@@ -35,8 +36,9 @@ Tables (units in names):
 
 from __future__ import annotations
 
+import errno
 import json
-import os
+import logging
 import shutil
 import tempfile
 import uuid
@@ -45,8 +47,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS, build_layer_graph
+from scaledl.io.atomic import atomic_dir, atomic_file, remove_stale_temps, write_atomic
 from scaledl.profiling.stopping import label_statistic
 from scaledl.workloads.spec import Workload
 
@@ -84,8 +88,48 @@ _COLUMNS = {
 }  # fmt: skip
 
 
+log = logging.getLogger(__name__)
+
+#: Free space a profiles directory needs before a launch (bytes): a part takes well under 1 MB,
+#: the consolidated tables a few times the parts.
+MIN_FREE_BYTES = 64 << 20
+#: ``errno`` values of a folder that cannot take writes: a user error, reported naming it.
+UNWRITABLE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 class ProfileStoreError(RuntimeError):
-    """A profile part or table cannot be read; the message names the file."""
+    """A profile part or table cannot be read or written; the message names the file."""
+
+
+def check_writable(out_dir: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+    """Check before launching that a profiles directory takes writes and has room.
+
+    Creates the directory and ``parts/``, writes and removes a temporary file there, and
+    checks the free space (``shutil.disk_usage``).
+
+    Args:
+        out_dir: the profiles directory.
+        min_free_bytes: the free space needed.
+
+    Raises:
+        ProfileStoreError: the folder cannot be created or written (read-only file system,
+            permissions) or has less free space than ``min_free_bytes``; names the folder.
+    """
+    folder = parts_dir(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise ProfileStoreError(
+            f"{folder}: cannot write profiles here: {exc.strerror or exc}"
+        ) from None
+    if free < min_free_bytes:
+        raise ProfileStoreError(
+            f"{folder}: only {free / 2**20:.1f} MiB free, profiling needs at least "
+            f"{min_free_bytes / 2**20:.0f} MiB: free space or choose another --out"
+        )
 
 
 def parts_dir(out_dir: Path) -> Path:
@@ -133,14 +177,8 @@ def read_probe_baselines(out_dir: Path) -> dict[str, dict[str, dict[str, float]]
 
 def write_probe_baselines(out_dir: Path, baselines: dict[str, dict[str, dict[str, float]]]):
     """Write the stored probe baselines atomically (see :func:`read_probe_baselines`)."""
-    path = probe_baseline_path(out_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
-    try:
-        tmp.write_text(json.dumps(_jsonable_nested(baselines), indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    text = json.dumps(_jsonable_nested(baselines), indent=1, sort_keys=True)
+    write_atomic(probe_baseline_path(out_dir), text)
 
 
 def _jsonable_nested(value: Any) -> Any:
@@ -154,7 +192,11 @@ def _jsonable_nested(value: Any) -> Any:
 def write_part(
     out_dir: Path, workload: Workload, run: dict[str, Any], records: dict[str, list[dict]]
 ) -> Path:
-    """Write one (workload, repeat) run and its tables atomically.
+    """Write one (workload, repeat) run and its tables atomically and durably.
+
+    The part is written into a hidden temporary folder, every file fsynced, and renamed into
+    place (:func:`scaledl.io.atomic.atomic_dir`): a crash or power loss leaves the old part or
+    the new one, never a part of files never written. Temporaries of dead writers are removed.
 
     Args:
         out_dir: the profiles directory.
@@ -166,6 +208,9 @@ def write_part(
 
     Returns:
         The part directory.
+
+    Raises:
+        OSError: the part could not be written (``ENOSPC``...); the old part, if any, is kept.
     """
     run = {"repeat": 0, "interference": False, **run}
     run_id = f"{workload.workload_id}-r{run['repeat']}-{uuid.uuid4().hex[:8]}"
@@ -194,18 +239,12 @@ def write_part(
 
     final = part_path(out_dir, workload.workload_id, run["repeat"])
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{workload.workload_id}.", dir=final.parent))
-    try:
+    remove_stale_temps(final.parent)
+    with atomic_dir(final, replace=True) as tmp:
         (tmp / "workload.json").write_text(json.dumps(workload.to_record(), sort_keys=True))
         (tmp / "run.json").write_text(json.dumps(_jsonable(run), sort_keys=True))
         for table, frame in frames.items():
             frame.to_parquet(tmp / f"{table}.parquet", index=False)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
@@ -276,28 +315,64 @@ def _part_dirs(out_dir: Path) -> list[Path]:
     )
 
 
+def part_problem(part: Path) -> str | None:
+    """Why a part cannot be used (``None``: every file of it is readable).
+
+    Checks that ``run.json`` and ``workload.json`` are JSON mappings and that every table file
+    is a non-empty parquet file whose footer reads (``pyarrow.parquet.read_metadata``); the
+    rows themselves are read by :func:`consolidate`.
+
+    Returns:
+        The reason, naming the file, or ``None``.
+    """
+    part = Path(part)
+    for name in ("run.json", "workload.json"):
+        try:
+            record = json.loads((part / name).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return f"{part / name}: unreadable: {exc}"
+        if not isinstance(record, dict) or (name == "run.json" and "status" not in record):
+            return f"{part / name}: not a run record"
+    for table in _COLUMNS:
+        path = part / f"{table}.parquet"
+        try:
+            pq.read_metadata(path)
+        except Exception as exc:  # pyarrow raises OSError, ArrowInvalid...: all unreadable
+            return f"{path}: unreadable: {exc}"
+    return None
+
+
+def _usable_parts(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every part with its run record, leaving out (and logging) the unreadable ones."""
+    usable = []
+    for part in _part_dirs(out_dir):
+        problem = part_problem(part)
+        if problem is not None:
+            log.warning("%s: unusable part, measured again: %s", part, problem)
+            continue
+        usable.append((part, read_run(part)))
+    return usable
+
+
 def completed_parts(out_dir: Path) -> set[tuple[str, int]]:
     """(workload id, repeat) of the parts that need no new measurement.
 
-    A part is complete when its run is ``ok`` and was not disturbed (``interference`` false);
-    failed, timed-out and disturbed parts are measured again by the next launch.
-
-    Raises:
-        ProfileStoreError: a run record is unreadable (names the file).
+    A part is complete when every file of it reads (:func:`part_problem`), its run is ``ok``
+    and was not disturbed (``interference`` false); failed, timed-out, disturbed and
+    unreadable parts (an empty table file after a crash, say: logged) are measured again by
+    the next launch.
     """
     done = set()
-    for part in _part_dirs(out_dir):
-        run = read_run(part)
+    for part, run in _usable_parts(out_dir):
         if run["status"] == "ok" and not run.get("interference", False):
             done.add((part.parent.name, int(run.get("repeat", 0))))
     return done
 
 
 def part_statuses(out_dir: Path) -> dict[tuple[str, int], tuple[str, str]]:
-    """``(workload_id, repeat) -> (status, run_id)`` of every part present now."""
+    """``(workload_id, repeat) -> (status, run_id)`` of every usable part present now."""
     result = {}
-    for part in _part_dirs(out_dir):
-        run = read_run(part)
+    for part, run in _usable_parts(out_dir):
         result[(part.parent.name, int(run.get("repeat", 0)))] = (run["status"], run["run_id"])
     return result
 
@@ -320,7 +395,9 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
         The tables by name.
 
     Raises:
-        ProfileStoreError: a part is unreadable (the message names its file).
+        ProfileStoreError: a part is unreadable (the message names its file; the next profile
+            of that workload measures it again).
+        OSError: a table could not be written (``ENOSPC``...); the old table is kept.
     """
     collected: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
     seen: set[str] = set()
@@ -351,15 +428,14 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
 
 
 def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> Path:
-    """Write a parquet file through a temporary file and ``os.replace``."""
+    """Write a parquet file durably (:func:`scaledl.io.atomic.atomic_file`).
+
+    Raises:
+        OSError: writing failed (``ENOSPC``...); ``path`` is unchanged.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
-    try:
+    with atomic_file(path) as tmp:
         frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

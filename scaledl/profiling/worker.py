@@ -56,12 +56,14 @@ import math
 import os
 import platform
 import socket
+import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -71,6 +73,7 @@ from scaledl.graph.units import find_units
 from scaledl.profiling.affinity import pin_local_rank
 from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
 from scaledl.profiling.instrument import AllReduceRecorder, LayerInstrument
+from scaledl.profiling.interrupt import die_with_parent
 from scaledl.profiling.probe import (
     CalibrationProbe,
     ProbeResult,
@@ -661,6 +664,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    die_with_parent()  # torchrun's death (it dies with the launcher) ends this rank too
+    launcher = int(os.environ.get("SCALEDL_LAUNCHER_PID", "0"))
+    if launcher and not psutil.pid_exists(launcher):
+        sys.exit("scaledl worker: the launcher died while this rank started")
     run_tasks(args.tasks, args.out)
 
 

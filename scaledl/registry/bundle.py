@@ -16,10 +16,21 @@ A bundle is a directory ``<root>/<name>/<version>/`` holding:
   (:class:`~scaledl.models.intervals.IntervalCalibration`), added when the bundle is saved or
   registered with one; a bundle without it predicts without intervals.
 
-``<root>/<name>/latest`` is a one-line text file naming the newest version. Loading checks the
-format version, every checksum and the scikit-learn version *before* deserialising anything, and
-deserialises only allow-listed types; any mismatch raises :class:`BundleError` (or a subclass)
-naming the file.
+``<root>/<name>/latest`` is a one-line text file naming the newest version (a symlink to such a
+file is read like it; a symlink to a version directory is refused with a clear error).
+Publishing is durable (:mod:`scaledl.io.atomic`): every file and the version folder are fsynced
+before the rename into place, the name directory after it, and ``latest`` the same way, so a
+crash or power loss leaves ``latest`` on the old version or the new one; a crashed publish can
+be retried to completion, and the temporaries a dead publish left are removed by the next one.
+
+Loading never runs code from a bundle. It checks the format version, that every file is a
+regular file (a symlink or hardlink to one is fine: DVC's cache layouts; FIFOs and devices are
+refused unread) of the size and SHA-256 the manifest records, and the scikit-learn version
+*before* deserialising anything; skops then builds only the exact types of
+:data:`TRUSTED_TYPES` beyond its own safe defaults (no prefixes), ``torch.load`` only tensors
+(``weights_only=True``), and every loaded number must be finite and in range. Any mismatch
+raises :class:`BundleError` (or a subclass) naming the file, field and a bounded excerpt of the
+value.
 
 The loader knows the files it reads (:data:`BUNDLE_FILES`, and :data:`OPTIONAL_BUNDLE_FILES`
 when the manifest lists them): each must be listed in the manifest's ``files`` with its
@@ -44,7 +55,7 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,7 +63,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
+
+from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
+from scaledl.io.excerpt import bounded, excerpt
 
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
     import torch
@@ -64,8 +79,16 @@ if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays che
 
 FORMAT_VERSION = 1
 _LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "transformers")
-# Types a layer-wise file may contain beyond skops' defaults (sklearn estimators, numpy).
-_TRUSTED_PREFIXES = ("sklearn.", "numpy.", "scaledl.models.layerwise.LayerTimeRegressor")
+#: The exact types a layer-wise file may name beyond skops' defaults (its own safe list of
+#: scikit-learn estimators, numpy arrays and builtins): the regressor and its boosted trees.
+#: Exact names, never prefixes: a prefix such as ``numpy.`` admits functions (a numpy testing
+#: helper that runs a string) that skops would call while loading.
+TRUSTED_TYPES = frozenset(
+    {"scaledl.models.layerwise.LayerTimeRegressor", "sklearn.tree._tree.Tree"}
+)
+#: Largest ``manifest.json`` and ``latest`` read (bytes): a bigger one is refused unread.
+MAX_MANIFEST_BYTES = 1 << 20
+_MAX_LATEST_BYTES = 256
 
 
 _OPTIONAL_GNN_BUFFERS = {"delta_min", "delta_max"}
@@ -150,8 +173,10 @@ def save_bundle(
 
     Raises:
         sklearn.exceptions.NotFittedError: the method is not fitted (a ``ValueError``).
-        ValueError: the method is not a ScaleDL ``GraphMethod``, the version exists, or the
-            calibration came from other profile tables than ``training_data["sha256"]``.
+        ValueError: the method is not a ScaleDL ``GraphMethod``, the version exists (a new
+            training never writes the manifest of an existing version), or the calibration
+            came from other profile tables than ``training_data["sha256"]``.
+        OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
     """
     import skops.io as sio
     import torch
@@ -211,6 +236,7 @@ def save_bundle(
                 "training_workloads": len(method.training_workload_ids_),
             },
             "files": files,
+            "file_sizes": _file_sizes(tmp, files),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return target
@@ -244,50 +270,127 @@ def check_calibration_data(
 
 @contextmanager
 def _new_version(target: Path) -> Iterator[Path]:
-    """A temporary folder beside ``target`` that becomes ``target`` atomically on success.
+    """A temporary folder beside ``target`` that becomes ``target`` durably on success.
 
-    On an exception the folder is removed and nothing is published; on success ``latest`` of
-    the predictor name points at the new version.
+    Temporaries left by publishes that died (``kill -9``, power loss) are removed first. On an
+    exception the folder is removed and nothing is published. On success the folder (every
+    file fsynced) is renamed onto ``target`` and ``latest`` of the predictor name points at it.
+    When ``target`` exists already (a publish that crashed after its rename, before
+    ``latest``), the existing version is verified and, when its manifest is the one this
+    publish wrote, finished: ``latest`` is written; so a crashed publish can be retried.
 
     Raises:
-        ValueError: ``target`` exists already.
+        ValueError: ``target`` exists already with another manifest (another training, other
+            metrics).
+        BundleError: ``target`` exists already and does not verify.
+        OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
     """
-    if target.exists():
-        raise ValueError(f"{target}: bundle version {target.name!r} exists already")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    remove_stale_temps(target.parent)
+    with atomic_dir(target, if_exists=_finish_existing) as tmp:
         yield tmp
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     _write_latest(target.parent, target.name)
 
 
+def _finish_existing(tmp: Path, target: Path) -> None:
+    """Accept an existing version whose verified manifest is the one written in ``tmp``."""
+    try:
+        existing = read_manifest(target)
+    except BundleError as exc:
+        raise BundleError(
+            f"{target}: bundle version {target.name!r} exists already and does not verify "
+            f"({exc}); remove it to publish it again"
+        ) from exc
+    if existing != json.loads((tmp / "manifest.json").read_text()):
+        raise ValueError(
+            f"{target}: bundle version {target.name!r} exists already with another manifest "
+            "(another training or other metrics)"
+        )
+
+
 def _write_latest(name_dir: Path, version: str) -> None:
-    tmp = name_dir / ".latest.tmp"
-    tmp.write_text(version + "\n")
-    os.replace(tmp, name_dir / "latest")
+    write_atomic(name_dir / "latest", version + "\n")
+
+
+def _regular_file(
+    path: Path, size: int | None = None, limit: int | None = None, what: str = ""
+) -> None:
+    """Refuse a path that is not a regular file (after symlinks) or has the wrong size.
+
+    A symlink or hardlink to a regular file is fine (DVC's cache layouts); a FIFO, a device
+    (``/dev/zero``), a directory or a dangling link is refused before anything reads it.
+
+    Args:
+        path: the file.
+        size: its size in bytes according to the manifest (``None``: not recorded).
+        limit: the largest size accepted (``None``: any).
+        what: put before the reason in the message (e.g. ``"unreadable manifest: "``).
+
+    Raises:
+        BundleError: naming the file and what it is.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        reason = "a dangling symlink" if os.path.islink(path) else "missing"
+        raise BundleError(f"{path}: {what}{reason}") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: {what}cannot stat: {exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO, device or socket"
+        raise BundleError(f"{path}: {what}not a regular file ({kind}): refused unread")
+    if size is not None and info.st_size != size:
+        raise BundleError(
+            f"{path}: {what}{info.st_size} bytes, the manifest says {size}: the bundle was "
+            "altered or truncated"
+        )
+    if limit is not None and info.st_size > limit:
+        raise BundleError(f"{path}: {what}{info.st_size} bytes, more than {limit}: refused unread")
+
+
+def _read_latest(name_dir: Path) -> str | None:
+    """The version a name directory's ``latest`` names (``None``: there is no ``latest``).
+
+    ``latest`` is a one-line file; a symlink to such a file is read like it.
+
+    Raises:
+        BundleError: ``latest`` is a directory, a symlink to one, a FIFO, a device, a dangling
+            symlink, too big, not UTF-8, or names no plain version directory name.
+    """
+    latest = Path(name_dir) / "latest"
+    if not os.path.lexists(latest):
+        return None
+    try:
+        _regular_file(latest, limit=_MAX_LATEST_BYTES)
+    except BundleError as exc:
+        raise BundleError(
+            f"{exc}; `latest` must be a one-line file naming a version (not a symlink to a "
+            "version directory)"
+        ) from None
+    try:
+        version = latest.read_bytes().decode().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"{latest}: unreadable: {exc}") from exc
+    if version in ("", ".", "..") or Path(version).name != version:
+        raise BundleError(f"{latest}: names {excerpt(version)}, not a version directory name")
+    return version
 
 
 def resolve_bundle(path: Path) -> Path:
     """The bundle directory of ``path``: a bundle, or a name directory (follows ``latest``).
 
     Raises:
-        BundleError: no bundle there.
+        BundleError: no bundle there, or ``latest`` is unusable (see :func:`_read_latest`).
     """
     path = Path(path)
-    if (path / "manifest.json").exists():
+    if os.path.lexists(path / "manifest.json"):
         return path
-    latest = path / "latest"
-    if latest.exists():
-        version = latest.read_text().strip()
-        if version in ("", ".", "..") or Path(version).name != version:
-            raise BundleError(f"{latest}: names {version!r}, not a version directory name")
+    version = _read_latest(path)
+    if version is not None:
         bundle = path / version
         if not (bundle / "manifest.json").exists():
-            raise BundleError(f"{latest}: names version {version!r}, which has no manifest.json")
+            raise BundleError(
+                f"{path / 'latest'}: names version {version!r}, which has no manifest.json"
+            )
         return bundle
     raise BundleError(f"{path}: not a predictor bundle (no manifest.json) nor a name directory")
 
@@ -295,25 +398,38 @@ def resolve_bundle(path: Path) -> Path:
 def read_manifest(bundle: Path) -> dict[str, Any]:
     """The manifest of a bundle, after checking its format and every file's checksum.
 
+    Every file is checked to be a regular file (a symlink or hardlink to one is fine: DVC's
+    cache layouts) of the size the manifest records (``file_sizes``; bundles written before it
+    was recorded skip the size) before it is hashed, so a FIFO or ``/dev/zero`` is refused
+    without being read.
+
     Raises:
-        BundleError: the manifest is unreadable or a file is missing or altered.
+        BundleError: the manifest is unreadable, or a file is missing, not a regular file, of
+            another size or altered.
         IncompatibleBundleError: format version or scikit-learn version differ.
     """
     path = Path(bundle) / "manifest.json"
+    _regular_file(path, limit=MAX_MANIFEST_BYTES, what="unreadable manifest: ")
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
     if not isinstance(manifest, dict):
         raise BundleError(f"{path}: unreadable manifest: not a JSON object")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IncompatibleBundleError(
-            f"{path}: field 'format_version' is {manifest.get('format_version')!r}; this ScaleDL "
-            f"reads {FORMAT_VERSION}"
+            f"{path}: field 'format_version' is {excerpt(manifest.get('format_version'))}; "
+            f"this ScaleDL reads {FORMAT_VERSION}"
         )
-    files = manifest.get("files")
+    files, sizes = manifest.get("files"), manifest.get("file_sizes", {})
     if not isinstance(files, dict):
-        raise BundleError(f"{path}: field 'files' (value {files!r:.80}): expected name -> sha256")
+        raise BundleError(
+            f"{path}: field 'files' (value {excerpt(files)}): expected name -> sha256"
+        )
+    if not isinstance(sizes, dict) or not all(_is_size(v) for v in sizes.values()):
+        raise BundleError(
+            f"{path}: field 'file_sizes' (value {excerpt(sizes)}): expected name -> bytes"
+        )
     for name in BUNDLE_FILES:
         if name not in files:
             raise BundleError(
@@ -324,19 +440,19 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     for name, expected in files.items():
         if name not in known:
             raise BundleError(
-                f"{Path(bundle) / name}: listed in {path} field 'files' but not a bundle file "
-                f"({', '.join(known)})"
+                f"{Path(bundle) / excerpt(name)[1:-1]}: listed in {path} field 'files' but not a "
+                f"bundle file ({', '.join(known)})"
             )
         file = Path(bundle) / name
-        if not file.exists():
-            raise BundleError(f"{file}: listed in the manifest but missing")
+        _regular_file(file, size=sizes.get(name), what="listed in the manifest but ")
         actual = sha256_file(file)
         if actual != expected:
             raise BundleError(
-                f"{file}: checksum mismatch (manifest {expected[:12]}..., file {actual[:12]}...): "
-                "the bundle was altered or truncated"
+                f"{file}: checksum mismatch (manifest {str(expected)[:12]}..., file "
+                f"{actual[:12]}...): the bundle was altered or truncated"
             )
-    saved = manifest.get("library_versions", {}).get("scikit-learn", "")
+    versions = manifest.get("library_versions")
+    saved = str(versions.get("scikit-learn", ""))[:40] if isinstance(versions, dict) else ""
     current = library_versions()["scikit-learn"]
     if saved.split(".")[:2] != current.split(".")[:2]:
         raise IncompatibleBundleError(
@@ -344,6 +460,19 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
             "retrain or install the same minor version"
         )
     return manifest
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _refuse_constant(name: str) -> None:
+    """``json`` hook for ``NaN``, ``Infinity`` and ``-Infinity``: a bundle's numbers are finite."""
+    raise ValueError(f"non-finite number {name}: every number of a bundle must be finite")
+
+
+def _file_sizes(directory: Path, files: dict[str, str]) -> dict[str, int]:
+    return {name: (Path(directory) / name).stat().st_size for name in files}
 
 
 @dataclass(frozen=True)
@@ -399,28 +528,100 @@ def read_bundle(bundle: Path) -> BundleParts:
     try:
         untrusted = sio.get_untrusted_types(file=layer_file)
     except Exception as exc:
-        raise BundleError(f"{layer_file}: cannot read: {exc}") from exc
-    refused = [t for t in untrusted if not t.startswith(_TRUSTED_PREFIXES)]
+        raise BundleError(f"{layer_file}: cannot read: {bounded(str(exc), 300)}") from exc
+    refused = sorted(set(untrusted) - TRUSTED_TYPES)
     if refused:
-        raise BundleError(f"{layer_file}: refuses to load untrusted types {refused}")
+        raise BundleError(
+            f"{layer_file}: refuses to load types outside the allow-list: {excerpt(refused)} "
+            f"(allowed beyond skops' defaults: {sorted(TRUSTED_TYPES)})"
+        )
+    params_file = bundle / "params.json"
     try:
-        params = json.loads((bundle / "params.json").read_text())
-        models = sio.load(layer_file, trusted=untrusted)
+        params = json.loads(params_file.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
+    try:
+        models = sio.load(layer_file, trusted=sorted(TRUSTED_TYPES))
         layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
-        raise BundleError(f"{bundle}: cannot load predictor: {exc}") from exc
+        raise BundleError(f"{bundle}: cannot load predictor: {bounded(str(exc), 300)}") from exc
+    _check_loaded_numbers(bundle, params, layerwise, state)
     domain = calibration = None
     try:
         if params.get("training_domain") is not None:
             domain = TrainingDomain.from_dict(
-                params["training_domain"], source=f"{bundle / 'params.json'} key 'training_domain'"
+                params["training_domain"], source=f"{params_file} key 'training_domain'"
             )
         if CALIBRATION_FILE in manifest["files"]:
             calibration = IntervalCalibration.read(bundle / CALIBRATION_FILE)
     except ValueError as exc:
         raise BundleError(str(exc)) from exc
     return BundleParts(bundle, manifest, layerwise, params, state, domain, calibration)
+
+
+def _check_loaded_numbers(bundle: Path, params: dict, layerwise: LayerwiseModel, state) -> None:
+    """Refuse loaded numbers that are not finite or out of their range.
+
+    ``params.json`` holds no ``NaN``/``Infinity`` (refused when parsed); here: the epoch
+    model's overhead coefficients and the all-reduce model's latency and per-byte cost are
+    non-negative (:class:`~scaledl.models.epoch.EpochModel`,
+    :class:`~scaledl.models.allreduce.AlphaBetaAllReduce` check them), every layer regressor's
+    fitted arrays are finite with non-negative work coefficients and positive scales, and every
+    GNN tensor is finite (the clamp buffers ``delta_min``/``delta_max`` may be infinite, an open
+    clamp, never NaN).
+
+    Raises:
+        BundleError: naming the file, the field and a bounded excerpt of the value.
+    """
+    import torch
+
+    from scaledl.models.allreduce import AlphaBetaAllReduce
+    from scaledl.models.epoch import EpochModel
+
+    try:
+        EpochModel.from_dict(params["epoch"])
+        if params.get("allreduce"):
+            AlphaBetaAllReduce.from_dict(params["allreduce"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{bundle / 'params.json'}: {bounded(str(exc), 300)}") from exc
+    _check_regressors(bundle / "layerwise.skops", layerwise.models_)
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise BundleError(f"{bundle / 'gnn.pt'}: not a state dict of tensors")
+    for key, tensor in state.items():
+        ok = ~torch.isnan(tensor) if key in _OPTIONAL_GNN_BUFFERS else torch.isfinite(tensor)
+        if not bool(ok.all()):
+            raise BundleError(f"{bundle / 'gnn.pt'}: tensor {excerpt(key)} holds non-finite values")
+
+
+def _check_regressors(path: Path, models: Any) -> None:
+    """Refuse layer regressors whose fitted arrays are not finite or out of range.
+
+    Raises:
+        BundleError: naming the file, the regressor, the field and a bounded excerpt.
+    """
+    try:
+        pairs = [(t, d, reg) for t, pair in models.items() for d, reg in (pair or {}).items()]
+    except (AttributeError, TypeError) as exc:
+        raise BundleError(f"{path}: not a mapping of layer type -> regressors: {exc}") from exc
+    for layer_type, direction, reg in pairs:
+        if reg is None:
+            continue
+        try:
+            arrays = {
+                name: np.asarray(getattr(reg, name, np.nan), dtype=float)
+                for name in ("coef_", "intercept_", "scale_", "correction_range_")
+            }
+        except (TypeError, ValueError) as exc:
+            raise BundleError(f"{path}: regressor {layer_type}/{direction}: {exc}") from exc
+        bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+        bad += ["coef_"] * bool((arrays["coef_"] < 0).any())
+        bad += ["scale_"] * bool((arrays["scale_"] <= 0).any())
+        if bad:
+            raise BundleError(
+                f"{path}: regressor {excerpt(layer_type)}/{excerpt(direction)} field {bad[0]!r} "
+                f"(value {excerpt(arrays[bad[0]].tolist())}): not finite or out of range"
+            )
 
 
 def build_method(parts: BundleParts) -> GraphMethod:
@@ -512,10 +713,16 @@ def register_bundle(
     Returns:
         The registered bundle directory.
 
+    Registering is idempotent, so a publish that crashed (after renaming the version into
+    place, before ``latest``) is finished by running it again: an existing version whose
+    verified manifest is the one this call writes is kept and ``latest`` points at it.
+
     Raises:
-        BundleError: the bundle does not verify.
-        ValueError: the registry already holds that version, or the calibration came from
-            other profile tables than the bundle's training data.
+        BundleError: the bundle does not verify, or the registry holds that version damaged.
+        ValueError: the registry already holds that version with another manifest (other
+            metrics or calibration), or the calibration came from other profile tables than
+            the bundle's training data.
+        OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
     """
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
@@ -531,7 +738,13 @@ def register_bundle(
                 shutil.copy2(bundle / file, tmp / file)
         if calibration is not None:
             files[CALIBRATION_FILE] = sha256_file(calibration.write(tmp / CALIBRATION_FILE))
-        manifest = {**manifest, "name": name, "metrics": metrics or {}, "files": files}
+        manifest = {
+            **manifest,
+            "name": name,
+            "metrics": metrics or {},
+            "files": files,
+            "file_sizes": _file_sizes(tmp, files),
+        }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return target
 
@@ -539,39 +752,69 @@ def register_bundle(
 def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:
     """Every bundle version under a registry root, each verified as :func:`read_manifest` does.
 
-    A version is any directory of a name directory that is not hidden (``save_bundle`` writes
-    into hidden temporary directories). A version that fails verification is listed with
+    A version is any directory of a name directory that is not hidden (publishes write into
+    hidden temporary directories). A version that fails verification is listed with
     ``status`` ``"broken"`` (or ``"incompatible"``: another format or scikit-learn version)
-    and the reason, never skipped and never fatal.
+    and the reason, never skipped and never fatal. A ``latest`` that names a missing version
+    (dangling) is listed as a row of that version with status ``"missing"``; an unusable
+    ``latest`` (a directory, a symlink to one, a FIFO...) as a row of version ``"latest"`` with
+    status ``"broken"``.
 
     Returns:
         One row per version, columns :data:`LIST_COLUMNS`: ``name``, ``version``, ``latest``
-        (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``), ``problem`` (the
-        reason, ``""`` when ok), ``created_at``, ``training_workloads`` and ``path``.
+        (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``, ``"missing"``),
+        ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads`` and
+        ``path``.
     """
     rows = []
     root = Path(root)
     for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
-        latest = (name_dir / "latest").read_text().strip() if (name_dir / "latest").exists() else ""
-        versions = (p for p in name_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-        for bundle in sorted(versions):
-            try:
-                manifest, status, problem = read_manifest(bundle), "ok", ""
-            except IncompatibleBundleError as exc:
-                manifest, status, problem = {}, "incompatible", str(exc)
-            except BundleError as exc:
-                manifest, status, problem = {}, "broken", str(exc)
-            data = manifest.get("training_data")
-            rows.append(
-                {
-                    "name": name_dir.name,
-                    "version": bundle.name,
-                    "latest": bundle.name == latest,
-                    "status": status,
-                    "problem": problem,
-                    "created_at": manifest.get("created_at", ""),
-                    "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
-                    "path": str(bundle),
-                }
-            )
+        try:
+            latest, latest_problem = _read_latest(name_dir), ""
+        except BundleError as exc:
+            latest, latest_problem = None, str(exc)
+        versions = sorted(
+            p for p in name_dir.iterdir()
+            if p.is_dir() and p.name != "latest" and not p.name.startswith(".")
+        )  # fmt: skip
+        for bundle in versions:
+            rows.append(_list_row(name_dir.name, bundle, bundle.name == latest))
+        if latest_problem:
+            rows.append(_problem_row(name_dir, "latest", "broken", latest_problem))
+        elif latest is not None and latest not in {v.name for v in versions}:
+            problem = f"{name_dir / 'latest'}: names version {latest!r}, which does not exist"
+            rows.append(_problem_row(name_dir, latest, "missing", problem))
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+
+
+def _list_row(name: str, bundle: Path, is_latest: bool) -> dict[str, Any]:
+    try:
+        manifest, status, problem = read_manifest(bundle), "ok", ""
+    except IncompatibleBundleError as exc:
+        manifest, status, problem = {}, "incompatible", str(exc)
+    except BundleError as exc:
+        manifest, status, problem = {}, "broken", str(exc)
+    data = manifest.get("training_data")
+    return {
+        "name": name,
+        "version": bundle.name,
+        "latest": is_latest,
+        "status": status,
+        "problem": problem,
+        "created_at": manifest.get("created_at", ""),
+        "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
+        "path": str(bundle),
+    }
+
+
+def _problem_row(name_dir: Path, version: str, status: str, problem: str) -> dict[str, Any]:
+    return {
+        "name": name_dir.name,
+        "version": version,
+        "latest": True,
+        "status": status,
+        "problem": problem,
+        "created_at": "",
+        "training_workloads": None,
+        "path": str(name_dir / "latest"),
+    }

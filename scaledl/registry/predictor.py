@@ -29,7 +29,7 @@ import pandas as pd
 
 from scaledl.models.features import check_traceable
 from scaledl.models.intervals import CalibrationError
-from scaledl.registry.bundle import BundleParts, build_method, read_bundle
+from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
@@ -137,7 +137,9 @@ class Predictor:
             scaledl.models.intervals.CalibrationError: ``coverage`` outside (0, 1), or the
                 bundle has no interval calibration.
             scaledl.registry.bundle.BundleError: the weights do not fit the saved GNN (found
-                at the first prediction, when the GNN is built).
+                at the first prediction, when the GNN is built), or the predictor returned a
+                non-finite time (a bundle's numbers are checked when loaded, so this is a
+                last guard).
         """
         if coverage is not None:
             self._check_coverage(coverage)
@@ -150,7 +152,7 @@ class Predictor:
         result["steps_per_epoch"] = [w.steps_per_epoch for w in specs]
         result["used_generic_layer_model"] = result["workload_id"].map(generic).fillna(False)
         if not np.isfinite(result[["iteration_s", "epoch_s"]].to_numpy()).all():
-            raise RuntimeError(f"{self.path}: predictor returned non-finite times")
+            raise BundleError(f"{self.path}: predictor returned non-finite times")
         reasons = check_domain(specs, self.domain, nodes)
         if strict:
             raise_if_outside(reasons, source)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from scaledl.io.atomic import atomic_file, write_atomic
 from scaledl.validation.errors import TableFailure, ValidationError
 
 
@@ -46,35 +45,22 @@ def read_table(path: Path, table: str) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """Write a dataframe as parquet atomically (temporary file + ``os.replace``).
+    """Write a dataframe as parquet atomically and durably (:mod:`scaledl.io.atomic`).
 
     Args:
         frame: the table; its index is not written.
         path: destination file; parent directories are created.
     """
-    _atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    with atomic_file(path) as tmp:
+        frame.to_parquet(tmp, index=False)
 
 
 def write_text_atomic(text: str, path: Path) -> None:
-    """Write a UTF-8 text file atomically (temporary file + ``os.replace``).
+    """Write a UTF-8 text file atomically and durably (:mod:`scaledl.io.atomic`).
 
     Args:
         text: file content.
         path: destination file; parent directories are created.
     """
-    _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_atomic(path, text)

@@ -139,3 +139,22 @@ def test_stop_signals_raise_and_restore_handlers():
             time.sleep(1)
     assert info.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
+    """Issue 23: SIGKILL runs no handler; the kernel ends the children (PR_SET_PDEATHSIG)."""
+    out = tmp_path / "profiles"
+    proc = start_profile(tmp_path, out)
+    wait_for_first_part(out, proc)
+    children = descendants(proc.pid)
+    commands = [" ".join(c.cmdline()) for c in children]
+    assert any("torch.distributed.run" in c for c in commands), commands
+    assert any("scaledl.profiling.worker" in c for c in commands), commands
+    proc.kill()
+    proc.wait()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == [], [p.cmdline() for p in alive]
+    # Nothing writes any more: the parts stay as they are and the lock is free.
+    parts = part_statuses(out)
+    with profiles_lock(out):
+        assert part_statuses(out) == parts

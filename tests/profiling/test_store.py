@@ -1,17 +1,24 @@
+import errno
 import json
+import shutil
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from tiny_specs import tiny
 
+from scaledl.profiling import store
 from scaledl.profiling.store import (
     TABLES,
     ProfileStoreError,
     atomic_write_parquet,
+    check_writable,
     completed_parts,
     completed_workload_ids,
     consolidate,
     part_path,
+    part_problem,
     part_statuses,
     parts_dir,
     read_probe_baselines,
@@ -20,6 +27,9 @@ from scaledl.profiling.store import (
     write_probe_baselines,
 )
 from scaledl.workloads.spec import Workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 
 BERT = tiny("bert")
 OTHER = BERT.model_copy(update={"batch_size": 4})
@@ -173,3 +183,103 @@ def test_atomic_write_parquet_leaves_no_temporary_file(tmp_path):
         atomic_write_parquet(pd.DataFrame({"a": [object()]}), path)
     assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
     assert pd.read_parquet(path)["a"].tolist() == [1, 2]
+
+
+# ------------------------------------------------------------------ faults (issue 23)
+def test_an_empty_or_unreadable_part_is_measured_again(tmp_path, caplog):
+    part = write_part(tmp_path, BERT, {**RUN, "status": "ok"}, ok_records(BERT))
+    assert completed_parts(tmp_path) == {(BERT.workload_id, 0)}
+    (part / "layer_timings.parquet").write_bytes(b"")  # a crash on a file system without fsync
+    with caplog.at_level("WARNING"):
+        assert completed_parts(tmp_path) == set()
+    assert f"{part}: unusable part, measured again" in caplog.text
+    assert "layer_timings.parquet" in caplog.text
+    assert part_statuses(tmp_path) == {}
+    (part / "run.json").write_bytes(b"")
+    assert completed_parts(tmp_path) == set()  # no traceback either
+    write_part(tmp_path, BERT, {**RUN, "status": "ok"}, ok_records(BERT))  # the re-measurement
+    assert completed_parts(tmp_path) == {(BERT.workload_id, 0)}
+
+
+def test_a_crash_at_every_io_call_of_write_part_then_a_retry(tmp_path):
+    folder = parts_dir(tmp_path) / BERT.workload_id
+    part = part_path(tmp_path, BERT.workload_id, 0)
+
+    def write():
+        write_part(tmp_path, BERT, {**RUN, "error": "new"}, {})
+
+    write_part(tmp_path, BERT, RUN, {})
+    calls = count_io(write)
+    assert calls > 10
+    for n in range(1, calls + 1):
+        write_part(tmp_path, BERT, RUN, {})
+        crash_at(n, write)
+        assert part_problem(part) is None, n  # whole: the old part or the new one
+        assert read_run(part)["error"] in ("boom", "new")
+        write()
+        assert read_run(part)["error"] == "new"
+        assert [p.name for p in folder.iterdir() if p.name[0] != "."] == ["r0"]
+
+
+def test_write_part_fsyncs_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    write_part(tmp_path, BERT, RUN, {})
+    spy = FsyncSpy().install(monkeypatch)
+    write_part(tmp_path, BERT, {**RUN, "status": "ok"}, ok_records(BERT))
+    spy.assert_durable()
+    assert [dst.name for _, _, dst, _ in spy.replaces()] == ["r0"]
+    spy.events.clear()
+    consolidate(tmp_path)
+    spy.assert_durable()
+
+
+def test_a_read_only_profiles_folder_is_named_before_launching(tmp_path, monkeypatch):
+    # Tests run as root, for whom a chmod'd folder stays writable: the file system says EROFS.
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", read_only)
+    with pytest.raises(ProfileStoreError) as info:
+        check_writable(tmp_path)
+    assert str(parts_dir(tmp_path)) in str(info.value)
+    assert "cannot write profiles here: Read-only file system" in str(info.value)
+
+
+def test_a_full_disk_is_named_before_launching(tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(store.shutil, "disk_usage", lambda _: usage._replace(free=1 << 20))
+    with pytest.raises(ProfileStoreError, match=r"only 1.0 MiB free, profiling needs at least 64"):
+        check_writable(tmp_path)
+
+
+def test_a_disk_full_while_profiling_is_a_named_error_keeping_the_parts(tmp_path, monkeypatch):
+    from scaledl.profiling import launch
+
+    kept = write_part(tmp_path, BERT, {**RUN, "status": "ok"}, ok_records(BERT))
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(parts_dir(tmp_path) / "x"))
+
+    monkeypatch.setattr(launch, "_profile_locked", disk_full)
+    with pytest.raises(ProfileStoreError) as info:
+        launch.profile_workloads([OTHER], tmp_path)
+    assert f"{tmp_path}: cannot write profiles (No space left on device" in str(info.value)
+    assert "finished parts are kept" in str(info.value)
+    assert part_problem(kept) is None
+
+
+def test_a_real_full_disk_keeps_the_old_part_and_leaves_no_temporary(tmp_path):
+    with tmpfs(tmp_path / "small", size="1m") as out:
+        old = write_part(out, BERT, RUN, {})
+        filler = out / "filler"
+        with pytest.raises(OSError) as info:
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+        assert info.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as info:
+            write_part(out, BERT, {**RUN, "status": "ok"}, ok_records(BERT))
+        assert info.value.errno == errno.ENOSPC
+        assert read_run(old)["error"] == "boom" and part_problem(old) is None
+        assert [p.name for p in old.parent.iterdir()] == ["r0"]
+        with pytest.raises(ProfileStoreError, match=r"MiB free, profiling needs at least"):
+            check_writable(out)

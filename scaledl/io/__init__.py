@@ -1,0 +1,1 @@
+"""Input/output helpers shared by the registry and the profile store."""

@@ -1,0 +1,368 @@
+"""Issue 23: hostile bundles never run code or hang, and publishing survives crashes.
+
+Every test works on a private copy of the shared bundle, made consistent again after each edit
+(checksum and size in the manifest), as a hostile bundle from a DVC remote or a shared folder
+would be.
+"""
+
+import errno
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import skops
+import skops.io as sio
+import torch
+
+from scaledl.registry import BundleError, list_predictors, load_predictor, register_bundle
+from scaledl.registry.bundle import TRUSTED_TYPES, read_manifest, sha256_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def bundle(registry_root, tmp_path):
+    """A private copy of the latest bundle (tests alter it)."""
+    target = tmp_path / "bundle"
+    shutil.copytree(registry_root / "scaledl" / "v2", target)
+    return target
+
+
+def relist(bundle: Path, name: str) -> None:
+    """Record a file's current checksum and size in the manifest (a consistent hostile bundle)."""
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"][name] = sha256_file(bundle / name)
+    manifest["file_sizes"][name] = (bundle / name).stat().st_size
+    path.write_text(json.dumps(manifest))
+
+
+# ------------------------------------------------------------------ crafted skops trees
+_ids = itertools.count(1)
+RUNSTRING = ("numpy.testing._private.utils", "runstring")  # runstring(code, dict): exec(code)
+
+
+def node(loader, module, cls, **extra):
+    return {"__class__": cls, "__module__": module, "__loader__": loader, "__id__": next(_ids),
+            **extra}  # fmt: skip
+
+
+def text(value):
+    return node("JsonNode", "builtins", "str", content=json.dumps(value), is_json=True)
+
+
+def empty_dict():
+    return node("DictNode", "builtins", "dict", content={},
+                key_types=node("ListNode", "builtins", "list", content=[]))  # fmt: skip
+
+
+def crafted_trees(marker: Path) -> dict[str, tuple[dict, str]]:
+    """One tree per node class of skops that names a callable (or a class) by module and name,
+    each naming something an allow-list prefix (``numpy.``, ``sklearn.``,
+    ``scaledl.models.layerwise.LayerTimeRegressor``) would admit; with the name it must be
+    refused by."""
+    code = f"open({str(marker)!r}, 'w').write('ran')"
+    args = node("TupleNode", "builtins", "tuple", content=[text(code), empty_dict()])
+    run = ".".join(RUNSTRING)
+    bunch = ("sklearn.utils._bunch", "Bunch")
+    return {
+        # Calls the named callable with the stored arguments while loading.
+        "ConstructorFromReduceNode": (
+            node("ConstructorFromReduceNode", *RUNSTRING, content=args), run),
+        "LossNode": (node("LossNode", *RUNSTRING, __reduce__={"args": args},
+                          content=empty_dict()), run),
+        # Return the named function or class (called later by whoever uses it).
+        "FunctionNode": (node("FunctionNode", *RUNSTRING), run),
+        "TypeNode": (node("TypeNode", *RUNSTRING), run),
+        "PartialNode": (
+            node("PartialNode", "functools", "partial", content={
+                "func": node("FunctionNode", *RUNSTRING), "args": args,
+                "kwds": empty_dict(), "namespace": empty_dict()}),
+            run),
+        # Build an instance of the named class (its __setstate__ runs).
+        "ObjectNode": (node("ObjectNode", *bunch, content=empty_dict()), ".".join(bunch)),
+        "MethodNode": (
+            node("MethodNode", *bunch, content={
+                "obj": node("ObjectNode", *bunch, content=empty_dict()), "func": "clear"}),
+            ".".join(bunch)),
+        # A name that starts with the regressor's full name.
+        "prefix of an allowed name": (
+            node("ObjectNode", "scaledl.models.layerwise", "LayerTimeRegressorX",
+                 content=empty_dict()),
+            "scaledl.models.layerwise.LayerTimeRegressorX"),
+    }  # fmt: skip
+
+
+def write_skops(path: Path, tree: dict) -> None:
+    schema = node("DictNode", "builtins", "dict", content={"*": tree},
+                  key_types=node("ListNode", "builtins", "list",
+                                 content=[node("TypeNode", "builtins", "str")]),
+                  protocol=2, _skops_version=skops.__version__)  # fmt: skip
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("schema.json", json.dumps(schema))
+
+
+@pytest.mark.parametrize("kind", list(crafted_trees(Path("x"))))
+def test_a_crafted_skops_tree_never_runs_code(bundle, tmp_path, kind):
+    """The README's promise: a tree naming a function inside an allowed prefix is refused."""
+    marker = tmp_path / "ran"
+    tree, name = crafted_trees(marker)[kind]
+    write_skops(bundle / "layerwise.skops", tree)
+    relist(bundle, "layerwise.skops")
+    assert name in sio.get_untrusted_types(file=bundle / "layerwise.skops")
+    with pytest.raises(BundleError, match="outside the allow-list") as info:
+        load_predictor(bundle)
+    assert name in str(info.value) and "layerwise.skops" in str(info.value)
+    assert not marker.exists()
+
+
+def test_the_allow_list_is_exactly_what_a_bundle_needs(registry_root):
+    untrusted = sio.get_untrusted_types(file=registry_root / "scaledl" / "v2" / "layerwise.skops")
+    assert set(untrusted) == TRUSTED_TYPES
+
+
+# ------------------------------------------------------------------ special files
+@pytest.mark.parametrize("special", ["fifo", "dev_zero", "directory"])
+def test_a_special_file_is_refused_unread(bundle, registry_root, tmp_path, special):
+    path = bundle / "gnn.pt"
+    path.unlink()
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "dev_zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    with pytest.raises(BundleError, match="not a regular file") as info:
+        load_predictor(bundle)
+    assert str(path) in str(info.value)
+    # The registry lists it as broken (it would hang if it read the file).
+    root = tmp_path / "registry"
+    shutil.copytree(registry_root, root, symlinks=True)
+    shutil.rmtree(root / "scaledl" / "v1")
+    shutil.move(bundle, root / "scaledl" / "v1")
+    table = list_predictors(root).set_index("version")
+    assert (
+        table.loc["v1", "status"] == "broken" and "not a regular file" in table.loc["v1", "problem"]
+    )
+    assert table.loc["v2", "status"] == "ok"
+
+
+def test_a_fifo_manifest_is_refused_unread(bundle):
+    (bundle / "manifest.json").unlink()
+    os.mkfifo(bundle / "manifest.json")
+    with pytest.raises(BundleError, match="unreadable manifest: not a regular file"):
+        load_predictor(bundle)
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_dvc_cache_links_to_regular_files_load(bundle, tmp_path, link):
+    """DVC's symlink and hardlink cache layouts: the files are links into a cache."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("gnn.pt", "layerwise.skops", "params.json", "manifest.json"):
+        shutil.move(bundle / name, cache / name)
+        if link == "symlink":
+            (bundle / name).symlink_to(cache / name)
+        else:
+            os.link(cache / name, bundle / name)
+    assert load_predictor(bundle).version == "v2"
+
+
+def test_a_file_of_another_size_is_refused_before_hashing(bundle):
+    path = bundle / "gnn.pt"
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(
+        BundleError, match=r"gnn.pt: listed in the manifest but \d+ bytes, the manifest says"
+    ):
+        load_predictor(bundle)
+
+
+# ------------------------------------------------------------------ loaded numbers
+def edit_params(bundle: Path, edit, raw: str | None = None) -> None:
+    path = bundle / "params.json"
+    params = json.loads(path.read_text())
+    edit(params)
+    text = json.dumps(params)
+    path.write_text(text if raw is None else text.replace(raw[0], raw[1]))
+    relist(bundle, "params.json")
+
+
+def test_a_negative_epoch_overhead_is_refused(bundle):
+    edit_params(bundle, lambda p: p["epoch"]["coef"].__setitem__(0, -1000.0))
+    with pytest.raises(BundleError, match=r"params.json: epoch model: field 'coef'"):
+        load_predictor(bundle)
+
+
+@pytest.mark.parametrize("where", ["epoch", "training_domain"])
+def test_a_non_finite_number_in_params_is_refused(bundle, where):
+    def edit(params):
+        if where == "epoch":
+            params["epoch"]["coef"][0] = 12345.5
+        else:
+            first = next(iter(params["training_domain"]["ranges"]))
+            params["training_domain"]["ranges"][first] = [12345.5, 12345.5]
+
+    edit_params(bundle, edit, raw=("12345.5", "NaN"))
+    with pytest.raises(BundleError, match="params.json: unreadable: non-finite number NaN"):
+        load_predictor(bundle)
+
+
+def test_an_inverted_domain_range_is_refused(bundle):
+    def edit(params):
+        first = next(iter(params["training_domain"]["ranges"]))
+        params["training_domain"]["ranges"][first] = [10.0, 1.0]
+
+    edit_params(bundle, edit)
+    with pytest.raises(BundleError, match="expected finite bounds, low <= high"):
+        load_predictor(bundle)
+
+
+def test_non_finite_gnn_weights_are_refused(bundle):
+    path = bundle / "gnn.pt"
+    state = torch.load(path, weights_only=True)
+    key = next(k for k, v in state.items() if v.is_floating_point() and v.numel())
+    state[key].view(-1)[0] = float("nan")
+    torch.save(state, path)
+    relist(bundle, "gnn.pt")
+    with pytest.raises(BundleError, match=f"gnn.pt: tensor '{key}' holds non-finite values"):
+        load_predictor(bundle)
+
+
+# ------------------------------------------------------------------ publishing
+def fresh_registry(bundle_v1: Path, root: Path) -> Path:
+    register_bundle(bundle_v1, root, "scaledl")
+    return root / "scaledl"
+
+
+@pytest.fixture
+def v1(registry_root, tmp_path):
+    target = tmp_path / "v1"
+    shutil.copytree(registry_root / "scaledl" / "v1", target)
+    return target
+
+
+def test_a_crash_at_every_io_call_of_register_then_a_retry_completes(bundle, v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+
+    def publish():
+        register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"mre": 0.1})
+
+    calls = count_io(publish)
+    shutil.rmtree(name_dir / "v2")
+    (name_dir / "latest").write_text("v1\n")
+    finished_without_latest = 0
+    crashes = 0
+    for n in range(1, calls + 1):
+        crashes += crash_at(n, publish)  # a few failures are absorbed (metadata look-ups)
+        latest = (name_dir / "latest").read_text().strip()
+        assert latest in ("v1", "v2"), n
+        if (name_dir / "v2").exists():
+            read_manifest(name_dir / "v2")  # a published version is always whole
+            finished_without_latest += latest == "v1"
+        publish()  # the retry completes, whatever the crash left
+        assert load_predictor(name_dir).version == "v2"
+        # (A temporary a crash left is this live process's; a dead one's goes, see below.)
+        assert sorted(p.name for p in name_dir.iterdir() if p.name[0] != ".") == [
+            "latest",
+            "v1",
+            "v2",
+        ], n
+        shutil.rmtree(name_dir / "v2")
+        (name_dir / "latest").write_text("v1\n")
+    assert crashes > calls // 2
+    assert finished_without_latest > 0  # the case that made every retry fail
+
+
+def test_register_fsyncs_before_every_rename_and_the_directory_after(bundle, tmp_path, monkeypatch):
+    spy = FsyncSpy().install(monkeypatch)
+    register_bundle(bundle, tmp_path / "registry", "scaledl")
+    spy.assert_durable()
+    renamed = [dst.name for _, _, dst, _ in spy.replaces()]
+    assert renamed == ["v2", "latest"]
+
+
+def test_a_retry_is_idempotent_but_other_content_is_refused(bundle, tmp_path):
+    first = register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"x": 1.0})
+    assert register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"x": 1.0}) == first
+    with pytest.raises(ValueError, match="exists already with another manifest"):
+        register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"x": 2.0})
+    (first / "params.json").write_text("{}")
+    with pytest.raises(BundleError, match="exists already and does not verify"):
+        register_bundle(bundle, tmp_path / "registry", "scaledl", metrics={"x": 1.0})
+
+
+def test_temporaries_of_a_killed_publish_are_removed_by_the_next(bundle, v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = name_dir / f".v2.{dead.pid}.k9x_1.tmp"
+    shutil.copytree(bundle, stale)
+    register_bundle(bundle, tmp_path / "registry", "scaledl")
+    assert sorted(p.name for p in name_dir.iterdir()) == ["latest", "v1", "v2"]
+
+
+# ------------------------------------------------------------------ latest (issue 28)
+def test_a_latest_symlinked_to_a_file_is_read_like_one(v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+    (tmp_path / "pointer").write_text("v1\n")
+    (name_dir / "latest").unlink()
+    (name_dir / "latest").symlink_to(tmp_path / "pointer")
+    assert load_predictor(name_dir).version == "v1"
+    assert list(list_predictors(tmp_path / "registry")["latest"]) == [True]
+
+
+def test_a_latest_symlinked_to_a_version_directory_is_refused_clearly(v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+    (name_dir / "latest").unlink()
+    (name_dir / "latest").symlink_to("v1")
+    refused = r"latest: not a regular file \(a directory\).*one-line file"
+    with pytest.raises(BundleError, match=refused):
+        load_predictor(name_dir)
+    table = list_predictors(tmp_path / "registry")
+    assert list(table["version"]) == ["v1", "latest"]
+    assert list(table["status"]) == ["ok", "broken"]
+    assert "one-line file" in table["problem"].iloc[1]
+    assert load_predictor(name_dir / "v1").version == "v1"
+
+
+def test_a_dangling_latest_is_listed(v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+    (name_dir / "latest").write_text("v9\n")
+    table = list_predictors(tmp_path / "registry").set_index("version")
+    assert table.loc["v9", "status"] == "missing" and table.loc["v9", "latest"]
+    assert "names version 'v9', which does not exist" in table.loc["v9", "problem"]
+    assert table.loc["v1", "status"] == "ok" and not table.loc["v1", "latest"]
+
+
+def test_a_full_disk_keeps_latest_and_leaves_no_temporary(bundle, v1, tmp_path):
+    size = sum(p.stat().st_size for p in v1.iterdir())
+    with tmpfs(tmp_path / "small", size=str(size * 3 // 2)) as root:  # room for one version
+        name_dir = fresh_registry(v1, root)
+        with pytest.raises(OSError) as info:
+            register_bundle(bundle, root, "scaledl")
+        assert info.value.errno == errno.ENOSPC
+        assert (name_dir / "latest").read_text() == "v1\n"
+        assert sorted(p.name for p in name_dir.iterdir()) == ["latest", "v1"]
+        assert load_predictor(name_dir).version == "v1"
+
+
+@pytest.mark.parametrize(("field", "value"), [("coef_", float("nan")), ("coef_", -1.0),
+                                              ("scale_", 0.0)])  # fmt: skip
+def test_a_layer_regressor_out_of_range_is_refused(bundle, field, value):
+    path = bundle / "layerwise.skops"
+    models = sio.load(path, trusted=sorted(TRUSTED_TYPES))
+    regressor = models["*"]["forward"]
+    getattr(regressor, field)[0] = value
+    sio.dump(models, path)
+    relist(bundle, "layerwise.skops")
+    with pytest.raises(BundleError, match=f"regressor '\\*'/'forward' field '{field}'"):
+        load_predictor(bundle)
