@@ -64,28 +64,113 @@ def _write_table(table: pd.DataFrame, out: Path) -> None:
         _fail(f"{out}: cannot write: {exc}")
 
 
-def read_workloads_file(path: Path) -> pd.DataFrame:
-    """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a mapping giving the same key twice (YAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"key {key!r} given twice (lines {seen[key] + 1} and "
+                    f"{key_node.start_mark.line + 1}); keep one",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
 
     Raises:
-        ValueError: unknown suffix or unreadable file (naming the file).
+        ValueError: naming the key.
     """
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice; keep one")
+        out[key] = value
+    return out
+
+
+def load_yaml(text: str):
+    """YAML text as Python objects, refusing duplicate keys (:class:`_UniqueKeyLoader`).
+
+    Raises:
+        yaml.YAMLError: invalid YAML or a key given twice (with its lines).
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV whose separator (``,``, ``;``, tab or ``|``) is sniffed; duplicate columns refused.
+
+    Raises:
+        ValueError: naming the file and the duplicated column, or a header csv.Sniffer cannot
+            read (with the separators tried).
+    """
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as handle:
+        sample = handle.read(64 * 1024)
+    try:
+        dialect = csv.Sniffer().sniff(sample.splitlines()[0] if sample else "", ",;\t|")
+    except csv.Error:
+        dialect = csv.excel  # one column: no separator to find
+    header = next(csv.reader([sample.splitlines()[0]], dialect), []) if sample else []
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise ValueError(f"column(s) {duplicated} given twice in the header; keep one each")
+    # An empty cell is NaN (a field not given); a written "nan" stays text and is refused.
+    frame = pd.read_csv(path, sep=dialect.delimiter, keep_default_na=False, na_values=[""])
+    if len(frame.columns) == 1 and any(sep in frame.columns[0] for sep in ";\t|"):
+        raise ValueError(f"one column {frame.columns[0]!r}: separate the columns with ','")
+    return frame
+
+
+def read_workloads_file(path: Path) -> list[dict]:
+    """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
+
+    A table's (CSV, parquet) empty cells are fields not given, except where every workload
+    has the field (:func:`~scaledl.workloads.spec.table_row`); a YAML entry is a mapping whose
+    NaN or empty values are errors when parsed. A key or column given twice is an error.
+
+    Returns:
+        One mapping per row, in file order.
+
+    Raises:
+        ValueError: unknown suffix, unreadable or undecodable file, duplicate key or column,
+            an empty scale-field cell (naming the file, row and field).
+    """
+    from scaledl.workloads.spec import table_row
+
     suffix = path.suffix.lower()
     try:
-        if suffix == ".csv":
-            return pd.read_csv(path)
         if suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
                 data = data.get("workloads", [data])
             if not isinstance(data, list):
                 raise ValueError("expected a list of workload mappings")
-            return pd.DataFrame(data)
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
+            return data
+        if suffix == ".csv":
+            frame = _read_csv(path)
+        elif suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            raise ValueError(f"unknown workload file type {suffix!r} (csv, yaml, parquet)")
     except Exception as exc:
         raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
-    raise ValueError(f"{path}: unknown workload file type {suffix!r} (csv, yaml, parquet)")
+    if frame.columns.duplicated().any():
+        raise ValueError(
+            f"{path}: columns given twice: {sorted(set(frame.columns[frame.columns.duplicated()]))}"
+        )
+    return [
+        table_row(row, f"{path}: row {i + 1}") for i, row in enumerate(frame.to_dict("records"))
+    ]
 
 
 @app.command()
@@ -132,7 +217,8 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     """Workloads of table rows, each built and traced once on the meta device.
 
     Args:
-        rows: one mapping per workload.
+        rows: one mapping per workload (table rows already through
+            :func:`~scaledl.workloads.spec.table_row`).
         source: the file (or option) they came from.
 
     Returns:
@@ -148,7 +234,7 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     specs = []
     for i, row in enumerate(rows):
         where = f"{source}: row {i + 1}"
-        spec = Workload.from_record(row, source=where)
+        spec = Workload.from_record(row, source=where, table=False)
         check_traceable(spec, where)
         specs.append(spec)
     return specs
@@ -192,19 +278,21 @@ def profile(
     from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import consolidate
     from scaledl.workloads.device import local_device_name
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.spec import WorkloadError, table_row
 
     if sum(x is not None for x in (design, workloads, workload)) != 1:
         _fail("give exactly one of --design PATH, --workloads FILE or --workload JSON")
     try:
         if design is not None:
-            rows, source = read_design(design).to_dict("records"), str(design)
+            table = read_design(design).to_dict("records")
+            rows = [table_row(r, f"{design}: row {i + 1}") for i, r in enumerate(table)]
+            source = str(design)
         elif workloads is not None:
-            rows, source = read_workloads_file(workloads).to_dict("records"), str(workloads)
+            rows, source = read_workloads_file(workloads), str(workloads)
         else:
             try:
-                rows, source = [json.loads(workload)], "--workload"
-            except json.JSONDecodeError as exc:
+                rows, source = [json.loads(workload, object_pairs_hook=unique_keys)], "--workload"
+            except ValueError as exc:  # json.JSONDecodeError, or a key given twice
                 raise ValueError(f"--workload: invalid JSON: {exc}") from None
         specs = parse_workloads(rows, source)
         for i, spec in enumerate(specs):
@@ -355,10 +443,10 @@ def predict(
 
     try:
         output_path(out, (".csv", ".parquet"), "--out")
-        frame = _workloads_frame(workloads, family, set_)
+        rows = _workload_rows(workloads, family, set_)
         model = load_predictor(predictor)
         result = model.predict(
-            frame, detail=detail, source=str(workloads or "--set"), coverage=coverage,
+            rows, detail=detail, source=str(workloads or "--set"), coverage=coverage,
             strict=strict,
         )  # fmt: skip
     except (ValueError, WorkloadError, BundleError) as exc:
@@ -376,11 +464,16 @@ def predict(
         _write_table(table, out)
 
 
-def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str] | None):
+def _workload_rows(
+    workloads: Path | None, family: str | None, set_: list[str] | None
+) -> list[dict]:
     """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
 
+    A ``--set`` value is read as YAML (``8``, ``bf16``); ``nan``, ``.nan``, ``inf`` or an empty
+    value is refused when the row is parsed, and a field set twice is an error.
+
     Raises:
-        ValueError: neither given, a bad ``--set`` item or an unreadable file.
+        ValueError: neither given, a bad or repeated ``--set`` item or an unreadable file.
     """
     if workloads is not None:
         return read_workloads_file(workloads)
@@ -391,8 +484,13 @@ def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str]
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: expected field=value")
-        record[key] = yaml.safe_load(value)
-    return pd.DataFrame([record])
+        if key in record:
+            raise ValueError(f"--set {item!r}: field {key!r} given twice; keep one")
+        value = load_yaml(value)
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "+inf"):
+            value = float(value)  # refused as not a finite number, as in a file
+        record[key] = value
+    return [record]
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -456,12 +554,12 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
-        rows = _workloads_frame(model, family, set_).to_dict("records")
+        rows = _workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
         result = make_plan(
             load_predictor(predictor),
-            {k: v for k, v in rows[0].items() if v == v and v is not None},
+            rows[0],
             dataset_size=dataset_size,
             epochs=epochs,
             world_sizes=_int_list(world_sizes, "--world-sizes"),
