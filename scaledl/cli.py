@@ -435,10 +435,12 @@ def predict(
     """Predict iteration and epoch time of workloads from a trained predictor.
 
     Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
-    not, why (listed below the table); ``--strict`` makes that an error (exit code 2 naming the
+    not, why (listed below the table; with more than 5 such rows, counted by reason with the
+    first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
     row and field). ``--coverage 0.9`` adds 90% conformal intervals.
     """
     from scaledl.registry import BundleError, load_predictor
+    from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
     try:
@@ -456,10 +458,8 @@ def predict(
         typer.echo(table.drop(columns=["extrapolation"]).to_string(index=False))
         if nodes is not None:
             typer.echo(nodes.to_string(index=False))
-    for i, reasons in enumerate(table["extrapolation"]):
-        if reasons:
-            typer.secho(f"row {i + 1}: outside the training domain: {reasons}", err=True,
-                        fg=typer.colors.YELLOW)  # fmt: skip
+    for line in summarise_outside(table["extrapolation"].tolist()):
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
     if out is not None:
         _write_table(table, out)
 
