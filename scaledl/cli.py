@@ -596,7 +596,12 @@ def import_neusight_command(
         "data/imported/neusight"
     ),
 ) -> None:
-    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them)."""
+    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them).
+
+    Every label not imported (no trace beside it, a ``-fusion`` label) is counted and named
+    with its reason; an unreadable or undecodable file ends the command with exit code 2
+    naming it.
+    """
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_tables import import_neusight
 
@@ -607,6 +612,15 @@ def import_neusight_command(
     rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())
     typer.echo(f"{out}: {rows}")
     typer.echo(f"not carried by the traces: {'; '.join(summary.manifest['not_carried'])}")
+    skipped = summary.manifest["skipped_labels"]
+    if skipped["count"]:
+        typer.secho(f"{skipped['count']} label(s) not imported (all in {out}/import.json):",
+                    err=True, fg=typer.colors.YELLOW)  # fmt: skip
+        for reason, files in skipped["by_reason"].items():
+            names = ", ".join(Path(f).name for f in files[:10])
+            more = f" and {len(files) - 10} more" if len(files) > 10 else ""
+            typer.secho(f"  {len(files)}: {reason}: {names}{more}", err=True,
+                        fg=typer.colors.YELLOW)  # fmt: skip
     typer.echo(f"next: scaledl validate {out}")
 
 
