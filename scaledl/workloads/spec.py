@@ -66,10 +66,11 @@ RECORD_METADATA_COLUMNS = frozenset(
 )
 
 
-#: Fields every workload has: an empty table cell there is an error (:func:`table_row`).
-SCALE_FIELDS = ("batch_size", "world_size", "num_nodes", "dataset_size", "precision", "mode")
-#: Fields whose ``None`` is passed on (``device_name``: this host's or the predictor's device).
-_NONE_IS_VALUE = frozenset(SCALE_FIELDS) | {"family", "backend"}
+#: Numeric fields every workload has: an empty table cell there is an error (:func:`table_row`).
+SCALE_FIELDS = ("batch_size", "world_size", "num_nodes", "dataset_size")
+#: Fields whose ``None`` in a mapping is an error, not "not given" (their default is not None;
+#: ``device_name``'s ``None`` means this host's or the predictor's device).
+_NONE_IS_VALUE = frozenset(SCALE_FIELDS) | {"family", "precision", "mode", "backend"}
 
 
 class WorkloadError(ValueError):
@@ -324,9 +325,10 @@ def table_row(record: dict[str, Any], source: str) -> dict[str, Any]:
     """A table row as a workload mapping: its empty cells are the fields it does not give.
 
     A table has a cell in every column, so the rows of one family leave the fields of the
-    others empty (NaN or ``None``): such a cell is dropped. A field every workload has
-    (:data:`SCALE_FIELDS`: batch, ranks, nodes, dataset size, precision, mode) must not be
-    empty: its default would silently replace a value the row was meant to have.
+    others empty (NaN or ``None``): such a cell is dropped (``precision`` and ``mode`` then take
+    their defaults, ``fp32`` and ``train``). A number every workload has (:data:`SCALE_FIELDS`:
+    batch, ranks, nodes, dataset size) must not be empty: its default would silently replace a
+    value the row was meant to have.
 
     Args:
         record: the row's cells by column.

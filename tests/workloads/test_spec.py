@@ -130,13 +130,13 @@ def test_nan_and_inf_in_a_mapping_are_errors_never_defaults(field, value):
         Workload.parse({**BERT, field: value}, source="w.yaml: row 3")
 
 
-@pytest.mark.parametrize("field", ["world_size", "dataset_size", "batch_size"])
+@pytest.mark.parametrize("field", ["world_size", "dataset_size", "batch_size", "precision"])
 def test_empty_value_of_a_scale_field_in_a_mapping_is_an_error(field):
     with pytest.raises(WorkloadError, match=rf"field '{field}' \(value None\)"):
         Workload.parse({**BERT, field: None})
 
 
-@pytest.mark.parametrize("field", ["world_size", "num_nodes", "dataset_size", "precision"])
+@pytest.mark.parametrize("field", ["world_size", "num_nodes", "dataset_size", "batch_size"])
 def test_empty_table_cell_of_a_scale_field_is_an_error(field):
     with pytest.raises(
         WorkloadError, match=rf"f.csv: row 2: .*'{field}' \(value nan\): empty cell"
