@@ -82,20 +82,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
-
-    Raises:
-        ValueError: naming the key.
-    """
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} given twice; keep one")
-        out[key] = value
-    return out
-
-
 def load_yaml(text: str):
     """YAML text as Python objects, refusing duplicate keys (:class:`_UniqueKeyLoader`).
 
@@ -108,9 +94,11 @@ def load_yaml(text: str):
 def _read_csv(path: Path) -> pd.DataFrame:
     """A CSV whose separator (``,``, ``;``, tab or ``|``) is sniffed; duplicate columns refused.
 
+    A header csv.Sniffer finds no separator in is one column (``,``-separated).
+
     Raises:
-        ValueError: naming the file and the duplicated column, or a header csv.Sniffer cannot
-            read (with the separators tried).
+        ValueError: a column given twice in the header.
+        UnicodeDecodeError: the file is not UTF-8.
     """
     import csv
 
@@ -125,10 +113,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if duplicated:
         raise ValueError(f"column(s) {duplicated} given twice in the header; keep one each")
     # An empty cell is NaN (a field not given); a written "nan" stays text and is refused.
-    frame = pd.read_csv(path, sep=dialect.delimiter, keep_default_na=False, na_values=[""])
-    if len(frame.columns) == 1 and any(sep in frame.columns[0] for sep in ";\t|"):
-        raise ValueError(f"one column {frame.columns[0]!r}: separate the columns with ','")
-    return frame
+    return pd.read_csv(path, sep=dialect.delimiter, keep_default_na=False, na_values=[""])
 
 
 def read_workloads_file(path: Path) -> list[dict]:
@@ -278,7 +263,7 @@ def profile(
     from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import consolidate
     from scaledl.workloads.device import local_device_name
-    from scaledl.workloads.spec import WorkloadError, table_row
+    from scaledl.workloads.spec import WorkloadError, table_row, unique_keys
 
     if sum(x is not None for x in (design, workloads, workload)) != 1:
         _fail("give exactly one of --design PATH, --workloads FILE or --workload JSON")

@@ -55,7 +55,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError
+from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError, unique_keys
 
 #: (task, Auto class, name of transformers' model-type -> class-name mapping), tried in order.
 TASKS: tuple[tuple[str, str, str], ...] = (
@@ -242,8 +242,8 @@ def _read(path: str, _mtime_ns: int, _size: int) -> HFConfig:
     from transformers.models.auto import modeling_auto
 
     try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, a key twice
         raise WorkloadError(f"config_path={path!r}: cannot read config: {exc}") from None
     if not isinstance(raw, dict):
         raise WorkloadError(f"config_path={path!r}: a config is a JSON object, got {raw!r:.60}")

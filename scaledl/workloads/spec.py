@@ -364,6 +364,20 @@ def _fill_device(data: dict[str, Any]) -> None:
         data.setdefault("backend", "nccl" if device.startswith("cuda") else "gloo")
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
+
+    Raises:
+        ValueError: naming the key.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice; keep one")
+        out[key] = value
+    return out
+
+
 def is_missing(value: Any) -> bool:
     """True for ``None`` and NaN (an empty table cell)."""
     if value is None:

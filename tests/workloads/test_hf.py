@@ -265,7 +265,8 @@ def test_a_rope_field_transformers_rejects_is_named_not_the_model_type(tmp_path)
     path = write(tmp_path, "phi3", {**PHI3, "rope_scaling": {"type": "su", **LONGROPE}})
     message = refused(path, seq_len=16)
     assert "field 'rope_scaling'" in message and "'type': 'su'" in message
-    assert "original_max_position_embeddings" in message and "fix or remove 'rope_scaling'" in message
+    assert "original_max_position_embeddings" in message
+    assert "fix or remove 'rope_scaling'" in message
     assert "unknown to transformers" not in message
 
 
@@ -318,3 +319,9 @@ def test_a_runnable_relative_position_encoder_is_traced(tmp_path, config):
     model = build_model(w, device="meta")
     assert graph.total_params == sum(p.numel() for p in model.parameters())
     assert isinstance(model, transformers.PreTrainedModel)
+
+
+def test_a_config_key_given_twice_is_an_error(tmp_path):
+    path = tmp_path / "bert.json"
+    path.write_text(json.dumps(BERT_CONFIG)[:-1] + ', "hidden_size": 64}')
+    assert "key 'hidden_size' given twice" in refused(path, seq_len=16)
