@@ -716,6 +716,24 @@ def trace_layers(
 
 
 # --------------------------------------------------------------------------- loader
+def _consistency(
+    wid: str, csv: Path, mode: str, unit_rows: pd.DataFrame, label: dict[str, float]
+) -> dict[str, Any]:
+    """One row of :attr:`NeusightData.consistency`: the trace's kernel sums vs the label."""
+    fw = float((unit_rows["forward_kernel_ms"] * unit_rows["block_repeat"]).sum())
+    bw = float((unit_rows["backward_kernel_ms"] * unit_rows["block_repeat"]).sum())
+    return {
+        "workload_id": wid,
+        "file": str(csv),
+        "mode": mode,
+        "trace_forward_ms": fw,
+        "trace_backward_ms": bw,
+        "forward_ratio": fw / label["fw_latency"] if label["fw_latency"] else math.nan,
+        "backward_ratio": bw / label["bwall_latency"] if label["bwall_latency"] else math.nan,
+        "total_ratio": (fw + bw) / label["e2e_latency"],
+    }
+
+
 def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
     """Import the NeuSight labels and traces.
 
@@ -818,22 +836,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
                 "trace_file": str(csv),
             }
         )
-        fw = float((unit_rows["forward_kernel_ms"] * unit_rows["block_repeat"]).sum())
-        bw = float((unit_rows["backward_kernel_ms"] * unit_rows["block_repeat"]).sum())
-        consistency.append(
-            {
-                "workload_id": wid,
-                "file": str(csv),
-                "mode": mode,
-                "trace_forward_ms": fw,
-                "trace_backward_ms": bw,
-                "forward_ratio": fw / label["fw_latency"] if label["fw_latency"] else math.nan,
-                "backward_ratio": bw / label["bwall_latency"]
-                if label["bwall_latency"]
-                else math.nan,
-                "total_ratio": (fw + bw) / label["e2e_latency"],
-            }
-        )
+        consistency.append(_consistency(wid, csv, mode, unit_rows, label))
     if not workloads:
         raise NeusightFormatError(f"{label_dir}: no <model>-<mode>-<seq>-<batch> CSV/JSON pair")
     return NeusightData(
