@@ -104,11 +104,12 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
     with path.open(newline="", encoding="utf-8") as handle:
         sample = handle.read(64 * 1024)
+    first = sample.splitlines()[0] if sample else ""
     try:
-        dialect = csv.Sniffer().sniff(sample.splitlines()[0] if sample else "", ",;\t|")
+        dialect = csv.Sniffer().sniff(first, ",;\t|")
     except csv.Error:
         dialect = csv.excel  # one column: no separator to find
-    header = next(csv.reader([sample.splitlines()[0]], dialect), []) if sample else []
+    header = next(csv.reader([first], dialect), [])
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise ValueError(f"column(s) {duplicated} given twice in the header; keep one each")
@@ -149,10 +150,6 @@ def read_workloads_file(path: Path) -> list[dict]:
             raise ValueError(f"unknown workload file type {suffix!r} (csv, yaml, parquet)")
     except Exception as exc:
         raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
-    if frame.columns.duplicated().any():
-        raise ValueError(
-            f"{path}: columns given twice: {sorted(set(frame.columns[frame.columns.duplicated()]))}"
-        )
     return [
         table_row(row, f"{path}: row {i + 1}") for i, row in enumerate(frame.to_dict("records"))
     ]

@@ -83,6 +83,9 @@ def test_python_dicts_and_dataframes_refuse_nan(registry_root):  # noqa: F811
         WorkloadError, match=r"row 2: .*field 'dataset_size' \(value nan\): empty cell"
     ):
         model.predict(pd.DataFrame([BERT, {**BERT, "dataset_size": float("nan")}]))
+    twice = pd.DataFrame([[*BERT.values(), 64]], columns=[*BERT, "batch_size"])
+    with pytest.raises(WorkloadError, match=r"column\(s\) \['batch_size'\] given twice"):
+        model.predict(twice)
     # Other families' empty cells of a mixed table are fields not given.
     mixed = pd.DataFrame([BERT, tiny_spec("vit")])
     assert model.predict(mixed)["family"].tolist() == ["bert", "vit"]

@@ -21,6 +21,11 @@ Decisions (written here because nobody answers questions):
   instead (:class:`scaledl.registry.Predictor`).
 * ``hf`` workloads are completed and checked against their config when parsed (architecture
   fields, position table, attention geometry, vision fields): see :mod:`scaledl.workloads.hf`.
+* A NaN or infinite number is never a value: in a mapping (Python dict, YAML, JSON, ``--set``)
+  it is an error naming the field (:meth:`Workload.parse`). In a table (DataFrame, CSV,
+  parquet) an empty cell is a field not given, since rows of several families leave each
+  other's fields empty, except in :data:`SCALE_FIELDS`, the numbers every workload has, where
+  it is an error (:func:`table_row`).
 * ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
   (fields equal to their default included), so it is stable across processes and releases.
 """
