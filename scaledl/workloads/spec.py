@@ -146,7 +146,11 @@ class Workload(BaseModel):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = {k: v for k, v in data.items() if v is not None or k in _NONE_IS_VALUE}
+        data = {
+            k: v
+            for k, v in data.items()
+            if v is not None or k in _NONE_IS_VALUE or k not in cls.model_fields
+        }
         family = data.get("family")
         defaults = _FAMILY_DEFAULTS.get(family, {})
         for key, value in defaults.items():
@@ -255,9 +259,10 @@ class Workload(BaseModel):
     def parse(cls, data: dict[str, Any], source: str = "<input>") -> Workload:
         """Validate a mapping (a Python dict, a YAML or JSON entry) into a :class:`Workload`.
 
-        A field given as ``None`` is not given when its default is ``None`` (what
-        :meth:`model_dump` writes for an unused architecture field); a NaN or infinite number is
-        an error for every field, never a silent default. Table rows, whose empty cells are
+        A field given as ``None`` is not given when it stays ``None`` (what :meth:`model_dump`
+        writes for a field the workload does not have); an empty value that a default would
+        replace, and a NaN or infinite number, are errors for every field, never a silent
+        default. Table rows, whose empty cells are
         NaN, go through :meth:`from_record`.
 
         Args:
@@ -279,11 +284,20 @@ class Workload(BaseModel):
                     "number; give a number, or omit the field to take its default"
                 )
         try:
-            return cls.model_validate(dict(data))
+            workload = cls.model_validate(dict(data))
         except ValidationError as exc:
             raise WorkloadError(
                 f"{source}: invalid workload: " + "; ".join(_problems(exc, data))
             ) from None
+        for key, value in data.items():
+            filled = getattr(workload, key, None) if key != "device_name" else None
+            if value is None and filled is not None:
+                raise WorkloadError(
+                    f"{source}: invalid workload: field {key!r} (value None): an empty value, "
+                    f"which would silently become {filled!r}; give a value, or omit the field "
+                    "to take that default"
+                )
+        return workload
 
     @classmethod
     def from_record(cls, record: Any, source: str = "<input>", table: bool = True) -> Workload:

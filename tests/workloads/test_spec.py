@@ -130,10 +130,23 @@ def test_nan_and_inf_in_a_mapping_are_errors_never_defaults(field, value):
         Workload.parse({**BERT, field: value}, source="w.yaml: row 3")
 
 
-@pytest.mark.parametrize("field", ["world_size", "dataset_size", "batch_size", "precision"])
-def test_empty_value_of_a_scale_field_in_a_mapping_is_an_error(field):
+@pytest.mark.parametrize(
+    "field", ["world_size", "dataset_size", "batch_size", "precision", "vocab_size", "num_kv_heads"]
+)
+def test_empty_value_a_default_would_replace_is_an_error(field):
     with pytest.raises(WorkloadError, match=rf"field '{field}' \(value None\)"):
-        Workload.parse({**BERT, field: None})
+        Workload.parse({**BERT, "family": "llama", field: None})
+
+
+def test_an_unknown_field_given_empty_is_still_unknown():
+    with pytest.raises(WorkloadError, match=r"field 'hiden_size' \(value None\): unknown field"):
+        Workload.parse({**BERT, "hiden_size": None})
+
+
+def test_model_dump_round_trips_with_its_none_fields():
+    for spec in (BERT, VIT, T5):
+        w = Workload.parse(spec)
+        assert Workload.parse(w.model_dump()) == w
 
 
 @pytest.mark.parametrize("field", ["world_size", "num_nodes", "dataset_size", "batch_size"])
