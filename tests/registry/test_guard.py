@@ -1,6 +1,6 @@
 import pandas as pd
 import pytest
-from tiny_specs import gpt2_config, tiny
+from tiny_specs import gpt2_config, tiny, tiny_spec
 
 from scaledl.models.domain import TrainingDomain
 from scaledl.registry.guard import (
@@ -10,7 +10,7 @@ from scaledl.registry.guard import (
     interval_basis,
     raise_if_outside,
 )
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.spec import Workload, WorkloadError
 
 TRAINING = [tiny("bert"), tiny("bert", batch_size=4, world_size=2), tiny("vit")]
 
@@ -135,10 +135,11 @@ def test_an_hf_config_of_a_trained_family_is_in_its_domain(tmp_path, family):
     )
     path = tmp_path / f"{family}.json"
     path.write_text(json.dumps(HF_OF_FAMILY[family]))
-    reasons = reasons_of(
-        tiny("hf", path, seq_len=None if family in ("vit", "deit") else 16), domain
-    )
+    spec = tiny_spec("hf", path)
+    if family in ("vit", "deit"):
+        del spec["seq_len"]  # derived from the image and patch sizes
+    workload = Workload.parse(spec)
+    reasons = reasons_of(workload, domain)
     assert "family" not in fields(reasons), reasons
     other = TrainingDomain.from_workloads([tiny("bert" if family != "bert" else "vit")])
-    assert reasons_of(tiny("hf", path, seq_len=None if family in ("vit", "deit") else 16),
-                      other)[0].value == family  # fmt: skip
+    assert reasons_of(workload, other)[0].value == family
