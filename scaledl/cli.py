@@ -67,28 +67,95 @@ def _write_table(table: pd.DataFrame, out: Path) -> None:
         _fail(f"{out}: cannot write: {exc}")
 
 
-def read_workloads_file(path: Path) -> pd.DataFrame:
-    """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a mapping giving the same key twice (YAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"key {key!r} given twice (lines {seen[key] + 1} and "
+                    f"{key_node.start_mark.line + 1}); keep one",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str):
+    """YAML text as Python objects, refusing duplicate keys (:class:`_UniqueKeyLoader`).
 
     Raises:
-        ValueError: unknown suffix or unreadable file (naming the file).
+        yaml.YAMLError: invalid YAML or a key given twice (with its lines).
     """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV whose separator (``,``, ``;``, tab or ``|``) is sniffed; duplicate columns refused.
+
+    A header csv.Sniffer finds no separator in is one column (``,``-separated).
+
+    Raises:
+        ValueError: a column given twice in the header.
+        UnicodeDecodeError: the file is not UTF-8.
+    """
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as handle:
+        sample = handle.read(64 * 1024)
+    first = sample.splitlines()[0] if sample else ""
+    try:
+        dialect = csv.Sniffer().sniff(first, ",;\t|")
+    except csv.Error:
+        dialect = csv.excel  # one column: no separator to find
+    header = next(csv.reader([first], dialect), [])
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise ValueError(f"column(s) {duplicated} given twice in the header; keep one each")
+    # An empty cell is NaN (a field not given); a written "nan" stays text and is refused.
+    return pd.read_csv(path, sep=dialect.delimiter, keep_default_na=False, na_values=[""])
+
+
+def read_workloads_file(path: Path) -> list[dict]:
+    """Workload rows from a CSV, YAML (a list of mappings) or parquet file.
+
+    A table's (CSV, parquet) empty cells are fields not given, except where every workload
+    has the field (:func:`~scaledl.workloads.spec.table_row`); a YAML entry is a mapping whose
+    NaN or empty values are errors when parsed. A key or column given twice is an error.
+
+    Returns:
+        One mapping per row, in file order.
+
+    Raises:
+        ValueError: unknown suffix, unreadable or undecodable file, duplicate key or column,
+            an empty scale-field cell (naming the file, row and field).
+    """
+    from scaledl.workloads.spec import table_row
+
     suffix = path.suffix.lower()
     try:
-        if suffix == ".csv":
-            return pd.read_csv(path)
         if suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
                 data = data.get("workloads", [data])
             if not isinstance(data, list):
                 raise ValueError("expected a list of workload mappings")
-            return pd.DataFrame(data)
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
+            return data
+        if suffix == ".csv":
+            frame = _read_csv(path)
+        elif suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            raise ValueError(f"unknown workload file type {suffix!r} (csv, yaml, parquet)")
     except Exception as exc:
         raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
-    raise ValueError(f"{path}: unknown workload file type {suffix!r} (csv, yaml, parquet)")
+    return [
+        table_row(row, f"{path}: row {i + 1}") for i, row in enumerate(frame.to_dict("records"))
+    ]
 
 
 @app.command()
@@ -135,7 +202,8 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     """Workloads of table rows, each built and traced once on the meta device.
 
     Args:
-        rows: one mapping per workload.
+        rows: one mapping per workload (table rows already through
+            :func:`~scaledl.workloads.spec.table_row`).
         source: the file (or option) they came from.
 
     Returns:
@@ -151,7 +219,7 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     specs = []
     for i, row in enumerate(rows):
         where = f"{source}: row {i + 1}"
-        spec = Workload.from_record(row, source=where)
+        spec = Workload.from_record(row, source=where, table=False)
         check_traceable(spec, where)
         specs.append(spec)
     return specs
@@ -195,19 +263,21 @@ def profile(
     from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import ProfileStoreError
     from scaledl.workloads.device import local_device_name
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.spec import WorkloadError, table_row, unique_keys
 
     if sum(x is not None for x in (design, workloads, workload)) != 1:
         _fail("give exactly one of --design PATH, --workloads FILE or --workload JSON")
     try:
         if design is not None:
-            rows, source = read_design(design).to_dict("records"), str(design)
+            table = read_design(design).to_dict("records")
+            rows = [table_row(r, f"{design}: row {i + 1}") for i, r in enumerate(table)]
+            source = str(design)
         elif workloads is not None:
-            rows, source = read_workloads_file(workloads).to_dict("records"), str(workloads)
+            rows, source = read_workloads_file(workloads), str(workloads)
         else:
             try:
-                rows, source = [json.loads(workload)], "--workload"
-            except json.JSONDecodeError as exc:
+                rows, source = [json.loads(workload, object_pairs_hook=unique_keys)], "--workload"
+            except ValueError as exc:  # json.JSONDecodeError, or a key given twice
                 raise ValueError(f"--workload: invalid JSON: {exc}") from None
         specs = parse_workloads(rows, source)
         for i, spec in enumerate(specs):
@@ -364,18 +434,20 @@ def predict(
     """Predict iteration and epoch time of workloads from a trained predictor.
 
     Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
-    not, why (listed below the table); ``--strict`` makes that an error (exit code 2 naming the
+    not, why (listed below the table; with more than 5 such rows, counted by reason with the
+    first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
     row and field). ``--coverage 0.9`` adds 90% conformal intervals.
     """
     from scaledl.registry import BundleError, load_predictor
+    from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
     try:
         output_path(out, (".csv", ".parquet"), "--out")
-        frame = _workloads_frame(workloads, family, set_)
+        rows = _workload_rows(workloads, family, set_)
         model = load_predictor(predictor)
         result = model.predict(
-            frame, detail=detail, source=str(workloads or "--set"), coverage=coverage,
+            rows, detail=detail, source=str(workloads or "--set"), coverage=coverage,
             strict=strict,
         )  # fmt: skip
     except (ValueError, WorkloadError, BundleError) as exc:
@@ -385,19 +457,22 @@ def predict(
         typer.echo(table.drop(columns=["extrapolation"]).to_string(index=False))
         if nodes is not None:
             typer.echo(nodes.to_string(index=False))
-    for i, reasons in enumerate(table["extrapolation"]):
-        if reasons:
-            typer.secho(f"row {i + 1}: outside the training domain: {reasons}", err=True,
-                        fg=typer.colors.YELLOW)  # fmt: skip
+    for line in summarise_outside(table["extrapolation"].tolist()):
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
     if out is not None:
         _write_table(table, out)
 
 
-def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str] | None):
+def _workload_rows(
+    workloads: Path | None, family: str | None, set_: list[str] | None
+) -> list[dict]:
     """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
 
+    A ``--set`` value is read as YAML (``8``, ``bf16``); ``nan``, ``.nan``, ``inf`` or an empty
+    value is refused when the row is parsed, and a field set twice is an error.
+
     Raises:
-        ValueError: neither given, a bad ``--set`` item or an unreadable file.
+        ValueError: neither given, a bad or repeated ``--set`` item or an unreadable file.
     """
     if workloads is not None:
         return read_workloads_file(workloads)
@@ -408,8 +483,13 @@ def _workloads_frame(workloads: Path | None, family: str | None, set_: list[str]
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: expected field=value")
-        record[key] = yaml.safe_load(value)
-    return pd.DataFrame([record])
+        if key in record:
+            raise ValueError(f"--set {item!r}: field {key!r} given twice; keep one")
+        value = load_yaml(value)
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "+inf"):
+            value = float(value)  # refused as not a finite number, as in a file
+        record[key] = value
+    return [record]
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -473,12 +553,12 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
-        rows = _workloads_frame(model, family, set_).to_dict("records")
+        rows = _workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
         result = make_plan(
             load_predictor(predictor),
-            {k: v for k, v in rows[0].items() if v == v and v is not None},
+            rows[0],
             dataset_size=dataset_size,
             epochs=epochs,
             world_sizes=_int_list(world_sizes, "--world-sizes"),
@@ -515,7 +595,12 @@ def import_neusight_command(
         "data/imported/neusight"
     ),
 ) -> None:
-    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them)."""
+    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them).
+
+    Every label not imported (no trace beside it, a ``-fusion`` label) is counted and named
+    with its reason; an unreadable or undecodable file ends the command with exit code 2
+    naming it.
+    """
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_tables import import_neusight
 
@@ -526,6 +611,15 @@ def import_neusight_command(
     rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())
     typer.echo(f"{out}: {rows}")
     typer.echo(f"not carried by the traces: {'; '.join(summary.manifest['not_carried'])}")
+    skipped = summary.manifest["skipped_labels"]
+    if skipped["count"]:
+        typer.secho(f"{skipped['count']} label(s) not imported (all in {out}/import.json):",
+                    err=True, fg=typer.colors.YELLOW)  # fmt: skip
+        for reason, files in skipped["by_reason"].items():
+            names = ", ".join(Path(f).name for f in files[:10])
+            more = f" and {len(files) - 10} more" if len(files) > 10 else ""
+            typer.secho(f"  {len(files)}: {reason}: {names}{more}", err=True,
+                        fg=typer.colors.YELLOW)  # fmt: skip
     typer.echo(f"next: scaledl validate {out}")
 
 

@@ -203,8 +203,8 @@ def test_predict_names_a_model_that_cannot_be_built(registry_root, tmp_path):  #
 
 def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_repo):  # noqa: F811
     """Case 3: 0.8-1.25x asked; the two rows have equal layer graphs and fields."""
-    frame = read_workloads_file(BAD / "workloads" / "llama_builtin_and_hf.yaml")
-    predictions = scaledl.load_predictor(registry_root / "scaledl").predict(frame)
+    rows = read_workloads_file(BAD / "workloads" / "llama_builtin_and_hf.yaml")
+    predictions = scaledl.load_predictor(registry_root / "scaledl").predict(rows)
     builtin, hf = predictions["iteration_s"]
     assert 0.8 <= hf / builtin <= 1.25
     # Equal graphs: equal up to float32 rounding (a graph's position in the GNN's batch changes
@@ -287,17 +287,17 @@ def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
     csv = BAD / "workloads" / "profile_tiny.csv"
     rows = read_workloads_file(csv)
     yaml_path, parquet = tmp_path / "w.yaml", tmp_path / "w.parquet"
-    yaml_path.write_text(yaml.safe_dump(rows.to_dict("records"), sort_keys=False))
-    rows.to_parquet(parquet)
+    yaml_path.write_text(yaml.safe_dump(rows, sort_keys=False))
+    pd.DataFrame(rows).to_parquet(parquet)
     for path in (yaml_path, parquet):
-        pd.testing.assert_frame_equal(read_workloads_file(path), rows, check_dtype=False)
+        assert read_workloads_file(path) == rows
     out = tmp_path / "profiles"
     result = invoke("profile", "--workloads", csv, "--out", out, "--preset",
                     unguarded_smoke(tmp_path), "--repeats", 1, "--timeout-s", 60)  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "1 (workload, repeat) parts profiled" in result.output
     recorded = pd.read_parquet(out / "workloads.parquet").iloc[0]
-    record = rows.iloc[0].to_dict()
+    record = rows[0]
     # One device naming: the CLI, the design (device_name=local_device_name()) and a spec
     # naming the old-style bare "cpu" all give this workload the same id.
     assert recorded["device_name"] == local_device_name()

@@ -219,7 +219,7 @@ def workloads_from_table(table: pd.DataFrame, source: str = "table") -> list[Wor
     for pos, (_, row) in enumerate(table.iterrows()):
         spec = {c: _plain(row[c]) for c in fields}
         try:
-            w = Workload.parse(spec, source=f"{source} row {pos}")
+            w = Workload.from_record(spec, source=f"{source} row {pos}")
         except WorkloadError as exc:
             raise DesignError(str(exc)) from None
         if "workload_id" in table.columns:

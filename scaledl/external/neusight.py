@@ -152,6 +152,9 @@ _PARAM_LEAVES = {"Linear", "Conv1D", "Embedding", "LayerNorm"}
 NEUSIGHT_LAYER_TYPES = ("embedding", "attention", "feed-forward", "norm", "head", "pooler", "other")
 
 
+_FUSION = "'-fusion' label (torch.compile inference): not imported"
+
+
 class NeusightFormatError(ValueError):
     """A NeuSight file is malformed; the message names the file (and column or key)."""
 
@@ -182,6 +185,8 @@ class NeusightData:
             ``degree``, ``microbatches`` (pp only, else 1), ``iteration_ms``, ``file``.
         operators: one row per kernel-launching trace node (:func:`trace_operators`) with
             ``workload_id`` and the trace ``file``.
+        skipped: one row per label not imported: ``file`` and ``reason`` (a single-GPU label
+            without its CSV trace; a ``-fusion`` label).
     """
 
     workloads: pd.DataFrame
@@ -190,6 +195,7 @@ class NeusightData:
     devices: pd.DataFrame
     parallel: pd.DataFrame
     operators: pd.DataFrame
+    skipped: pd.DataFrame
 
 
 def workload_id(gpu: str, model: str, mode: str, seq_len: int, batch_size: int) -> str:
@@ -212,8 +218,8 @@ def workload_id(gpu: str, model: str, mode: str, seq_len: int, batch_size: int) 
 # --------------------------------------------------------------------------- small readers
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NeusightFormatError(f"{path}: cannot read JSON ({exc})") from exc
 
 
@@ -367,8 +373,8 @@ def read_trace(path: Path | str) -> list[_Node]:
     """
     path = Path(path)
     try:
-        raw = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raw = pd.read_csv(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NeusightFormatError(f"{path}: cannot read CSV ({exc})") from exc
     missing = [c for c in _CSV_COLUMNS if c not in raw.columns]
     if missing:
@@ -710,12 +716,31 @@ def trace_layers(
 
 
 # --------------------------------------------------------------------------- loader
+def _consistency(
+    wid: str, csv: Path, mode: str, unit_rows: pd.DataFrame, label: dict[str, float]
+) -> dict[str, Any]:
+    """One row of :attr:`NeusightData.consistency`: the trace's kernel sums vs the label."""
+    fw = float((unit_rows["forward_kernel_ms"] * unit_rows["block_repeat"]).sum())
+    bw = float((unit_rows["backward_kernel_ms"] * unit_rows["block_repeat"]).sum())
+    return {
+        "workload_id": wid,
+        "file": str(csv),
+        "mode": mode,
+        "trace_forward_ms": fw,
+        "trace_backward_ms": bw,
+        "forward_ratio": fw / label["fw_latency"] if label["fw_latency"] else math.nan,
+        "backward_ratio": bw / label["bwall_latency"] if label["bwall_latency"] else math.nan,
+        "total_ratio": (fw + bw) / label["e2e_latency"],
+    }
+
+
 def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
     """Import the NeuSight labels and traces.
 
     Single-GPU ``train``/``inf`` entries having both a CSV trace and a JSON label become workloads
     and layer rows; ``-dp4/-tp4/-pp4_1`` labels go to :attr:`NeusightData.parallel`; ``-fusion``
-    labels (fused-kernel inference) are not imported.
+    labels (fused-kernel inference) and single-GPU labels without their trace are not imported,
+    each listed with its reason in :attr:`NeusightData.skipped`.
 
     Args:
         root: the NeuSight data folder (with ``label/``, ``model_configs/``, ``device_configs/``).
@@ -735,7 +760,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
     devices = read_device_configs(root)
     device_by_gpu = devices.set_index("gpu")
     configs: dict[str, dict[str, int]] = {}
-    workloads, layers, consistency, parallel, operators = [], [], [], [], []
+    workloads, layers, consistency, parallel, operators, skipped = [], [], [], [], [], []
     for path in sorted(label_dir.glob("*/*.json")):
         gpu = path.parent.name
         m = _NAME_RE.match(path.stem)
@@ -746,6 +771,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
         model, mode = m["model"], _MODES[m["mode"]]
         seq_len, batch = int(m["seq_len"]), int(m["batch"])
         if m["suffix"] == "fusion":
+            skipped.append({"file": str(path), "reason": _FUSION})
             continue
         label = _read_label(path)
         if m["strategy"]:
@@ -766,6 +792,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
             continue
         csv = path.with_suffix(".csv")
         if not csv.exists():
+            skipped.append({"file": str(path), "reason": "no trace (its .csv is missing)"})
             continue
         if model not in configs:
             cfg_path = root / "model_configs" / f"{model}.json"
@@ -809,22 +836,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
                 "trace_file": str(csv),
             }
         )
-        fw = float((unit_rows["forward_kernel_ms"] * unit_rows["block_repeat"]).sum())
-        bw = float((unit_rows["backward_kernel_ms"] * unit_rows["block_repeat"]).sum())
-        consistency.append(
-            {
-                "workload_id": wid,
-                "file": str(csv),
-                "mode": mode,
-                "trace_forward_ms": fw,
-                "trace_backward_ms": bw,
-                "forward_ratio": fw / label["fw_latency"] if label["fw_latency"] else math.nan,
-                "backward_ratio": bw / label["bwall_latency"]
-                if label["bwall_latency"]
-                else math.nan,
-                "total_ratio": (fw + bw) / label["e2e_latency"],
-            }
-        )
+        consistency.append(_consistency(wid, csv, mode, unit_rows, label))
     if not workloads:
         raise NeusightFormatError(f"{label_dir}: no <model>-<mode>-<seq>-<batch> CSV/JSON pair")
     return NeusightData(
@@ -834,4 +846,5 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
         devices=devices,
         parallel=pd.DataFrame(parallel),
         operators=pd.concat(operators, ignore_index=True),
+        skipped=pd.DataFrame(skipped, columns=["file", "reason"]),
     )

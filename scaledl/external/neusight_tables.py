@@ -54,6 +54,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -311,9 +312,23 @@ def neusight_tables(
         "trace_units_without_product_layer": sorted(unmatched),
         "not_imported": "'-fusion' labels (torch.compile inference); tp/pp labels are kept in "
         "parallel_labels only (the product models data parallelism, not tensor or pipeline)",
+        "skipped_labels": skipped_labels(data.skipped),
         "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in NEUSIGHT_ARCHITECTURES.items()},
     }
     return tables, manifest
+
+
+def skipped_labels(skipped: pd.DataFrame) -> dict[str, Any]:
+    """The labels not imported: their count, and their files by reason.
+
+    Args:
+        skipped: :attr:`~scaledl.external.neusight.NeusightData.skipped`.
+
+    Returns:
+        ``{"count": n, "by_reason": {reason: [file, ...]}}``.
+    """
+    by_reason = {r: sorted(g["file"]) for r, g in skipped.groupby("reason", sort=True)}
+    return {"count": len(skipped), "by_reason": by_reason}
 
 
 def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict) -> pd.DataFrame:

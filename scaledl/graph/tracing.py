@@ -193,19 +193,54 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
 
 
 def _assign_params(calls: list[UnitCall], model: torch.nn.Module, workload: Workload):
-    """Give each parameter to the first call that uses it; fail on parameters never used."""
+    """Give each parameter to the first call that uses it.
+
+    A parameter of a module never called as a module (its parent reads ``.weight`` itself, as
+    DeBERTa's encoder reads ``rel_embeddings``) goes to the first call of the unit nearest to it
+    in the module tree: the first unit under its deepest named ancestor.
+
+    Raises:
+        RuntimeError: a parameter has no unit under any named ancestor (a top-level
+            parameter): the architecture is not supported; names the module.
+    """
     owned: set[int] = set()
-    result = []
+    extra: dict[int, int] = {}
     for c in calls:
-        fresh = [p for p in c.unit.module.parameters() if id(p) not in owned]
-        owned.update(id(p) for p in fresh)
-        result.append(dataclasses.replace(c, params=sum(p.numel() for p in fresh)))
-    unused = [n for n, p in model.named_parameters() if id(p) not in owned]
-    if unused:
-        raise RuntimeError(
-            f"{workload.family}: parameters outside every called layer unit: {unused[:5]}"
-        )
+        owned.update(id(p) for p in c.unit.module.parameters())
+    for name, p in model.named_parameters():
+        if id(p) in owned:
+            continue
+        index = _nearest_call(calls, name)
+        if index is None:
+            module = name.rpartition(".")[0]
+            kind = type(model.get_submodule(module)).__name__
+            raise RuntimeError(
+                f"{workload.family}: unsupported architecture: parameter {name!r} of module "
+                f"{module or '<model>'!r} ({kind}) is used outside every layer unit and no "
+                "unit shares its parent module"
+            )
+        extra[index] = extra.get(index, 0) + p.numel()
+        owned.add(id(p))
+    seen: set[int] = set()
+    result = []
+    for i, c in enumerate(calls):
+        fresh = [p for p in c.unit.module.parameters() if id(p) not in seen]
+        seen.update(id(p) for p in fresh)
+        params = sum(p.numel() for p in fresh) + extra.get(i, 0)
+        result.append(dataclasses.replace(c, params=params))
     return result
+
+
+def _nearest_call(calls: list[UnitCall], parameter: str) -> int | None:
+    """Index of the first call of a unit under the parameter's deepest ancestor (not the root)."""
+    parts = parameter.split(".")[:-2]  # the module's ancestors, deepest last
+    while parts:
+        prefix = ".".join(parts) + "."
+        for i, c in enumerate(calls):
+            if c.unit.name.startswith(prefix):
+                return i
+        parts.pop()
+    return None
 
 
 def _iter_tensors(values: Any):

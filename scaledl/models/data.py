@@ -262,7 +262,7 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
         if wid not in records.index:
             continue
         record = records.loc[wid].to_dict()
-        workload = Workload.parse(record, source=f"{source}/workloads.parquet row {wid}")
+        workload = Workload.from_record(record, source=f"{source}/workloads.parquet row {wid}")
         if workload.workload_id != wid:
             raise ProfileDataError(
                 f"{source}/workloads.parquet: field 'workload_id' (value {wid!r}) does not match "

@@ -7,7 +7,11 @@ the size features of :data:`RANGE_FEATURES`. The predictor bundle stores it (``p
 and :mod:`scaledl.registry.guard` checks every prediction against it.
 
 A family key is the workload's ``family``; for ``hf`` workloads it is ``hf:<model_type>`` of
-the config (a GPT-2 config and an OPT config are two families, since their layers differ).
+the config (a GPT-2 config and an OPT config are two families, since their layers differ),
+except that a config of a built-in family's model type (``bert``, ``vit``, ``t5``, ``llama``,
+``deit``) is that family: transformers builds the same layers from it (an ``hf``
+``LlamaForCausalLM`` config is the built-in ``llama``), and a head the built-in family does
+not have is flagged by the layer-type check instead.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pandas as pd
 
 from scaledl.io.excerpt import excerpt
 from scaledl.models.features import GraphSet, architecture_key, build_graph_set
-from scaledl.workloads.spec import Workload
+from scaledl.workloads.spec import FAMILIES, Workload
 
 if TYPE_CHECKING:
     from scaledl.models.data import ProfileData
@@ -44,13 +48,22 @@ RANGE_FEATURES = (
 )
 
 
+#: The built-in families, which are also transformers model types.
+BUILTIN_FAMILIES = tuple(f for f in FAMILIES if f != "hf")
+
+
 def family_key(workload: Workload) -> str:
-    """The family a workload belongs to for the domain check (``hf:<model_type>`` for ``hf``)."""
+    """The family a workload belongs to for the domain check (module docstring).
+
+    Returns:
+        The built-in family, or ``hf:<model_type>`` for other ``hf`` configs.
+    """
     if workload.family != "hf":
         return workload.family
     from scaledl.workloads.hf import read_hf_config
 
-    return f"hf:{read_hf_config(workload.config_path).model_type}"
+    model_type = read_hf_config(workload.config_path).model_type
+    return model_type if model_type in BUILTIN_FAMILIES else f"hf:{model_type}"
 
 
 def range_features(workloads: list[Workload], graphs: GraphSet | None = None) -> pd.DataFrame:

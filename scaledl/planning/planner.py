@@ -29,6 +29,8 @@ Decisions:
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,9 @@ class Plan:
     def to_text(self, all_rows: bool = False) -> str:
         """A readable table: the Pareto front and the choice (or every candidate), and notes.
 
+        With no candidate eligible (the front is empty), every candidate is listed, with the
+        memory per rank it needs.
+
         Args:
             all_rows: list every candidate, not only the front.
 
@@ -119,6 +124,8 @@ class Plan:
             Text lines.
         """
         t = self.table if all_rows else self.table[self.table["pareto"] | self.table["chosen"]]
+        if t.empty:  # no eligible candidate, no front: list every one, with what it needs
+            t = self.table
         shown = pd.DataFrame(
             {
                 "ranks": t["world_size"].astype(str) + " on " + t["num_nodes"].astype(str),
@@ -321,15 +328,9 @@ def plan(
     if not isinstance(predictor, Predictor):
         predictor = load_predictor(predictor)
     base = _model_fields(model)
-    for name, value in (
-        ("dataset_size", dataset_size),
-        ("epochs", epochs),
-        ("price_per_device_hour", price_per_device_hour),
-    ):
-        if not isinstance(value, (int, float)) or not value > 0:
-            raise PlanError(f"argument {name!r} (value {value!r}): must be > 0")
-    if deadline_h is not None and not deadline_h > 0:
-        raise PlanError(f"argument 'deadline_h' (value {deadline_h!r}): must be > 0")
+    _check_numbers(dataset_size=dataset_size, epochs=epochs, deadline_h=deadline_h,
+                   price_per_device_hour=price_per_device_hour,
+                   device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
     records = [
         {
@@ -344,14 +345,11 @@ def plan(
     specs = predictor.parse_workloads(records, source="plan candidate")
     pred = predictor.predict(specs, coverage=coverage)
     params = range_features(specs)["parameters"].to_numpy()
-    memory = np.array(
-        [estimate_memory(w, p).total_bytes for w, p in zip(specs, params, strict=True)]
-    )
+    estimates = [estimate_memory(w, p) for w, p in zip(specs, params, strict=True)]
+    memory = np.array([e.total_bytes for e in estimates])
     ranks_per_node = (grid["world_size"] // grid["num_nodes"]).to_numpy()
     if device_memory_gb is None:
         memory_gb = _default_memory_gb(specs[0].device_name, ranks_per_node)
-    elif not device_memory_gb > 0:
-        raise PlanError(f"argument 'device_memory_gb' (value {device_memory_gb!r}): must be > 0")
     else:
         memory_gb = np.full(len(grid), float(device_memory_gb))
     table = _table(
@@ -367,7 +365,8 @@ def plan(
                 f"domain (first reasons: {table['extrapolation'].iloc[0]})"
             )
     if not table["fits_memory"].any():
-        notes.append("no candidate fits in memory: lower the batch size or use more memory")
+        batches = [w.batch_size for w in specs]
+        notes.append(_memory_note(estimates, batches, memory_gb, memory_headroom))
     table["eligible"] = eligible
     table["pareto"] = pareto_mask(table["time_to_train_h"], table["cost"], eligible)
     bound = "time_to_train_h" if coverage is None else "time_to_train_h_high"
@@ -380,6 +379,8 @@ def plan(
             f"no eligible candidate meets {deadline_h:g} h: the fastest needs {fastest:.3g} h"
             + (" (upper bound of its interval)" if coverage is not None else "")
         )
+    if deadline_h is not None and eligible.any():
+        notes += _implausible_deadline(deadline_h, table.loc[eligible, bound].max())
     if not feasible.empty:
         best = feasible.sort_values(["cost", "world_size", "time_to_train_h"]).index[0]
         table.loc[best, "chosen"] = True
@@ -401,6 +402,62 @@ def plan(
         device_memory_gb=float(np.min(memory_gb)),
         notes=notes,
     )
+
+
+def _check_numbers(**values: float | None) -> None:
+    """Refuse a number that is not finite and positive (``None``: not given).
+
+    Raises:
+        PlanError: naming the argument and the value.
+    """
+    for name, value in values.items():
+        if value is None and name in ("deadline_h", "device_memory_gb"):
+            continue
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or not value > 0:
+            raise PlanError(f"argument {name!r} (value {value!r}): must be a finite number > 0")
+
+
+def _memory_note(
+    estimates: list, batches: list[int], memory_gb: np.ndarray, headroom: float
+) -> str:
+    """Why nothing fits: what the smallest candidate needs per rank vs has, and what would fit.
+
+    The model states (weights, gradients, optimizer) do not depend on the batch and the
+    activations grow in proportion to it (:mod:`scaledl.planning.memory`), so the largest batch
+    that fits is ``(available - states) / activations per sample``.
+    """
+    i = int(np.argmin([e.total_bytes - (1 - headroom) * gb * 1e9
+                       for e, gb in zip(estimates, memory_gb, strict=True)]))  # fmt: skip
+    e, batch, has = estimates[i], batches[i], float(memory_gb[i])
+    avail = (1 - headroom) * has * 1e9
+    states = e.total_bytes - e.activations_bytes
+    per_sample = e.activations_bytes / batch
+    text = (
+        f"no candidate fits in memory: the closest (batch {batch} per rank) needs "
+        f"{e.total_bytes / 1e9:.3g} GB per rank ({states / 1e9:.3g} GB weights, gradients and "
+        f"optimizer state, {e.activations_bytes / 1e9:.3g} GB activations) and has "
+        f"{has:.3g} GB ({avail / 1e9:.3g} GB less the {headroom:.0%} headroom)"
+    )
+    if states + per_sample <= avail:
+        largest = int((avail - states) // per_sample)
+        return text + f"; a batch of at most {largest} per rank would fit (--batch-sizes)"
+    need = (states + per_sample) / (1 - headroom) / 1e9
+    return text + (
+        f"; even batch 1 needs {(states + per_sample) / 1e9:.3g} GB: a device with at least "
+        f"{need:.3g} GB per rank (--device-memory-gb), a lower precision or a smaller model"
+    )
+
+
+def _implausible_deadline(deadline_h: float, slowest_h: float) -> list[str]:
+    """A note when the deadline is over 100 times the slowest candidate (seconds for hours?)."""
+    if deadline_h < 100 * slowest_h:
+        return []
+    return [
+        f"the deadline of {deadline_h:g} h is {deadline_h / slowest_h:.3g} times the slowest "
+        f"eligible candidate's {slowest_h:.3g} h, so every candidate meets it; --deadline-h is "
+        f"in hours ({deadline_h:g} s would be {deadline_h / 3600:.3g} h)"
+    ]
 
 
 def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:

@@ -211,3 +211,34 @@ def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> No
     raise OutOfDomainError(
         f"{prefix}row {first + 1}: outside the predictor's training domain (strict): {fields}{more}"
     )
+
+
+def summarise_outside(extrapolation: list[str], shown: int = 5) -> list[str]:
+    """Lines telling which rows lie outside the training domain, summarised when many do.
+
+    With at most ``shown`` rows outside, one line per row (``row 3: outside the training
+    domain: <reasons>``). With more, one headline, one line per reason (field and reason,
+    values dropped) with its count of rows, and the first ``shown`` rows, so a file of a
+    million rows prints a few lines, not a million.
+
+    Args:
+        extrapolation: the ``extrapolation`` column of :meth:`Predictor.predict` (``""``
+            in domain), in row order.
+        shown: rows listed in full.
+
+    Returns:
+        The lines (none when every row lies in domain).
+    """
+    flagged = [(i, text) for i, text in enumerate(extrapolation) if text]
+    rows = [f"row {i + 1}: outside the training domain: {text}" for i, text in flagged[:shown]]
+    if len(flagged) <= shown:
+        return rows
+    counts: dict[str, int] = {}
+    for _, text in flagged:
+        for item in set(text.split("; ")):
+            field, _, reason = item.partition(": ")
+            key = f"{field.partition('=')[0]}: {reason}"
+            counts[key] = counts.get(key, 0) + 1
+    lines = [f"{len(flagged)} of {len(extrapolation)} rows outside the training domain, by reason:"]
+    lines += [f"  {n} rows: {key}" for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return [*lines, f"the first {shown}:", *rows]

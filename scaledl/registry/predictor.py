@@ -1,8 +1,10 @@
 """The consumer-facing :class:`Predictor`: load a bundle, predict runtimes of workloads.
 
 Workloads come as :class:`~scaledl.workloads.spec.Workload` objects, dicts, or DataFrame rows
-(one workload per row, columns named as the spec's fields; missing and NaN cells take the
-field's default). A predictor predicts for the device it was trained on: a dict or row without
+(one workload per row, columns named as the spec's fields; an empty cell is a field not given,
+except in the fields every workload has, :func:`~scaledl.workloads.spec.table_row`). A NaN or
+infinite value in a dict is an error, never a default. A predictor predicts for the device it
+was trained on: a dict or row without
 ``device_name`` means "the predictor's device" (an error when it was trained on several), a
 bare ``cpu`` or ``cuda`` the predictor's one device of that kind; a ``device_name`` not among
 the training devices is an error, never a silent guess. Every workload is built and traced
@@ -199,7 +201,13 @@ class Predictor:
         return self._to_workloads(workloads, source)
 
     def _to_workloads(self, workloads: Any, source: str = "") -> list[Workload]:
-        if isinstance(workloads, pd.DataFrame):
+        table = isinstance(workloads, pd.DataFrame)
+        if table:
+            duplicated = workloads.columns[workloads.columns.duplicated()].tolist()
+            if duplicated:
+                raise WorkloadError(
+                    f"{source or 'workloads'}: column(s) {duplicated} given twice; keep one each"
+                )
             records = workloads.to_dict("records")
         elif isinstance(workloads, (Workload, dict)):
             records = [workloads]
@@ -212,7 +220,8 @@ class Predictor:
             if isinstance(rec, Workload):
                 w = rec
             else:
-                w = Workload.from_record(self._with_device(rec, where), source=where)
+                rec = self._with_device(rec, where)
+                w = Workload.from_record(rec, source=where, table=table)
             if w.device_name not in self.devices:
                 raise WorkloadError(
                     f"{where}: field 'device_name' (value {w.device_name!r}): predictor "

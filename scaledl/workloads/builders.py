@@ -175,10 +175,39 @@ def build_model(workload: Workload, device: str | torch.device = "cpu") -> torch
         raise WorkloadError(
             f"{describe_workload(workload)}: cannot build the model: {type(exc).__name__}: {exc}"
         ) from exc
+    _refuse_empty_parameters(model, config, workload)
     if torch.device(device).type == "meta":
         _skip_padding_warnings(model)
     model = model.to(dtype=torch_dtype(workload))
     return model.train() if workload.mode == "train" else model.eval()
+
+
+def _refuse_empty_parameters(model: torch.nn.Module, config: Any, workload: Workload) -> None:
+    """Refuse a model transformers builds but cannot run: a parameter with a zero-sized shape.
+
+    A size field set to 0 (BERT's ``type_vocab_size: 0``) builds an empty embedding table that
+    every forward pass indexes out of range.
+
+    Raises:
+        WorkloadError: naming the workload, the empty parameter and the config's zero sizes.
+    """
+    empty = [(n, tuple(p.shape)) for n, p in model.named_parameters() if p.numel() == 0]
+    if not empty:
+        return
+    zeros = [
+        f"{k}=0"
+        for k, v in vars(config).items()
+        if v == 0
+        and isinstance(v, int)
+        and ("size" in k or k.startswith(("num_", "n_")))
+        and not k.startswith("chunk_")  # 0: no chunking
+    ]
+    raise WorkloadError(
+        f"{describe_workload(workload)}: the model cannot run: parameter {empty[0][0]!r} has "
+        f"shape {empty[0][1]} (empty)"
+        + (f", from {', '.join(zeros)}" if zeros else "")
+        + ": set that size to at least 1"
+    )
 
 
 def _skip_padding_warnings(model: torch.nn.Module) -> None:

@@ -8,8 +8,10 @@ called when a :class:`~scaledl.workloads.spec.Workload` is parsed).
 Decisions (a demanding user of runtime predictors would ask for these):
 
 * **Reading.** ``transformers.AutoConfig.for_model(model_type, **json)``: offline, no remote
-  code (an ``auto_map`` entry is ignored). Unreadable JSON or an unknown ``model_type`` is an
-  error naming ``config_path``.
+  code (an ``auto_map`` entry is ignored). Unreadable JSON is an error naming ``config_path``,
+  an unknown ``model_type`` one naming ``model_type``; a field transformers rejects (Phi-3's
+  legacy ``rope_scaling`` type ``su`` without ``original_max_position_embeddings``) is named
+  with its value and transformers' reason.
 * **Model class.** The class ``architectures[0]`` names, when it is the causal-LM, masked-LM,
   sequence-to-sequence-LM, sequence-classification or image-classification class transformers
   registers for the config's ``model_type`` (or its bare model); it is built by the matching
@@ -21,7 +23,12 @@ Decisions (a demanding user of runtime predictors would ask for these):
   heads), ``decoder_num_layers`` (encoder-decoder) and, for vision configs, ``image_size``,
   ``patch_size`` and ``num_channels`` are read from the config into the workload (they are
   features of the predictors and part of ``workload_id``). A field the workload gives too must
-  equal the config's; a field the config does not have is an error.
+  equal the config's; a field the config does not have is an error, unless it repeats what the
+  config means without it (``num_kv_heads`` equal to the heads: plain multi-head attention),
+  which is accepted and dropped (the same workload).
+* **Runnable.** A config transformers builds but cannot run (a size set to 0, such as
+  ``type_vocab_size: 0``) is refused when the model is built, before any prediction
+  (:func:`scaledl.workloads.builders.build_model`).
 * **Input bounds.** ``seq_len`` (and ``decoder_seq_len``) must fit the position table: the
   smallest of ``max_position_embeddings``, ``n_positions`` and ``n_ctx`` the config has, less
   ``pad_token_id + 1`` for RoBERTa-style models whose positions start after the padding index
@@ -38,15 +45,17 @@ A relative ``config_path`` is read relative to the working directory.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError
+from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError, unique_keys
 
 #: (task, Auto class, name of transformers' model-type -> class-name mapping), tried in order.
 TASKS: tuple[tuple[str, str, str], ...] = (
@@ -233,24 +242,23 @@ def _read(path: str, _mtime_ns: int, _size: int) -> HFConfig:
     from transformers.models.auto import modeling_auto
 
     try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, a key twice
         raise WorkloadError(f"config_path={path!r}: cannot read config: {exc}") from None
     if not isinstance(raw, dict):
         raise WorkloadError(f"config_path={path!r}: a config is a JSON object, got {raw!r:.60}")
     kwargs = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map")}
     model_type = raw.get("model_type")
-    try:
-        config = transformers.AutoConfig.for_model(model_type, **kwargs)
-    except (ValueError, KeyError) as exc:
+    if model_type not in transformers.CONFIG_MAPPING:
+        known = difflib.get_close_matches(str(model_type), list(transformers.CONFIG_MAPPING), n=1)
         raise WorkloadError(
             f"model_type={model_type!r} of config {path}: unknown to transformers "
-            f"{transformers.__version__} ({exc})"
-        ) from None
+            f"{transformers.__version__}" + (f" (did you mean {known[0]!r}?)" if known else "")
+        )
+    try:
+        config = transformers.AutoConfig.for_model(model_type, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any config class error is the config's fault
-        raise WorkloadError(
-            f"config_path={path!r}: transformers cannot read it: {type(exc).__name__}: {exc}"
-        ) from None
+        raise WorkloadError(_rejected(path, raw, exc)) from None
     architectures = raw.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise WorkloadError(
@@ -284,6 +292,29 @@ def _read(path: str, _mtime_ns: int, _size: int) -> HFConfig:
     )
     _check_geometry(info)
     return info
+
+
+def _rejected(path: str, raw: dict[str, Any], exc: Exception) -> str:
+    """The message for a config transformers refuses, starting with the field it names.
+
+    The field is the config key the exception's text names (``rope_parameters`` is how
+    transformers 5 spells the legacy ``rope_scaling``); ``config_path`` when it names none.
+    """
+    text = str(exc).strip("'\"")
+    named = [k for k in raw if re.search(rf"\b{re.escape(k)}\b", text)]
+    if "rope_parameters" in text:  # the rope field first, not a key its message quotes
+        named = [k for k in ("rope_parameters", "rope_scaling") if k in raw] + named
+    cause = f"transformers {_version()} rejects it: {type(exc).__name__}: {text}"
+    if not named:
+        return f"config_path={path!r}: transformers cannot read it: {cause}"
+    field = named[0]
+    return f"{field}={raw[field]!r:.200} of config {path}: {cause}; fix or remove {field!r}"
+
+
+def _version() -> str:
+    import transformers
+
+    return transformers.__version__
 
 
 def _check_geometry(info: HFConfig) -> None:
@@ -345,6 +376,9 @@ def fill_hf_workload(data: dict[str, Any]) -> dict[str, Any]:
         given = _as_int(data[name])
         if not _is_int(given):
             raise WorkloadError(f"{name}={data[name]!r}: expected an integer")
+        if name not in fields and given == _implied(name, fields):
+            del data[name]  # what the config means without the field: the same workload
+            continue
         if name not in fields:
             raise WorkloadError(f"{name}={given!r} is not a field of {where}; remove it")
         if given != fields[name]:
@@ -378,6 +412,11 @@ def fill_hf_workload(data: dict[str, Any]) -> dict[str, Any]:
                 f"tokens ({limit[0]})"
             )
     return data
+
+
+def _implied(name: str, fields: dict[str, int]) -> int | None:
+    """The value a config means for a field it does not set: as many key/value heads as heads."""
+    return fields.get("num_heads") if name == "num_kv_heads" else None
 
 
 def _as_int(value: Any) -> Any:

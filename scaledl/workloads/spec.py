@@ -21,6 +21,11 @@ Decisions (written here because nobody answers questions):
   instead (:class:`scaledl.registry.Predictor`).
 * ``hf`` workloads are completed and checked against their config when parsed (architecture
   fields, position table, attention geometry, vision fields): see :mod:`scaledl.workloads.hf`.
+* A NaN or infinite number is never a value: in a mapping (Python dict, YAML, JSON, ``--set``)
+  it is an error naming the field (:meth:`Workload.parse`). In a table (DataFrame, CSV,
+  parquet) an empty cell is a field not given, since rows of several families leave each
+  other's fields empty, except in :data:`SCALE_FIELDS`, the numbers every workload has, where
+  it is an error (:func:`table_row`).
 * ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
   (fields equal to their default included), so it is stable across processes and releases.
 """
@@ -31,6 +36,7 @@ import difflib
 import hashlib
 import json
 import math
+import numbers
 import re
 from typing import Any, Literal
 
@@ -63,6 +69,13 @@ ARCHITECTURE_FIELDS = (
 RECORD_METADATA_COLUMNS = frozenset(
     {"workload_id", "sampler", "seed", "log_det", "d_efficiency", "steps_per_epoch"}
 )
+
+
+#: Numeric fields every workload has: an empty table cell there is an error (:func:`table_row`).
+SCALE_FIELDS = ("batch_size", "world_size", "num_nodes", "dataset_size")
+#: Fields whose ``None`` in a mapping is an error, not "not given" (their default is not None;
+#: ``device_name``'s ``None`` means this host's or the predictor's device).
+_NONE_IS_VALUE = frozenset(SCALE_FIELDS) | {"family", "precision", "mode", "backend"}
 
 
 class WorkloadError(ValueError):
@@ -133,7 +146,11 @@ class Workload(BaseModel):
     def _fill_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = {k: v for k, v in data.items() if not is_missing(v)}
+        data = {
+            k: v
+            for k, v in data.items()
+            if v is not None or k in _NONE_IS_VALUE or k not in cls.model_fields
+        }
         family = data.get("family")
         defaults = _FAMILY_DEFAULTS.get(family, {})
         for key, value in defaults.items():
@@ -240,10 +257,16 @@ class Workload(BaseModel):
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "<input>") -> Workload:
-        """Validate a mapping into a :class:`Workload`.
+        """Validate a mapping (a Python dict, a YAML or JSON entry) into a :class:`Workload`.
+
+        A field given as ``None`` is not given when it stays ``None`` (what :meth:`model_dump`
+        writes for a field the workload does not have); an empty value that a default would
+        replace, and a NaN or infinite number, are errors for every field, never a silent
+        default. Table rows, whose empty cells are
+        NaN, go through :meth:`from_record`.
 
         Args:
-            data: the spec fields; NaN/None values count as missing (table rows).
+            data: the spec fields.
             source: where the mapping came from (file and row), named in errors.
 
         Returns:
@@ -254,39 +277,96 @@ class Workload(BaseModel):
         """
         if not isinstance(data, dict):
             raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {data!r}")
+        for key, value in data.items():
+            if isinstance(value, numbers.Real) and not math.isfinite(value):
+                raise WorkloadError(
+                    f"{source}: invalid workload: field {key!r} (value {value!r}): not a finite "
+                    "number; give a number, or omit the field to take its default"
+                )
         try:
-            return cls.model_validate(dict(data))
+            workload = cls.model_validate(dict(data))
         except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                message = err["msg"].removeprefix("Value error, ")
-                if err["loc"]:
-                    field = ".".join(str(p) for p in err["loc"])
-                    value = data.get(err["loc"][0])
-                    if err["type"] == "extra_forbidden":
-                        close = difflib.get_close_matches(field, list(cls.model_fields), n=1)
-                        hint = f" (did you mean {close[0]!r}?)" if close else ""
-                        message = "unknown field" + hint
-                    problems.append(f"field {field!r} (value {value!r}): {message}")
-                else:
-                    # Cross-field checks name their first field at the start of the message.
-                    named = re.match(r"(\w+)(=| is required| does not)", message)
-                    field = named.group(1) if named else "<spec>"
-                    problems.append(f"field {field!r}: {message}")
-            raise WorkloadError(f"{source}: invalid workload: " + "; ".join(problems)) from None
+            raise WorkloadError(
+                f"{source}: invalid workload: " + "; ".join(_problems(exc, data))
+            ) from None
+        for key, value in data.items():
+            filled = getattr(workload, key, None) if key != "device_name" else None
+            if value is None and filled is not None:
+                raise WorkloadError(
+                    f"{source}: invalid workload: field {key!r} (value None): an empty value, "
+                    f"which would silently become {filled!r}; give a value, or omit the field "
+                    "to take that default"
+                )
+        return workload
 
     @classmethod
-    def from_record(cls, record: Any, source: str = "<input>") -> Workload:
+    def from_record(cls, record: Any, source: str = "<input>", table: bool = True) -> Workload:
         """:meth:`parse` a table row, ignoring :data:`RECORD_METADATA_COLUMNS`.
 
+        Args:
+            record: the row's cells by column.
+            source: the file and row, named in errors.
+            table: the row comes from a table (DataFrame, CSV, parquet): its empty cells are
+                handled by :func:`table_row`; ``False``: a mapping, as :meth:`parse`.
+
         Raises:
-            WorkloadError: as :meth:`parse`; an unknown column is an error (with a suggestion),
-                never silently dropped.
+            WorkloadError: as :meth:`parse` and :func:`table_row`; an unknown column is an
+                error (with a suggestion), never silently dropped.
         """
         if not isinstance(record, dict):
             raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {record!r}")
         kept = {k: v for k, v in record.items() if k not in RECORD_METADATA_COLUMNS}
-        return cls.parse(kept, source)
+        return cls.parse(table_row(kept, source) if table else kept, source)
+
+
+def _problems(exc: ValidationError, data: dict[str, Any]) -> list[str]:
+    """One ``field 'name' (value ...): message`` per pydantic error."""
+    problems = []
+    for err in exc.errors():
+        message = err["msg"].removeprefix("Value error, ")
+        if err["loc"]:
+            field = ".".join(str(p) for p in err["loc"])
+            value = data.get(err["loc"][0])
+            if err["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(field, list(Workload.model_fields), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                message = "unknown field" + hint
+            problems.append(f"field {field!r} (value {value!r}): {message}")
+        else:
+            # Cross-field checks name their first field at the start of the message.
+            named = re.match(r"(\w+)(=| is required| does not)", message)
+            field = named.group(1) if named else "<spec>"
+            problems.append(f"field {field!r}: {message}")
+    return problems
+
+
+def table_row(record: dict[str, Any], source: str) -> dict[str, Any]:
+    """A table row as a workload mapping: its empty cells are the fields it does not give.
+
+    A table has a cell in every column, so the rows of one family leave the fields of the
+    others empty (NaN or ``None``): such a cell is dropped (``precision`` and ``mode`` then take
+    their defaults, ``fp32`` and ``train``). A number every workload has (:data:`SCALE_FIELDS`:
+    batch, ranks, nodes, dataset size) must not be empty: its default would silently replace a
+    value the row was meant to have.
+
+    Args:
+        record: the row's cells by column.
+        source: the file and row, named in errors.
+
+    Returns:
+        The cells that hold values.
+
+    Raises:
+        WorkloadError: an empty cell in a :data:`SCALE_FIELDS` column (naming source, field).
+    """
+    for name in SCALE_FIELDS:
+        if name in record and is_missing(record[name]):
+            raise WorkloadError(
+                f"{source}: invalid workload: field {name!r} (value {record[name]!r}): empty "
+                "cell; every workload has this field: fill the cell, or drop the column to "
+                "take its default for every row"
+            )
+    return {k: v for k, v in record.items() if not is_missing(v)}
 
 
 def _fill_device(data: dict[str, Any]) -> None:
@@ -301,6 +381,20 @@ def _fill_device(data: dict[str, Any]) -> None:
     data["device_name"] = device
     if isinstance(device, str):
         data.setdefault("backend", "nccl" if device.startswith("cuda") else "gloo")
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
+
+    Raises:
+        ValueError: naming the key.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice; keep one")
+        out[key] = value
+    return out
 
 
 def is_missing(value: Any) -> bool:

@@ -74,7 +74,7 @@ def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, qu
     existing = quick_design.table.iloc[:40]
     X, _ = model_matrix(
         [
-            Workload.parse(r)
+            Workload.from_record(r)
             for r in existing.drop(
                 columns=["workload_id", "sampler", "seed", "log_det", "d_efficiency"]
             ).to_dict("records")
@@ -149,7 +149,7 @@ def test_write_read_roundtrip_is_atomic_and_keeps_specs(tmp_path, quick_design):
     fields = list(Workload.model_fields)
     for record in table[["workload_id", *fields]].to_dict("records"):
         wid = record.pop("workload_id")
-        assert Workload.parse(record).workload_id == wid
+        assert Workload.from_record(record).workload_id == wid
     # overwrite in place
     write_design(quick_design, path)
     assert len(read_design(path)) == 72

@@ -126,3 +126,25 @@ def test_malformed_trace_names_file_column_and_row(tmp_path):
         import_neusight(src, tmp_path / "out")
     result = CliRunner().invoke(app, ["import", "neusight", str(src), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "row 5" in result.output
+
+
+def test_a_label_without_its_trace_is_reported_not_dropped(tmp_path):
+    src = _trimmed_copy(tmp_path / "src")
+    (src / "label" / GPU / f"{TRACES[0]}.csv").unlink()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["import", "neusight", str(src), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "1 label(s) not imported" in result.output
+    assert f"1: no trace (its .csv is missing): {TRACES[0]}.json" in result.output
+    manifest = json.loads((out / "import.json").read_text())
+    assert manifest["skipped_labels"]["count"] == 1
+
+
+@pytest.mark.parametrize("name", [f"{TRACES[1]}.json", f"{TRACES[1]}.csv"])
+def test_a_file_that_is_not_utf8_is_named(tmp_path, name):
+    src = _trimmed_copy(tmp_path / "src")
+    path = src / "label" / GPU / name
+    path.write_bytes(b"\xff\xfe" + path.read_bytes()[:200].replace(b"e", b"\xe9"))
+    result = CliRunner().invoke(app, ["import", "neusight", str(src), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert name in result.output.replace("\n", "") and "utf-8" in result.output

@@ -145,3 +145,40 @@ def test_bad_inputs_are_named(predictor):
 
 def test_scaledl_plan_is_the_public_entry_point():
     assert scaledl.plan is plan
+
+
+@pytest.mark.parametrize("name", ["epochs", "price_per_device_hour", "dataset_size"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0])
+def test_plan_numbers_must_be_finite_and_positive(predictor, name, value):
+    with pytest.raises(
+        PlanError, match=rf"argument '{name}' \(value -?\w+(\.0)?\): must be a finite"
+    ):
+        plan(predictor, MODEL, device_memory_gb=1.0, **{**ARGS, name: value})
+    with pytest.raises(PlanError, match="'deadline_h' \\(value inf\\)"):
+        plan(predictor, MODEL, device_memory_gb=1.0, deadline_h=float("inf"), **ARGS)
+
+
+def test_nothing_fits_names_the_memory_needed_and_the_batch_that_would_fit(predictor):
+    probe = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0, **ARGS)
+    smallest = probe.table["memory_per_rank_gb"].min()
+    # Between what batch 1 and the smallest candidate (batch 2) need: batch 1 fits.
+    result = plan(predictor, MODEL, coverage=None, device_memory_gb=smallest / 0.9 * 0.999,
+                  **{**ARGS, "batch_sizes": [2, 4]})  # fmt: skip
+    note = next(n for n in result.notes if n.startswith("no candidate fits"))
+    assert f"needs {smallest:.3g} GB per rank" in note
+    assert "a batch of at most 1 per rank would fit" in note
+    text = result.to_text()
+    assert "Empty DataFrame" not in text and text.count(" NO ") == len(result.table)
+    tiny = plan(predictor, MODEL, coverage=None, device_memory_gb=1e-9, **ARGS)
+    note = next(n for n in tiny.notes if n.startswith("no candidate fits"))
+    assert "even batch 1 needs" in note and "--device-memory-gb" in note
+
+
+def test_a_deadline_far_beyond_every_candidate_is_questioned(predictor):
+    result = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0, deadline_h=43200,
+                  **ARGS)  # fmt: skip
+    assert any("43200 s would be 12 h" in n for n in result.notes)
+    slowest = result.table["time_to_train_h"].max()
+    fitting = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0,
+                   deadline_h=2 * slowest, **ARGS)  # fmt: skip
+    assert not any("would be" in n for n in fitting.notes)

@@ -1,6 +1,6 @@
 import pandas as pd
 import pytest
-from tiny_specs import gpt2_config, tiny
+from tiny_specs import gpt2_config, tiny, tiny_spec
 
 from scaledl.models.domain import TrainingDomain
 from scaledl.registry.guard import (
@@ -10,7 +10,7 @@ from scaledl.registry.guard import (
     interval_basis,
     raise_if_outside,
 )
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.spec import Workload, WorkloadError
 
 TRAINING = [tiny("bert"), tiny("bert", batch_size=4, world_size=2), tiny("vit")]
 
@@ -104,3 +104,42 @@ def test_columns_and_strict_error(domain):
     assert "field 'precision' (value bf16)" in message and "1 more row(s)" in message
     assert isinstance(info.value, WorkloadError)
     raise_if_outside(reasons[:1], "w.csv")  # in domain: no error
+
+
+#: HF configs of the five built-in families' model types, tiny (issue 28).
+HF_OF_FAMILY = {
+    "bert": {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": 32,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+             "vocab_size": 100, "max_position_embeddings": 64},
+    "llama": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64},
+    "t5": {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 32,
+           "num_layers": 1, "num_heads": 2, "d_kv": 16, "d_ff": 64, "vocab_size": 100,
+           "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1},
+    "vit": {"model_type": "vit", "architectures": ["ViTForImageClassification"],
+            "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 64, "image_size": 32, "patch_size": 16, "num_labels": 10},
+    "deit": {"model_type": "deit", "architectures": ["DeiTForImageClassification"],
+             "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 64, "image_size": 32, "patch_size": 16, "num_labels": 10},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", sorted(HF_OF_FAMILY))
+def test_an_hf_config_of_a_trained_family_is_in_its_domain(tmp_path, family):
+    import json
+
+    domain = TrainingDomain.from_workloads(
+        [tiny(f) for f in HF_OF_FAMILY], layer_types=["attention", "feed-forward"]
+    )
+    path = tmp_path / f"{family}.json"
+    path.write_text(json.dumps(HF_OF_FAMILY[family]))
+    spec = tiny_spec("hf", path)
+    if family in ("vit", "deit"):
+        del spec["seq_len"]  # derived from the image and patch sizes
+    workload = Workload.parse(spec)
+    reasons = reasons_of(workload, domain)
+    assert "family" not in fields(reasons), reasons
+    other = TrainingDomain.from_workloads([tiny("bert" if family != "bert" else "vit")])
+    assert reasons_of(workload, other)[0].value == family

@@ -251,3 +251,77 @@ def test_editing_the_config_changes_the_workload(tmp_path):
     path.write_text(json.dumps({**config, "n_layer": 3}) + "\n")
     after = hf(path, seq_len=16)
     assert after.num_layers == 3 and after.workload_id != before
+
+
+# ----------------------------------------------------------------- issue 28: configs as users give
+PHI3 = {"model_type": "phi3", "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100,
+        "max_position_embeddings": 64, "original_max_position_embeddings": 32,
+        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
+LONGROPE = {"short_factor": [1.0] * 8, "long_factor": [1.0] * 8}
+
+
+def test_a_rope_field_transformers_rejects_is_named_not_the_model_type(tmp_path):
+    path = write(tmp_path, "phi3", {**PHI3, "rope_scaling": {"type": "su", **LONGROPE}})
+    message = refused(path, seq_len=16)
+    assert "field 'rope_scaling'" in message and "'type': 'su'" in message
+    assert "original_max_position_embeddings" in message
+    assert "fix or remove 'rope_scaling'" in message
+    assert "unknown to transformers" not in message
+
+
+def test_the_legacy_rope_scaling_case_held_back_runs_when_complete(tmp_path):
+    rope = {"type": "su", **LONGROPE, "original_max_position_embeddings": 32}
+    w = hf(write(tmp_path, "phi3", {**PHI3, "rope_scaling": rope}), seq_len=16)
+    assert build_layer_graph(w).total_params > 0
+
+
+def test_an_unknown_model_type_is_named_with_a_suggestion(tmp_path):
+    message = refused(write(tmp_path, "x", {**TINY, "model_type": "lama"}), seq_len=16)
+    assert "field 'model_type'" in message and "did you mean 'llama'" in message
+
+
+def test_a_field_repeating_what_the_config_means_is_accepted(tmp_path):
+    config = {"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2, "vocab_size": 100}
+    path = write(tmp_path, "gpt2", config)
+    assert hf(path, seq_len=16, num_kv_heads=2) == hf(path, seq_len=16)
+    assert "num_kv_heads=1 is not a field" in refused(path, seq_len=16, num_kv_heads=1)
+
+
+BERT_CONFIG = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
+               "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100,
+               "max_position_embeddings": 64}  # fmt: skip
+
+
+def test_a_config_transformers_cannot_run_is_refused_before_predicting(tmp_path):
+    w = hf(write(tmp_path, "bert", {**BERT_CONFIG, "type_vocab_size": 0}), seq_len=16)
+    with pytest.raises(WorkloadError) as info:
+        build_model(w, device="meta")
+    message = str(info.value)
+    assert "'embeddings.token_type_embeddings.weight' has shape (0, 32)" in message
+    assert "type_vocab_size=0" in message and "chunk_size" not in message
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {**BERT_CONFIG, "position_embedding_type": "relative_key"},
+        # DeBERTa's encoder reads rel_embeddings.weight itself: no layer unit calls it.
+        {**BERT_CONFIG, "model_type": "deberta-v2", "relative_attention": True,
+         "position_buckets": 16},  # fmt: skip
+    ],
+)
+def test_a_runnable_relative_position_encoder_is_traced(tmp_path, config):
+    import transformers
+
+    w = hf(write(tmp_path, config["model_type"], config), seq_len=16)
+    graph = build_layer_graph(w)
+    model = build_model(w, device="meta")
+    assert graph.total_params == sum(p.numel() for p in model.parameters())
+    assert isinstance(model, transformers.PreTrainedModel)
+
+
+def test_a_config_key_given_twice_is_an_error(tmp_path):
+    path = tmp_path / "bert.json"
+    path.write_text(json.dumps(BERT_CONFIG)[:-1] + ', "hidden_size": 64}')
+    assert "key 'hidden_size' given twice" in refused(path, seq_len=16)

@@ -113,10 +113,53 @@ def test_missing_batch_size_is_named():
     assert "field 'batch_size'" in message
 
 
-def test_nan_cells_count_as_missing():
-    w = Workload.parse({**BERT, "max_positions": float("nan"), "num_kv_heads": None})
+def test_empty_table_cells_are_fields_not_given():
+    w = Workload.from_record({**BERT, "max_positions": float("nan"), "num_kv_heads": None})
     assert w.max_positions == 512
     assert w.num_kv_heads is None
+
+
+def test_none_of_an_unused_field_is_not_given_in_a_mapping():
+    assert Workload.parse({**BERT, "num_kv_heads": None}).num_kv_heads is None
+
+
+@pytest.mark.parametrize("field", ["world_size", "dataset_size", "max_positions", "seq_len"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_inf_in_a_mapping_are_errors_never_defaults(field, value):
+    with pytest.raises(WorkloadError, match=rf"row 3: .*field '{field}' \(value -?(nan|inf)\)"):
+        Workload.parse({**BERT, field: value}, source="w.yaml: row 3")
+
+
+@pytest.mark.parametrize(
+    "field", ["world_size", "dataset_size", "batch_size", "precision", "vocab_size", "num_kv_heads"]
+)
+def test_empty_value_a_default_would_replace_is_an_error(field):
+    with pytest.raises(WorkloadError, match=rf"field '{field}' \(value None\)"):
+        Workload.parse({**BERT, "family": "llama", field: None})
+
+
+def test_an_unknown_field_given_empty_is_still_unknown():
+    with pytest.raises(WorkloadError, match=r"field 'hiden_size' \(value None\): unknown field"):
+        Workload.parse({**BERT, "hiden_size": None})
+
+
+def test_model_dump_round_trips_with_its_none_fields():
+    for spec in (BERT, VIT, T5):
+        w = Workload.parse(spec)
+        assert Workload.parse(w.model_dump()) == w
+
+
+@pytest.mark.parametrize("field", ["world_size", "num_nodes", "dataset_size", "batch_size"])
+def test_empty_table_cell_of_a_scale_field_is_an_error(field):
+    with pytest.raises(
+        WorkloadError, match=rf"f.csv: row 2: .*'{field}' \(value nan\): empty cell"
+    ):
+        Workload.from_record({**BERT, field: float("nan")}, source="f.csv: row 2")
+
+
+def test_inf_in_a_table_cell_is_an_error():
+    with pytest.raises(WorkloadError, match=r"field 'world_size' \(value inf\)"):
+        Workload.from_record({**BERT, "world_size": float("inf")})
 
 
 @pytest.mark.parametrize(
@@ -183,7 +226,7 @@ def test_workload_id_regression():
 def test_workload_id_equal_for_equal_specs():
     a = Workload.parse(BERT)
     # Defaults spelled out, NaN cells, another key order: the same normalised spec.
-    b = Workload.parse(
+    b = Workload.from_record(
         {
             **dict(reversed(list(BERT.items()))),
             "world_size": 1,
