@@ -25,8 +25,13 @@ def test_predict_frame_rows_in_order(predictor):
         [
             # A column every workload has is filled in every row (an empty world_size cell
             # is an error, not 1); the other families' empty cells are fields not given.
-            {**ROW, "batch_size": 4, "dataset_size": 100, "workload_id": "ignored metadata",
-             "world_size": 1},  # fmt: skip
+            {
+                **ROW,
+                "batch_size": 4,
+                "dataset_size": 100,
+                "workload_id": "ignored metadata",
+                "world_size": 1,
+            },  # fmt: skip
             {**ROW, "family": "t5", "world_size": 2},
             {
                 **ROW,

@@ -307,8 +307,12 @@ def test_a_config_transformers_cannot_run_is_refused_before_predicting(tmp_path)
     [
         {**BERT_CONFIG, "position_embedding_type": "relative_key"},
         # DeBERTa's encoder reads rel_embeddings.weight itself: no layer unit calls it.
-        {**BERT_CONFIG, "model_type": "deberta-v2", "relative_attention": True,
-         "position_buckets": 16},  # fmt: skip
+        {
+            **BERT_CONFIG,
+            "model_type": "deberta-v2",
+            "relative_attention": True,
+            "position_buckets": 16,
+        },  # fmt: skip
     ],
 )
 def test_a_runnable_relative_position_encoder_is_traced(tmp_path, config):
