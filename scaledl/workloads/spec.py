@@ -42,6 +42,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from scaledl.io.excerpt import excerpt
+
 FAMILIES = ("bert", "vit", "t5", "llama", "deit", "hf")
 VISION_FAMILIES = ("vit", "deit")
 Family = Literal["bert", "vit", "t5", "llama", "deit", "hf"]
@@ -276,12 +278,14 @@ class Workload(BaseModel):
             WorkloadError: naming ``source``, the field and the offending value.
         """
         if not isinstance(data, dict):
-            raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {data!r}")
+            raise WorkloadError(
+                f"{source}: a workload must be a mapping of fields, got {excerpt(data)}"
+            )
         for key, value in data.items():
             if isinstance(value, numbers.Real) and not math.isfinite(value):
                 raise WorkloadError(
-                    f"{source}: invalid workload: field {key!r} (value {value!r}): not a finite "
-                    "number; give a number, or omit the field to take its default"
+                    f"{source}: invalid workload: field {key!r} (value {excerpt(value)}): not a "
+                    "finite number; give a number, or omit the field to take its default"
                 )
         try:
             workload = cls.model_validate(dict(data))
@@ -314,7 +318,9 @@ class Workload(BaseModel):
                 error (with a suggestion), never silently dropped.
         """
         if not isinstance(record, dict):
-            raise WorkloadError(f"{source}: a workload must be a mapping of fields, got {record!r}")
+            raise WorkloadError(
+                f"{source}: a workload must be a mapping of fields, got {excerpt(record)}"
+            )
         kept = {k: v for k, v in record.items() if k not in RECORD_METADATA_COLUMNS}
         return cls.parse(table_row(kept, source) if table else kept, source)
 
@@ -331,7 +337,7 @@ def _problems(exc: ValidationError, data: dict[str, Any]) -> list[str]:
                 close = difflib.get_close_matches(field, list(Workload.model_fields), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 message = "unknown field" + hint
-            problems.append(f"field {field!r} (value {value!r}): {message}")
+            problems.append(f"field {field!r} (value {excerpt(value)}): {message}")
         else:
             # Cross-field checks name their first field at the start of the message.
             named = re.match(r"(\w+)(=| is required| does not)", message)
@@ -362,8 +368,8 @@ def table_row(record: dict[str, Any], source: str) -> dict[str, Any]:
     for name in SCALE_FIELDS:
         if name in record and is_missing(record[name]):
             raise WorkloadError(
-                f"{source}: invalid workload: field {name!r} (value {record[name]!r}): empty "
-                "cell; every workload has this field: fill the cell, or drop the column to "
+                f"{source}: invalid workload: field {name!r} (value {excerpt(record[name])}): "
+                "empty cell; every workload has this field: fill the cell, or drop the column to "
                 "take its default for every row"
             )
     return {k: v for k, v in record.items() if not is_missing(v)}

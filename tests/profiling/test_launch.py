@@ -216,7 +216,7 @@ def test_settings_from_preset_reject_unknown_fields():
     with pytest.raises(ValueError, match="repeats"):
         ProfileSettings(repeats=0)
     assert ProfileSettings().foreign_load_limit(cuda=False) == 0.25
-    assert ProfileSettings().worker_settings(1, cuda=False)["drift_tolerance"] == 0.35
+    assert ProfileSettings().worker_settings(1, cuda=False)["drift_tolerance"] == 1.0
     assert ProfileSettings().worker_settings(0, cuda=True)["drift_tolerance"] == 0.15
     assert ProfileSettings().worker_settings(1, cuda=False)["retry_budget_share"] == 0.15
     assert ProfileSettings(drift_tolerance=0.2).worker_settings(1, False)["drift_tolerance"] == 0.2

@@ -281,3 +281,17 @@ def test_steps_per_epoch_is_ceil(dataset, batch, world, steps):
     w = Workload.parse({**BERT, "dataset_size": dataset, "batch_size": batch, "world_size": world})
     assert w.global_batch_size == batch * world
     assert w.steps_per_epoch == steps == math.ceil(dataset / (batch * world))
+
+
+def test_a_huge_value_is_quoted_as_a_bounded_excerpt():
+    """A 5 MB field: the library's error quotes an excerpt, not the value (issue 23)."""
+    from scaledl.workloads.spec import Workload, WorkloadError
+
+    huge = "x" * 5_000_000
+    with pytest.raises(WorkloadError) as info:
+        Workload.parse({"family": "bert", "hidden_size": huge, "num_layers": 1}, source="w.yaml")
+    message = str(info.value)
+    assert "w.yaml" in message and "hidden_size" in message and len(message) < 2_000
+    with pytest.raises(WorkloadError) as info:
+        Workload.parse(huge, source="w.yaml")
+    assert len(str(info.value)) < 500
