@@ -201,6 +201,11 @@ def analyse(series: pd.DataFrame) -> dict:
     return out
 
 
+def cycle_seconds(series: pd.DataFrame) -> float:
+    """Mean seconds of one cycle (probe block + every reference workload)."""
+    return float(series["t_s"].max() / series.groupby("workload").size().max())
+
+
 def characterise(minutes: float, result_path: Path = RESULT) -> dict:
     """Sample for ``minutes``, analyse, write ``result_path``; returns the result."""
     started = datetime.now(UTC)
@@ -209,7 +214,7 @@ def characterise(minutes: float, result_path: Path = RESULT) -> dict:
         "benchmark": "drift",
         "date": started.isoformat(timespec="seconds"),
         "minutes": minutes,
-        "cycle_s": float(series["t_s"].diff().median() * series["workload"].nunique()),
+        "cycle_s": cycle_seconds(series),
         "references": REFERENCES,
         "workloads": analyse(series),
     }

@@ -87,10 +87,9 @@ def design_workloads():
         device_name=local_device_name(),
         backend=local_backend(),
     )
-    fields = Workload.model_fields
     workloads = [
-        Workload.parse({k: v for k, v in r.items() if k in fields})
-        for r in design.table.to_dict("records")
+        Workload.from_record(r, source=f"quick design row {i + 1}")
+        for i, r in enumerate(design.table.to_dict("records"))
     ]
     return preset, workloads
 
@@ -146,9 +145,8 @@ def dagster_vs_cli(tables_dagster: dict[str, pd.DataFrame], n: int, preset: str)
     from scaledl.evaluation.reproducibility import workload_label_candidates
 
     dagster = workload_label_candidates(tables_dagster)
-    chosen = dagster.groupby("world_size", group_keys=False).apply(
-        lambda g: g.sample(min(len(g), n // 2), random_state=0)
-    )
+    per_world_size = min(n // 2, int(dagster.groupby("world_size").size().min()))
+    chosen = dagster.groupby("world_size").sample(n=per_world_size, random_state=0)
     from scaledl.workloads.spec import Workload
 
     records = tables_dagster["workloads"].set_index("workload_id").loc[chosen["workload_id"]]
