@@ -23,14 +23,6 @@ from scaledl.workloads.device import local_device_name
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def bundle(registry_root, tmp_path):
-    """A private copy of the latest bundle (tests alter it)."""
-    target = tmp_path / "bundle"
-    shutil.copytree(registry_root / "scaledl" / "v2", target)
-    return target
-
-
 def test_layout_and_manifest(registry_root):
     bundle = registry_root / "scaledl" / "v2"
     assert sorted(p.name for p in bundle.iterdir()) == [

@@ -29,14 +29,6 @@ from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def bundle(registry_root, tmp_path):
-    """A private copy of the latest bundle (tests alter it)."""
-    target = tmp_path / "bundle"
-    shutil.copytree(registry_root / "scaledl" / "v2", target)
-    return target
-
-
 def relist(bundle: Path, name: str) -> None:
     """Record a file's current checksum and size in the manifest (a consistent hostile bundle)."""
     path = bundle / "manifest.json"
