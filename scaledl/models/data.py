@@ -13,7 +13,9 @@ workloads whose run is ``ok``:
   with one launch, its label's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
   (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`),
   ``instrumented_ms`` (the same median over the instrumented steps, whose layer times the
-  layer-wise models learn) and ``family``;
+  layer-wise models learn) and ``family`` (:func:`scaledl.models.domain.family_key`: the
+  built-in family, or ``hf:<model_type>`` for other Hugging Face configs, so each architecture
+  is its own family for leave-one-family-out splits);
 * ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
@@ -43,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scaledl.models.domain import family_key
 from scaledl.models.features import GraphSet, build_graph_set
 from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
 from scaledl.profiling.stopping import label_statistic
@@ -272,7 +275,7 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
         rows.append(
             {
                 "workload_id": wid,
-                "family": workload.family,
+                "family": family_key(workload),
                 "mode": workload.mode,
                 "batch_size": workload.batch_size,
                 "seq_len": workload.seq_len,

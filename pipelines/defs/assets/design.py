@@ -101,6 +101,38 @@ def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
     )
 
 
+#: Coverage of the interval whose relative width is the sequential design's uncertainty.
+UNCERTAINTY_COVERAGE = 0.9
+
+
+def registered_uncertainty(registry: Path) -> tuple[Any, str]:
+    """The registered predictor's uncertainty about new candidates, for the sequential design.
+
+    Returns:
+        ``(function, reason)``: ``function(workloads) -> (n,)`` relative widths of the
+        predictor's calibrated 90% interval of iteration time, or ``None`` (the unweighted
+        matched augmentation) when nothing is registered yet or its intervals are unbounded
+        (too few calibration residuals); ``reason`` says which, for the step's metadata.
+    """
+    from scaledl.registry.predictor import load_predictor
+
+    if not (registry / "latest").is_file():
+        return None, "no registered predictor: unweighted augmentation"
+    predictor = load_predictor(registry)
+
+    def uncertainty(workloads):
+        frame = predictor.predict(workloads, coverage=UNCERTAINTY_COVERAGE)
+        width = (frame["iteration_s_high"] - frame["iteration_s_low"]) / frame["iteration_s"]
+        return width.to_numpy(dtype=float)
+
+    return uncertainty, f"weighted by {predictor_label(registry)}'s 90% interval widths"
+
+
+def predictor_label(registry: Path) -> str:
+    """``scaledl/<version>`` of the registry's latest bundle."""
+    return f"{registry.name}/{(registry / 'latest').read_text().strip()}"
+
+
 @dg.asset(group_name=GROUP, kinds={"python", "parquet"}, deps=["search_space"])
 def workload_design(
     config: WorkloadDesignConfig, settings: ScaledlSettings
@@ -120,6 +152,7 @@ def workload_design(
     design = preset["design"]
     if same_preset and not config.regenerate and config.augment_k > 0:
         existing = read_design(path)
+        uncertainty, why = registered_uncertainty(settings.predictors_dir / "scaledl")
         added = augment_design(
             preset,
             existing,
@@ -127,10 +160,11 @@ def workload_design(
             seed=int(design["seed"]) + len(existing),
             device_name=device_name,
             backend=backend,
+            uncertainty=uncertainty,
         )
         combined = pd.concat([existing, added.table], ignore_index=True)
         result = dataclasses.replace(added, table=combined)
-        action = f"augmented by {len(added.table)} workloads"
+        action = f"augmented by {len(added.table)} workloads ({added.sampler}; {why})"
     elif same_preset and not config.regenerate:
         return dg.MaterializeResult(metadata=_design_metadata(read_design(path), "reused", path))
     else:
