@@ -1,0 +1,99 @@
+"""``scaledl evaluate`` and ``scaledl evaluate-gpu``: the evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scaledl.cli.common import fail
+
+app = typer.Typer()
+
+
+@app.command()
+def evaluate(
+    profiles: Annotated[Path, typer.Option(help="Validated profile tables")] = Path(
+        "data/validated"
+    ),
+    out: Annotated[Path, typer.Option(help="Report directory")] = Path("data/reports"),
+    gpu_profiles: Annotated[
+        Path | None, typer.Option(help="Validated imported GPU profiles (GPU evaluation)")
+    ] = None,
+    gpu_parallel_labels: Annotated[
+        Path | None, typer.Option(help="The import's parallel_labels.parquet")
+    ] = None,
+) -> None:
+    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...)."""
+    from scaledl.evaluation import EvaluationConfig
+    from scaledl.evaluation import evaluate as run_evaluation
+    from scaledl.models.data import ProfileDataError
+
+    config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
+    try:
+        metrics = run_evaluation(profiles, out, config)
+    except ProfileDataError as exc:
+        fail(str(exc))
+    typer.echo(headline(metrics))
+    typer.echo(f"report: {out / 'report.html'}")
+
+
+@app.command("evaluate-gpu")
+def evaluate_gpu_command(
+    profiles: Annotated[Path, typer.Option(help="Validated imported GPU profiles")] = Path(
+        "data/imported/validated/neusight"
+    ),
+    parallel_labels: Annotated[
+        Path | None, typer.Option(help="The import's parallel_labels.parquet")
+    ] = Path("data/imported/neusight/parallel_labels.parquet"),
+    out: Annotated[Path, typer.Option(help="Output directory")] = Path("data/reports"),
+) -> None:
+    """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4)."""
+    from scaledl.evaluation.evaluate import EXTERNAL_ROOT
+    from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+    from scaledl.models.data import ProfileDataError
+
+    if not profiles.is_dir():
+        fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
+    labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
+    config = GpuEvaluationConfig(
+        parallel_labels=labels, vidur_root=EXTERNAL_ROOT / "vidur" / "network"
+    )
+    try:
+        metrics, pred = evaluate_gpu(profiles, config)
+    except (ProfileDataError, ValueError) as exc:
+        fail(str(exc))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    pred.to_parquet(out / "gpu_predictions.parquet", index=False)
+    for target in metrics["targets"]:
+        typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
+    typer.echo(f"metrics: {out / 'gpu_metrics.json'}")
+
+
+def headline(metrics) -> str:
+    """The headline MRE/RMSE of ScaleDL and the baselines, one line per split and method.
+
+    Args:
+        metrics: a :class:`~scaledl.evaluation.results.Metrics`.
+
+    Returns:
+        The lines (skipped splits are named with the reason).
+    """
+    from scaledl.evaluation.results import Skipped
+
+    lines = []
+    for split in ("id", "extrapolation", "ood"):
+        label = "ood (mean)" if split == "ood" else split
+        body = getattr(metrics.splits, split)
+        if isinstance(body, Skipped):
+            lines.append(f"{label:>13} skipped: {body.skipped}")
+            continue
+        for method in metrics.methods:
+            if split != "ood" and method not in body.methods:
+                continue
+            m = metrics.method_errors(split, method)
+            lines.append(f"{label:>13} {method:<12} MRE {m.mre:.1%}  RMSE {m.rmse_s:.4f} s")
+    return "\n".join(lines)
