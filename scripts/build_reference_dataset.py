@@ -60,36 +60,103 @@ def _hf_config(model_type: str, h: int, n: int, f: int, image: int | None, patch
     heads = h // HEAD_DIM
     text = {"vocab_size": VOCAB, "max_position_embeddings": POSITIONS}
     configs = {
-        "gpt2": {"architectures": ["GPT2LMHeadModel"], "n_embd": h, "n_layer": n,
-                 "n_head": heads, "n_inner": f, "vocab_size": VOCAB, "n_positions": POSITIONS,
-                 "bos_token_id": 0, "eos_token_id": 0},
-        "opt": {"architectures": ["OPTForCausalLM"], "hidden_size": h, "word_embed_proj_dim": h,
-                "num_hidden_layers": n, "num_attention_heads": heads, "ffn_dim": f, **text,
-                "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 0},
-        "gpt_neox": {"architectures": ["GPTNeoXForCausalLM"], "hidden_size": h,
-                     "num_hidden_layers": n, "num_attention_heads": heads,
-                     "intermediate_size": f, **text, "bos_token_id": 0, "eos_token_id": 0},
-        "mistral": {"architectures": ["MistralForCausalLM"], "hidden_size": h,
-                    "num_hidden_layers": n, "num_attention_heads": heads,
-                    "num_key_value_heads": max(1, heads // 2), "intermediate_size": f, **text},
-        "roberta": {"architectures": ["RobertaForMaskedLM"], "hidden_size": h,
-                    "num_hidden_layers": n, "num_attention_heads": heads,
-                    "intermediate_size": f, "vocab_size": VOCAB,
-                    "max_position_embeddings": POSITIONS + 2, "pad_token_id": 1},
-        "electra": {"architectures": ["ElectraForMaskedLM"], "hidden_size": h,
-                    "embedding_size": h, "num_hidden_layers": n, "num_attention_heads": heads,
-                    "intermediate_size": f, **text},
-        "bart": {"architectures": ["BartForConditionalGeneration"], "d_model": h,
-                 "encoder_layers": n, "decoder_layers": n, "encoder_attention_heads": heads,
-                 "decoder_attention_heads": heads, "encoder_ffn_dim": f, "decoder_ffn_dim": f,
-                 **text, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
-                 "decoder_start_token_id": 2, "forced_eos_token_id": 2},
-        "beit": {"architectures": ["BeitForImageClassification"], "hidden_size": h,
-                 "num_hidden_layers": n, "num_attention_heads": heads, "intermediate_size": f,
-                 "image_size": image, "patch_size": patch, "num_labels": 100},
-        "dinov2": {"architectures": ["Dinov2ForImageClassification"], "hidden_size": h,
-                   "num_hidden_layers": n, "num_attention_heads": heads, "mlp_ratio": f // h,
-                   "image_size": image, "patch_size": patch, "num_labels": 100},
+        "gpt2": {
+            "architectures": ["GPT2LMHeadModel"],
+            "n_embd": h,
+            "n_layer": n,
+            "n_head": heads,
+            "n_inner": f,
+            "vocab_size": VOCAB,
+            "n_positions": POSITIONS,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+        "opt": {
+            "architectures": ["OPTForCausalLM"],
+            "hidden_size": h,
+            "word_embed_proj_dim": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "ffn_dim": f,
+            **text,
+            "pad_token_id": 1,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+        "gpt_neox": {
+            "architectures": ["GPTNeoXForCausalLM"],
+            "hidden_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "intermediate_size": f,
+            **text,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+        "mistral": {
+            "architectures": ["MistralForCausalLM"],
+            "hidden_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "num_key_value_heads": max(1, heads // 2),
+            "intermediate_size": f,
+            **text,
+        },
+        "roberta": {
+            "architectures": ["RobertaForMaskedLM"],
+            "hidden_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "intermediate_size": f,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": POSITIONS + 2,
+            "pad_token_id": 1,
+        },
+        "electra": {
+            "architectures": ["ElectraForMaskedLM"],
+            "hidden_size": h,
+            "embedding_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "intermediate_size": f,
+            **text,
+        },
+        "bart": {
+            "architectures": ["BartForConditionalGeneration"],
+            "d_model": h,
+            "encoder_layers": n,
+            "decoder_layers": n,
+            "encoder_attention_heads": heads,
+            "decoder_attention_heads": heads,
+            "encoder_ffn_dim": f,
+            "decoder_ffn_dim": f,
+            **text,
+            "pad_token_id": 1,
+            "bos_token_id": 0,
+            "eos_token_id": 2,
+            "decoder_start_token_id": 2,
+            "forced_eos_token_id": 2,
+        },
+        "beit": {
+            "architectures": ["BeitForImageClassification"],
+            "hidden_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "intermediate_size": f,
+            "image_size": image,
+            "patch_size": patch,
+            "num_labels": 100,
+        },
+        "dinov2": {
+            "architectures": ["Dinov2ForImageClassification"],
+            "hidden_size": h,
+            "num_hidden_layers": n,
+            "num_attention_heads": heads,
+            "mlp_ratio": f // h,
+            "image_size": image,
+            "patch_size": patch,
+            "num_labels": 100,
+        },
     }
     return {"model_type": model_type, **configs[model_type]}
 
@@ -119,16 +186,25 @@ def candidates(root: Path) -> list[dict]:
             HIDDEN, LAYERS, FFN_RATIO, shapes, BATCH, WORLD
         ):
             f = ratio * h
-            row: dict = {"batch_size": b, "world_size": ws, "mode": "train",
-                         "dataset_size": 8 * b * ws}
+            row: dict = {
+                "batch_size": b,
+                "world_size": ws,
+                "mode": "train",
+                "dataset_size": 8 * b * ws,
+            }
             if family in HF_FAMILIES:
                 image, patch = shape if vision else (None, None)
                 path = _write_config(_hf_config(family, h, n, f, image, patch), root)
                 row.update(family="hf", config_path=path)
                 row.update({"image_size": image} if vision else {"seq_len": shape[0]})
             else:
-                row.update(family=family, hidden_size=h, num_layers=n,
-                           num_heads=h // HEAD_DIM, intermediate_size=f)
+                row.update(
+                    family=family,
+                    hidden_size=h,
+                    num_layers=n,
+                    num_heads=h // HEAD_DIM,
+                    intermediate_size=f,
+                )
                 if vision:
                     row.update(image_size=shape[0], patch_size=shape[1], num_labels=100)
                 else:
@@ -148,8 +224,10 @@ def feasible(rows: list[dict]) -> list[dict]:
             continue
         if w.batch_size * w.seq_len > MAX_TOKENS:
             continue
-        key = json.dumps({k: v for k, v in spec.items() if k not in ("world_size", "dataset_size")},
-                         sort_keys=True)
+        key = json.dumps(
+            {k: v for k, v in spec.items() if k not in ("world_size", "dataset_size")},
+            sort_keys=True,
+        )
         if key not in flops_cache:
             nodes = build_layer_graph(w).nodes
             flops_cache[key] = float(nodes["fwd_flops"].sum() + nodes["bwd_flops"].sum())

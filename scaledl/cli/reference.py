@@ -25,10 +25,11 @@ def evaluate_reference_command(
         Path | None, typer.Option(help="Also rewrite this README's reference block")
     ] = None,
 ) -> None:
-    """Evaluate on the committed reference dataset (fixed labels): k-fold, leave-one-family-out,
-    D-optimal against random learning curves, sequential design
-    (:func:`scaledl.evaluation.reference.evaluate_reference`). Run from the repository root
-    (the dataset's Hugging Face config paths are relative to it).
+    """Evaluate on the committed reference dataset (fixed labels).
+
+    k-fold, leave-one-family-out, D-optimal against random learning curves and sequential
+    design (:func:`scaledl.evaluation.reference.evaluate_reference`). Run from the repository
+    root (the dataset's Hugging Face config paths are relative to it).
     """
     from scaledl.evaluation.reference import ReferenceConfig, evaluate_reference
     from scaledl.io.atomic import write_atomic

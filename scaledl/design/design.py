@@ -242,7 +242,9 @@ def augment_design(
             sampler = SEQUENTIAL_SAMPLER
         log_det = log_det_information(np.vstack([X[: len(profiled)], X[idx]]))
     else:
-        raise DesignError(f"augment_design: criterion must be 'matched' or 'surface', got {criterion!r}")
+        raise DesignError(
+            f"augment_design: criterion must be 'matched' or 'surface', got {criterion!r}"
+        )
     chosen = [pool[i] for i in idx]
     result = _result(chosen, sampler, seed, log_det, model, len(new), len(profiled), preset)
     result.metadata["log_det_existing"] = log_det_information(X[: len(profiled)])

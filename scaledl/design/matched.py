@@ -99,7 +99,9 @@ class PredictorInformation:
     blocks: tuple[InformationBlock, ...]
     n_candidates: int
 
-    def criterion(self, chosen: Sequence[int], candidate_weights: np.ndarray | None = None) -> float:
+    def criterion(
+        self, chosen: Sequence[int], candidate_weights: np.ndarray | None = None
+    ) -> float:
         """``Phi`` of a set of candidates (module docstring).
 
         Args:
@@ -296,7 +298,9 @@ def matched_d_optimal_indices(
     weights = np.ones(info.n_candidates) if candidate_weights is None else candidate_weights
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (info.n_candidates,) or not np.all(weights > 0):
-        raise DesignError("matched D-optimal: candidate_weights must be positive, one per candidate")
+        raise DesignError(
+            "matched D-optimal: candidate_weights must be positive, one per candidate"
+        )
     allowed = np.ones(info.n_candidates, dtype=bool)
     allowed[list(exclude)] = False
     allowed[list(include)] = False
@@ -350,7 +354,9 @@ def sequential_indices(
     admissible[list(exclude)] = False
     values = uncertainty[admissible]
     if uncertainty.shape != (info.n_candidates,) or not np.all(np.isfinite(values) & (values > 0)):
-        raise DesignError("sequential design: uncertainty must be finite and positive per candidate")
+        raise DesignError(
+            "sequential design: uncertainty must be finite and positive per candidate"
+        )
     weights = np.ones(info.n_candidates)
     weights[admissible] = values / values.mean()
     idx, _ = matched_d_optimal_indices(

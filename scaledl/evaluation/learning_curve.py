@@ -41,7 +41,11 @@ import numpy as np
 
 from scaledl.design.doptimal import d_optimal_indices
 from scaledl.design.features import FeatureModel, workload_factors
-from scaledl.design.matched import PredictorInformation, matched_d_optimal_indices, predictor_information
+from scaledl.design.matched import (
+    PredictorInformation,
+    matched_d_optimal_indices,
+    predictor_information,
+)
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.evaluation.comparisons import comparison_record
 from scaledl.evaluation.design_check import DesignCheck

@@ -329,8 +329,10 @@ def target_checks(result: dict) -> list[dict]:
             continue
         bound = c["ci_high"] if comparator.startswith("ci_high") else c["ci_low"]
         met = bound < threshold if comparator.endswith("<") else bound <= threshold
-        rows.append({"name": name, "value": c["mre_difference"], "ci_low": c["ci_low"],
-                     "ci_high": c["ci_high"], "threshold": threshold, "met": bool(met)})  # fmt: skip
+        rows.append(
+            {"name": name, "value": c["mre_difference"], "ci_low": c["ci_low"],
+             "ci_high": c["ci_high"], "threshold": threshold, "met": bool(met)}
+        )  # fmt: skip
     return rows
 
 

@@ -32,7 +32,8 @@ def _curve_rows(curves: dict) -> list[str]:
     rows = [head, "| --- |" + " --- |" * len(sizes)]
     for name, curve in samplers.items():
         cells = [
-            f"{_pct(m)} ± {_pct(s)}" for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
+            f"{_pct(m)} ± {_pct(s)}"
+            for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows

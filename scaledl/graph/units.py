@@ -31,7 +31,8 @@ LAYER_TYPE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "feed-forward",
         re.compile(
-            r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\bfc\d\b|\boutput\b \w*Output$",
+            r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\bfc\d\b"
+            r"|\boutput\b \w*Output$",
             re.I,
         ),
     ),

@@ -25,13 +25,18 @@ SETTING_COLUMNS = ("warmup_steps", "instrumented_steps", "layer_stride", "torch_
                    "python_version", "device_name", "host")  # fmt: skip
 
 
-def _families(workloads: pd.DataFrame, source: str) -> pd.DataFrame:
+def _cells(workloads: pd.DataFrame, source: str) -> pd.DataFrame:
+    """``(workload_id, family, world_size)`` per workload (family: :func:`family_key`)."""
     rows = []
     for record in workloads.to_dict("records"):
         w = Workload.from_record(record, source=source)
-        rows.append({"family": family_key(w), "world_size": w.world_size})
-    frame = pd.DataFrame(rows)
-    table = frame.pivot_table(index="family", columns="world_size", aggfunc="size", fill_value=0)
+        rows.append({"workload_id": w.workload_id, "family": family_key(w),
+                     "world_size": w.world_size})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _families(cells: pd.DataFrame) -> pd.DataFrame:
+    table = cells.pivot_table(index="family", columns="world_size", aggfunc="size", fill_value=0)
     table.columns = [f"world size {c}" for c in table.columns]
     table["workloads"] = table.sum(axis=1)
     return table
@@ -51,20 +56,27 @@ def datasheet_block(directory: Path) -> str:
     """
     tables = read_tables(Path(directory))
     runs = tables["runs"]
-    families = _families(tables["workloads"], f"{directory}/workloads.parquet")
+    cells = _cells(tables["workloads"], f"{directory}/workloads.parquet")
+    measured = cells["workload_id"].isin(set(runs["workload_id"]))
+    families = _families(cells[measured])
     quality = label_quality(tables)
     launches = runs.groupby("workload_id").size()
-    lines = [BEGIN, "", "| family | " + " | ".join(families.columns) + " |"]
+    lines = [BEGIN, "", "Workloads with a usable launch:", ""]
+    lines.append("| family | " + " | ".join(families.columns) + " |")
     lines.append("| --- |" + " --- |" * len(families.columns))
     for family, row in families.iterrows():
         lines.append(f"| {family} | " + " | ".join(str(int(v)) for v in row) + " |")
     total = families.sum()
     lines.append("| **all** | " + " | ".join(f"**{int(v)}**" for v in total) + " |")
+    missing = cells[~measured].groupby(["family", "world_size"]).size()
+    without = ", ".join(f"{f} at world size {ws}: {n}" for (f, ws), n in missing.items())
     lines += [
         "",
-        f"- Workloads: {len(tables['workloads'])} in {len(families)} families; launches "
-        f"(independent `torchrun` runs) per workload: {launches.min()}-{launches.max()} "
-        f"({len(runs)} in all).",
+        f"- Workloads: {int(measured.sum())} with a usable launch in {len(families)} families, "
+        f"of {len(cells)} drawn; without one: {int((~measured).sum())}"
+        + (f" ({without})" if without else "")
+        + f". Usable launches (independent `torchrun` runs) per workload: {launches.min()}-"
+        f"{launches.max()} ({len(runs)} in all).",
         f"- Measured from {runs['started_at'].min()} to {runs['finished_at'].max()} (UTC).",
     ]
     for column in SETTING_COLUMNS:

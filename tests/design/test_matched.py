@@ -95,7 +95,8 @@ def test_predictor_information_has_one_block_per_layer_type_and_the_gnn():
     assert "layer:attention" in names and "layer:patch-embed" in names
     layer_weights = [b.weight for b in info.blocks if b.name != "gnn"]
     assert sum(layer_weights) == pytest.approx(1.0)
-    assert min(layer_weights) >= 1 / (2 * len(layer_weights)) / sum(layer_weights) - 1e-12
+    # floored at 1 / (2T) before normalising, and the floored weights sum to at most 1.5
+    assert min(layer_weights) >= 1 / (3 * len(layer_weights))
     assert all(b.per_candidate.shape[0] == len(workloads) for b in info.blocks)
     # The only vision workload is the only one with a patch embedding: any design of 4 takes it.
     idx, _ = matched_d_optimal_indices(info, 4, seed=0)

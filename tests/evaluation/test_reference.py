@@ -75,7 +75,10 @@ def test_halving_pairs_doptimal_at_half_with_the_whole_pool_of_the_same_seed():
     curves = {
         "pool_size": 40,
         "samplers": {
-            "doptimal": {"sizes": [10, 20, 40], "mre_per_seed": [[0.2] * 10, [m + 0.05 for m in full], full]},
+            "doptimal": {
+                "sizes": [10, 20, 40],
+                "mre_per_seed": [[0.2] * 10, [m + 0.05 for m in full], full],
+            },
             "random": {"sizes": [10, 20, 40], "mre_per_seed": [[0.2] * 10, [0.15] * 10, full]},
         },
     }

@@ -21,5 +21,6 @@ def test_every_target_of_the_result_is_in_the_block():
     assert [t["name"] for t in result["targets"]] == [
         line.split(" | ")[0].removeprefix("| ")
         for line in block.splitlines()
-        if line.startswith("| ") and any(line.startswith(f"| {t['name']}") for t in result["targets"])
+        if line.startswith("| ")
+        and any(line.startswith(f"| {t['name']}") for t in result["targets"])
     ]

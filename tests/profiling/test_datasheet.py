@@ -2,12 +2,15 @@
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
-from scaledl.models.data import load_profile_data
+from scaledl.models.data import read_tables
+from scaledl.models.domain import family_key
 from scaledl.profiling.datasheet import BEGIN, END, check_datasheet, write_datasheet
 from scaledl.validation.pipeline import validate_profiles
+from scaledl.workloads.spec import Workload
 
 REFERENCE = Path(__file__).resolve().parents[2] / "datasets" / "reference-cpu"
 
@@ -30,19 +33,20 @@ def test_reference_dataset_passes_the_product_validation(tmp_path):
     report = validate_profiles(
         REFERENCE / "validated", tmp_path / "v", tmp_path / "q", tmp_path / "r"
     )
-    assert report.quarantined_rows() == 0
+    assert report.quarantined_rows == 0
 
 
-def test_reference_dataset_has_300_workloads_over_10_families_from_the_repository_root(
-    monkeypatch,
-):
+def test_reference_dataset_has_300_labelled_workloads_over_10_families(monkeypatch):
     monkeypatch.chdir(REFERENCE.parents[1])  # config paths are relative to the repository root
-    data = load_profile_data(REFERENCE / "validated")
-    families = data.labels["family"].value_counts()
-    assert len(data.ids) >= 300
-    assert len(families) >= 10
-    assert families.min() >= 10
-    assert set(data.labels["world_size"]) == {1, 2}
+    tables = read_tables(REFERENCE / "validated")
+    labelled = tables["workloads"][
+        tables["workloads"]["workload_id"].isin(tables["runs"]["workload_id"])
+    ]
+    workloads = [Workload.from_record(r, source="reference") for r in labelled.to_dict("records")]
+    families = pd.Series([family_key(w) for w in workloads]).value_counts()
+    assert len(workloads) >= 300
+    assert len(families) >= 10 and families.min() >= 10
+    assert {w.world_size for w in workloads} == {1, 2}
 
 
 def test_every_hf_config_the_workloads_name_is_committed_and_used():
