@@ -8,6 +8,7 @@ downstream assets read the files, nothing goes through Dagster's storage.
 import dataclasses
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -182,10 +183,17 @@ def workload_design(
     return dg.MaterializeResult(
         metadata={
             **_design_metadata(read_design(path), action, path),
-            "log_det": float(result.log_det),
+            # The response surface's log det: -inf (shown as text) when the matched design
+            # does not estimate the surface (fewer workloads than its terms).
+            "log_det": float(result.log_det) if math.isfinite(result.log_det) else "-inf",
             "d_efficiency": float(result.d_efficiency),
             "n_candidates": int(result.n_candidates),
             "n_terms": int(result.n_terms),
+            **(
+                {"matched_criterion": float(result.metadata["matched_criterion"])}
+                if "matched_criterion" in result.metadata
+                else {}
+            ),
         }
     )
 
@@ -219,7 +227,9 @@ def _design_metadata(table: pd.DataFrame, action: str, path: Any) -> dict[str, A
         ),
         "workloads": md_table(table[shown], max_rows=100),
     }
-    for key in ("log_det", "d_efficiency", "sampler"):
+    for key in ("log_det", "d_efficiency", "sampler", "matched_criterion"):
         if key in summary:
-            meta[f"design.{key}"] = summary[key]
+            value = summary[key]
+            finite = not isinstance(value, float) or math.isfinite(value)
+            meta[f"design.{key}"] = value if finite else str(value)
     return meta
