@@ -19,12 +19,10 @@ import pytest
 import skops
 import skops.io as sio
 import torch
+from faults import FsyncSpy, count_io, crash_at, tmpfs
 
 from scaledl.registry import BundleError, list_predictors, load_predictor, register_bundle
 from scaledl.registry.bundle import TRUSTED_TYPES, read_manifest, sha256_file
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
