@@ -188,7 +188,9 @@ def edit_params(bundle: Path, edit, raw: str | None = None) -> None:
 
 def test_a_negative_epoch_overhead_is_refused(bundle):
     edit_params(bundle, lambda p: p["epoch"]["coef"].__setitem__(0, -1000.0))
-    with pytest.raises(BundleError, match=r"params.json: epoch model: field 'coef'"):
+    with pytest.raises(
+        BundleError, match=r"params.json: epoch model: field 'coef.0' \(value -1000.0\)"
+    ):
         load_predictor(bundle)
 
 
