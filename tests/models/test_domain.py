@@ -46,7 +46,7 @@ def test_round_trip_and_errors():
     with pytest.raises(ValueError, match="params.json: training domain: field 'modes': missing"):
         TrainingDomain.from_dict({k: v for k, v in data.items() if k != "modes"}, "params.json")
     with pytest.raises(
-        ValueError, match=r"training domain: field 'ranges.batch_size' \(value \[1\]\)"
+        ValueError, match="params.json: training domain: field 'ranges.batch_size.1': missing"
     ):
         TrainingDomain.from_dict({**data, "ranges": {"batch_size": [1]}}, "params.json")
     with pytest.raises(ValueError, match="no training workload"):
