@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
+from scaledl.layout import DataLayout
 from scaledl.workloads.files import load_yaml, read_workloads_file
 
 
@@ -17,6 +18,11 @@ def fail(message: str) -> None:
     # Bounded: a message quoting a 50 MB field never floods the terminal.
     typer.secho(f"error: {bounded(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(2)
+
+
+def layout() -> DataLayout:
+    """The data layout of ``$SCALEDL_DATA_DIR`` (``data`` when unset): the commands' defaults."""
+    return DataLayout.from_env()
 
 
 def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Path | None:

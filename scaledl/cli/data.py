@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail
+from scaledl.cli.common import fail, layout
 
 app = typer.Typer()
 import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
@@ -17,7 +17,9 @@ app.add_typer(import_app, name="import")
 
 @app.command()
 def validate(
-    path: Annotated[Path, typer.Argument(help="Profiles directory")] = Path("data/profiles"),
+    path: Annotated[
+        Path | None, typer.Argument(help="Profiles directory [<data>/profiles]", show_default=False)
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Validated tables [PATH/../validated]")] = None,
     quarantine: Annotated[Path | None, typer.Option(help="Quarantine [PATH/../quarantine]")] = None,
     report: Annotated[
@@ -28,16 +30,20 @@ def validate(
 
     Outputs go beside the profiles directory (``data/profiles`` -> ``data/validated``,
     ``data/quarantine``, ``data/reports/validation``), so validating a scratch directory never
-    overwrites the project's own report.
+    overwrites the project's own report; an import's (``data/imported/neusight``) go to
+    ``data/imported/validated/neusight``, ``data/imported/quarantine/neusight`` and
+    ``data/reports/validation/imported/neusight``, where the pipeline and ``evaluate-gpu`` read
+    them (:meth:`scaledl.layout.DataLayout.validation_outputs`).
     """
     from scaledl.validation import ValidationError, validate_profiles
 
+    path = path or layout().profiles_dir
     if not path.is_dir():
         fail(f"{path}: profiles directory not found")
-    root = path.resolve().parent
-    out = out or root / "validated"
-    quarantine = quarantine or root / "quarantine"
-    report = report or root / "reports" / "validation"
+    beside = layout().validation_outputs(path.resolve())
+    out = out or beside.validated
+    quarantine = quarantine or beside.quarantine
+    report = report or beside.report
     try:
         result = validate_profiles(path, out, quarantine, report)
     except ValidationError as exc:
@@ -50,11 +56,15 @@ def validate(
 @import_app.command("neusight")
 def import_neusight_command(
     path: Annotated[
-        Path, typer.Argument(help="NeuSight data folder (label/, model_configs/, ...)")
-    ],
-    out: Annotated[Path, typer.Option(help="Output profiles folder")] = Path(
-        "data/imported/neusight"
-    ),
+        Path | None,
+        typer.Argument(
+            help="NeuSight data folder (label/, model_configs/, ...) [<external>/neusight]",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output profiles folder [<data>/imported/neusight]")
+    ] = None,
 ) -> None:
     """Import NeuSight's GPU traces and labels as standard profile tables (then validate them).
 
@@ -64,9 +74,11 @@ def import_neusight_command(
     """
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_tables import import_neusight
+    from scaledl.layout import neusight_root
 
+    out = out or layout().imported_dir("neusight")
     try:
-        summary = import_neusight(path, out)
+        summary = import_neusight(path or neusight_root(), out)
     except (NeusightFormatError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())

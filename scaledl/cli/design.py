@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail
+from scaledl.cli.common import fail, layout
 
 app = typer.Typer()
 
@@ -21,7 +21,9 @@ def design(
     sampler: Annotated[str, typer.Option(help="doptimal, random or lhs")] = "doptimal",
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
     augment: Annotated[Path | None, typer.Option(help="Existing design to augment")] = None,
-    out: Annotated[Path, typer.Option(help="Output parquet")] = Path("data/design/design.parquet"),
+    out: Annotated[
+        Path | None, typer.Option(help="Output parquet [<data>/design/design.parquet]")
+    ] = None,
 ) -> None:
     """Choose workloads to profile (D-optimal by default) and write the design table."""
     from scaledl.design import (
@@ -45,7 +47,7 @@ def design(
                                      device_name=device, backend=backend)  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
-    path = write_design(result, out)
+    path = write_design(result, out or layout().design_path)
     typer.echo(
         f"{path}: {len(result.table)} workloads ({result.sampler}), log det {result.log_det:.2f}, "
         f"D-efficiency {result.d_efficiency:.3f}, from {result.n_candidates} candidates"

@@ -8,17 +8,17 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail
+from scaledl.cli.common import fail, layout
 
 app = typer.Typer()
 
 
 @app.command()
 def evaluate(
-    profiles: Annotated[Path, typer.Option(help="Validated profile tables")] = Path(
-        "data/validated"
-    ),
-    out: Annotated[Path, typer.Option(help="Report directory")] = Path("data/reports"),
+    profiles: Annotated[
+        Path | None, typer.Option(help="Validated profile tables [<data>/validated]")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Report directory [<data>/reports]")] = None,
     gpu_profiles: Annotated[
         Path | None, typer.Option(help="Validated imported GPU profiles (GPU evaluation)")
     ] = None,
@@ -31,6 +31,8 @@ def evaluate(
     from scaledl.evaluation import evaluate as run_evaluation
     from scaledl.models.data import ProfileDataError
 
+    profiles = profiles or layout().validated_dir
+    out = out or layout().reports_dir
     config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
     try:
         metrics = run_evaluation(profiles, out, config)
@@ -42,32 +44,43 @@ def evaluate(
 
 @app.command("evaluate-gpu")
 def evaluate_gpu_command(
-    profiles: Annotated[Path, typer.Option(help="Validated imported GPU profiles")] = Path(
-        "data/imported/validated/neusight"
-    ),
+    profiles: Annotated[
+        Path | None,
+        typer.Option(help="Validated imported GPU profiles [<data>/imported/validated/neusight]"),
+    ] = None,
     parallel_labels: Annotated[
-        Path | None, typer.Option(help="The import's parallel_labels.parquet")
-    ] = Path("data/imported/neusight/parallel_labels.parquet"),
-    out: Annotated[Path, typer.Option(help="Output directory")] = Path("data/reports"),
+        Path | None,
+        typer.Option(
+            help="The import's parallel_labels.parquet "
+            "[<data>/imported/neusight/parallel_labels.parquet]"
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [<data>/reports]")] = None,
 ) -> None:
-    """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4)."""
-    from scaledl.evaluation.evaluate import EXTERNAL_ROOT
+    """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4).
+
+    The defaults are where ``scaledl import neusight`` and ``scaledl validate
+    <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`).
+    """
     from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+    from scaledl.io.atomic import atomic_file, write_atomic
+    from scaledl.layout import vidur_network_root
     from scaledl.models.data import ProfileDataError
 
+    profiles = profiles or layout().imported_validated_dir()
+    parallel_labels = parallel_labels or layout().imported_parallel_labels()
+    out = out or layout().reports_dir
     if not profiles.is_dir():
         fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
-    config = GpuEvaluationConfig(
-        parallel_labels=labels, vidur_root=EXTERNAL_ROOT / "vidur" / "network"
-    )
+    config = GpuEvaluationConfig(parallel_labels=labels, vidur_root=vidur_network_root())
     try:
         metrics, pred = evaluate_gpu(profiles, config)
     except (ProfileDataError, ValueError) as exc:
         fail(str(exc))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
-    pred.to_parquet(out / "gpu_predictions.parquet", index=False)
+    write_atomic(out / "gpu_metrics.json", json.dumps(metrics, indent=2, default=str))
+    with atomic_file(out / "gpu_predictions.parquet") as tmp:
+        pred.to_parquet(tmp, index=False)
     for target in metrics["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
     typer.echo(f"metrics: {out / 'gpu_metrics.json'}")

@@ -8,16 +8,16 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from scaledl.cli.common import fail, int_list, output_path, workload_rows, write_table
+from scaledl.cli.common import fail, int_list, layout, output_path, workload_rows, write_table
 
 app = typer.Typer()
 
 
 @app.command()
 def predict(
-    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path(
-        "data/predictors/scaledl"
-    ),
+    predictor: Annotated[
+        Path | None, typer.Option(help="Bundle or name directory [<data>/predictors/scaledl]")
+    ] = None,
     workloads: Annotated[
         Path | None, typer.Option(help="CSV, YAML or parquet of workloads")
     ] = None,
@@ -49,7 +49,7 @@ def predict(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         rows = workload_rows(workloads, family, set_)
-        model = load_predictor(predictor)
+        model = load_predictor(predictor or layout().predictor_dir())
         result = model.predict(
             rows, detail=detail, source=str(workloads or "--set"), coverage=coverage,
             strict=strict,
@@ -72,9 +72,9 @@ def plan(
     dataset_size: Annotated[int, typer.Option(help="Samples per epoch")],
     epochs: Annotated[float, typer.Option(help="Epochs to train")],
     price_per_device_hour: Annotated[float, typer.Option(help="Price of one device-hour")],
-    predictor: Annotated[Path, typer.Option(help="Bundle or name directory")] = Path(
-        "data/predictors/scaledl"
-    ),
+    predictor: Annotated[
+        Path | None, typer.Option(help="Bundle or name directory [<data>/predictors/scaledl]")
+    ] = None,
     model: Annotated[
         Path | None, typer.Option(help="YAML/CSV/parquet: one row, the model's workload fields")
     ] = None,
@@ -117,7 +117,7 @@ def plan(
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
         result = make_plan(
-            load_predictor(predictor),
+            load_predictor(predictor or layout().predictor_dir()),
             rows[0],
             dataset_size=dataset_size,
             epochs=epochs,

@@ -7,17 +7,17 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail
+from scaledl.cli.common import fail, layout
 
 app = typer.Typer()
 
 
 @app.command()
 def train(
-    validated: Annotated[Path, typer.Option(help="Validated profile tables")] = Path(
-        "data/validated"
-    ),
-    registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
+    validated: Annotated[
+        Path | None, typer.Option(help="Validated profile tables [<data>/validated]")
+    ] = None,
+    registry: Annotated[Path | None, typer.Option(help="Registry root [<data>/predictors]")] = None,
     name: Annotated[str, typer.Option(help="Predictor name")] = "scaledl",
     calibration: Annotated[
         Path | None,
@@ -36,6 +36,8 @@ def train(
     from scaledl.registry import save_bundle, tables_sha256
     from scaledl.registry.bundle import check_calibration_data
 
+    validated = validated or layout().validated_dir
+    registry = registry or layout().predictors_dir
     try:
         intervals = IntervalCalibration.read(calibration) if calibration is not None else None
         sha = tables_sha256(validated)
@@ -50,11 +52,12 @@ def train(
 
 @app.command("list-predictors")
 def list_predictors_command(
-    registry: Annotated[Path, typer.Option(help="Registry root")] = Path("data/predictors"),
+    registry: Annotated[Path | None, typer.Option(help="Registry root [<data>/predictors]")] = None,
 ) -> None:
     """List registered predictor bundles; a broken version is listed with its reason."""
     from scaledl.registry import list_predictors
 
+    registry = registry or layout().predictors_dir
     table = list_predictors(registry)
     if not len(table):
         typer.echo(f"{registry}: no predictor")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, parse_workloads
+from scaledl.cli.common import fail, layout, parse_workloads
 from scaledl.workloads.files import read_workloads_file
 
 app = typer.Typer()
@@ -24,7 +24,7 @@ def profile(
     workload: Annotated[
         str | None, typer.Option(help="One workload as JSON (single-workload form)")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Profiles directory")] = Path("data/profiles"),
+    out: Annotated[Path | None, typer.Option(help="Profiles directory [<data>/profiles]")] = None,
     force: Annotated[bool, typer.Option(help="Profile again even if already profiled")] = False,
     preset: Annotated[
         str, typer.Option(help="Preset (name or YAML) whose `profiling:` settings to use")
@@ -47,11 +47,38 @@ def profile(
     that cannot be built, or a ``device_name`` other than this host's (profiling measures this
     host) ends the command with exit code 2 naming the file, row and field.
     """
-    from scaledl.design import PresetError, load_preset, read_design
     from scaledl.profiling.interrupt import ProfilingInterrupted
-    from scaledl.profiling.launch import ProfileSettings, Rendezvous, profile_workloads
+    from scaledl.profiling.launch import profile_workloads
     from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import ProfileStoreError
+
+    out = out or layout().profiles_dir
+    specs = _local_workloads(design, workloads, workload)
+    settings = _settings(preset, repeats, timeout_s, rdzv_endpoint, node_rank)
+    try:
+        summary = profile_workloads(specs, out, settings, force=force)
+    except (ProfilesLocked, ProfileStoreError) as exc:
+        fail(str(exc))
+    except ProfilingInterrupted as exc:
+        _consolidate_or_fail(out)
+        typer.echo(_interrupted_text(out, exc), err=True)
+        raise typer.Exit(exc.exit_code) from None
+    _consolidate_or_fail(out)
+    disturbed = sum(summary.interference.values())
+    typer.echo(
+        f"{out}: {summary.ok} (workload, repeat) parts profiled, {summary.skipped} reused, "
+        f"{summary.remeasured} re-measured after interference, {disturbed} still disturbed "
+        f"(quarantined by validation), {len(summary.failed)} failed {summary.failed or ''} "
+        f"in {summary.wall_s:.0f} s"
+    )
+
+
+def _local_workloads(design: Path | None, workloads: Path | None, workload: str | None) -> list:
+    """The workloads of exactly one of the three sources, each checked to run on this host.
+
+    Exits with code 2 (naming the file, row and field) on a bad row or another host's device.
+    """
+    from scaledl.design import read_design
     from scaledl.workloads.device import local_device_name
     from scaledl.workloads.spec import WorkloadError, table_row, unique_keys
 
@@ -78,42 +105,42 @@ def profile(
                 )
     except (ValueError, WorkloadError) as exc:
         fail(str(exc))
+    return specs
+
+
+def _settings(
+    preset: str,
+    repeats: int | None,
+    timeout_s: float | None,
+    rdzv_endpoint: str | None,
+    node_rank: int,
+):
+    """The preset's ``profiling:`` settings with the command's overrides (exit 2 if invalid)."""
+    from scaledl.design import PresetError, load_preset
+    from scaledl.profiling.launch import ProfileSettings, Rendezvous
+
     rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
     overrides = {"repeats": repeats, "timeout_s": timeout_s}
     try:
-        settings = ProfileSettings.from_preset(
+        return ProfileSettings.from_preset(
             load_preset(preset).get("profiling"),
             rendezvous=rdzv,
             **{k: v for k, v in overrides.items() if v is not None},
         )
     except (PresetError, ValueError) as exc:
         fail(str(exc))
-    try:
-        summary = profile_workloads(specs, out, settings, force=force)
-    except (ProfilesLocked, ProfileStoreError) as exc:
-        fail(str(exc))
-    except ProfilingInterrupted as exc:
-        done = exc.summary
-        _consolidate_or_fail(out)
-        typer.echo(
-            f"{out}: stopped by {signal.Signals(exc.signum).name}: {done.done} of "
-            f"{done.requested} (workload, repeat) parts done"
-            + (
-                f", {done.interrupted} interrupted (measured again on resume)"
-                if done.interrupted
-                else ""
-            )
-            + "; run the same command again to resume",
-            err=True,
-        )
-        raise typer.Exit(exc.exit_code) from None
-    _consolidate_or_fail(out)
-    disturbed = sum(summary.interference.values())
-    typer.echo(
-        f"{out}: {summary.ok} (workload, repeat) parts profiled, {summary.skipped} reused, "
-        f"{summary.remeasured} re-measured after interference, {disturbed} still disturbed "
-        f"(quarantined by validation), {len(summary.failed)} failed {summary.failed or ''} "
-        f"in {summary.wall_s:.0f} s"
+
+
+def _interrupted_text(out: Path, exc) -> str:
+    """What an interrupted profile did, and how to resume it."""
+    done = exc.summary
+    interrupted = (
+        f", {done.interrupted} interrupted (measured again on resume)" if done.interrupted else ""
+    )
+    return (
+        f"{out}: stopped by {signal.Signals(exc.signum).name}: {done.done} of "
+        f"{done.requested} (workload, repeat) parts done{interrupted}"
+        "; run the same command again to resume"
     )
 
 

@@ -8,15 +8,19 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, output_path
+from scaledl.cli.common import fail, layout, output_path
 from scaledl.cli.evaluate import headline
+from scaledl.io.atomic import write_atomic
+from scaledl.layout import DataLayout
 
 app = typer.Typer()
 
 
 @app.command()
 def summary(
-    data: Annotated[Path, typer.Option(help="Data root", envvar="SCALEDL_DATA_DIR")] = Path("data"),
+    data: Annotated[
+        Path | None, typer.Option(help="Data root [$SCALEDL_DATA_DIR, else data]")
+    ] = None,
     markdown: Annotated[
         bool,
         typer.Option(
@@ -40,8 +44,10 @@ def summary(
     from scaledl.evaluation.report import reproducibility_text
     from scaledl.evaluation.results import Metrics, MetricsError
     from scaledl.evaluation.summary import ReadmeBlockError, write_readme_block
+    from scaledl.registry import BundleError, latest_bundle
 
-    metrics_path = data / "reports" / "metrics.json"
+    paths = layout() if data is None else DataLayout(data)
+    metrics_path = paths.metrics_path
     if not metrics_path.exists():
         fail(f"{metrics_path}: no evaluation yet (run `make run`)")
     try:
@@ -55,13 +61,13 @@ def summary(
         typer.echo(f"{results}: written from {metrics_path}")
         typer.echo(f"{readme}: results block regenerated from {results}")
         return
-    latest = data / "predictors" / "scaledl" / "latest"
-    if not latest.exists():
-        fail(f"{latest}: no registered predictor yet (run `make run`)")
-    if not latest.is_file():  # a symlink to a version directory, say
-        fail(f"{latest}: not a one-line file naming the version")
-    bundle = data / "predictors" / "scaledl" / latest.read_text().strip()
-    typer.echo(f"report:    {data / 'reports' / 'report.html'}")
+    try:
+        bundle = latest_bundle(paths.predictor_dir())
+    except BundleError as exc:
+        fail(str(exc))
+    if bundle is None:
+        fail(f"{paths.predictor_dir() / 'latest'}: no registered predictor yet (run `make run`)")
+    typer.echo(f"report:    {paths.report_path}")
     typer.echo(f"metrics:   {metrics_path}")
     typer.echo(f"predictor: {bundle}")
     typer.echo(
@@ -69,7 +75,7 @@ def summary(
         + reproducibility_text(metrics)
     )
     typer.echo(headline(metrics))
-    _echo_label_quality(data / "profiles")
+    _echo_label_quality(paths.profiles_dir)
 
 
 def _echo_label_quality(profiles: Path) -> None:
@@ -121,5 +127,5 @@ def reproducibility(
             f"{comparison['verdict']}"
         )
     if out is not None:
-        out.write_text(json.dumps(result, indent=2))
+        write_atomic(out, json.dumps(result, indent=2))
         typer.echo(f"{out}: written")

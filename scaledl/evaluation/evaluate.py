@@ -45,14 +45,12 @@ from scaledl.evaluation.splits import (
     validation_ids,
 )
 from scaledl.io.atomic import atomic_file
+from scaledl.layout import vidur_network_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
 from scaledl.registry.bundle import tables_sha256
 from scaledl.workloads.spec import Workload
-
-#: The real GPU measurements shipped with the repository (``external/``).
-EXTERNAL_ROOT = Path(__file__).resolve().parents[2] / "external"
 
 
 def _cheap_learning_curve_params() -> dict[str, dict]:
@@ -118,7 +116,7 @@ class EvaluationConfig:
     include_external: bool = True
     gpu_profiles: Path | None = None
     gpu_parallel_labels: Path | None = None
-    vidur_root: Path = EXTERNAL_ROOT / "vidur" / "network"
+    vidur_root: Path = field(default_factory=vidur_network_root)
     figures: bool = True
     extrapolation_quantile: float = 0.8
     method_params: dict[str, dict] = field(default_factory=dict)

@@ -48,8 +48,9 @@ from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.features import build_graph_set, workload_frame
-from scaledl.models.kernel import KernelGraphMethod, architecture_group, operator_rows
+from scaledl.models.kernel import KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
+from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")

@@ -50,13 +50,12 @@ from scaledl.models.features import GraphSet, build_graph_set
 from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
 from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.store import robust_cv
+from scaledl.profiling.tables import (
+    OPTIONAL_TABLE_NAMES,
+    PROFILE_TABLE_NAMES,
+    RUN_TABLE_NAMES,
+)
 from scaledl.workloads.spec import Workload
-
-TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "iteration_timings",
-               "epochs")  # fmt: skip
-
-
-_RUN_TABLES = ("layer_timings", "allreduce_timings", "iteration_timings", "epochs")
 
 
 class ProfileDataError(ValueError):
@@ -115,10 +114,6 @@ class ProfileData:
         )
 
 
-#: Tables read when present.
-OPTIONAL_TABLE_NAMES = ("operator_timings",)
-
-
 def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
     """Read the six profile tables of a directory (and the optional ones present).
 
@@ -127,7 +122,7 @@ def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
     """
     tables = {}
     optional = [n for n in OPTIONAL_TABLE_NAMES if (Path(directory) / f"{n}.parquet").exists()]
-    for name in (*TABLE_NAMES, *optional):
+    for name in (*PROFILE_TABLE_NAMES, *optional):
         path = Path(directory) / f"{name}.parquet"
         try:
             tables[name] = pd.read_parquet(path)
@@ -249,13 +244,13 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     """:func:`load_profile_data` on tables already in memory."""
     usable = set(_usable_runs(tables["runs"])["run_id"])
     tables = {
-        name: frame[frame["run_id"].isin(usable)] if name in _RUN_TABLES else frame
+        name: frame[frame["run_id"].isin(usable)] if name in RUN_TABLE_NAMES else frame
         for name, frame in tables.items()
     }
     runs = launch_labels(tables)
     factors = runs.set_index("run_id")["slowdown_factor"]
     tables = {
-        name: frame[frame["run_id"].isin(factors.index)] if name in _RUN_TABLES else frame
+        name: frame[frame["run_id"].isin(factors.index)] if name in RUN_TABLE_NAMES else frame
         for name, frame in tables.items()
     }
     records = tables["workloads"].set_index("workload_id")

@@ -33,7 +33,7 @@ def read_search_space(settings: ScaledlSettings) -> dict[str, Any]:
     Raises:
         dagster.Failure: ``search_space`` has not been materialised for this data root.
     """
-    path = settings.search_space_path
+    path = settings.layout.search_space_path
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -48,17 +48,16 @@ def read_design_table(settings: ScaledlSettings) -> pd.DataFrame:
     """
     from scaledl.design import read_design
 
-    path = settings.design_path
+    path = settings.layout.design_path
     if not path.is_file():
         raise dg.Failure(f"{path}: no design; materialise 'workload_design' first")
     return read_design(path)
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+    from scaledl.io.atomic import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def _device() -> tuple[str, str]:
@@ -83,10 +82,10 @@ def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
             for key, value in spec.items()
         ]
     )
-    _write_json(settings.search_space_path, preset)
+    _write_json(settings.layout.search_space_path, preset)
     return dg.MaterializeResult(
         metadata={
-            "search_space_file": dg.MetadataValue.path(str(settings.search_space_path)),
+            "search_space_file": dg.MetadataValue.path(str(settings.layout.search_space_path)),
             "preset": preset["name"],
             "source": dg.MetadataValue.path(str(preset["source"])),
             "fingerprint": preset_fingerprint(preset),
@@ -143,7 +142,7 @@ def workload_design(
 
     preset = read_search_space(settings)
     fingerprint = preset_fingerprint(preset)
-    path, fp_path = settings.design_path, settings.design_fingerprint_path
+    path, fp_path = settings.layout.design_path, settings.layout.design_fingerprint_path
     same_preset = (
         path.is_file()
         and fp_path.is_file()
@@ -179,7 +178,7 @@ def workload_design(
         )
         action = "generated"
     write_design(result, path)
-    fp_path.write_text(json.dumps({"preset": preset["name"], "fingerprint": fingerprint}))
+    _write_json(fp_path, {"preset": preset["name"], "fingerprint": fingerprint})
     return dg.MaterializeResult(
         metadata={
             **_design_metadata(read_design(path), action, path),
