@@ -10,7 +10,7 @@ from scaledl.design.matched import (
     sequential_indices,
 )
 from scaledl.models.features import build_graph_set
-from tests.tiny_specs import tiny
+from tiny_specs import tiny
 
 
 def _block(rows: np.ndarray, weight: float = 1.0, name: str = "layer:x") -> InformationBlock:
