@@ -41,7 +41,7 @@ def evaluate_reference_command(
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     config = ReferenceConfig(learning_curve_seeds=learning_curve_seeds, n_jobs=n_jobs)
-    result = evaluate_reference(profiles, config)
+    result = evaluate_reference(profiles, config, checkpoint=out.with_suffix(".partial.json"))
     for target in result["targets"]:
         verdict = {True: "met", False: "missed", None: "not evaluated"}[target["met"]]
         interval = (

@@ -72,10 +72,11 @@ def workload_factors(
     numeric = {name: np.empty(len(workloads)) for name in NUMERIC_FACTORS}
     categorical = {name: np.empty(len(workloads), dtype=object) for name in CATEGORICAL_FACTORS}
     for row, w in enumerate(workloads):
-        if w.hidden_size is None or w.num_layers is None or w.num_heads is None:
+        sizes = (w.hidden_size, w.num_layers, w.num_heads, w.intermediate_size)
+        if any(v is None for v in sizes):
             raise DesignError(
                 f"workload {w.workload_id} (family={w.family!r}) has no hidden_size/num_layers/"
-                "num_heads: the design needs explicit architecture sizes"
+                "num_heads/intermediate_size: the design needs explicit architecture sizes"
             )
         numeric["hidden_size"][row] = w.hidden_size
         numeric["num_layers"][row] = w.num_layers

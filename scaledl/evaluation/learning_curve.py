@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from scaledl.design.doptimal import d_optimal_indices
+from scaledl.design.errors import DesignError
 from scaledl.design.features import FeatureModel, workload_factors
 from scaledl.design.matched import (
     PredictorInformation,
@@ -70,18 +71,28 @@ class PoolDesign:
 
     Attributes:
         ids: the pool ids.
-        X: model matrix, shape ``(len(ids), p)``.
-        coords: unit-cube coordinates, shape ``(len(ids), k)``.
-        terms: names of the model terms.
+        X: model matrix, shape ``(len(ids), p)`` (``None`` with ``surface_error``).
+        coords: unit-cube coordinates, shape ``(len(ids), k)`` (``None`` likewise).
+        terms: names of the model terms (empty likewise).
+        surface_error: why the response surface cannot code the pool, or ``None``.
     """
 
     def __init__(self, data: ProfileData, pool_ids: Sequence[str], order: str = "main") -> None:
         self.ids = list(pool_ids)
-        numeric, categorical = workload_factors([data.workloads[i] for i in self.ids])
-        model = FeatureModel.fit(numeric, categorical, order)
-        self.X = model.transform(numeric, categorical)
-        self.coords = model.unit_coordinates(numeric, categorical)
-        self.terms = model.terms
+        # The response surface needs explicit sizes; a pool without them (a Hugging Face config
+        # with no intermediate size, e.g. DINOv2's mlp_ratio) can only use doptimal and random.
+        self.surface_error: DesignError | None = None
+        self.X = self.coords = None
+        self.terms: tuple[str, ...] = ()
+        try:
+            numeric, categorical = workload_factors([data.workloads[i] for i in self.ids])
+        except DesignError as exc:
+            self.surface_error = exc
+        else:
+            model = FeatureModel.fit(numeric, categorical, order)
+            self.X = model.transform(numeric, categorical)
+            self.coords = model.unit_coordinates(numeric, categorical)
+            self.terms = model.terms
         self._data = data
         self._matched: PredictorInformation | None = None
 
@@ -115,6 +126,8 @@ class PoolDesign:
         if sampler == "doptimal":
             # One random start per seed: the seeds are the replicates of the curve.
             idx, _ = matched_d_optimal_indices(self.matched, n, seed=seed, n_starts=1)
+        elif sampler in ("doptimal-surface", "lhs") and self.surface_error is not None:
+            raise self.surface_error
         elif sampler == "doptimal-surface":
             idx, _ = d_optimal_indices(self.X, n, seed=seed, n_starts=n_starts)
         elif sampler == "random":
