@@ -704,14 +704,16 @@ def evaluate_gpu_command(
     """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4)."""
     from scaledl.evaluation.evaluate import EXTERNAL_ROOT
     from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+    from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
     from scaledl.models.data import ProfileDataError
 
     if not profiles.is_dir():
         _fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
     config = GpuEvaluationConfig(
-        parallel_labels=labels, vidur_root=EXTERNAL_ROOT / "vidur" / "network"
-    )
+        parallel_labels=labels, vidur_root=EXTERNAL_ROOT / "vidur" / "network",
+        peer_root=EXTERNAL_ROOT / "neusight_peer", neusight_root=EXTERNAL_ROOT / "neusight",
+    )  # fmt: skip
     try:
         metrics, pred = evaluate_gpu(profiles, config)
     except (ProfileDataError, ValueError) as exc:
@@ -719,6 +721,7 @@ def evaluate_gpu_command(
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
     pred.to_parquet(out / "gpu_predictions.parquet", index=False)
+    write_gpu_calibration(pred, profiles, out / GPU_CALIBRATION_FILE)
     for target in metrics["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
     typer.echo(f"metrics: {out / 'gpu_metrics.json'}")
