@@ -10,8 +10,8 @@ bare ``cpu`` or ``cuda`` the predictor's one device of that kind; a ``device_nam
 the training devices is an error, never a silent guess, except for a GPU predictor (a kernel
 bundle, :mod:`scaledl.registry.kernel_bundle`), which predicts any GPU of the device table from
 its specs and flags one it never trained on (``in_domain`` False, ``device_name`` reason).
-Every workload is built and traced (meta device, cached) before predicting, so a model that cannot be built is an error naming the
-row, never a traceback.
+Every workload is built and traced (meta device, cached) before predicting, so a model that
+cannot be built is an error naming the row, never a traceback.
 
 Every prediction says whether it lies inside the training domain and, if not, why
 (:mod:`scaledl.registry.guard`; ``strict=True`` makes that an error), and, with ``coverage``,
