@@ -5,7 +5,9 @@ into the tables of :mod:`scaledl.profiling.store` (``OUT/<table>.parquet``), so 
 through the same validation, training and evaluation as the project's own profiles:
 
 * ``workloads``: one ``family: hf`` workload per (GPU, model, mode, sequence length, batch) with a
-  trace and a label, built from the shipped Hugging Face config with ``architectures`` set to the
+  trace and a label, built from the model's Hugging Face config (any model type ``family: hf``
+  reads; its ``architectures`` chosen by :func:`config_architecture`) with the architecture
+  fields the config defines; for the shipped BERT and GPT-2 configs ``architectures`` is the
   head NeuSight ran (its ``neusight/Tracing/trace.py``): ``BertForSequenceClassification`` for
   BERT inference, ``GPT2LMHeadModel`` for the GPT models, and ``BertForMaskedLM`` for BERT
   training, where NeuSight ran ``BertForPreTraining``: the same masked-LM head plus a pooler and
