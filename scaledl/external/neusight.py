@@ -21,7 +21,8 @@ module, the first module whose ``"<attribute> <class>"`` matches
 ``attn``, ``ln_2``, ``mlp``, ``ln_f``, ``lm_head``). A leaf ``Linear`` that matches nothing is a
 head. Other model types (OPT, BART, T5...) follow the same rules; an encoder-decoder model
 has two block stacks, each traced block standing for its own stack's blocks
-(:func:`block_repeats`). Nodes inside no unit ("glue": residual adds at block level, GPT-2's embedding sum and
+(:func:`block_repeats`). Nodes inside no unit ("glue": residual adds at block level, GPT-2's
+embedding sum and
 dropout, view/size bookkeeping) are merged into the preceding unit of the same block (or of the
 top level); glue before any unit forms an ``other`` unit called ``<root>.prologue`` (input and
 mask preparation).
