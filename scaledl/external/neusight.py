@@ -22,10 +22,9 @@ module, the first module whose ``"<attribute> <class>"`` matches
 head. Other model types (OPT, BART, T5...) follow the same rules; an encoder-decoder model
 has two block stacks, each traced block standing for its own stack's blocks
 (:func:`block_repeats`). Nodes inside no unit ("glue": residual adds at block level, GPT-2's
-embedding sum and
-dropout, view/size bookkeeping) are merged into the preceding unit of the same block (or of the
-top level); glue before any unit forms an ``other`` unit called ``<root>.prologue`` (input and
-mask preparation).
+embedding sum and dropout, view/size bookkeeping) are merged into the preceding unit of the same
+block (or of the top level); glue before any unit forms an ``other`` unit called
+``<root>.prologue`` (input and mask preparation).
 
 FLOP conventions (per node, summed per unit): ``2*M*N*K`` for ``Linear`` modules and ``addmm``,
 ``mm``, ``bmm``, ``matmul`` calls (batched over leading dimensions); one FLOP per output element
