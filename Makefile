@@ -35,6 +35,10 @@ setup: $(VENV)/.installed $(DVC_VENV)/.installed
 run: setup
 	@mkdir -p "$${SCALEDL_DATA_DIR:-data}/reports" && date +%s > "$${SCALEDL_DATA_DIR:-data}/reports/.make_run_started"
 	# `job execute` takes a module, not the workspace: the same code location pyproject names.
+	# Not `dg launch --job scaledl_pipeline` (which Dagster's deprecation note suggests): `dg`
+	# ships in dagster-dg-cli, whose newest release here (1.13.27) pins dagster==1.13.27 and
+	# would downgrade dagster 1.13.28 under dagster-webserver 1.13.28 (checked with
+	# `pip install --dry-run dagster-dg-cli`); [tool.dg] in pyproject is ready for it.
 	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
 	$(VENV)/bin/scaledl summary
 	@# The pipeline's wall time (installs excluded), for the README's timings.

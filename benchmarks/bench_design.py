@@ -24,6 +24,7 @@ from scaledl.design import d_efficiency, d_optimal_indices, generate_design, loa
 from scaledl.design.doptimal import log_det_information
 from scaledl.design.features import FeatureModel
 from scaledl.design.samplers import lhs_indices, random_indices
+from scaledl.io.atomic import write_atomic
 
 N_CANDIDATES = 20_000
 N_CHOOSE = 100
@@ -122,10 +123,7 @@ def main() -> dict:
             "numpy": np.__version__,
         },
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, RESULT)
+    write_atomic(RESULT, json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -1,6 +1,11 @@
-"""Make the shared test helper modules in ``tests/`` importable from every test directory."""
+"""Shared fixtures of every test directory.
 
-import sys
-from pathlib import Path
+The helper modules in ``tests/`` (``tiny_specs``, ``faults``, ``metrics_factory``,
+``profile_tables``, ``scaledl_fixtures``) are importable by name because pyproject's pytest
+config puts ``tests`` on ``pythonpath``; test modules are imported with ``--import-mode=importlib``,
+so two test files may share a basename. The session fixtures of :mod:`scaledl_fixtures`
+(``profiled``, ``registry_root``: a real tiny profile and bundle) are registered here once; each
+runs only in a session that requests it.
+"""
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+pytest_plugins = ["scaledl_fixtures"]

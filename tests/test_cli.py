@@ -1,12 +1,14 @@
 import errno
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from faults import tmpfs
+from metrics_factory import make_metrics, metrics_dict
+from tiny_specs import tiny_spec
 from typer.testing import CliRunner
 
 import scaledl
@@ -15,12 +17,6 @@ from scaledl.evaluation.results import Metrics
 from scaledl.evaluation.summary import BEGIN, END, markers, read_block, results_markdown
 
 PRESETS = Path(scaledl.__file__).parent / "presets"
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from faults import tmpfs  # noqa: E402
-from metrics_factory import make_metrics, metrics_dict  # noqa: E402
-from scaledl_fixtures import profiled, registry_root  # noqa: E402, F401  (session fixtures)
-from tiny_specs import tiny_spec  # noqa: E402
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -36,7 +32,7 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def test_predict_from_csv(registry_root, tmp_path):  # noqa: F811
+def test_predict_from_csv(registry_root, tmp_path):
     csv = tmp_path / "workloads.csv"
     pd.DataFrame(ROWS).to_csv(csv, index=False)
     out = tmp_path / "pred.csv"
@@ -51,7 +47,7 @@ def test_predict_from_csv(registry_root, tmp_path):  # noqa: F811
     assert set(written["predictor_version"]) == {"v2"}
 
 
-def test_predict_output_folder_is_created_and_a_bad_suffix_exits_2(registry_root, tmp_path):  # noqa: F811
+def test_predict_output_folder_is_created_and_a_bad_suffix_exits_2(registry_root, tmp_path):
     out = tmp_path / "new" / "folder" / "pred.parquet"
     result = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE, "--out", out)
     assert result.exit_code == 0, result.output
@@ -70,7 +66,7 @@ def test_an_output_folder_that_cannot_be_created_exits_2(tmp_path):
     assert output_path(None, (".png",), "--png") is None
 
 
-def test_predict_from_yaml_with_detail(registry_root, tmp_path):  # noqa: F811
+def test_predict_from_yaml_with_detail(registry_root, tmp_path):
     path = tmp_path / "workloads.yaml"
     path.write_text(yaml.safe_dump({"workloads": ROWS[:1]}))
     result = invoke(
@@ -81,7 +77,7 @@ def test_predict_from_yaml_with_detail(registry_root, tmp_path):  # noqa: F811
     assert "attention" in result.output
 
 
-def test_predict_inline(registry_root):  # noqa: F811
+def test_predict_inline(registry_root):
     result = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE)
     assert result.exit_code == 0, result.output
     header, row = result.stdout.strip().splitlines()[:2]
@@ -90,7 +86,7 @@ def test_predict_inline(registry_root):  # noqa: F811
     assert values["family"] == "bert" and float(values["iteration_s"]) > 0
 
 
-def test_bad_file_suffix_exits_2_naming_the_file(registry_root, tmp_path):  # noqa: F811
+def test_bad_file_suffix_exits_2_naming_the_file(registry_root, tmp_path):
     path = tmp_path / "workloads.txt"
     path.write_text("family,batch_size\nbert,2\n")
     result = invoke("predict", "--predictor", registry_root / "scaledl", "--workloads", path)
@@ -124,7 +120,7 @@ def test_bad_file_suffix_exits_2_naming_the_file(registry_root, tmp_path):  # no
         ),
     ],
 )
-def test_bad_inline_input_exits_2(registry_root, args, expected):  # noqa: F811
+def test_bad_inline_input_exits_2(registry_root, args, expected):
     result = invoke("predict", "--predictor", registry_root / "scaledl", *args)
     assert result.exit_code == 2, result.output
     assert expected in result.output
@@ -136,7 +132,7 @@ def test_bad_predictor_path_exits_2(tmp_path):
     assert str(tmp_path / "none") in result.output
 
 
-def test_list_predictors(registry_root, tmp_path):  # noqa: F811
+def test_list_predictors(registry_root, tmp_path):
     empty = invoke("list-predictors", "--registry", tmp_path)
     assert empty.exit_code == 0
     assert "no predictor" in empty.output and str(tmp_path) in empty.output
@@ -158,7 +154,7 @@ def in_repo(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
-def predict_file(registry_root, name, *extra):  # noqa: F811
+def predict_file(registry_root, name, *extra):
     return invoke("predict", "--predictor", registry_root / "scaledl", "--workloads",
                   BAD / "workloads" / name, *extra)  # fmt: skip
 
@@ -178,7 +174,7 @@ def predict_file(registry_root, name, *extra):  # noqa: F811
                                        "bert_hidden250_heads8.json"]),
     ],
 )  # fmt: skip
-def test_predict_refuses_a_workload_its_config_cannot_run(registry_root, in_repo, name, named):  # noqa: F811
+def test_predict_refuses_a_workload_its_config_cannot_run(registry_root, in_repo, name, named):
     result = predict_file(registry_root, name)
     assert result.exit_code == 2, result.output
     assert str(BAD / "workloads" / name) in result.output
@@ -187,7 +183,7 @@ def test_predict_refuses_a_workload_its_config_cannot_run(registry_root, in_repo
     assert "Traceback" not in result.output
 
 
-def test_predict_names_a_model_that_cannot_be_built(registry_root, tmp_path):  # noqa: F811
+def test_predict_names_a_model_that_cannot_be_built(registry_root, tmp_path):
     config = tmp_path / "gpt2.json"
     config.write_text(
         '{"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2, "vocab_size": 100, '
@@ -201,7 +197,7 @@ def test_predict_names_a_model_that_cannot_be_built(registry_root, tmp_path):  #
         assert text in result.output, text
 
 
-def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_repo):  # noqa: F811
+def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_repo):
     """Case 3: 0.8-1.25x asked; the two rows have equal layer graphs and fields."""
     rows = read_workloads_file(BAD / "workloads" / "llama_builtin_and_hf.yaml")
     predictions = scaledl.load_predictor(registry_root / "scaledl").predict(rows)
@@ -214,20 +210,20 @@ def test_hf_llama_causal_lm_predicts_like_the_builtin_llama(registry_root, in_re
     assert result.exit_code == 0, result.output
 
 
-def test_predict_hf_vision_config(registry_root, in_repo):  # noqa: F811
+def test_predict_hf_vision_config(registry_root, in_repo):
     """Case 4: an HF ViT config with image_size in the workload predicts like a text one."""
     result = predict_file(registry_root, "vit_hf_image_size.yaml", "--detail")
     assert result.exit_code == 0, result.output
     assert "patch-embed" in result.output and "iteration_s" in result.output
 
 
-def copy_registry(registry_root, tmp_path):  # noqa: F811
+def copy_registry(registry_root, tmp_path):
     root = tmp_path / "registry"
     shutil.copytree(registry_root, root)
     return root
 
 
-def test_bundle_file_outside_the_manifest_is_refused(registry_root, tmp_path):  # noqa: F811
+def test_bundle_file_outside_the_manifest_is_refused(registry_root, tmp_path):
     """Case 5: params.json edited and its manifest entry removed."""
     bundle = copy_registry(registry_root, tmp_path) / "scaledl" / "v2"
     params = json.loads((bundle / "params.json").read_text())
@@ -241,7 +237,7 @@ def test_bundle_file_outside_the_manifest_is_refused(registry_root, tmp_path):  
     assert f"{bundle / 'params.json'}: not listed in" in result.output.replace("\n", "")
 
 
-def test_one_broken_version_does_not_break_the_registry(registry_root, tmp_path):  # noqa: F811
+def test_one_broken_version_does_not_break_the_registry(registry_root, tmp_path):
     """Case 6: v1's manifest cut to 40 bytes; v2 is listed, predicts, and v1 says why."""
     root = copy_registry(registry_root, tmp_path)
     manifest = root / "scaledl" / "v1" / "manifest.json"
@@ -371,7 +367,8 @@ def test_summary_markdown_writes_the_results_file_and_the_readme_block(tmp_path)
 
 def test_summary_prints_the_headline(tmp_path):
     data, _, _ = _summary_files(tmp_path)
-    (data / "predictors" / "scaledl").mkdir(parents=True)
+    (data / "predictors" / "scaledl" / "v1").mkdir(parents=True)
+    (data / "predictors" / "scaledl" / "v1" / "manifest.json").write_text("{}")
     (data / "predictors" / "scaledl" / "latest").write_text("v1\n")
     result = invoke("summary", "--data", data)
     assert result.exit_code == 0, result.output
@@ -394,7 +391,7 @@ def test_summary_of_an_invalid_metrics_file_exits_2_naming_file_and_key(tmp_path
 
 
 @pytest.fixture(scope="module")
-def calibrated_root(registry_root, tmp_path_factory):  # noqa: F811
+def calibrated_root(registry_root, tmp_path_factory):
     """The tiny bundle registered with a synthetic interval calibration."""
     import numpy as np
 
@@ -410,7 +407,7 @@ def calibrated_root(registry_root, tmp_path_factory):  # noqa: F811
     return root
 
 
-def test_predict_flags_out_of_domain_rows_and_strict_exits_2(registry_root, tmp_path):  # noqa: F811
+def test_predict_flags_out_of_domain_rows_and_strict_exits_2(registry_root, tmp_path):
     csv = tmp_path / "w.csv"
     pd.DataFrame([ROWS[0], {**ROWS[0], "precision": "bf16"}]).to_csv(csv, index=False)
     args = ("predict", "--predictor", registry_root / "scaledl", "--workloads", csv)
@@ -424,7 +421,7 @@ def test_predict_flags_out_of_domain_rows_and_strict_exits_2(registry_root, tmp_
     assert "field 'precision' (value bf16)" in strict.output
 
 
-def test_predict_coverage(registry_root, calibrated_root):  # noqa: F811
+def test_predict_coverage(registry_root, calibrated_root):
     result = invoke("predict", "--predictor", calibrated_root / "scaledl", *INLINE,
                     "--coverage", "0.9")  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -487,7 +484,7 @@ def test_a_huge_field_is_quoted_as_a_bounded_excerpt(tmp_path):
     assert len(result.output) < 5_000
 
 
-def test_a_latest_symlinked_to_a_version_exits_2_and_is_listed(registry_root, tmp_path):  # noqa: F811
+def test_a_latest_symlinked_to_a_version_exits_2_and_is_listed(registry_root, tmp_path):
     root = copy_registry(registry_root, tmp_path)
     latest = root / "scaledl" / "latest"
     latest.unlink()
@@ -521,4 +518,4 @@ def test_summary_with_a_latest_symlinked_to_a_directory_exits_2(tmp_path):
     (data / "predictors" / "scaledl" / "latest").symlink_to("v1")
     result = invoke("summary", "--data", data)
     assert result.exit_code == 2, result.output
-    assert "latest: not a one-line file naming the version" in result.output
+    assert "`latest` must be a one-line file naming a version" in result.output.replace("\n", "")

@@ -9,7 +9,6 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from scaledl_fixtures import profiled, registry_root  # noqa: F401  (session fixtures)
 from tiny_specs import tiny_spec
 from typer.testing import CliRunner
 
@@ -32,20 +31,20 @@ def invoke(*args):
     return result, " ".join(result.output.split())  # one line: messages wrap at the width
 
 
-def predict(registry_root, *args):  # noqa: F811
+def predict(registry_root, *args):
     return invoke("predict", "--predictor", registry_root / "scaledl", *args)
 
 
 @pytest.mark.parametrize("field", ["world_size", "dataset_size"])
 @pytest.mark.parametrize("value", ["nan", ".nan", "inf", ""])
-def test_set_nan_inf_or_empty_is_an_error_not_a_default(registry_root, field, value):  # noqa: F811
+def test_set_nan_inf_or_empty_is_an_error_not_a_default(registry_root, field, value):
     set_ = ("--set", f"{field}={value}")
     result, text = predict(registry_root, "--family", "bert", *inline_without(field), *set_)
     assert result.exit_code == 2, text
     assert f"--set: row 1: invalid workload: field '{field}'" in text
 
 
-def test_set_the_same_field_twice_is_an_error(registry_root):  # noqa: F811
+def test_set_the_same_field_twice_is_an_error(registry_root):
     result, text = predict(registry_root, "--family", "bert", *INLINE, "--set", "batch_size=64")
     assert result.exit_code == 2 and "field 'batch_size' given twice" in text
 
@@ -53,7 +52,7 @@ def test_set_the_same_field_twice_is_an_error(registry_root):  # noqa: F811
 @pytest.mark.parametrize(
     ("line", "value"), [("world_size: .nan", "nan"), ("dataset_size:", "None")]
 )
-def test_yaml_nan_or_empty_value_is_an_error(registry_root, tmp_path, line, value):  # noqa: F811
+def test_yaml_nan_or_empty_value_is_an_error(registry_root, tmp_path, line, value):
     path = tmp_path / "w.yaml"
     field = line.split(":")[0]
     path.write_text(yaml.safe_dump([{k: v for k, v in BERT.items() if k != field}]) + f"  {line}\n")
@@ -62,7 +61,7 @@ def test_yaml_nan_or_empty_value_is_an_error(registry_root, tmp_path, line, valu
     assert f"{path}: row 1: invalid workload: field '{field}' (value {value})" in text
 
 
-def test_yaml_key_given_twice_is_an_error_naming_both_lines(registry_root, tmp_path):  # noqa: F811
+def test_yaml_key_given_twice_is_an_error_naming_both_lines(registry_root, tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text("- family: bert\n  batch_size: 8\n  seq_len: 16\n  batch_size: 64\n")
     result, text = predict(registry_root, "--workloads", path)
@@ -73,7 +72,7 @@ def test_yaml_key_given_twice_is_an_error_naming_both_lines(registry_root, tmp_p
     )
 
 
-def test_python_dicts_and_dataframes_refuse_nan(registry_root):  # noqa: F811
+def test_python_dicts_and_dataframes_refuse_nan(registry_root):
     model = scaledl.load_predictor(registry_root / "scaledl")
     with pytest.raises(
         WorkloadError, match=r"row 1: .*field 'world_size' \(value nan\): not a finite"
@@ -92,7 +91,7 @@ def test_python_dicts_and_dataframes_refuse_nan(registry_root):  # noqa: F811
 
 
 @pytest.mark.parametrize("sep", [";", "\t", "|"])
-def test_csv_separator_is_sniffed(registry_root, tmp_path, sep):  # noqa: F811
+def test_csv_separator_is_sniffed(registry_root, tmp_path, sep):
     path = tmp_path / "w.csv"
     pd.DataFrame([BERT, {**BERT, "batch_size": 4}]).to_csv(path, sep=sep, index=False)
     result, text = predict(registry_root, "--workloads", path)
@@ -100,7 +99,7 @@ def test_csv_separator_is_sniffed(registry_root, tmp_path, sep):  # noqa: F811
     assert result.stdout.count("bert") == 2
 
 
-def test_csv_column_given_twice_or_a_written_nan_is_an_error(registry_root, tmp_path):  # noqa: F811
+def test_csv_column_given_twice_or_a_written_nan_is_an_error(registry_root, tmp_path):
     path = tmp_path / "w.csv"
     header = ",".join(BERT) + ",batch_size"
     path.write_text(header + "\n" + ",".join(str(v) for v in BERT.values()) + ",64\n")
@@ -130,7 +129,7 @@ MODEL = [x for k, v in BERT.items() if k not in ("family", "batch_size", "datase
          for x in ("--set", f"{k}={v}")]  # fmt: skip
 
 
-def plan(registry_root, *args):  # noqa: F811
+def plan(registry_root, *args):
     base = {"--dataset-size": 256, "--epochs": 2, "--price-per-device-hour": 3,
             "--device-memory-gb": 1, "--world-sizes": "1,2", "--batch-sizes": "2,4"}  # fmt: skip
     given = dict(zip(args[::2], args[1::2], strict=True))
@@ -140,13 +139,13 @@ def plan(registry_root, *args):  # noqa: F811
 
 
 @pytest.mark.parametrize("option", ["--epochs", "--price-per-device-hour", "--deadline-h"])
-def test_plan_refuses_infinite_numbers(registry_root, option):  # noqa: F811
+def test_plan_refuses_infinite_numbers(registry_root, option):
     result, text = plan(registry_root, option, "inf")
     assert result.exit_code == 2, text
     assert "(value inf): must be a finite number > 0" in text and "Empty DataFrame" not in text
 
 
-def test_plan_when_nothing_fits_says_what_a_rank_needs_and_has(registry_root):  # noqa: F811
+def test_plan_when_nothing_fits_says_what_a_rank_needs_and_has(registry_root):
     result, text = plan(registry_root, "--device-memory-gb", "0.000001")
     assert result.exit_code == 0, text
     assert "Empty DataFrame" not in text
@@ -154,7 +153,7 @@ def test_plan_when_nothing_fits_says_what_a_rank_needs_and_has(registry_root):  
     assert "and has 1e-06 GB" in text and "even batch 1 needs" in text
 
 
-def test_plan_questions_a_deadline_typed_in_seconds(registry_root):  # noqa: F811
+def test_plan_questions_a_deadline_typed_in_seconds(registry_root):
     result, text = plan(registry_root, "--deadline-h", 43200)
     assert result.exit_code == 0, text
     assert "43200 s would be 12 h" in text

@@ -17,8 +17,6 @@ from pipelines.defs.assets.profiling import design_workloads
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.resources import LocalPredictorStore, ProfilingLauncher
 
-REQUIRED_TABLES = ("workloads", "runs", "layer_timings", "iteration_timings")
-
 
 def _rows(path: Path) -> int:
     """Rows of a parquet file (0 when it does not exist)."""
@@ -34,12 +32,12 @@ def table_counts(settings: ScaledlSettings) -> pd.DataFrame:
         Columns ``table``, ``rows_in`` (passed + quarantined: validation never drops a row),
         ``passed``, ``quarantined``.
     """
-    from scaledl.models.data import TABLE_NAMES
+    from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 
     rows = []
-    for name in TABLE_NAMES:
-        passed = _rows(settings.validated_dir / f"{name}.parquet")
-        quarantined = _rows(settings.quarantine_dir / f"{name}.parquet")
+    for name in PROFILE_TABLE_NAMES:
+        passed = _rows(settings.layout.validated_dir / f"{name}.parquet")
+        quarantined = _rows(settings.layout.quarantine_dir / f"{name}.parquet")
         rows.append(
             {
                 "table": name,
@@ -107,15 +105,15 @@ def profiling_runs_succeeded(
     runnable, not_runnable = launcher.runnable(design_workloads(read_design_table(settings)))
     requested = {w.workload_id for w in runnable}
     repeats = int(read_search_space(settings).get("profiling", {}).get("repeats", 1))
-    ok = completed_workload_ids(settings.profiles_dir, repeats) & requested
-    statuses = part_statuses(settings.profiles_dir)
+    ok = completed_workload_ids(settings.layout.profiles_dir, repeats) & requested
+    statuses = part_statuses(settings.layout.profiles_dir)
     failed = {w for (w, _), (status, _) in statuses.items() if status != "ok"} & requested
     measured = {w for (w, _) in statuses} & requested
     fraction = len(failed) / len(requested) if requested else 1.0
     disturbed = len(measured - ok - failed)
     reasons = profiling_failure_reasons(
         len(requested), len(ok), disturbed, len(failed), settings.max_failed_fraction,
-        settings.profiles_dir,
+        settings.layout.profiles_dir,
     )  # fmt: skip
     for reason in reasons:
         context.log.error(f"profiling_runs: {reason}")
@@ -137,8 +135,10 @@ def profiling_runs_succeeded(
 @dg.asset_check(asset="validated_profiles", blocking=True)
 def validated_profiles_usable(settings: ScaledlSettings) -> dg.AssetCheckResult:
     """Every table the models need kept valid rows (quarantine did not empty it)."""
+    from scaledl.profiling.tables import TRAINING_TABLE_NAMES
+
     counts = table_counts(settings).set_index("table")
-    empty = [t for t in REQUIRED_TABLES if counts.at[t, "passed"] == 0]
+    empty = [t for t in TRAINING_TABLE_NAMES if counts.at[t, "passed"] == 0]
     meta: dict[str, Any] = {"empty_tables": ", ".join(empty) or "none"}
     for table, row in counts.iterrows():
         meta[f"{table}.passed"] = int(row["passed"])
@@ -172,12 +172,15 @@ def evaluation_report_ood_finite(settings: ScaledlSettings) -> dg.AssetCheckResu
     from scaledl.evaluation.results import Metrics, MetricsError
 
     try:
-        value: float | str = Metrics.read(settings.metrics_path).mre("ood")
+        value: float | str = Metrics.read(settings.layout.metrics_path).mre("ood")
     except MetricsError as exc:
         value = str(exc)
     return dg.AssetCheckResult(
         passed=isinstance(value, float),
-        metadata={"ood_mre": value, "metrics": dg.MetadataValue.path(str(settings.metrics_path))},
+        metadata={
+            "ood_mre": value,
+            "metrics": dg.MetadataValue.path(str(settings.layout.metrics_path)),
+        },
     )
 
 
@@ -188,7 +191,7 @@ def predictor_bundle_predicts(
     """The registered bundle loads and predicts finite, positive times for the design."""
     from scaledl.registry import load_predictor
 
-    bundle = predictor_store.current_bundle(settings.predictors_dir)
+    bundle = predictor_store.current_bundle(settings.layout.predictors_dir)
     if bundle is None:
         return dg.AssetCheckResult(passed=False, metadata={"bundle_dir": "none registered"})
     predictor = load_predictor(bundle)

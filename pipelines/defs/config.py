@@ -16,6 +16,8 @@ from typing import Literal
 
 import dagster as dg
 
+from scaledl.layout import DATA_DIR_ENV, DataLayout
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PRESET = "quick"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
@@ -32,7 +34,7 @@ class ScaledlSettings(dg.ConfigurableResource):
 
     Attributes:
         preset: preset name (``smoke``, ``quick``, ``paper``) or the path of a preset YAML.
-        data_dir: data root; every stage writes below it (see the properties).
+        data_dir: data root; every stage writes below it (:attr:`layout`).
         force_profile: profile all workloads again instead of reusing ``ok`` parts.
         max_failed_fraction: largest fraction of failed profiling runs the blocking check allows.
         max_quarantine_fraction: largest fraction of quarantined rows per table before the
@@ -55,59 +57,9 @@ class ScaledlSettings(dg.ConfigurableResource):
         return Path(self.data_dir).expanduser().resolve()
 
     @property
-    def search_space_path(self) -> Path:
-        """The resolved preset the design was built from (``design/search_space.json``)."""
-        return self.root / "design" / "search_space.json"
-
-    @property
-    def design_path(self) -> Path:
-        """The design table (``design/design.parquet``)."""
-        return self.root / "design" / "design.parquet"
-
-    @property
-    def design_fingerprint_path(self) -> Path:
-        """Fingerprint of the preset the design was generated from (``design/preset.json``)."""
-        return self.root / "design" / "preset.json"
-
-    @property
-    def profiles_dir(self) -> Path:
-        """Profiling parts and consolidated tables (``profiles/``)."""
-        return self.root / "profiles"
-
-    @property
-    def validated_dir(self) -> Path:
-        """Valid profile rows (``validated/``)."""
-        return self.root / "validated"
-
-    @property
-    def quarantine_dir(self) -> Path:
-        """Quarantined profile rows (``quarantine/``)."""
-        return self.root / "quarantine"
-
-    @property
-    def reports_dir(self) -> Path:
-        """Evaluation report, metrics and figures (``reports/``)."""
-        return self.root / "reports"
-
-    @property
-    def metrics_path(self) -> Path:
-        """The evaluation's metrics (``reports/metrics.json``)."""
-        return self.reports_dir / "metrics.json"
-
-    @property
-    def validation_report_dir(self) -> Path:
-        """Validation report page (``reports/validation/``)."""
-        return self.reports_dir / "validation"
-
-    @property
-    def predictors_dir(self) -> Path:
-        """Predictor registry (``predictors/``)."""
-        return self.root / "predictors"
-
-    @property
-    def candidates_dir(self) -> Path:
-        """The last trained, not yet registered predictor bundle (``candidates/``)."""
-        return self.root / "candidates"
+    def layout(self) -> DataLayout:
+        """Every path of the run below :attr:`root` (:class:`scaledl.layout.DataLayout`)."""
+        return DataLayout(self.root)
 
 
 def settings_from_env() -> ScaledlSettings:
@@ -118,8 +70,8 @@ def settings_from_env() -> ScaledlSettings:
     """
     preset = dg.EnvVar("SCALEDL_PRESET") if os.environ.get("SCALEDL_PRESET") else DEFAULT_PRESET
     data_dir = str(DEFAULT_DATA_DIR)
-    if os.environ.get("SCALEDL_DATA_DIR"):
-        data_dir = dg.EnvVar("SCALEDL_DATA_DIR")
+    if os.environ.get(DATA_DIR_ENV):
+        data_dir = dg.EnvVar(DATA_DIR_ENV)
     return ScaledlSettings(
         preset=preset, data_dir=data_dir, force_profile=env_flag("SCALEDL_FORCE_PROFILE")
     )

@@ -137,12 +137,15 @@ class LocalPredictorStore(dg.ConfigurableResource):
         return self.resolve_root(default_root) / self.name
 
     def current_bundle(self, default_root: Path) -> Path | None:
-        """The version directory ``latest`` names, or ``None`` when nothing is registered."""
-        latest = self.name_dir(default_root) / "latest"
-        if not latest.is_file():
-            return None
-        bundle = self.name_dir(default_root) / latest.read_text().strip()
-        return bundle if (bundle / "manifest.json").is_file() else None
+        """The version directory ``latest`` names, or ``None`` when nothing is registered.
+
+        Raises:
+            scaledl.registry.BundleError: ``latest`` is unusable or names a version without a
+                manifest (:func:`scaledl.registry.latest_bundle`).
+        """
+        from scaledl.registry import latest_bundle
+
+        return latest_bundle(self.name_dir(default_root))
 
     def register(
         self,

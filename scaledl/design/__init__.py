@@ -17,12 +17,11 @@ and Latin hypercube baselines), :mod:`~scaledl.design.design` (designs of a pres
 from scaledl.design.design import DesignResult, augment_design, generate_design
 from scaledl.design.doptimal import d_efficiency, d_optimal_indices, log_det_information
 from scaledl.design.errors import DesignError, PresetError
-from scaledl.design.io import DEFAULT_DESIGN_PATH, read_design, write_design
+from scaledl.design.io import read_design, write_design
 from scaledl.design.presets import load_preset, preset_names
 from scaledl.design.space import CandidateSpace, candidate_workloads, enumerate_candidates
 
 __all__ = [
-    "DEFAULT_DESIGN_PATH",
     "CandidateSpace",
     "DesignError",
     "DesignResult",

@@ -24,9 +24,8 @@ attention block.
 
 from __future__ import annotations
 
-from scaledl.workloads.spec import Workload
+from scaledl.workloads.spec import PRECISION_BYTES, Workload
 
-BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
 TRAIN_BYTES_PER_PARAMETER = 16
 
 
@@ -83,7 +82,7 @@ def activation_bytes(w: Workload) -> float:
         Bytes: ``sum over layers of s b h (34 + 5 a s / h)``, times 2 for fp32 activations,
         plus ``2 b s V`` logits elements for language-model heads.
     """
-    scale = BYTES_PER_ELEMENT[w.precision] / 2
+    scale = PRECISION_BYTES[w.precision] / 2
     b, h, a = w.batch_size, w.hidden_size, w.num_heads
 
     def per_layer(s: int, attention_blocks: int = 1) -> float:
@@ -96,7 +95,7 @@ def activation_bytes(w: Workload) -> float:
         total += (w.decoder_num_layers or w.num_layers) * per_layer(dec_s, attention_blocks=2)
         logits_len = dec_s
     if w.vocab_size and w.family in ("bert", "t5", "llama"):
-        total += 2 * b * logits_len * w.vocab_size * BYTES_PER_ELEMENT[w.precision]
+        total += 2 * b * logits_len * w.vocab_size * PRECISION_BYTES[w.precision]
     return total
 
 
@@ -106,7 +105,7 @@ def memory_bytes(w: Workload) -> float:
     if w.mode == "train":
         return params * TRAIN_BYTES_PER_PARAMETER + activation_bytes(w)
     layers = w.num_layers + (w.decoder_num_layers or w.num_layers if w.family == "t5" else 0)
-    return params * BYTES_PER_ELEMENT[w.precision] + activation_bytes(w) / max(layers, 1)
+    return params * PRECISION_BYTES[w.precision] + activation_bytes(w) / max(layers, 1)
 
 
 def flops_per_step(w: Workload) -> float:

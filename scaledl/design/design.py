@@ -3,14 +3,16 @@
 :func:`generate_design` builds a design from scratch; :func:`augment_design` adds ``k`` workloads
 to the ones already profiled so that the determinant of the *combined* design is maximal
 (sequential design, Atkinson, Donev & Tobias 2007, §11.5 and ch. 12; used for scheduled
-retraining). The D-criterion and exchange algorithm are in :mod:`scaledl.design.doptimal`, the
-model matrix in :mod:`scaledl.design.features`.
+retraining, weighted by the predictor's uncertainty when it is given). The D-optimal criterion
+matched to the predictor is :mod:`scaledl.design.matched`; the response-surface criterion and its
+exchange algorithm are in :mod:`scaledl.design.doptimal`, its model matrix in
+:mod:`scaledl.design.features`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +22,18 @@ import pandas as pd
 from scaledl.design.doptimal import d_efficiency, d_optimal_indices, log_det_information
 from scaledl.design.errors import DesignError
 from scaledl.design.features import FeatureModel, check_estimable, workload_factors
+from scaledl.design.matched import (
+    candidate_information,
+    matched_d_optimal_indices,
+    sequential_indices,
+)
 from scaledl.design.presets import SAMPLERS
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.design.space import candidate_workloads
 from scaledl.workloads.spec import Workload, WorkloadError
 
 AUGMENT_SAMPLER = "doptimal-augment"
+SEQUENTIAL_SAMPLER = "sequential"
 DESIGN_COLUMNS = ("sampler", "seed", "log_det", "d_efficiency")
 
 
@@ -93,9 +101,14 @@ def generate_design(
     Args:
         preset: a validated preset (:func:`scaledl.design.load_preset`).
         n: workloads to choose.
-        sampler: ``doptimal`` (modified Fedorov exchange, maximises ``log det(X^T X)``),
-            ``random`` (uniform without replacement) or ``lhs`` (Latin hypercube mapped to the
-            nearest candidates).
+        sampler: ``doptimal`` (the criterion matched to the predictor,
+            :mod:`scaledl.design.matched`: a compound D-criterion over the layer-wise models'
+            information per layer type and the GNN's cells), ``doptimal-surface`` (modified
+            Fedorov exchange maximising ``log det(X^T X)`` of the workload-level response
+            surface), ``random`` (uniform without replacement) or ``lhs`` (Latin hypercube
+            mapped to the nearest candidates). ``log_det`` and ``d_efficiency`` of the result
+            are always the response surface's (comparable across samplers); a ``doptimal``
+            design also stores its criterion value as ``matched_criterion``.
         seed: random seed; the design is deterministic for a seed.
         device_name: ``device_name`` of the workloads.
         backend: ``gloo`` or ``nccl``.
@@ -122,7 +135,12 @@ def generate_design(
     X = model.transform(numeric, categorical)
     check_estimable(X, model.terms, source=f"preset {preset.get('name')!r} candidate set")
     starts = int(n_starts if n_starts is not None else preset["design"]["n_starts"])
+    criterion = None
     if sampler == "doptimal":
+        info = candidate_information(candidates)
+        idx, criterion = matched_d_optimal_indices(info, n, seed=seed, n_starts=starts)
+        log_det = log_det_information(X[idx])
+    elif sampler == "doptimal-surface":
         idx, log_det = d_optimal_indices(X, n, seed=seed, n_starts=starts)
     elif sampler == "random":
         idx = random_indices(len(candidates), n, seed)
@@ -131,7 +149,10 @@ def generate_design(
         idx = lhs_indices(model.unit_coordinates(numeric, categorical), n, seed)
         log_det = log_det_information(X[idx])
     chosen = [candidates[i] for i in idx]
-    return _result(chosen, sampler, seed, log_det, model, len(candidates), 0, preset)
+    result = _result(chosen, sampler, seed, log_det, model, len(candidates), 0, preset)
+    if criterion is not None:
+        result.metadata["matched_criterion"] = criterion
+    return result
 
 
 def augment_design(
@@ -142,13 +163,23 @@ def augment_design(
     device_name: str = "cpu",
     backend: str = "gloo",
     n_starts: int | None = None,
+    criterion: str = "matched",
+    uncertainty: Callable[[list[Workload]], np.ndarray] | None = None,
 ) -> DesignResult:
-    """Choose ``k`` more workloads maximising the determinant of the combined design.
+    """Choose ``k`` more workloads maximising the criterion of the combined design.
 
-    The already-profiled workloads are fixed rows of the design: they count in the
-    determinant, are never removed and never chosen again (by ``workload_id``). Factor coding
-    ranges and levels are fitted on candidates and profiled workloads together, so profiled
-    workloads outside the preset's levels are coded consistently.
+    The already-profiled workloads are fixed rows of the design: they count in the criterion,
+    are never removed and never chosen again (by ``workload_id``). Factor coding ranges and
+    levels are fitted on candidates and profiled workloads together, so profiled workloads
+    outside the preset's levels are coded consistently.
+
+    With ``criterion="matched"`` (default) the combined design maximises the criterion matched
+    to the predictor (:mod:`scaledl.design.matched`); given ``uncertainty`` (the predictor's
+    relative uncertainty about each new candidate, e.g. its interval width over its
+    prediction), the new workloads are the sequential design's: the uncertainty-weighted
+    D-optimal augmentation (:func:`scaledl.design.matched.sequential_indices`), sampler
+    ``sequential``. ``criterion="surface"`` maximises ``log det(X^T X)`` of the response
+    surface (the product's criterion before the matched one).
 
     Args:
         preset: a validated preset (:func:`scaledl.design.load_preset`).
@@ -159,10 +190,14 @@ def augment_design(
         device_name: ``device_name`` of the new workloads.
         backend: ``gloo`` or ``nccl``.
         n_starts: random starts; defaults to ``preset["design"]["n_starts"]``.
+        criterion: ``matched`` or ``surface`` (see above).
+        uncertainty: ``new candidates -> (n_new,)`` positive relative uncertainties, or
+            ``None`` for the unweighted criterion (``matched`` only).
 
     Returns:
         A design holding only the ``k`` new workloads; ``log_det`` and ``d_efficiency`` are of
-        the combined design (``n = len(existing) + k``), ``sampler`` is ``doptimal-augment``.
+        the combined design's response surface (``n = len(existing) + k``), ``sampler`` is
+        ``doptimal-augment`` (or ``sequential`` with ``uncertainty``).
 
     Raises:
         DesignError: an ``existing`` row is not a valid workload or its ``workload_id`` does
@@ -188,9 +223,30 @@ def augment_design(
     check_estimable(X, model.terms, source=f"preset {preset.get('name')!r} candidates + existing")
     starts = int(n_starts if n_starts is not None else preset["design"]["n_starts"])
     fixed = range(len(profiled))
-    idx, log_det = d_optimal_indices(X, k, seed=seed, n_starts=starts, fixed=fixed)
+    sampler = AUGMENT_SAMPLER
+    if criterion == "surface":
+        if uncertainty is not None:
+            raise DesignError("augment_design: uncertainty needs criterion='matched'")
+        idx, log_det = d_optimal_indices(X, k, seed=seed, n_starts=starts, fixed=fixed)
+    elif criterion == "matched":
+        info = candidate_information(pool)
+        if uncertainty is None:
+            combined, _ = matched_d_optimal_indices(
+                info, len(profiled) + k, seed=seed, n_starts=starts, include=list(fixed)
+            )
+            idx = np.setdiff1d(combined, np.arange(len(profiled)))
+        else:
+            weights = np.ones(len(pool))
+            weights[len(profiled) :] = np.asarray(uncertainty(new), dtype=float)
+            idx = sequential_indices(info, list(fixed), k, weights)
+            sampler = SEQUENTIAL_SAMPLER
+        log_det = log_det_information(np.vstack([X[: len(profiled)], X[idx]]))
+    else:
+        raise DesignError(
+            f"augment_design: criterion must be 'matched' or 'surface', got {criterion!r}"
+        )
     chosen = [pool[i] for i in idx]
-    result = _result(chosen, AUGMENT_SAMPLER, seed, log_det, model, len(new), len(profiled), preset)
+    result = _result(chosen, sampler, seed, log_det, model, len(new), len(profiled), preset)
     result.metadata["log_det_existing"] = log_det_information(X[: len(profiled)])
     return result
 

@@ -8,7 +8,6 @@ columns of every row and also JSON in the parquet schema metadata under
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -17,14 +16,14 @@ import pyarrow.parquet as pq
 
 from scaledl.design.design import DESIGN_COLUMNS, DesignResult
 from scaledl.design.errors import DesignError
+from scaledl.io.atomic import atomic_file
 
 METADATA_KEY = b"scaledl.design"
-DEFAULT_DESIGN_PATH = Path("data/design/design.parquet")  # relative to the project root
 REQUIRED_COLUMNS = ("workload_id", "family", "batch_size", *DESIGN_COLUMNS)
 
 
 def write_design(result: DesignResult, path: str | Path) -> Path:
-    """Write a design to parquet atomically (temporary file, then ``os.replace``).
+    """Write a design to parquet atomically and durably (:func:`scaledl.io.atomic.atomic_file`).
 
     Args:
         result: the design.
@@ -41,16 +40,10 @@ def write_design(result: DesignResult, path: str | Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[METADATA_KEY] = json.dumps(result.summary()).encode()
     table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:
+            pq.write_table(table, tmp)
     except (OSError, pa.ArrowException) as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise DesignError(f"{path}: cannot write design: {exc}") from None
     return path
 

@@ -19,7 +19,7 @@ from scaledl.design.features import ORDERS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
-SAMPLERS = ("doptimal", "random", "lhs")
+SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")
 SUPPORTED_FAMILIES = ("bert", "vit", "t5", "llama", "deit")
 
 DESIGN_DEFAULTS: dict[str, Any] = {

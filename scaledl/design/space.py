@@ -6,7 +6,7 @@ Preset format (``scaledl/presets/<name>.yaml``; loaded by :func:`scaledl.design.
     description: ...                 # optional, free text
     design:                          # all keys optional (defaults in presets.DESIGN_DEFAULTS)
       n_workloads: 72                # workloads to choose
-      sampler: doptimal              # doptimal | random | lhs
+      sampler: doptimal              # doptimal (matched) | doptimal-surface | random | lhs
       seed: 0
       n_starts: 20                   # random starts of the exchange algorithm
       steps_per_epoch: 6             # dataset_size = steps_per_epoch * batch_size * world_size

@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
 import re
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -171,8 +170,10 @@ def gpu_table() -> pd.DataFrame:
 
 
 def default_hosts_dir() -> Path:
-    """Where measured CPU host specs are stored: ``$SCALEDL_DATA_DIR/devices/hosts``."""
-    return Path(os.environ.get("SCALEDL_DATA_DIR", "data")) / "devices" / "hosts"
+    """Where measured CPU host specs are stored: ``<data>/devices/hosts`` (``DataLayout``)."""
+    from scaledl.layout import DataLayout
+
+    return DataLayout.from_env().hosts_dir
 
 
 def host_spec_path(device_name: str, hosts_dir: Path | None = None) -> Path:

@@ -46,14 +46,12 @@ from scaledl.evaluation.splits import (
     validation_ids,
 )
 from scaledl.io.atomic import atomic_file
+from scaledl.layout import neusight_peer_root, vidur_network_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
 from scaledl.registry.bundle import tables_sha256
 from scaledl.workloads.spec import Workload
-
-#: The real GPU measurements shipped with the repository (``external/``).
-EXTERNAL_ROOT = Path(__file__).resolve().parents[2] / "external"
 
 
 def _cheap_learning_curve_params() -> dict[str, dict]:
@@ -119,7 +117,7 @@ class EvaluationConfig:
     include_external: bool = True
     gpu_profiles: Path | None = None
     gpu_parallel_labels: Path | None = None
-    vidur_root: Path = EXTERNAL_ROOT / "vidur" / "network"
+    vidur_root: Path = field(default_factory=vidur_network_root)
     figures: bool = True
     extrapolation_quantile: float = 0.8
     method_params: dict[str, dict] = field(default_factory=dict)
@@ -455,7 +453,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         if config.gpu_profiles is not None:
             gpu_config = GpuEvaluationConfig(
                 parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root,
-                peer_root=EXTERNAL_ROOT / "neusight_peer", neusight_root=EXTERNAL_ROOT / "neusight",
+                peer_root=neusight_peer_root(),
             )  # fmt: skip
             gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
             # A protocol the GPU evaluation did not run is written as null, never left out.

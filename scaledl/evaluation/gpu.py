@@ -57,8 +57,9 @@ from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.domain import family_key
 from scaledl.models.features import build_graph_set, workload_frame
-from scaledl.models.kernel import KernelGraphMethod, architecture_group, operator_rows
+from scaledl.models.kernel import KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
+from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")
@@ -80,7 +81,8 @@ class GpuEvaluationConfig:
         operator_params: keyword arguments of the operator models (default: theirs).
         peer_root: NeuSight's own predictions (``external/neusight_peer``), the peer column
             (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
-        neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs.
+        neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
+            (default :func:`scaledl.layout.neusight_root`).
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -90,7 +92,7 @@ class GpuEvaluationConfig:
     leave_one_gpu_out: bool = True
     operator_params: dict = field(default_factory=dict)
     peer_root: Path | None = None
-    neusight_root: Path = Path("external/neusight")
+    neusight_root: Path | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]

@@ -4,8 +4,12 @@ From a training *pool* (the profiled workloads minus a fixed test set) each samp
 subsets of the given sizes, in the design's feature space (:mod:`scaledl.design.features`: log2-
 coded size factors and effects-coded categories, model order ``"main"`` by default):
 
-* ``doptimal``: :func:`scaledl.design.doptimal.d_optimal_indices` (modified Fedorov exchange,
-  Cook & Nachtsheim 1980) on the pool's model matrix;
+* ``doptimal``: the D-optimal design matched to the predictor
+  (:func:`scaledl.design.matched.matched_d_optimal_indices`: a compound D-criterion over the
+  layer-wise models' information per layer type and the GNN's (family, world size) cells);
+* ``doptimal-surface``: the workload-level response-surface D-optimal design
+  (:func:`scaledl.design.doptimal.d_optimal_indices`, modified Fedorov exchange, Cook &
+  Nachtsheim 1980) on the pool's model matrix, the criterion the product used before;
 * ``random``: :func:`scaledl.design.samplers.random_indices`;
 * ``lhs``: :func:`scaledl.design.samplers.lhs_indices` on the pool's unit-cube coordinates.
 
@@ -37,6 +41,11 @@ import numpy as np
 
 from scaledl.design.doptimal import d_optimal_indices
 from scaledl.design.features import FeatureModel, workload_factors
+from scaledl.design.matched import (
+    PredictorInformation,
+    matched_d_optimal_indices,
+    predictor_information,
+)
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.evaluation.comparisons import comparison_record
 from scaledl.evaluation.design_check import DesignCheck
@@ -44,8 +53,9 @@ from scaledl.evaluation.metrics import error_summary
 from scaledl.evaluation.significance import paired_comparison
 from scaledl.evaluation.splits import validation_ids
 from scaledl.models.data import ProfileData
+from scaledl.models.domain import family_key
 
-SAMPLERS = ("doptimal", "random", "lhs")
+SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")
 #: The samplers' MREs are compared with this one's at each size.
 REFERENCE_SAMPLER = "random"
 
@@ -72,6 +82,19 @@ class PoolDesign:
         self.X = model.transform(numeric, categorical)
         self.coords = model.unit_coordinates(numeric, categorical)
         self.terms = model.terms
+        self._data = data
+        self._matched: PredictorInformation | None = None
+
+    @property
+    def matched(self) -> PredictorInformation:
+        """The pool's information for the matched criterion (built on first use)."""
+        if self._matched is None:
+            workloads = [self._data.workloads[i] for i in self.ids]
+            cells = [f"{family_key(w)}/{w.world_size}" for w in workloads]
+            position = {w: g for g, w in enumerate(self._data.ids)}
+            graphs = self._data.graphs.select(np.array([position[w] for w in self.ids]))
+            self._matched = predictor_information(graphs.nodes, cells)
+        return self._matched
 
     def select(self, sampler: str, n: int, seed: int, n_starts: int = 5) -> list[str]:
         """Ids of ``n`` pool workloads chosen by a sampler.
@@ -90,6 +113,9 @@ class PoolDesign:
             scaledl.design.DesignError: ``n`` infeasible for the sampler.
         """
         if sampler == "doptimal":
+            # One random start per seed: the seeds are the replicates of the curve.
+            idx, _ = matched_d_optimal_indices(self.matched, n, seed=seed, n_starts=1)
+        elif sampler == "doptimal-surface":
             idx, _ = d_optimal_indices(self.X, n, seed=seed, n_starts=n_starts)
         elif sampler == "random":
             idx = random_indices(len(self.ids), n, seed=seed)

@@ -74,8 +74,7 @@ import pandas as pd
 
 from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.graph.units import LAYER_TYPE_PATTERNS
-
-DEFAULT_ROOT = Path("external/neusight")
+from scaledl.layout import neusight_root
 
 _NAME_RE = re.compile(
     r"^(?P<model>[A-Za-z0-9_.]+)-(?P<mode>train|inf)-(?P<seq_len>\d+)-(?P<batch>\d+)"
@@ -241,11 +240,11 @@ def _read_label(path: Path) -> dict[str, float]:
     return out
 
 
-def read_device_configs(root: Path | str = DEFAULT_ROOT) -> pd.DataFrame:
+def read_device_configs(root: Path | str | None = None) -> pd.DataFrame:
     """Read ``device_configs/*.json``.
 
     Args:
-        root: the NeuSight data folder.
+        root: the NeuSight data folder (default :func:`scaledl.layout.neusight_root`).
 
     Returns:
         One row per GPU: ``gpu`` (file stem), ``device_name`` and the device columns.
@@ -253,6 +252,7 @@ def read_device_configs(root: Path | str = DEFAULT_ROOT) -> pd.DataFrame:
     Raises:
         NeusightFormatError: a file lacks a key or has a non-positive value.
     """
+    root = Path(root) if root is not None else neusight_root()
     rows = []
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = _read_json(path)
@@ -805,7 +805,7 @@ def _consistency(
     }
 
 
-def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
+def load_neusight(root: Path | str | None = None) -> NeusightData:
     """Import the NeuSight labels and traces.
 
     Single-GPU ``train``/``inf`` entries having both a CSV trace and a JSON label become workloads
@@ -814,7 +814,8 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
     each listed with its reason in :attr:`NeusightData.skipped`.
 
     Args:
-        root: the NeuSight data folder (with ``label/``, ``model_configs/``, ``device_configs/``).
+        root: the NeuSight data folder (with ``label/``, ``model_configs/``, ``device_configs/``;
+            default :func:`scaledl.layout.neusight_root`).
 
     Returns:
         The :class:`NeusightData` tables.
@@ -824,7 +825,7 @@ def load_neusight(root: Path | str = DEFAULT_ROOT) -> NeusightData:
         NeusightFormatError: a malformed file (named in the message), an unknown GPU or model,
             or a label whose ``num_layer`` disagrees with the model config.
     """
-    root = Path(root)
+    root = Path(root) if root is not None else neusight_root()
     label_dir = root / "label"
     if not label_dir.is_dir():
         raise FileNotFoundError(f"no label folder under {root}")

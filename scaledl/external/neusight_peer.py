@@ -24,19 +24,20 @@ from scaledl.external.neusight import (
     read_device_configs,
 )
 
-DEFAULT_PEER_ROOT = Path("external/neusight_peer")
 #: Columns of :func:`load_peer_predictions`.
 PEER_COLUMNS = ("gpu", "model", "mode", "seq_len", "batch_size", "peer_ms", "file")
 
 
 def load_peer_predictions(
-    peer_root: Path | str = DEFAULT_PEER_ROOT, neusight_root: Path | str = "external/neusight"
+    peer_root: Path | str | None = None, neusight_root: Path | str | None = None
 ) -> pd.DataFrame:
     """Read NeuSight's single-GPU predictions.
 
     Args:
-        peer_root: the folder with ``prediction/<GPU>/<stem>.json``.
-        neusight_root: the NeuSight data folder (its ``device_configs`` name the GPUs).
+        peer_root: the folder with ``prediction/<GPU>/<stem>.json`` (default
+            :func:`scaledl.layout.neusight_peer_root`).
+        neusight_root: the NeuSight data folder (its ``device_configs`` name the GPUs; default
+            :func:`scaledl.layout.neusight_root`).
 
     Returns:
         One row per prediction, columns :data:`PEER_COLUMNS`: ``gpu`` (the device name, e.g.
@@ -50,7 +51,9 @@ def load_peer_predictions(
             device config, or an ``e2e_latency`` that is not a positive number (naming the
             file, the key and the value).
     """
-    folder = Path(peer_root) / "prediction"
+    from scaledl.layout import neusight_peer_root
+
+    folder = Path(peer_root if peer_root is not None else neusight_peer_root()) / "prediction"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no NeuSight prediction folder")
     devices = read_device_configs(neusight_root).set_index("gpu")["device_name"]
@@ -66,7 +69,8 @@ def load_peer_predictions(
         gpu = path.parent.name
         if gpu not in devices.index:
             raise NeusightFormatError(
-                f"{path}: GPU folder {gpu!r} has no {Path(neusight_root)}/device_configs/{gpu}.json"
+                f"{path}: GPU folder {gpu!r} has no device_configs/{gpu}.json in the NeuSight "
+                "data folder"
             )
         value = _read_json(path).get("e2e_latency")
         if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:

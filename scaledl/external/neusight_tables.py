@@ -61,16 +61,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.external.neusight import (
-    DEFAULT_ROOT,
-    NeusightData,
-    NeusightFormatError,
-    load_neusight,
-)
+from scaledl.external.neusight import NeusightData, NeusightFormatError, load_neusight
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
+from scaledl.io.atomic import write_atomic, write_parquet_atomic
 from scaledl.models.features import workload_graph
-from scaledl.profiling.store import atomic_write_parquet
 from scaledl.validation.schemas import PROFILE_TABLES
 from scaledl.workloads.spec import Workload
 
@@ -198,7 +193,7 @@ def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> t
         config["architectures"] = [classes[(model, mode)]]
         path = out_dir / "configs" / f"{model}-{mode}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(config, indent=2, sort_keys=True))
+        write_atomic(path, json.dumps(config, indent=2, sort_keys=True))
         try:
             read_hf_config(str(path))
         except WorkloadError as exc:
@@ -435,13 +430,15 @@ def _empty(table: str) -> pd.DataFrame:
 
 
 def import_neusight(
-    root: Path | str = DEFAULT_ROOT, out_dir: Path | str = "data/imported/neusight"
+    root: Path | str | None = None, out_dir: Path | str | None = None
 ) -> ImportSummary:
     """Import NeuSight data as standard profile tables (see the module docstring).
 
     Args:
-        root: the NeuSight folder (``label/``, ``model_configs/``, ``device_configs/``).
-        out_dir: where ``<table>.parquet``, ``configs/`` and ``import.json`` go.
+        root: the NeuSight folder (``label/``, ``model_configs/``, ``device_configs/``;
+            default :func:`scaledl.layout.neusight_root`).
+        out_dir: where ``<table>.parquet``, ``configs/`` and ``import.json`` go (default
+            ``<data>/imported/neusight``, :class:`scaledl.layout.DataLayout`).
 
     Returns:
         An :class:`ImportSummary`.
@@ -450,12 +447,13 @@ def import_neusight(
         FileNotFoundError: no ``label`` folder under ``root``.
         scaledl.external.neusight.NeusightFormatError: a malformed file (named, with the row).
     """
-    root, out_dir = Path(root), Path(out_dir)
+    from scaledl.layout import DataLayout, neusight_root
+
+    root = Path(root) if root is not None else neusight_root()
+    out_dir = Path(out_dir) if out_dir is not None else DataLayout.from_env().imported_dir()
     data = load_neusight(root)
     tables, manifest = neusight_tables(data, root, out_dir)
     for name, frame in tables.items():
-        atomic_write_parquet(frame, out_dir / f"{name}.parquet")
-    tmp = out_dir / ".import.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    os.replace(tmp, out_dir / "import.json")
+        write_parquet_atomic(frame, out_dir / f"{name}.parquet")
+    write_atomic(out_dir / "import.json", json.dumps(manifest, indent=2, sort_keys=True))
     return ImportSummary(out_dir, manifest["rows"], manifest)

@@ -21,13 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.layout import vidur_network_root
 from scaledl.models.allreduce import (
     AlphaBetaAllReduce,
     mean_relative_error,
     select_size_breakpoints,
 )
-
-DEFAULT_ROOT = Path("external/vidur/network")
 
 _TIME_PREFIX = "time_stats.all_reduce."
 _REQUIRED = (
@@ -52,11 +51,12 @@ ALLREDUCE_COLUMNS = (
 )
 
 
-def load_vidur_allreduce(root: Path | str = DEFAULT_ROOT) -> pd.DataFrame:
+def load_vidur_allreduce(root: Path | str | None = None) -> pd.DataFrame:
     """Read every ``<system>/all_reduce.csv`` under ``root``.
 
     Args:
-        root: the ``network`` folder of the Vidur data.
+        root: the ``network`` folder of the Vidur data (default
+            :func:`scaledl.layout.vidur_network_root`).
 
     Returns:
         One row per measurement with columns :data:`ALLREDUCE_COLUMNS`: ``allreduce_ms`` is the
@@ -70,7 +70,7 @@ def load_vidur_allreduce(root: Path | str = DEFAULT_ROOT) -> pd.DataFrame:
             count, or ``num_workers`` not divisible by ``devices_per_node`` (the message names the
             file and column).
     """
-    root = Path(root)
+    root = Path(root) if root is not None else vidur_network_root()
     files = sorted(root.glob("*/all_reduce.csv"))
     if not files:
         raise FileNotFoundError(f"no */all_reduce.csv under {root}")

@@ -31,7 +31,9 @@ LAYER_TYPE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "feed-forward",
         re.compile(
-            r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\boutput\b \w*Output$", re.I
+            r"mlp|feed.?forward|ffn|layerff|densereludense|intermediate|\bfc\d\b"
+            r"|\boutput\b \w*Output$",
+            re.I,
         ),
     ),
     ("pooler", re.compile(r"pool", re.I)),

@@ -10,6 +10,7 @@ once the process that made it is gone.
 * :func:`atomic_file`: a context manager yielding a temporary path to write (any library that
   writes to a path: ``to_parquet``, ``torch.save``...), published on success.
 * :func:`write_atomic`: ``atomic_file`` for bytes or text.
+* :func:`write_parquet_atomic`: ``atomic_file`` for a DataFrame as parquet.
 * :func:`atomic_dir`: a temporary folder published as a whole (every file in it fsynced).
 * :func:`fsync_path`: ``fsync`` of a file or a directory by name.
 """
@@ -26,8 +27,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[a-z0-9_]+\.tmp$")
 
@@ -88,6 +93,20 @@ def write_atomic(path: Path, data: bytes | str) -> Path:
     payload = data.encode() if isinstance(data, str) else data
     with atomic_file(path) as tmp:
         tmp.write_bytes(payload)
+    return Path(path)
+
+
+def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> Path:
+    """Write a DataFrame as parquet (its index not written) durably (:func:`atomic_file`).
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: as :func:`atomic_file`.
+    """
+    with atomic_file(path) as tmp:
+        frame.to_parquet(tmp, index=False)
     return Path(path)
 
 

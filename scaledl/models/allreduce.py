@@ -29,12 +29,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import NonNegativeFloat, NonNegativeInt, model_validator
 from scipy.optimize import nnls
 
-from scaledl.io.excerpt import excerpt
+from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.models.fitted import check_fitted
 
 _WEIGHTINGS = ("relative", "none")
@@ -254,7 +255,7 @@ class AlphaBetaAllReduce:
 
     # ---------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe description (hyper-parameters and fitted values).
+        """JSON-safe description (hyper-parameters and fitted values, :class:`AllReduceParams`).
 
         Returns:
             A dict that :meth:`from_dict` turns back into an equal model.
@@ -263,17 +264,16 @@ class AlphaBetaAllReduce:
             sklearn.exceptions.NotFittedError: the model is not fitted.
         """
         self._check_fitted()
-        return {
-            "kind": "alpha_beta_allreduce",
-            "weighting": self.weighting,
-            "per_topology": self.per_topology,
-            "per_configuration": self.per_configuration,
-            "size_breakpoints_bytes": list(self.size_breakpoints_bytes),
-            "groups": [
-                {"group": list(g), "regime": r, "alpha_ms": a, "ms_per_byte": b}
+        return AllReduceParams(
+            weighting=self.weighting,
+            per_topology=self.per_topology,
+            per_configuration=self.per_configuration,
+            size_breakpoints_bytes=tuple(self.size_breakpoints_bytes),
+            groups=tuple(
+                AllReduceGroup(group=g, regime=r, alpha_ms=a, ms_per_byte=b)
                 for (g, r), (a, b) in sorted(self.params_.items())
-            ],
-        }
+            ),
+        ).model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlphaBetaAllReduce:
@@ -286,35 +286,18 @@ class AlphaBetaAllReduce:
             The fitted model.
 
         Raises:
-            ValueError: missing keys, no fitted group or a wrong ``kind``.
+            ValueError: not an :class:`AllReduceParams` mapping (a wrong ``kind``, a missing
+                key, no fitted group, a negative or non-finite latency or per-byte cost),
+                naming the field and value.
         """
-        if data.get("kind") != "alpha_beta_allreduce":
-            raise ValueError(f"not an alpha_beta_allreduce dict: kind={data.get('kind')!r}")
-        try:
-            model = cls(
-                weighting=data["weighting"],
-                per_topology=data["per_topology"],
-                per_configuration=data.get("per_configuration", False),
-                size_breakpoints_bytes=data["size_breakpoints_bytes"],
-            )
-            params = {
-                (tuple(int(v) for v in g["group"]), int(g["regime"])): (
-                    float(g["alpha_ms"]),
-                    float(g["ms_per_byte"]),
-                )
-                for g in data["groups"]
-            }
-        except KeyError as exc:
-            raise ValueError(f"alpha_beta_allreduce dict lacks key {exc}") from exc
-        if not params:
-            raise ValueError("alpha_beta_allreduce dict has no fitted group")
-        values = np.array(list(params.values()), dtype=float)
-        if not np.isfinite(values).all() or (values < 0).any():
-            raise ValueError(
-                "alpha_beta_allreduce dict: fields 'alpha_ms' and 'ms_per_byte' must be finite and "
-                f"non-negative, got {excerpt(values.tolist())}"
-            )
-        model.params_ = params
+        params = parse_artefact(AllReduceParams, data, "alpha_beta_allreduce")
+        model = cls(
+            weighting=params.weighting,
+            per_topology=params.per_topology,
+            per_configuration=params.per_configuration,
+            size_breakpoints_bytes=params.size_breakpoints_bytes,
+        )
+        model.params_ = {(g.group, g.regime): (g.alpha_ms, g.ms_per_byte) for g in params.groups}
         model._set_summary()
         return model
 
@@ -324,6 +307,39 @@ class AlphaBetaAllReduce:
             f"per_configuration={self.per_configuration}, "
             f"size_breakpoints_bytes={self.size_breakpoints_bytes})"
         )
+
+
+class AllReduceGroup(Artefact):
+    """One fitted (group, size regime) of :class:`AlphaBetaAllReduce`.
+
+    Attributes:
+        group: ``()``, ``(multi_node,)`` or ``(world_size, num_nodes)`` (the grouping).
+        regime: index of the message-size regime.
+        alpha_ms: start-up latency, ms (>= 0).
+        ms_per_byte: inverse ring bandwidth, ms per byte (>= 0).
+    """
+
+    group: tuple[int, ...]
+    regime: NonNegativeInt
+    alpha_ms: NonNegativeFloat
+    ms_per_byte: NonNegativeFloat
+
+
+class AllReduceParams(Artefact):
+    """The all-reduce model in ``params.json`` (key ``allreduce``) and Vidur's metrics."""
+
+    kind: Literal["alpha_beta_allreduce"] = "alpha_beta_allreduce"
+    weighting: Literal["relative", "none"]
+    per_topology: bool
+    per_configuration: bool = False
+    size_breakpoints_bytes: tuple[float, ...]
+    groups: tuple[AllReduceGroup, ...]
+
+    @model_validator(mode="after")
+    def _fitted(self) -> AllReduceParams:
+        if not self.groups:
+            raise ValueError("field 'groups' (value []): no fitted group")
+        return self
 
 
 def mean_relative_error(pred: Any, true: Any) -> float:

@@ -13,7 +13,9 @@ workloads whose run is ``ok``:
   with one launch, its label's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
   (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`),
   ``instrumented_ms`` (the same median over the instrumented steps, whose layer times the
-  layer-wise models learn) and ``family``;
+  layer-wise models learn) and ``family`` (:func:`scaledl.models.domain.family_key`: the
+  built-in family, or ``hf:<model_type>`` for other Hugging Face configs, so each architecture
+  is its own family for leave-one-family-out splits);
 * ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
@@ -43,17 +45,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scaledl.models.domain import family_key
 from scaledl.models.features import GraphSet, build_graph_set
 from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
 from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.store import robust_cv
+from scaledl.profiling.tables import (
+    OPTIONAL_TABLE_NAMES,
+    PROFILE_TABLE_NAMES,
+    RUN_TABLE_NAMES,
+)
 from scaledl.workloads.spec import Workload
-
-TABLE_NAMES = ("workloads", "runs", "layer_timings", "allreduce_timings", "iteration_timings",
-               "epochs")  # fmt: skip
-
-
-_RUN_TABLES = ("layer_timings", "allreduce_timings", "iteration_timings", "epochs")
 
 
 class ProfileDataError(ValueError):
@@ -112,10 +114,6 @@ class ProfileData:
         )
 
 
-#: Tables read when present.
-OPTIONAL_TABLE_NAMES = ("operator_timings",)
-
-
 def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
     """Read the six profile tables of a directory (and the optional ones present).
 
@@ -124,7 +122,7 @@ def read_tables(directory: Path) -> dict[str, pd.DataFrame]:
     """
     tables = {}
     optional = [n for n in OPTIONAL_TABLE_NAMES if (Path(directory) / f"{n}.parquet").exists()]
-    for name in (*TABLE_NAMES, *optional):
+    for name in (*PROFILE_TABLE_NAMES, *optional):
         path = Path(directory) / f"{name}.parquet"
         try:
             tables[name] = pd.read_parquet(path)
@@ -246,13 +244,13 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
     """:func:`load_profile_data` on tables already in memory."""
     usable = set(_usable_runs(tables["runs"])["run_id"])
     tables = {
-        name: frame[frame["run_id"].isin(usable)] if name in _RUN_TABLES else frame
+        name: frame[frame["run_id"].isin(usable)] if name in RUN_TABLE_NAMES else frame
         for name, frame in tables.items()
     }
     runs = launch_labels(tables)
     factors = runs.set_index("run_id")["slowdown_factor"]
     tables = {
-        name: frame[frame["run_id"].isin(factors.index)] if name in _RUN_TABLES else frame
+        name: frame[frame["run_id"].isin(factors.index)] if name in RUN_TABLE_NAMES else frame
         for name, frame in tables.items()
     }
     records = tables["workloads"].set_index("workload_id")
@@ -272,7 +270,7 @@ def profile_data_from_tables(tables: dict[str, pd.DataFrame], source: str = "<ta
         rows.append(
             {
                 "workload_id": wid,
-                "family": workload.family,
+                "family": family_key(workload),
                 "mode": workload.mode,
                 "batch_size": workload.batch_size,
                 "seq_len": workload.seq_len,

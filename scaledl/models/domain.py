@@ -16,16 +16,17 @@ not have is flagged by the layer-type check instead.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import field_validator
 
 from scaledl.io.excerpt import excerpt
-from scaledl.models.features import GraphSet, architecture_key, build_graph_set
-from scaledl.workloads.spec import FAMILIES, Workload
+from scaledl.io.schema import Artefact, parse_artefact
+from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.workloads.identity import architecture_key, family_key
+from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
     from scaledl.models.data import ProfileData
@@ -46,24 +47,6 @@ RANGE_FEATURES = (
     "flops_per_iteration",
     "parameters",
 )
-
-
-#: The built-in families, which are also transformers model types.
-BUILTIN_FAMILIES = tuple(f for f in FAMILIES if f != "hf")
-
-
-def family_key(workload: Workload) -> str:
-    """The family a workload belongs to for the domain check (module docstring).
-
-    Returns:
-        The built-in family, or ``hf:<model_type>`` for other ``hf`` configs.
-    """
-    if workload.family != "hf":
-        return workload.family
-    from scaledl.workloads.hf import read_hf_config
-
-    model_type = read_hf_config(workload.config_path).model_type
-    return model_type if model_type in BUILTIN_FAMILIES else f"hf:{model_type}"
 
 
 def range_features(workloads: list[Workload], graphs: GraphSet | None = None) -> pd.DataFrame:
@@ -121,9 +104,8 @@ def range_features(workloads: list[Workload], graphs: GraphSet | None = None) ->
     return frame[list(RANGE_FEATURES)]
 
 
-@dataclass(frozen=True)
-class TrainingDomain:
-    """What a predictor's training workloads covered.
+class TrainingDomain(Artefact):
+    """What a predictor's training workloads covered (``params.json`` key ``training_domain``).
 
     Attributes:
         n_workloads: training workloads.
@@ -208,57 +190,26 @@ class TrainingDomain:
             measured_nodes(data.nodes)["layer_type"].astype(str).tolist(),
         )
 
+    @field_validator("ranges")
+    @classmethod
+    def _ordered(cls, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for name, (lo, hi) in ranges.items():
+            if lo > hi:
+                raise ValueError(
+                    f"range {excerpt(name)} is [{lo}, {hi}]: expected finite bounds, low <= high"
+                )
+        return ranges
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable mapping (lists for tuples)."""
-        out = asdict(self)
-        out["ranges"] = {k: list(v) for k, v in self.ranges.items()}
-        return json_ready(out)
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<domain>") -> TrainingDomain:
         """The domain of :meth:`to_dict`'s mapping.
 
         Raises:
-            ValueError: a key is missing, unknown or of the wrong type (naming ``source`` and
-                the key).
+            ValueError: a key is missing, unknown or of the wrong type, or a range is not
+                finite with low <= high (naming ``source``, the key and the value).
         """
-        if not isinstance(data, dict):
-            raise ValueError(f"{source}: training domain: expected a mapping, got {data!r:.80}")
-        expected = set(cls.__dataclass_fields__)
-        missing, unknown = sorted(expected - set(data)), sorted(set(data) - expected)
-        if missing or unknown:
-            raise ValueError(
-                f"{source}: training domain: missing key(s) {missing}, unknown key(s) {unknown}"
-            )
-        try:
-            ranges = {str(k): (float(v[0]), float(v[1])) for k, v in data["ranges"].items()}
-            for name, (lo, hi) in ranges.items():
-                if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
-                    raise ValueError(
-                        f"range {excerpt(name)} is [{lo}, {hi}]: expected finite bounds, "
-                        "low <= high"
-                    )
-            return cls(
-                n_workloads=int(data["n_workloads"]),
-                families=tuple(str(x) for x in data["families"]),
-                precisions=tuple(str(x) for x in data["precisions"]),
-                modes=tuple(str(x) for x in data["modes"]),
-                devices=tuple(str(x) for x in data["devices"]),
-                world_sizes=tuple(int(x) for x in data["world_sizes"]),
-                num_nodes=tuple(int(x) for x in data["num_nodes"]),
-                layer_types=tuple(str(x) for x in data["layer_types"]),
-                ranges=ranges,
-            )
-        except (TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise ValueError(f"{source}: training domain: malformed value: {exc}") from None
-
-
-def json_ready(value: Any) -> Any:
-    """``value`` with tuples as lists and numpy scalars as Python numbers (for ``json.dumps``)."""
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+        return parse_artefact(cls, data, f"{source}: training domain")

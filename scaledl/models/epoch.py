@@ -13,9 +13,10 @@ fitted to ``epoch_s - steps_per_epoch * iteration_s`` (measured) by non-negative
 from __future__ import annotations
 
 import numpy as np
+from pydantic import NonNegativeFloat
 from scipy.optimize import nnls
 
-from scaledl.io.excerpt import excerpt
+from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.models.fitted import check_fitted
 
 
@@ -66,29 +67,34 @@ class EpochModel:
         return base + self._design(steps, batch) @ np.asarray(self.coef_)
 
     def to_dict(self) -> dict:
-        """JSON-safe parameters.
+        """JSON-safe parameters (:class:`EpochParams`).
 
         Raises:
             sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
         check_fitted(self, "coef_")
-        return {"coef": self.coef_}
+        return EpochParams(coef=tuple(self.coef_)).model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: dict) -> EpochModel:
         """Inverse of :meth:`to_dict`: a fitted model.
 
         Raises:
-            ValueError: ``coef`` is not three finite, non-negative numbers (the fit's
-                non-negative least squares gives no other; a negative overhead would predict a
-                negative epoch).
+            ValueError: not an :class:`EpochParams` mapping (``coef`` not three finite,
+                non-negative numbers: the fit's non-negative least squares gives no other; a
+                negative overhead would predict a negative epoch), naming the field and value.
         """
-        coef = np.asarray(data["coef"], dtype=float)
-        if coef.shape != (3,) or not np.isfinite(coef).all() or (coef < 0).any():
-            raise ValueError(
-                f"epoch model: field 'coef' (value {excerpt(data['coef'])}): expected three "
-                "finite, non-negative numbers"
-            )
+        params = parse_artefact(EpochParams, data, "epoch model")
         model = cls()
-        model.coef_ = [float(c) for c in coef]
+        model.coef_ = [float(c) for c in params.coef]
         return model
+
+
+class EpochParams(Artefact):
+    """The epoch model in ``params.json`` (key ``epoch``).
+
+    Attributes:
+        coef: ``[a_s, b_s_per_step, c_s_per_sample]`` of the overhead, each >= 0.
+    """
+
+    coef: tuple[NonNegativeFloat, NonNegativeFloat, NonNegativeFloat]

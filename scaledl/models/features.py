@@ -37,10 +37,10 @@ from scaledl.graph.layer_graph import (
 )
 from scaledl.graph.units import LAYER_TYPES
 from scaledl.workloads.builders import describe_workload
+from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import Workload, WorkloadError
 
 _SCALED = ("fwd_flops", "bwd_flops", "input_bytes", "output_bytes")
-_ARCH_EXCLUDE = {"batch_size", "world_size", "num_nodes", "dataset_size", "device_name", "backend"}
 NODE_NUMERIC = (*LAYER_FEATURE_COLUMNS, "allreduce_bytes")
 WORKLOAD_NUMERIC = ("batch_size", "seq_len", "hidden_size", "world_size")
 _NODE_TEXT = ("node_kind", "layer_name", "layer_type")
@@ -64,11 +64,6 @@ class _Template:
     node_index: np.ndarray
     edge_index: np.ndarray
     edge_type: np.ndarray
-
-
-def architecture_key(workload: Workload) -> str:
-    """JSON of the spec fields that shape the layer graph's structure."""
-    return json.dumps(workload.model_dump(mode="json", exclude=_ARCH_EXCLUDE), sort_keys=True)
 
 
 @lru_cache(maxsize=4096)

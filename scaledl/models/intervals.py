@@ -315,16 +315,17 @@ class IntervalCalibration:
         )
 
     def write(self, path: Path) -> Path:
-        """Write :meth:`to_dict` as JSON (a temporary file renamed into place).
+        """Write :meth:`to_dict` as JSON, atomically and durably (:mod:`scaledl.io.atomic`).
 
         Returns:
             ``path``.
+
+        Raises:
+            OSError: writing failed; ``path`` is unchanged.
         """
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
-        return path
+        from scaledl.io.atomic import write_atomic
+
+        return write_atomic(path, json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> IntervalCalibration:

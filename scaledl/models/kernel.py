@@ -44,11 +44,12 @@ from sklearn.utils.validation import check_is_fitted
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, at_batch, aten_descriptors
 from scaledl.models.data import ProfileData, measured_nodes
-from scaledl.models.features import GraphSet, architecture_graphs, architecture_key
+from scaledl.models.features import GraphSet, architecture_graphs
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import fit_allreduce, node_predictions
 from scaledl.models.methods import GraphMethod
 from scaledl.models.operators import OperatorTimeModel, device_columns
+from scaledl.workloads.identity import architecture_group, architecture_key
 from scaledl.workloads.spec import Workload
 
 KERNEL_COLUMNS = ("kernel_fwd_ms", "kernel_bwd_ms")
@@ -58,23 +59,12 @@ RIDGE_ALPHAS = (0.1, 1.0, 10.0)
 CORRECTIONS = ("none", "instrumented", "out_of_architecture")
 
 
-def architecture_group(workload: Workload) -> str:
-    """The model a workload runs, whatever its batch, sequence, mode or device.
-
-    Used as the group of leave-one-architecture-out fits: ``family:hidden x layers`` (for an
-    ``hf`` workload without those fields, its ``config_path``).
-    """
-    if workload.hidden_size and workload.num_layers:
-        return f"{workload.family}:{workload.hidden_size}x{workload.num_layers}"
-    return f"{workload.family}:{workload.config_path}"
-
-
 @lru_cache(maxsize=4096)
 def _unique_operators(key: str):
     """Distinct operators of an architecture and how often each layer launches each.
 
     Args:
-        key: :func:`~scaledl.models.features.architecture_key` of the architecture.
+        key: :func:`~scaledl.workloads.identity.architecture_key` of the architecture.
 
     Returns:
         ``(desc_2, desc_3, counts)``: descriptors at batch 2 and 3 of the U distinct operators

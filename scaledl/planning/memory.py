@@ -32,10 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaledl.workloads.spec import Workload
-
-#: Bytes per element of each precision.
-PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+from scaledl.workloads.spec import PRECISION_BYTES, Workload
 
 
 @dataclass(frozen=True)

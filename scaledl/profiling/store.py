@@ -50,18 +50,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS, build_layer_graph
-from scaledl.io.atomic import atomic_dir, atomic_file, remove_stale_temps, write_atomic
+from scaledl.io.atomic import (
+    atomic_dir,
+    remove_stale_temps,
+    write_atomic,
+    write_parquet_atomic,
+)
 from scaledl.profiling.stopping import label_statistic
+from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 from scaledl.workloads.spec import Workload
 
-TABLES = (
-    "workloads",
-    "runs",
-    "layer_timings",
-    "allreduce_timings",
-    "iteration_timings",
-    "epochs",
-)
 _PART_FILES = {
     "layers": "layer_timings",
     "iterations": "iteration_timings",
@@ -399,7 +397,7 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
             of that workload measures it again).
         OSError: a table could not be written (``ENOSPC``...); the old table is kept.
     """
-    collected: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+    collected: dict[str, list[pd.DataFrame]] = {t: [] for t in PROFILE_TABLE_NAMES}
     seen: set[str] = set()
     for part in _part_dirs(out_dir):
         workload_id = part.parent.name
@@ -423,20 +421,8 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
         tables[table] = (
             pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
         )
-        atomic_write_parquet(tables[table], Path(out_dir) / f"{table}.parquet")
+        write_parquet_atomic(tables[table], Path(out_dir) / f"{table}.parquet")
     return tables
-
-
-def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> Path:
-    """Write a parquet file durably (:func:`scaledl.io.atomic.atomic_file`).
-
-    Raises:
-        OSError: writing failed (``ENOSPC``...); ``path`` is unchanged.
-    """
-    path = Path(path)
-    with atomic_file(path) as tmp:
-        frame.to_parquet(tmp, index=False)
-    return path
 
 
 def _jsonable(record: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from scaledl.registry.bundle import (
     BundleError,
     IncompatibleBundleError,
+    latest_bundle,
     list_predictors,
     read_manifest,
     register_bundle,
@@ -16,6 +17,7 @@ __all__ = [
     "BundleError",
     "IncompatibleBundleError",
     "Predictor",
+    "latest_bundle",
     "list_predictors",
     "load_predictor",
     "read_manifest",

@@ -390,6 +390,30 @@ def _read_latest(name_dir: Path) -> str | None:
     return version
 
 
+def latest_bundle(name_dir: Path) -> Path | None:
+    """The version directory a name directory's ``latest`` names: the one way to resolve it.
+
+    Args:
+        name_dir: ``<registry>/<name>``.
+
+    Returns:
+        ``<name_dir>/<version>``; ``None`` when there is no ``latest`` (nothing registered).
+
+    Raises:
+        BundleError: ``latest`` is unusable (see :func:`_read_latest`) or names a version that
+            has no ``manifest.json``.
+    """
+    version = _read_latest(name_dir)
+    if version is None:
+        return None
+    bundle = Path(name_dir) / version
+    if not (bundle / "manifest.json").exists():
+        raise BundleError(
+            f"{Path(name_dir) / 'latest'}: names version {version!r}, which has no manifest.json"
+        )
+    return bundle
+
+
 def resolve_bundle(path: Path) -> Path:
     """The bundle directory of ``path``: a bundle, or a name directory (follows ``latest``).
 
@@ -399,13 +423,8 @@ def resolve_bundle(path: Path) -> Path:
     path = Path(path)
     if os.path.lexists(path / "manifest.json"):
         return path
-    version = _read_latest(path)
-    if version is not None:
-        bundle = path / version
-        if not (bundle / "manifest.json").exists():
-            raise BundleError(
-                f"{path / 'latest'}: names version {version!r}, which has no manifest.json"
-            )
+    bundle = latest_bundle(path)
+    if bundle is not None:
         return bundle
     raise BundleError(f"{path}: not a predictor bundle (no manifest.json) nor a name directory")
 
@@ -784,8 +803,10 @@ def register_bundle(
     return target
 
 
-def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:
+def list_predictors(root: Path | None = None) -> pd.DataFrame:
     """Every bundle version under a registry root, each verified as :func:`read_manifest` does.
+
+    The root defaults to ``<data>/predictors`` (:class:`scaledl.layout.DataLayout`).
 
     A version is any directory of a name directory that is not hidden (publishes write into
     hidden temporary directories). A version that fails verification is listed with
@@ -801,6 +822,10 @@ def list_predictors(root: Path = Path("data/predictors")) -> pd.DataFrame:
         ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads`` and
         ``path``.
     """
+    if root is None:
+        from scaledl.layout import DataLayout
+
+        root = DataLayout.from_env().predictors_dir
     rows = []
     root = Path(root)
     for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:

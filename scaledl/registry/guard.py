@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.models.domain import TrainingDomain, family_key, range_features
+from scaledl.models.domain import TrainingDomain, range_features
+from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload, WorkloadError
 
 

@@ -45,17 +45,16 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from scaledl.profiling.tables import RUN_TABLE_NAMES
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.quarantine import FailureLog, RowFailure, format_value
 from scaledl.validation.report import ExpectationOutcome, Flag
-from scaledl.validation.schemas import RUN_TABLES
+from scaledl.workloads.spec import PRECISION_BYTES
 
 RUN_STATUS_FAILED = "run status failed"
 RUN_COMPLETE = "run_complete"
 #: Columns locating a row inside its run, in the order they are named in messages.
 _ROW_KEYS = ("rank", "phase", "step", "layer_index", "bucket_index")
-#: Bytes of one gradient element per workload precision.
-GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 def _outcome(
@@ -88,7 +87,7 @@ def _flag_rows(
 def reference_failures(
     frames: dict[str, pd.DataFrame],
     logs: dict[str, FailureLog],
-    run_tables: tuple[str, ...] = RUN_TABLES,
+    run_tables: tuple[str, ...] = RUN_TABLE_NAMES,
 ) -> list[ExpectationOutcome]:
     """Quarantine rows whose parent is unknown, inconsistent, failed or quarantined.
 
@@ -196,7 +195,7 @@ def _check_ranks(alive, failures) -> list[ExpectationOutcome]:
     """Rule ``ranks_match_world_size``: per table, a run's ranks are exactly 0..ws-1."""
     ws = _world_sizes(alive)
     outcomes = []
-    for name in RUN_TABLES:
+    for name in RUN_TABLE_NAMES:
         frame = alive[name]
         ranks = frame.groupby("run_id", sort=True)["rank"].unique()
         bad = []
@@ -302,7 +301,7 @@ def _check_allreduce(alive, failures, config: ValidationConfig) -> ExpectationOu
             continue
         checked += 1
         n_params = float(params.get(wid, 0))
-        per_param = config.grad_bytes_per_param or GRAD_BYTES[spec["precision"]]
+        per_param = config.grad_bytes_per_param or PRECISION_BYTES[spec["precision"]]
         expected = per_param * n_params
         steps = by_run.get(run)
         if steps is None or steps.empty:
@@ -373,7 +372,7 @@ def lost_row_failures(
     alive_runs = set(runs["run_id"]) - dead
     failures: dict[str, list[RowFailure]] = defaultdict(list)
     outcomes = []
-    for name in RUN_TABLES:
+    for name in RUN_TABLE_NAMES:
         frame, bad = frames[name], []
         lost: dict[str, list[tuple[int, list[RowFailure]]]] = defaultdict(list)
         for position, row_failures in logs[name].items():

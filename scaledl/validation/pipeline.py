@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scaledl.io.atomic import write_parquet_atomic
+from scaledl.profiling.tables import RUN_TABLE_NAMES
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.cross_table import (
     high_cv_flags,
@@ -48,7 +50,6 @@ from scaledl.validation.schemas import (
     DESIGN,
     OPTIONAL_PROFILE_TABLES,
     PROFILE_TABLES,
-    RUN_TABLES,
     TableSpec,
 )
 from scaledl.validation.suites import (
@@ -58,7 +59,7 @@ from scaledl.validation.suites import (
     row_level_suite,
     table_level_suite,
 )
-from scaledl.validation.tables import read_table, write_parquet_atomic
+from scaledl.validation.tables import read_table
 
 
 def _table_level(
@@ -193,17 +194,17 @@ def validate_profiles(
     if failures:
         _fail(report, failures, report_dir)
 
-    report.expectations.extend(reference_failures(frames, logs, (*RUN_TABLES, *optional)))
+    report.expectations.extend(reference_failures(frames, logs, (*RUN_TABLE_NAMES, *optional)))
     lost_outcomes, bad_runs = lost_row_failures(frames, logs)
     report.expectations.extend(lost_outcomes)
     alive = {name: _alive(frames[name], logs[name]) for name in PROFILE_TABLES}
-    for name in ("runs", *RUN_TABLES):  # incomplete runs are judged by the rule that lost rows
+    for name in ("runs", *RUN_TABLE_NAMES):  # incomplete runs are judged by the rule that lost rows
         alive[name] = alive[name][~alive[name]["run_id"].isin(bad_runs.keys())]
     outcomes, rule_failures = run_failures(alive, config)
     report.expectations.extend(outcomes)
     for run, reasons in rule_failures.items():
         bad_runs.setdefault(run, []).extend(reasons)
-    for name in ("runs", *RUN_TABLES, *optional):
+    for name in ("runs", *RUN_TABLE_NAMES, *optional):
         run_ids = frames[name]["run_id"]
         positions = np.flatnonzero(run_ids.isin(bad_runs.keys()).to_numpy())
         logs[name].add_each((p, reason) for p in positions for reason in bad_runs[run_ids.iloc[p]])

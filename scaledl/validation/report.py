@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from scaledl.io.atomic import write_atomic
 from scaledl.validation.errors import TableFailure
-from scaledl.validation.tables import write_text_atomic
 
 Level = Literal["table", "row", "cross_table"]
 
@@ -242,5 +242,5 @@ def write_html(report: ValidationReport, report_dir: Path) -> Path:
         The written file.
     """
     path = Path(report_dir) / "index.html"
-    write_text_atomic(render_html(report), path)
+    write_atomic(path, render_html(report))
     return path

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from scaledl.graph.operators import OP_CLASSES, OP_KINDS
+from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 
 Kind = Literal["str", "int", "number"]
@@ -259,18 +259,9 @@ OPERATOR_TIMINGS = TableSpec(
         ColumnSpec("op_kind", "str", value_set=tuple(k for v in OP_KINDS.values() for k in v)),
         *(
             ColumnSpec(name, "number", min_value=0)
-            for name in (
-                "batch",
-                "m",
-                "n",
-                "k",
-                "elements",
-                "bytes_in",
-                "bytes_out",
-                "table_bytes",
-                "row_len",
-            )
-        ),  # fmt: skip
+            for name in DESCRIPTOR_COLUMNS
+            if name not in ("op_class", "op_kind")
+        ),
         _ms("forward_ms"),
         _ms("backward_ms", positive=False),
     ),
@@ -286,9 +277,6 @@ PROFILE_TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (WORKLOADS, RUNS, LAYER_TIMINGS, ALLREDUCE_TIMINGS, ITERATION_TIMINGS, EPOCHS)
 }
-
-#: Tables whose rows belong to one run (they carry ``run_id``, ``workload_id`` and ``rank``).
-RUN_TABLES = ("layer_timings", "allreduce_timings", "iteration_timings", "epochs")
 
 
 def _design_column(col: ColumnSpec) -> ColumnSpec:

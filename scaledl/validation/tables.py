@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from scaledl.io.atomic import atomic_file, write_atomic
 from scaledl.validation.errors import TableFailure, ValidationError
 
 
@@ -43,24 +42,3 @@ def read_table(path: Path, table: str) -> pd.DataFrame:
             ]
         ) from exc
     return frame.reset_index(drop=True)
-
-
-def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """Write a dataframe as parquet atomically and durably (:mod:`scaledl.io.atomic`).
-
-    Args:
-        frame: the table; its index is not written.
-        path: destination file; parent directories are created.
-    """
-    with atomic_file(path) as tmp:
-        frame.to_parquet(tmp, index=False)
-
-
-def write_text_atomic(text: str, path: Path) -> None:
-    """Write a UTF-8 text file atomically and durably (:mod:`scaledl.io.atomic`).
-
-    Args:
-        text: file content.
-        path: destination file; parent directories are created.
-    """
-    write_atomic(path, text)

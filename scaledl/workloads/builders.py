@@ -27,22 +27,10 @@ from typing import Any
 import torch
 
 from scaledl.workloads.hf import read_hf_config
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import ARCHITECTURE_FIELDS, Workload, WorkloadError
 
 #: Workload fields named when a model cannot be built or traced.
-_DESCRIBED_FIELDS = (
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "intermediate_size",
-    "vocab_size",
-    "max_positions",
-    "image_size",
-    "patch_size",
-    "seq_len",
-    "decoder_seq_len",
-)
+_DESCRIBED_FIELDS = (*ARCHITECTURE_FIELDS, "seq_len")
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

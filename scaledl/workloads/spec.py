@@ -47,6 +47,12 @@ from scaledl.io.excerpt import excerpt
 FAMILIES = ("bert", "vit", "t5", "llama", "deit", "hf")
 VISION_FAMILIES = ("vit", "deit")
 Family = Literal["bert", "vit", "t5", "llama", "deit", "hf"]
+#: Numeric precisions of a workload and the bytes of one element (parameter, gradient,
+#: activation) in each: the one table the memory model, the design's cost model and the
+#: validation's all-reduce check read.
+PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+PRECISIONS = tuple(PRECISION_BYTES)
+Precision = Literal["fp32", "bf16", "fp16"]
 
 # Numeric fields that describe the architecture; ``None`` where a family has no such field.
 ARCHITECTURE_FIELDS = (
@@ -137,7 +143,7 @@ class Workload(BaseModel):
     batch_size: int = Field(gt=0)
     world_size: int = Field(default=1, gt=0)
     num_nodes: int = Field(default=1, gt=0)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Precision = "fp32"
     mode: Literal["train", "infer"] = "train"
     dataset_size: int = Field(default=256, gt=0)
     device_name: str  # filled by _fill_defaults: this host's device when not given

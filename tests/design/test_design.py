@@ -18,6 +18,7 @@ from scaledl.design import (
     write_design,
 )
 from scaledl.design.features import model_matrix
+from scaledl.design.matched import candidate_information
 from scaledl.workloads.spec import Workload
 
 
@@ -52,22 +53,41 @@ def test_doptimal_design_of_quick_preset(quick, quick_design):
     assert r.log_det == pytest.approx(log_det_information(X[rows]), abs=1e-6)
 
 
-def test_doptimal_beats_random_and_lhs(quick, quick_design):
+@pytest.fixture(scope="module")
+def surface_design(quick):
+    return generate_design(quick, 72, sampler="doptimal-surface", seed=0, n_starts=3)
+
+
+def test_surface_doptimal_beats_random_and_lhs_on_its_determinant(quick, surface_design):
     for sampler in ("random", "lhs"):
         other = generate_design(quick, 72, sampler=sampler, seed=0)
         assert other.table["workload_id"].is_unique and len(other.table) == 72
         assert (other.table["sampler"] == sampler).all()
-        assert quick_design.log_det > other.log_det + 5
+        assert surface_design.log_det > other.log_det + 5
 
 
-@pytest.mark.parametrize("sampler", ["doptimal", "random", "lhs"])
+def test_matched_doptimal_beats_random_on_the_matched_criterion(quick, quick_design):
+    candidates = candidate_workloads(quick, "cpu")
+    info = candidate_information(candidates)
+    ids = [w.workload_id for w in candidates]
+    assert quick_design.metadata["matched_criterion"] == pytest.approx(
+        info.criterion([ids.index(i) for i in quick_design.table["workload_id"]])
+    )
+    other = generate_design(quick, 72, sampler="random", seed=0)
+    random_value = info.criterion([ids.index(i) for i in other.table["workload_id"]])
+    assert quick_design.metadata["matched_criterion"] > random_value
+
+
+@pytest.mark.parametrize("sampler", ["doptimal", "doptimal-surface", "random", "lhs"])
 def test_design_is_deterministic_for_a_seed(sampler):
     preset = load_preset("smoke")
     a = generate_design(preset, 12, sampler=sampler, seed=3, n_starts=2)
     b = generate_design(preset, 12, sampler=sampler, seed=3, n_starts=2)
     pd.testing.assert_frame_equal(a.table, b.table)
     c = generate_design(preset, 12, sampler=sampler, seed=4, n_starts=2)
-    assert sampler == "doptimal" or set(a.table["workload_id"]) != set(c.table["workload_id"])
+    assert sampler.startswith("doptimal") or set(a.table["workload_id"]) != set(
+        c.table["workload_id"]
+    )
 
 
 def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, quick_design):
@@ -83,7 +103,7 @@ def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, qu
         "full",
     )
     base = log_det_information(X[:40])
-    r = augment_design(quick, existing, 12, seed=1, n_starts=2)
+    r = augment_design(quick, existing, 12, seed=1, n_starts=2, criterion="surface")
     assert len(r.table) == 12 and r.n_fixed == 40
     assert not set(r.table["workload_id"]) & set(existing["workload_id"])
     assert (r.table["sampler"] == "doptimal-augment").all()
@@ -101,6 +121,25 @@ def test_augmentation_adds_only_new_workloads_and_never_lowers_the_det(quick, qu
         pick = rng.choice(len(new), 12, replace=False)
         random_lds.append(log_det_information(np.vstack([X[:40], X[40:][pick]])))
     assert r.log_det > np.median(random_lds)
+
+
+def test_matched_augmentation_and_the_sequential_step(quick, quick_design):
+    existing = quick_design.table.iloc[:40]
+    plain = augment_design(quick, existing, 6, seed=1, n_starts=1)
+    assert (plain.table["sampler"] == "doptimal-augment").all()
+    assert not set(plain.table["workload_id"]) & set(existing["workload_id"])
+    seen = {}
+
+    def uncertainty(new):
+        seen["n"] = len(new)
+        return np.linspace(0.01, 1.0, len(new))
+
+    seq = augment_design(quick, existing, 6, seed=1, uncertainty=uncertainty)
+    assert (seq.table["sampler"] == "sequential").all() and len(seq.table) == 6
+    assert seen["n"] == seq.n_candidates
+    assert set(seq.table["workload_id"]) != set(plain.table["workload_id"])
+    with pytest.raises(DesignError, match="uncertainty needs criterion='matched'"):
+        augment_design(quick, existing, 2, criterion="surface", uncertainty=uncertainty)
 
 
 def test_augment_from_empty_or_duplicate_rows(quick_design):
@@ -133,7 +172,9 @@ def test_too_many_workloads_or_unknown_sampler_are_clear_errors():
     with pytest.raises(DesignError, match="unknown sampler 'sobol'"):
         generate_design(preset, 5, sampler="sobol")
     with pytest.raises(DesignError, match="cannot estimate 10 model terms"):
-        generate_design(preset, 5)
+        generate_design(preset, 5, sampler="doptimal-surface")
+    # The matched criterion is ridge-regularised: fewer workloads than surface terms is a design.
+    assert len(generate_design(preset, 5).table) == 5
 
 
 def test_write_read_roundtrip_is_atomic_and_keeps_specs(tmp_path, quick_design):

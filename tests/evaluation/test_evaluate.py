@@ -4,9 +4,10 @@ import pytest
 
 from scaledl.evaluation import EvaluationConfig, evaluate
 from scaledl.evaluation.results import Metrics, MetricsError, Skipped
-from scaledl.models.data import TABLE_NAMES, ProfileDataError, read_tables
+from scaledl.models.data import ProfileDataError, read_tables
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES
+from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 
 METHODS = ("analytical", "global_gbdt", "additive")
 
@@ -75,7 +76,7 @@ def test_single_family_skips_ood(profile_data, profile_dir, tmp_path):
     bert = set(profile_data.labels.loc[profile_data.labels["family"] == "bert", "workload_id"])
     one = tmp_path / "one"
     one.mkdir()
-    for name in TABLE_NAMES:
+    for name in PROFILE_TABLE_NAMES:
         t = tables[name]
         t[t["workload_id"].isin(bert)].to_parquet(one / f"{name}.parquet", index=False)
     config = EvaluationConfig(

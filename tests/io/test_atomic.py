@@ -2,14 +2,18 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
+import pandas as pd
 import pytest
+from faults import FsyncSpy, count_io, crash_at
 
-from scaledl.io.atomic import atomic_dir, atomic_file, remove_stale_temps, write_atomic
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults import FsyncSpy, count_io, crash_at  # noqa: E402
+from scaledl.io.atomic import (
+    atomic_dir,
+    atomic_file,
+    remove_stale_temps,
+    write_atomic,
+    write_parquet_atomic,
+)
 
 
 def test_write_atomic_fsyncs_the_file_then_the_directory(tmp_path, monkeypatch):
@@ -83,3 +87,12 @@ def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
         assert live.exists()
     assert sorted(removed) == sorted([stale_dir, stale_file])
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+
+
+def test_write_parquet_atomic_leaves_no_temporary_file(tmp_path):
+    path = write_parquet_atomic(pd.DataFrame({"a": [1, 2]}), tmp_path / "sub" / "t.parquet")
+    assert pd.read_parquet(path)["a"].tolist() == [1, 2]
+    with pytest.raises(ValueError):  # pyarrow cannot convert an object column
+        write_parquet_atomic(pd.DataFrame({"a": [object()]}), path)
+    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
+    assert pd.read_parquet(path)["a"].tolist() == [1, 2]

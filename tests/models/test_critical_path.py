@@ -1,18 +1,13 @@
 """The critical-path assembly on hand-made graphs, and on a real traced two-rank workload."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from tiny_specs import tiny
 
 from scaledl.graph.layer_graph import EDGE_TYPES
 from scaledl.models.critical_path import assemble, critical_path
 from scaledl.models.features import build_graph_set
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tiny_specs import tiny  # noqa: E402
 
 GRADIENT = EDGE_TYPES.index("gradient")
 SEQUENTIAL = EDGE_TYPES.index("sequential")

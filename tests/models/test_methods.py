@@ -1,19 +1,14 @@
 """Every method fitted on a small real profile (the shared 8-workload, 3-family session profile)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
+from tiny_specs import gpt2_config, tiny
 
 from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
 from scaledl.workloads.device import local_device_name
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tiny_specs import gpt2_config, tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 GNN = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)

@@ -130,7 +130,7 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
     assert settings.preset == "smoke"
     assert settings.root == tmp_path.resolve()
     assert settings.force_profile is True
-    assert settings.predictors_dir == tmp_path.resolve() / "predictors"
+    assert settings.layout.predictors_dir == tmp_path.resolve() / "predictors"
 
 
 def test_profiling_failure_reasons_say_why_and_what_to_do(tmp_path):

@@ -9,8 +9,8 @@ from pipelines.defs.config import ScaledlSettings
 def test_a_preset_without_external_data_skips_the_import(tmp_path):
     settings = ScaledlSettings(preset="smoke", data_dir=str(tmp_path))
     space = {"name": "smoke", "evaluation": {"include_external": False}}
-    settings.search_space_path.parent.mkdir(parents=True)
-    settings.search_space_path.write_text(json.dumps(space))
+    settings.layout.search_space_path.parent.mkdir(parents=True)
+    settings.layout.search_space_path.write_text(json.dumps(space))
     out = imported_profiles(context=dg.build_asset_context(), settings=settings)
     assert "include_external: false" in out.metadata["skipped"]
     assert not (tmp_path / "imported").exists()

@@ -1,6 +1,9 @@
 import json
 
+import pytest
+
 from pipelines.defs.resources import LocalPredictorStore
+from scaledl.registry import BundleError
 
 
 def test_current_bundle_follows_the_latest_pointer(tmp_path):
@@ -13,7 +16,8 @@ def test_current_bundle_follows_the_latest_pointer(tmp_path):
     (name_dir / "latest").write_text("v1\n")
     assert store.current_bundle(tmp_path) == name_dir / "v1"
     (name_dir / "latest").write_text("v3\n")
-    assert store.current_bundle(tmp_path) is None
+    with pytest.raises(BundleError, match="names version 'v3', which has no manifest.json"):
+        store.current_bundle(tmp_path)
 
 
 def test_empty_root_defaults_to_the_settings_registry(tmp_path):

@@ -7,12 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_specs import tiny
 
 from scaledl.profiling.launch import ProfileSettings, profile_workloads
 from scaledl.profiling.store import consolidate, current_marker_path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tiny_specs import tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -11,14 +11,12 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from tiny_specs import tiny
 
 import scaledl
 from scaledl.profiling.interrupt import ProfilingInterrupted, stop_signals_raise
 from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
 from scaledl.profiling.store import part_statuses, read_run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tiny_specs import tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PRESETS = Path(scaledl.__file__).parent / "presets"

@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from scaledl_fixtures import SETTINGS, TIMEOUT_S
+from tiny_specs import tiny
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.profiling.launch import (
@@ -15,10 +17,6 @@ from scaledl.profiling.launch import (
     torchrun_command,
 )
 from scaledl.profiling.store import part_path, read_run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scaledl_fixtures import SETTINGS, TIMEOUT_S  # noqa: E402
-from tiny_specs import tiny  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

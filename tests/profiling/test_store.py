@@ -1,18 +1,15 @@
 import errno
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from faults import FsyncSpy, count_io, crash_at, tmpfs
 from tiny_specs import tiny
 
 from scaledl.profiling import store
 from scaledl.profiling.store import (
-    TABLES,
     ProfileStoreError,
-    atomic_write_parquet,
     check_writable,
     completed_parts,
     completed_workload_ids,
@@ -26,10 +23,8 @@ from scaledl.profiling.store import (
     write_part,
     write_probe_baselines,
 )
+from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 from scaledl.workloads.spec import Workload
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults import FsyncSpy, count_io, crash_at, tmpfs  # noqa: E402
 
 BERT = tiny("bert")
 OTHER = BERT.model_copy(update={"batch_size": 4})
@@ -127,11 +122,11 @@ def test_failed_part_is_not_completed_but_is_consolidated(tmp_path):
     assert completed_workload_ids(tmp_path) == set()
     assert part_statuses(tmp_path)[(BERT.workload_id, 0)][0] == "failed"
     tables = consolidate(tmp_path)
-    assert set(tables) == set(TABLES)
+    assert set(tables) == set(PROFILE_TABLE_NAMES)
     assert list(tables["runs"]["status"]) == ["failed"]
     assert tables["runs"]["error"].iloc[0] == "boom"
     assert tables["layer_timings"].empty
-    for name in TABLES:
+    for name in PROFILE_TABLE_NAMES:
         assert (tmp_path / f"{name}.parquet").exists()
 
 
@@ -174,15 +169,6 @@ def test_consolidate_names_an_unreadable_run_record(tmp_path):
     with pytest.raises(ProfileStoreError) as info:
         consolidate(tmp_path)
     assert str(part / "run.json") in str(info.value)
-
-
-def test_atomic_write_parquet_leaves_no_temporary_file(tmp_path):
-    path = atomic_write_parquet(pd.DataFrame({"a": [1, 2]}), tmp_path / "sub" / "t.parquet")
-    assert pd.read_parquet(path)["a"].tolist() == [1, 2]
-    with pytest.raises(ValueError):  # pyarrow cannot convert an object column
-        atomic_write_parquet(pd.DataFrame({"a": [object()]}), path)
-    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
-    assert pd.read_parquet(path)["a"].tolist() == [1, 2]
 
 
 # ------------------------------------------------------------------ faults (issue 23)

@@ -6,10 +6,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_profiles, write_profiles
+from profile_tables import make_profiles, write_profiles
 
+from scaledl.profiling.tables import PROFILE_TABLE_NAMES, RUN_TABLE_NAMES
 from scaledl.validation import ValidationConfig, ValidationError, validate_profiles
-from scaledl.validation.schemas import PROFILE_TABLES, RUN_TABLES
+from scaledl.validation.schemas import PROFILE_TABLES
 
 QUARANTINE_COLUMNS = ["failed_expectation", "failed_column", "failed_value"]
 
@@ -170,7 +171,7 @@ def scenario(tmp_path_factory):
 def test_clean_runs_untouched(scenario):
     tables, report, valid, _, _ = scenario
     assert not report.passed
-    for name in ("runs", *RUN_TABLES):
+    for name in ("runs", *RUN_TABLE_NAMES):
         for run_id in ("r1", "r2", "within_tol", "noisy", "bf16_ok", "dup_layer", "dup_run"):
             got = rows_of(valid[name], run_id).drop(columns=["flag_high_cv"], errors="ignore")
             want = rows_of(tables[name], run_id).drop_duplicates()
@@ -182,7 +183,7 @@ def test_clean_runs_untouched(scenario):
 @pytest.mark.parametrize(("run_id", "reasons"), sorted(WHOLE_RUN.items()))
 def test_run_quarantined_whole_in_every_table(scenario, run_id, reasons):
     tables, _, valid, bad, _ = scenario
-    for name in ("runs", *RUN_TABLES):
+    for name in ("runs", *RUN_TABLE_NAMES):
         reason = reasons[0] if name == "runs" else reasons[1]
         expected = rows_of(tables[name], run_id)
         got = rows_of(bad[name], run_id)
@@ -229,7 +230,7 @@ def test_run_failure_messages(scenario):
 
 def only_rows(bad, valid, tables, table, run_id, n_bad):
     assert len(rows_of(bad[table], run_id)) == n_bad
-    for name in ("runs", *RUN_TABLES):
+    for name in ("runs", *RUN_TABLE_NAMES):
         n = n_bad if name == table else 0
         assert len(rows_of(valid[name], run_id)) == len(rows_of(tables[name], run_id)) - n
 
@@ -432,7 +433,7 @@ def test_disturbed_run_is_quarantined_whole_with_the_probe_figures(tmp_path):
     runs["foreign_load_cores"] = np.where(runs["interference"], 1.02, 0.0)
     report, valid, bad = run(dirs, tables)
     assert disturbed not in set(valid["runs"]["run_id"])
-    for name in RUN_TABLES:
+    for name in RUN_TABLE_NAMES:
         assert disturbed not in set(valid[name]["run_id"])
         assert (rows_of(bad[name], disturbed)["failed_expectation"] == "interference").all()
     reason = rows_of(bad["runs"], disturbed)["failed_value"].iloc[0]
@@ -440,3 +441,9 @@ def test_disturbed_run_is_quarantined_whole_with_the_probe_figures(tmp_path):
     assert "foreign_load_cores 1.02" in reason
     # Every other run is kept.
     assert set(valid["runs"]["run_id"]) == set(runs["run_id"]) - {disturbed}
+
+
+def test_the_schemas_cover_the_profile_tables_in_order():
+    assert tuple(PROFILE_TABLES) == PROFILE_TABLE_NAMES
+    for name in RUN_TABLE_NAMES:
+        assert {"run_id", "workload_id", "rank"} <= {c.name for c in PROFILE_TABLES[name].columns}

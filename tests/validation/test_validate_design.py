@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_profiles
+from profile_tables import make_profiles
 
 from scaledl.validation import ValidationError, validate_design
 

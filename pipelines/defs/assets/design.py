@@ -8,6 +8,7 @@ downstream assets read the files, nothing goes through Dagster's storage.
 import dataclasses
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def read_search_space(settings: ScaledlSettings) -> dict[str, Any]:
     Raises:
         dagster.Failure: ``search_space`` has not been materialised for this data root.
     """
-    path = settings.search_space_path
+    path = settings.layout.search_space_path
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -47,17 +48,16 @@ def read_design_table(settings: ScaledlSettings) -> pd.DataFrame:
     """
     from scaledl.design import read_design
 
-    path = settings.design_path
+    path = settings.layout.design_path
     if not path.is_file():
         raise dg.Failure(f"{path}: no design; materialise 'workload_design' first")
     return read_design(path)
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+    from scaledl.io.atomic import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def _device() -> tuple[str, str]:
@@ -82,10 +82,10 @@ def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
             for key, value in spec.items()
         ]
     )
-    _write_json(settings.search_space_path, preset)
+    _write_json(settings.layout.search_space_path, preset)
     return dg.MaterializeResult(
         metadata={
-            "search_space_file": dg.MetadataValue.path(str(settings.search_space_path)),
+            "search_space_file": dg.MetadataValue.path(str(settings.layout.search_space_path)),
             "preset": preset["name"],
             "source": dg.MetadataValue.path(str(preset["source"])),
             "fingerprint": preset_fingerprint(preset),
@@ -101,6 +101,38 @@ def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
     )
 
 
+#: Coverage of the interval whose relative width is the sequential design's uncertainty.
+UNCERTAINTY_COVERAGE = 0.9
+
+
+def registered_uncertainty(registry: Path) -> tuple[Any, str]:
+    """The registered predictor's uncertainty about new candidates, for the sequential design.
+
+    Returns:
+        ``(function, reason)``: ``function(workloads) -> (n,)`` relative widths of the
+        predictor's calibrated 90% interval of iteration time, or ``None`` (the unweighted
+        matched augmentation) when nothing is registered yet or its intervals are unbounded
+        (too few calibration residuals); ``reason`` says which, for the step's metadata.
+    """
+    from scaledl.registry.predictor import load_predictor
+
+    if not (registry / "latest").is_file():
+        return None, "no registered predictor: unweighted augmentation"
+    predictor = load_predictor(registry)
+
+    def uncertainty(workloads):
+        frame = predictor.predict(workloads, coverage=UNCERTAINTY_COVERAGE)
+        width = (frame["iteration_s_high"] - frame["iteration_s_low"]) / frame["iteration_s"]
+        return width.to_numpy(dtype=float)
+
+    return uncertainty, f"weighted by {predictor_label(registry)}'s 90% interval widths"
+
+
+def predictor_label(registry: Path) -> str:
+    """``scaledl/<version>`` of the registry's latest bundle."""
+    return f"{registry.name}/{(registry / 'latest').read_text().strip()}"
+
+
 @dg.asset(group_name=GROUP, kinds={"python", "parquet"}, deps=["search_space"])
 def workload_design(
     config: WorkloadDesignConfig, settings: ScaledlSettings
@@ -110,7 +142,7 @@ def workload_design(
 
     preset = read_search_space(settings)
     fingerprint = preset_fingerprint(preset)
-    path, fp_path = settings.design_path, settings.design_fingerprint_path
+    path, fp_path = settings.layout.design_path, settings.layout.design_fingerprint_path
     same_preset = (
         path.is_file()
         and fp_path.is_file()
@@ -120,6 +152,7 @@ def workload_design(
     design = preset["design"]
     if same_preset and not config.regenerate and config.augment_k > 0:
         existing = read_design(path)
+        uncertainty, why = registered_uncertainty(settings.predictors_dir / "scaledl")
         added = augment_design(
             preset,
             existing,
@@ -127,10 +160,11 @@ def workload_design(
             seed=int(design["seed"]) + len(existing),
             device_name=device_name,
             backend=backend,
+            uncertainty=uncertainty,
         )
         combined = pd.concat([existing, added.table], ignore_index=True)
         result = dataclasses.replace(added, table=combined)
-        action = f"augmented by {len(added.table)} workloads"
+        action = f"augmented by {len(added.table)} workloads ({added.sampler}; {why})"
     elif same_preset and not config.regenerate:
         return dg.MaterializeResult(metadata=_design_metadata(read_design(path), "reused", path))
     else:
@@ -144,14 +178,21 @@ def workload_design(
         )
         action = "generated"
     write_design(result, path)
-    fp_path.write_text(json.dumps({"preset": preset["name"], "fingerprint": fingerprint}))
+    _write_json(fp_path, {"preset": preset["name"], "fingerprint": fingerprint})
     return dg.MaterializeResult(
         metadata={
             **_design_metadata(read_design(path), action, path),
-            "log_det": float(result.log_det),
+            # The response surface's log det: -inf (shown as text) when the matched design
+            # does not estimate the surface (fewer workloads than its terms).
+            "log_det": float(result.log_det) if math.isfinite(result.log_det) else "-inf",
             "d_efficiency": float(result.d_efficiency),
             "n_candidates": int(result.n_candidates),
             "n_terms": int(result.n_terms),
+            **(
+                {"matched_criterion": float(result.metadata["matched_criterion"])}
+                if "matched_criterion" in result.metadata
+                else {}
+            ),
         }
     )
 
@@ -185,7 +226,9 @@ def _design_metadata(table: pd.DataFrame, action: str, path: Any) -> dict[str, A
         ),
         "workloads": md_table(table[shown], max_rows=100),
     }
-    for key in ("log_det", "d_efficiency", "sampler"):
+    for key in ("log_det", "d_efficiency", "sampler", "matched_criterion"):
         if key in summary:
-            meta[f"design.{key}"] = summary[key]
+            value = summary[key]
+            finite = not isinstance(value, float) or math.isfinite(value)
+            meta[f"design.{key}"] = value if finite else str(value)
     return meta

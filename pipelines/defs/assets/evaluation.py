@@ -12,7 +12,6 @@ import dagster as dg
 import pandas as pd
 
 from pipelines.defs.assets.design import read_search_space
-from pipelines.defs.assets.imported import imported_parallel_labels, imported_validated_dir
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.metadata import md_table, png_markdown
 
@@ -61,22 +60,24 @@ def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
     from scaledl.evaluation.report import reproducibility_text
     from scaledl.evaluation.results import Skipped
 
-    out_dir = settings.reports_dir
+    out_dir = settings.layout.reports_dir
     config = EvaluationConfig.from_preset(read_search_space(settings).get("evaluation"))
     if config.include_external:
-        validated = imported_validated_dir(settings)
+        validated = settings.layout.imported_validated_dir("neusight")
         if not validated.is_dir():
             raise dg.Failure(
                 f"{validated}: no imported GPU profiles; materialise 'imported_profiles' first"
             )
         config = dataclasses.replace(
-            config, gpu_profiles=validated, gpu_parallel_labels=imported_parallel_labels(settings)
+            config,
+            gpu_profiles=validated,
+            gpu_parallel_labels=settings.layout.imported_parallel_labels("neusight"),
         )
-    metrics = evaluate(settings.validated_dir, out_dir, config)
+    metrics = evaluate(settings.layout.validated_dir, out_dir, config)
     figures = sorted((out_dir / "figures").glob("*.png"))
     meta: dict[str, Any] = {
         "report": dg.MetadataValue.path(str(out_dir / "report.html")),
-        "metrics": dg.MetadataValue.path(str(settings.metrics_path)),
+        "metrics": dg.MetadataValue.path(str(settings.layout.metrics_path)),
         "errors_by_split": md_table(split_table(metrics)),
         "figures": dg.MetadataValue.md(png_markdown(figures) or "_(no figures)_"),
         "label_reproducibility": reproducibility_text(metrics),

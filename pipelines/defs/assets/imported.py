@@ -1,35 +1,18 @@
 """Imported profiles: real GPU measurements of others, as standard tables, validated.
 
-The import and its validation write under ``<data>/imported/`` (:func:`imported_validated_dir`,
-:func:`imported_parallel_labels`); the evaluation asset reads them from there.
+The import and its validation write under ``<data>/imported/`` (``DataLayout.imported_dir``,
+``imported_validated_dir``, ``imported_parallel_labels`` of :class:`scaledl.layout.DataLayout`);
+the evaluation asset reads them from there.
 """
-
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
 from pipelines.defs.assets.design import read_search_space
-from pipelines.defs.config import REPO_ROOT, ScaledlSettings
+from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.metadata import md_table
 
 GROUP = "profiling"
-NEUSIGHT_ROOT = REPO_ROOT / "external" / "neusight"
-
-
-def imported_profiles_dir(settings: ScaledlSettings) -> Path:
-    """The imported NeuSight tables (``imported/neusight``)."""
-    return settings.root / "imported" / "neusight"
-
-
-def imported_validated_dir(settings: ScaledlSettings) -> Path:
-    """Their validated rows (``imported/validated/neusight``)."""
-    return settings.root / "imported" / "validated" / "neusight"
-
-
-def imported_parallel_labels(settings: ScaledlSettings) -> Path:
-    """The import's multi-GPU labels (``imported/neusight/parallel_labels.parquet``)."""
-    return imported_profiles_dir(settings) / "parallel_labels.parquet"
 
 
 @dg.asset(group_name=GROUP, kinds={"parquet", "great_expectations"}, deps=["search_space"])
@@ -45,14 +28,15 @@ def imported_profiles(
         reason = f"preset {search_space['name']!r} sets evaluation.include_external: false"
         context.log.info(f"imported profiles not built: {reason}")
         return dg.MaterializeResult(metadata={"skipped": reason})
-    out = imported_profiles_dir(settings)
-    summary = import_neusight(NEUSIGHT_ROOT, out)
-    validated = imported_validated_dir(settings)
-    report_dir = settings.validation_report_dir / "imported" / "neusight"
+    from scaledl.layout import neusight_root
+
+    layout = settings.layout
+    out = layout.imported_dir("neusight")
+    summary = import_neusight(neusight_root(), out)
+    beside = layout.validation_outputs(out)
+    validated, report_dir = beside.validated, beside.report
     try:
-        report = validate_profiles(
-            out, validated, settings.root / "imported" / "quarantine" / "neusight", report_dir
-        )
+        report = validate_profiles(out, validated, beside.quarantine, report_dir)
     except ValidationError as exc:
         raise dg.Failure(description=f"imported NeuSight tables unusable: {exc}") from exc
     tables = report.to_dict()["tables"]
@@ -70,7 +54,9 @@ def imported_profiles(
             "tables": md_table(counts),
             "profiles_dir": dg.MetadataValue.path(str(out)),
             "validated_dir": dg.MetadataValue.path(str(validated)),
-            "parallel_labels": dg.MetadataValue.path(str(imported_parallel_labels(settings))),
+            "parallel_labels": dg.MetadataValue.path(
+                str(layout.imported_parallel_labels("neusight"))
+            ),
             "report": dg.MetadataValue.path(str(report_dir / "index.html")),
             "rows_quarantined": report.quarantined_rows,
         }

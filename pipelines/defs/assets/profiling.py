@@ -42,7 +42,7 @@ def profiling_runs(
             f"{len(skipped)} workloads cannot run with {type(launcher).__name__}: "
             + ", ".join(f"{w.workload_id} ({w.num_nodes} nodes)" for w in skipped[:10])
         )
-    out_dir = settings.profiles_dir
+    out_dir = settings.layout.profiles_dir
     profiling = dict(search_space.get("profiling", {}))
     summary = launcher.profile(
         runnable, out_dir, profiling, force=settings.force_profile, on_part=context.log.info
@@ -135,13 +135,13 @@ def validated_profiles(settings: ScaledlSettings) -> dg.MaterializeResult:
     """Profile tables that passed the great-expectations suites (bad rows quarantined)."""
     from scaledl.validation import ValidationError, validate_profiles
 
-    report_page = settings.validation_report_dir / "index.html"
+    report_page = settings.layout.validation_report_dir / "index.html"
     try:
         report = validate_profiles(
-            settings.profiles_dir,
-            settings.validated_dir,
-            settings.quarantine_dir,
-            settings.validation_report_dir,
+            settings.layout.profiles_dir,
+            settings.layout.validated_dir,
+            settings.layout.quarantine_dir,
+            settings.layout.validation_report_dir,
         )
     except ValidationError as exc:
         raise dg.Failure(
@@ -164,8 +164,8 @@ def validated_profiles(settings: ScaledlSettings) -> dg.MaterializeResult:
     return dg.MaterializeResult(
         metadata={
             "passed": report.passed,
-            "validated_dir": dg.MetadataValue.path(str(settings.validated_dir)),
-            "quarantine_dir": dg.MetadataValue.path(str(settings.quarantine_dir)),
+            "validated_dir": dg.MetadataValue.path(str(settings.layout.validated_dir)),
+            "quarantine_dir": dg.MetadataValue.path(str(settings.layout.quarantine_dir)),
             "report": dg.MetadataValue.path(str(report_page)),
             "rows_passed": int(counts["passed"].sum()) if not counts.empty else 0,
             "rows_quarantined": report.quarantined_rows,

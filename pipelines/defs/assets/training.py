@@ -57,11 +57,11 @@ def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorSto
     from scaledl.models.train import TrainConfig, train_predictor
     from scaledl.registry import save_bundle, tables_sha256
 
-    data = load_profile_data(settings.validated_dir)
+    data = load_profile_data(settings.layout.validated_dir)
     method = train_predictor(data, TrainConfig(holdout_fraction=settings.holdout_fraction))
     trained = method.training_workload_ids_
     training_data = {
-        "sha256": tables_sha256(settings.validated_dir),
+        "sha256": tables_sha256(settings.layout.validated_dir),
         "workloads": len(trained),
         "held_out": len(data.ids) - len(trained),
         "holdout_fraction": settings.holdout_fraction,
@@ -69,7 +69,7 @@ def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorSto
         "dvc": "the data.dvc commit that contains this bundle",
     }
     path = save_bundle(
-        method, settings.candidates_dir, predictor_store.name, training_data=training_data
+        method, settings.layout.candidates_dir, predictor_store.name, training_data=training_data
     )
     _prune_candidates(path)
     types = sorted(method.layerwise_.models_)
@@ -113,7 +113,7 @@ def _decide(
     try:
         current = load_predictor(current_dir)
         comparison, note = compare_on_held_out(
-            candidate, current, settings.validated_dir, confidence_level
+            candidate, current, settings.layout.validated_dir, confidence_level
         )
     except (BundleError, WorkloadError) as exc:
         return decide_registration(has_current=True, current_unusable=str(exc)), str(exc)
@@ -132,9 +132,9 @@ def predictor_bundle(
     from scaledl.evaluation.results import Metrics, Skipped
     from scaledl.registry import load_predictor
 
-    candidate = load_predictor(settings.candidates_dir / predictor_store.name)
-    metrics = Metrics.read(settings.metrics_path)
-    current_dir = predictor_store.current_bundle(settings.predictors_dir)
+    candidate = load_predictor(settings.layout.candidates_dir / predictor_store.name)
+    metrics = Metrics.read(settings.layout.metrics_path)
+    current_dir = predictor_store.current_bundle(settings.layout.predictors_dir)
     if current_dir is not None and current_dir.name == candidate.version:
         raise dg.Failure(
             f"the candidate {candidate.path} is the registered version already: materialise "
@@ -146,18 +146,18 @@ def predictor_bundle(
     comparison = decision.comparison
     record = {
         "preset": settings.preset,
-        "evaluation": str(settings.metrics_path),
+        "evaluation": str(settings.layout.metrics_path),
         "id_mre": metrics.mre("id"),
         "ood_mre": None if isinstance(metrics.splits.ood, Skipped) else metrics.mre("ood"),
         "held_out_comparison": comparison.to_dict() if comparison else None,
     }
     # The evaluation's interval calibration (absent when ScaleDL was not evaluated: the version
     # then predicts without intervals, as the metadata says).
-    calibration = settings.reports_dir / "calibration.json"
+    calibration = settings.layout.reports_dir / "calibration.json"
     calibration = calibration if calibration.is_file() else None
     if register:
         path = predictor_store.register(
-            candidate.path, settings.predictors_dir, record, calibration=calibration
+            candidate.path, settings.layout.predictors_dir, record, calibration=calibration
         )
         context.log.info(f"registered predictor {path}: {reason}")
     else:

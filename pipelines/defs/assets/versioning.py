@@ -20,7 +20,7 @@ def data_version(
     """The DVC version of the data folder (``dvc add`` + ``dvc push``; md5 of ``data.dvc``)."""
     result = dvc.version(settings.root)
     context.log.info(f"data folder {result['target']} at md5 {result['md5']}")
-    current = predictor_store.current_bundle(settings.predictors_dir)
+    current = predictor_store.current_bundle(settings.layout.predictors_dir)
     return dg.MaterializeResult(
         metadata={
             "md5": result["md5"],

@@ -1,0 +1,133 @@
+"""Helpers shared by the command modules: the exit-2 error, output checks, workload rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from scaledl.layout import DataLayout
+from scaledl.workloads.files import load_yaml, read_workloads_file
+
+
+def fail(message: str) -> None:
+    """Print ``error: MESSAGE`` (bounded) in red on stderr and exit with code 2."""
+    from scaledl.io.excerpt import bounded
+
+    # Bounded: a message quoting a 50 MB field never floods the terminal.
+    typer.secho(f"error: {bounded(message)}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def layout() -> DataLayout:
+    """The data layout of ``$SCALEDL_DATA_DIR`` (``data`` when unset): the commands' defaults."""
+    return DataLayout.from_env()
+
+
+def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Path | None:
+    """Check an output file option before any work: its suffix, and create its folder.
+
+    Args:
+        path: the option's value (``None``: not given).
+        suffixes: accepted suffixes, e.g. ``(".csv", ".parquet")``.
+        option: the option's name, for the error.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: an unknown suffix, or a folder that cannot be created (naming the option,
+            the path and the cause).
+    """
+    if path is None:
+        return None
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(
+            f"{option} {path}: unknown suffix {path.suffix!r} (expected one of {list(suffixes)})"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
+    return path
+
+
+def write_table(table: pd.DataFrame, out: Path) -> None:
+    """Write a table as parquet or CSV (by ``out``'s suffix); an ``OSError`` exits with code 2."""
+    try:
+        if out.suffix.lower() == ".parquet":
+            table.to_parquet(out)
+        else:
+            table.to_csv(out, index=False)
+    except OSError as exc:
+        fail(f"{out}: cannot write: {exc}")
+
+
+def parse_workloads(rows: list[dict], source: str) -> list:
+    """Workloads of table rows, each built and traced once on the meta device.
+
+    Args:
+        rows: one mapping per workload (table rows already through
+            :func:`~scaledl.workloads.spec.table_row`).
+        source: the file (or option) they came from.
+
+    Returns:
+        The :class:`~scaledl.workloads.spec.Workload` list, in row order.
+
+    Raises:
+        WorkloadError: a row is invalid or its model cannot be built or traced; the message
+            names ``source``, the row (from 1) and the field.
+    """
+    from scaledl.models.features import check_traceable
+    from scaledl.workloads.spec import Workload
+
+    specs = []
+    for i, row in enumerate(rows):
+        where = f"{source}: row {i + 1}"
+        spec = Workload.from_record(row, source=where, table=False)
+        check_traceable(spec, where)
+        specs.append(spec)
+    return specs
+
+
+def workload_rows(workloads: Path | None, family: str | None, set_: list[str] | None) -> list[dict]:
+    """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
+
+    A ``--set`` value is read as YAML (``8``, ``bf16``); ``nan``, ``.nan``, ``inf`` or an empty
+    value is refused when the row is parsed, and a field set twice is an error.
+
+    Raises:
+        ValueError: neither given, a bad or repeated ``--set`` item or an unreadable file.
+    """
+    if workloads is not None:
+        return read_workloads_file(workloads)
+    if family is None:
+        raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+    record: dict = {"family": family}
+    for item in set_ or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected field=value")
+        if key in record:
+            raise ValueError(f"--set {item!r}: field {key!r} given twice; keep one")
+        value = load_yaml(value)
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "+inf"):
+            value = float(value)  # refused as not a finite number, as in a file
+        record[key] = value
+    return [record]
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``.
+
+    Raises:
+        ValueError: naming the option and the value.
+    """
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values:
+        raise ValueError(f"{option} {text!r}: expected comma-separated integers")
+    return values

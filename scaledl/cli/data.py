@@ -1,0 +1,99 @@
+"""``scaledl validate`` and ``scaledl import``: profile tables checked, and imported from others."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scaledl.cli.common import fail, layout
+
+app = typer.Typer()
+import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
+app.add_typer(import_app, name="import")
+
+
+@app.command()
+def validate(
+    path: Annotated[
+        Path | None, typer.Argument(help="Profiles directory [<data>/profiles]", show_default=False)
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Validated tables [PATH/../validated]")] = None,
+    quarantine: Annotated[Path | None, typer.Option(help="Quarantine [PATH/../quarantine]")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="HTML report dir [PATH/../reports/validation]")
+    ] = None,
+) -> None:
+    """Validate profile tables (great-expectations); quarantine bad rows with reasons.
+
+    Outputs go beside the profiles directory (``data/profiles`` -> ``data/validated``,
+    ``data/quarantine``, ``data/reports/validation``), so validating a scratch directory never
+    overwrites the project's own report; an import's (``data/imported/neusight``) go to
+    ``data/imported/validated/neusight``, ``data/imported/quarantine/neusight`` and
+    ``data/reports/validation/imported/neusight``, where the pipeline and ``evaluate-gpu`` read
+    them (:meth:`scaledl.layout.DataLayout.validation_outputs`).
+    """
+    from scaledl.validation import ValidationError, validate_profiles
+
+    path = path or layout().profiles_dir
+    if not path.is_dir():
+        fail(f"{path}: profiles directory not found")
+    beside = layout().validation_outputs(path.resolve())
+    out = out or beside.validated
+    quarantine = quarantine or beside.quarantine
+    report = report or beside.report
+    try:
+        result = validate_profiles(path, out, quarantine, report)
+    except ValidationError as exc:
+        fail(str(exc))
+    counts = result.to_dict()
+    typer.echo(json.dumps(counts.get("tables", counts), indent=2, default=str)[:4000])
+    typer.echo(f"report: {report / 'index.html'}")
+
+
+@import_app.command("neusight")
+def import_neusight_command(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="NeuSight data folder (label/, model_configs/, ...) [<external>/neusight]",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output profiles folder [<data>/imported/neusight]")
+    ] = None,
+) -> None:
+    """Import NeuSight's GPU traces and labels as standard profile tables (then validate them).
+
+    Any NeuSight-format folder (``label/<GPU>/``, ``model_configs/``, ``device_configs/``) of
+    any model type ``family: hf`` reads (OPT, BART, T5, Llama...) is accepted.
+
+    Every label not imported (no trace beside it, a ``-fusion`` label) is counted and named
+    with its reason; an unreadable or undecodable file ends the command with exit code 2
+    naming it.
+    """
+    from scaledl.external.neusight import NeusightFormatError
+    from scaledl.external.neusight_tables import import_neusight
+    from scaledl.layout import neusight_root
+
+    out = out or layout().imported_dir("neusight")
+    try:
+        summary = import_neusight(path or neusight_root(), out)
+    except (NeusightFormatError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())
+    typer.echo(f"{out}: {rows}")
+    typer.echo(f"not carried by the traces: {'; '.join(summary.manifest['not_carried'])}")
+    skipped = summary.manifest["skipped_labels"]
+    if skipped["count"]:
+        typer.secho(f"{skipped['count']} label(s) not imported (all in {out}/import.json):",
+                    err=True, fg=typer.colors.YELLOW)  # fmt: skip
+        for reason, files in skipped["by_reason"].items():
+            names = ", ".join(Path(f).name for f in files[:10])
+            more = f" and {len(files) - 10} more" if len(files) > 10 else ""
+            typer.secho(f"  {len(files)}: {reason}: {names}{more}", err=True,
+                        fg=typer.colors.YELLOW)  # fmt: skip
+    typer.echo(f"next: scaledl validate {out}")

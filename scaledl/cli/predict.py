@@ -1,0 +1,142 @@
+"""``scaledl predict`` and ``scaledl plan``: use a registered predictor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from scaledl.cli.common import fail, int_list, layout, output_path, workload_rows, write_table
+
+app = typer.Typer()
+
+
+@app.command()
+def predict(
+    predictor: Annotated[
+        Path | None, typer.Option(help="Bundle or name directory [<data>/predictors/scaledl]")
+    ] = None,
+    workloads: Annotated[
+        Path | None, typer.Option(help="CSV, YAML or parquet of workloads")
+    ] = None,
+    family: Annotated[str | None, typer.Option(help="Inline workload: family")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Inline field=value (repeat)")
+    ] = None,
+    detail: Annotated[bool, typer.Option(help="Also print per-layer predictions")] = False,
+    out: Annotated[Path | None, typer.Option(help="Write predictions (csv/parquet)")] = None,
+    coverage: Annotated[
+        float | None,
+        typer.Option(help="Add calibrated intervals of this coverage, e.g. 0.9 (*_low, *_high)"),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Exit 2 when a workload lies outside the training domain")
+    ] = False,
+) -> None:
+    """Predict iteration and epoch time of workloads from a trained predictor.
+
+    Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
+    not, why (listed below the table; with more than 5 such rows, counted by reason with the
+    first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
+    row and field). ``--coverage 0.9`` adds 90% conformal intervals.
+    """
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.registry.guard import summarise_outside
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        output_path(out, (".csv", ".parquet"), "--out")
+        rows = workload_rows(workloads, family, set_)
+        model = load_predictor(predictor or layout().predictor_dir())
+        result = model.predict(
+            rows, detail=detail, source=str(workloads or "--set"), coverage=coverage,
+            strict=strict,
+        )  # fmt: skip
+    except (ValueError, WorkloadError, BundleError) as exc:
+        fail(str(exc))
+    table, nodes = result if detail else (result, None)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(table.drop(columns=["extrapolation"]).to_string(index=False))
+        if nodes is not None:
+            typer.echo(nodes.to_string(index=False))
+    for line in summarise_outside(table["extrapolation"].tolist()):
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
+    if out is not None:
+        write_table(table, out)
+
+
+@app.command()
+def plan(
+    dataset_size: Annotated[int, typer.Option(help="Samples per epoch")],
+    epochs: Annotated[float, typer.Option(help="Epochs to train")],
+    price_per_device_hour: Annotated[float, typer.Option(help="Price of one device-hour")],
+    predictor: Annotated[
+        Path | None, typer.Option(help="Bundle or name directory [<data>/predictors/scaledl]")
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="YAML/CSV/parquet: one row, the model's workload fields")
+    ] = None,
+    family: Annotated[str | None, typer.Option(help="Inline model: family")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Inline model field=value (repeat)")
+    ] = None,
+    world_sizes: Annotated[str, typer.Option(help="Candidate world sizes")] = "1,2,4,8",
+    nodes: Annotated[str, typer.Option(help="Candidate node counts")] = "1",
+    batch_sizes: Annotated[str, typer.Option(help="Candidate per-rank batch sizes")] = "1,2,4,8",
+    devices_per_node: Annotated[int | None, typer.Option(help="Devices per node")] = None,
+    device_memory_gb: Annotated[
+        float | None, typer.Option(help="Memory per rank in GB [device table]")
+    ] = None,
+    deadline_h: Annotated[float | None, typer.Option(help="Time-to-train deadline, hours")] = None,
+    coverage: Annotated[
+        float | None, typer.Option(help="Interval coverage (0 disables intervals)")
+    ] = 0.9,
+    strict: Annotated[bool, typer.Option(help="Only in-domain candidates are eligible")] = False,
+    png: Annotated[Path | None, typer.Option(help="Write the Pareto-front figure here")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write every candidate (csv/parquet)")] = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Print every candidate")] = False,
+) -> None:
+    """Plan a training run: the cheapest world size, nodes and batch size meeting a deadline.
+
+    Predicts every candidate (world sizes x nodes x per-rank batch sizes) of the model, drops
+    those that do not fit in memory, and prints the Pareto front of time to train vs cost and
+    the cheapest candidate whose interval's upper bound meets ``--deadline-h``.
+    """
+    from scaledl.models.intervals import CalibrationError
+    from scaledl.planning import PlanError
+    from scaledl.planning import plan as make_plan
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        output_path(out, (".csv", ".parquet"), "--out")
+        output_path(png, (".png",), "--png")
+        rows = workload_rows(model, family, set_)
+        if len(rows) != 1:
+            raise ValueError(f"{model}: expected one model row, found {len(rows)}")
+        result = make_plan(
+            load_predictor(predictor or layout().predictor_dir()),
+            rows[0],
+            dataset_size=dataset_size,
+            epochs=epochs,
+            world_sizes=int_list(world_sizes, "--world-sizes"),
+            batch_sizes=int_list(batch_sizes, "--batch-sizes"),
+            nodes=int_list(nodes, "--nodes"),
+            price_per_device_hour=price_per_device_hour,
+            device_memory_gb=device_memory_gb,
+            deadline_h=deadline_h,
+            coverage=coverage or None,
+            devices_per_node=devices_per_node,
+            strict=strict,
+        )
+    except (PlanError, CalibrationError, ValueError, WorkloadError, BundleError) as exc:
+        fail(str(exc))
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(result.to_text(all_rows=all_rows))
+    if png is not None:
+        typer.echo(f"figure: {result.plot(png)}")
+    if out is not None:
+        write_table(result.table, out)
+        typer.echo(f"table: {out}")

@@ -1,0 +1,63 @@
+"""``scaledl evaluate-reference``: the evaluation on the committed reference dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scaledl.cli.common import fail, output_path
+
+app = typer.Typer()
+
+
+@app.command("evaluate-reference")
+def evaluate_reference_command(
+    data: Annotated[Path, typer.Option(help="Validated profiles of the reference dataset")] = Path(
+        "datasets/reference-cpu/validated"
+    ),
+    out: Annotated[Path, typer.Option(help="Result JSON")] = Path("docs/results/reference.json"),
+    learning_curve_seeds: Annotated[int, typer.Option(help="Seeds per sampler and size")] = 10,
+    n_jobs: Annotated[int, typer.Option(help="Parallel processes (-1: every core)")] = -1,
+    readme: Annotated[
+        Path | None, typer.Option(help="Also rewrite this README's reference block")
+    ] = None,
+) -> None:
+    """Evaluate on the committed reference dataset (fixed labels).
+
+    k-fold, leave-one-family-out, D-optimal against random learning curves and sequential
+    design (:func:`scaledl.evaluation.reference.evaluate_reference`). Run from the repository
+    root (the dataset's Hugging Face config paths are relative to it).
+    """
+    from scaledl.evaluation.reference import ReferenceConfig, evaluate_reference
+    from scaledl.io.atomic import write_atomic
+    from scaledl.models.data import ProfileDataError, load_profile_data
+
+    out = output_path(out, (".json",), "--out")
+    try:
+        profiles = load_profile_data(data)
+    except (ProfileDataError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    config = ReferenceConfig(learning_curve_seeds=learning_curve_seeds, n_jobs=n_jobs)
+    result = evaluate_reference(profiles, config)
+    for target in result["targets"]:
+        verdict = {True: "met", False: "missed", None: "not evaluated"}[target["met"]]
+        interval = (
+            ""
+            if target["ci_low"] is None
+            else f" [{100 * target['ci_low']:+.1f}, {100 * target['ci_high']:+.1f}] points"
+        )
+        value = "n/a" if target["value"] is None else f"{100 * target['value']:.1f}%"
+        typer.echo(f"{target['name']}: {value}{interval}: {verdict}")
+    write_atomic(out, json.dumps(result, indent=2, default=str))
+    typer.echo(f"{out}: written")
+    if readme is not None:
+        from scaledl.evaluation.reference_block import BOUNDS, reference_markdown
+        from scaledl.evaluation.summary import replace_block
+
+        text = readme.read_text()
+        block = reference_markdown(json.loads(out.read_text()))
+        write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
+        typer.echo(f"{readme}: reference block rewritten")

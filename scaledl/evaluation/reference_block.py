@@ -1,0 +1,98 @@
+"""The README's reference-dataset block, rendered from ``docs/results/reference.json``.
+
+``scaledl evaluate-reference --readme README.md`` writes it; ``tests/evaluation/
+test_reference_block.py`` renders the committed result again and compares it with the README,
+so a figure typed into the block fails the suite.
+"""
+
+from __future__ import annotations
+
+from scaledl.evaluation.summary import markers
+
+BOUNDS = markers("reference", "`scaledl evaluate-reference --readme README.md`")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _interval(c: dict | None) -> str:
+    if not c:
+        return "n/a"
+    return (
+        f"{100 * c['mre_difference']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        f" ({c['verdict']})"
+    )
+
+
+def _curve_rows(curves: dict) -> list[str]:
+    samplers = curves["samplers"]
+    sizes = samplers["random"]["sizes"]
+    head = "| sampler | " + " | ".join(f"{n} workloads" for n in sizes) + " |"
+    rows = [head, "| --- |" + " --- |" * len(sizes)]
+    for name, curve in samplers.items():
+        cells = [
+            f"{_pct(m)} ± {_pct(s)}"
+            for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
+        ]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def reference_markdown(result: dict) -> str:
+    """The block's Markdown (without markers) from an :func:`evaluate_reference` result.
+
+    Raises:
+        KeyError: a section the block needs is missing (the message names the key).
+    """
+    ds = result["dataset"]
+    idd, ood = result["in_distribution"], result["out_of_distribution"]
+    curves, seq = result["learning_curves"], result["sequential"]
+    lines = [
+        f"Reference dataset: {ds['workloads']} workloads, {len(ds['families'])} families, world "
+        f"sizes {', '.join(str(w) for w in ds['world_sizes'])} (fixed labels, "
+        "`datasets/reference-cpu/DATASHEET.md`).",
+        "",
+        "| evaluation | ScaleDL | additive | ScaleDL - additive, points [95% CI] |",
+        "| --- | --- | --- | --- |",
+        f"| in distribution, {idd['folds']}-fold (each workload tested once) | "
+        f"{_pct(idd['methods']['scaledl']['mre'])} | {_pct(idd['methods']['additive']['mre'])} | "
+        f"{_interval(idd['comparison'])} |",
+        f"| leave-one-family-out, mean over {ood['families']} families | "
+        f"{_pct(ood['mean_mre']['scaledl'])} | {_pct(ood['mean_mre']['additive'])} | "
+        f"{_interval(ood['comparison'])} |",
+        "",
+        f"Learning curves of ScaleDL (MRE on {curves['test_size']} held-out workloads, mean ± sd "
+        f"over {curves['seeds']} seeds, pool of {curves['pool_size']}):",
+        "",
+        *_curve_rows(curves),
+        "",
+        "| comparison (paired by seed) | difference, points [95% CI] |",
+        "| --- | --- |",
+    ]
+    for c in curves["comparisons"]:
+        lines.append(f"| {c['method_a']} vs {c['method_b']} | {_interval(c)} |")
+    if curves.get("halving_full"):
+        c = curves["halving_full"]
+        lines.append(f"| {c['method_a']} vs {c['method_b']} (halving) | {_interval(c)} |")
+    lines += [
+        "",
+        f"Sequential design: {seq['k']} workloads added to a base design, left-out family's MRE "
+        f"over {seq['units']} (family, seed) units: base {_pct(seq['mre_base'])}, sequential "
+        f"{_pct(seq['mre_sequential'])}, random {_pct(seq['mre_random'])}; sequential - random "
+        f"{_interval(seq['comparison'])}.",
+        "",
+        "| target | value | met |",
+        "| --- | --- | --- |",
+    ]
+    for t in result["targets"]:
+        met = {True: "yes", False: "no", None: "not evaluated"}[t["met"]]
+        if t["ci_low"] is None:
+            value = _pct(t["value"])
+        else:
+            value = (
+                f"{100 * t['value']:+.1f} points [{100 * t['ci_low']:+.1f}, "
+                f"{100 * t['ci_high']:+.1f}]"
+            )
+        lines.append(f"| {t['name']} | {value} | {met} |")
+    return "\n".join(lines)
