@@ -13,15 +13,15 @@ from scaledl.evaluation.results import Metrics
 
 def test_a_preset_without_external_data_trains_no_gpu_predictor(tmp_path):
     settings = ScaledlSettings(preset="smoke", data_dir=str(tmp_path))
-    settings.search_space_path.parent.mkdir(parents=True)
-    settings.search_space_path.write_text(
+    settings.layout.search_space_path.parent.mkdir(parents=True)
+    settings.layout.search_space_path.write_text(
         json.dumps({"name": "smoke", "evaluation": {"include_external": False}})
     )
     out = gpu_predictor(
         context=dg.build_asset_context(), settings=settings, predictor_store=LocalPredictorStore()
     )
     assert "include_external: false" in out.metadata["skipped"]
-    assert not settings.predictors_dir.exists()
+    assert not settings.layout.predictors_dir.exists()
 
 
 def test_the_manifest_records_the_gpu_evaluation_or_why_it_was_skipped():

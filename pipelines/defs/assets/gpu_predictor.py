@@ -13,7 +13,6 @@ from typing import Any
 import dagster as dg
 
 from pipelines.defs.assets.design import read_search_space
-from pipelines.defs.assets.imported import imported_validated_dir
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.resources import LocalPredictorStore
 
@@ -71,11 +70,12 @@ def gpu_predictor(
         reason = f"preset {search_space['name']!r} sets evaluation.include_external: false"
         context.log.info(f"GPU predictor not trained: {reason}")
         return dg.MaterializeResult(metadata={"skipped": reason})
-    validated = imported_validated_dir(settings)
+    layout = settings.layout
+    validated = layout.imported_validated_dir()
     if not validated.is_dir():
         raise dg.Failure(f"{validated}: no imported GPU profiles; materialise 'imported_profiles'")
     method = train_gpu_predictor(validated)
-    calibration_file = settings.reports_dir / GPU_CALIBRATION_FILE
+    calibration_file = layout.reports_dir / GPU_CALIBRATION_FILE
     calibration = IntervalCalibration.read(calibration_file) if calibration_file.is_file() else None
     training_data = {
         "sha256": tables_sha256(validated),
@@ -83,11 +83,11 @@ def gpu_predictor(
         "devices": list(method.training_devices_),
         "source": "imported NeuSight profiles (sitar-lab/NeuSight, MIT)",
     }
-    metrics = gpu_metrics_record(Metrics.read(settings.metrics_path), str(settings.metrics_path))
+    metrics = gpu_metrics_record(Metrics.read(layout.metrics_path), str(layout.metrics_path))
     name = predictor_store.name + GPU_SUFFIX
     path = save_bundle(
         method,
-        predictor_store.resolve_root(settings.predictors_dir),
+        predictor_store.resolve_root(layout.predictors_dir),
         name,
         metrics=metrics,
         training_data=training_data,
