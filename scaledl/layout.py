@@ -51,6 +51,11 @@ def neusight_root() -> Path:
     return external_root() / "neusight"
 
 
+def neusight_peer_root() -> Path:
+    """NeuSight's own predictions (``<external>/neusight_peer``; :func:`external_root`)."""
+    return external_root() / "neusight_peer"
+
+
 def vidur_network_root() -> Path:
     """Vidur's all-reduce measurements (``<external>/vidur/network``; :func:`external_root`)."""
     return external_root() / "vidur" / "network"

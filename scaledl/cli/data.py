@@ -68,6 +68,9 @@ def import_neusight_command(
 ) -> None:
     """Import NeuSight's GPU traces and labels as standard profile tables (then validate them).
 
+    Any NeuSight-format folder (``label/<GPU>/``, ``model_configs/``, ``device_configs/``) of
+    any model type ``family: hf`` reads (OPT, BART, T5, Llama...) is accepted.
+
     Every label not imported (no trace beside it, a ``-fusion`` label) is counted and named
     with its reason; an unreadable or undecodable file ends the command with exit code 2
     naming it.

@@ -63,8 +63,9 @@ def evaluate_gpu_command(
     <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`).
     """
     from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+    from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
     from scaledl.io.atomic import atomic_file, write_atomic
-    from scaledl.layout import vidur_network_root
+    from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError
 
     profiles = profiles or layout().imported_validated_dir()
@@ -73,7 +74,9 @@ def evaluate_gpu_command(
     if not profiles.is_dir():
         fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
-    config = GpuEvaluationConfig(parallel_labels=labels, vidur_root=vidur_network_root())
+    config = GpuEvaluationConfig(
+        parallel_labels=labels, vidur_root=vidur_network_root(), peer_root=neusight_peer_root()
+    )
     try:
         metrics, pred = evaluate_gpu(profiles, config)
     except (ProfileDataError, ValueError) as exc:
@@ -81,6 +84,7 @@ def evaluate_gpu_command(
     write_atomic(out / "gpu_metrics.json", json.dumps(metrics, indent=2, default=str))
     with atomic_file(out / "gpu_predictions.parquet") as tmp:
         pred.to_parquet(tmp, index=False)
+    write_gpu_calibration(pred, profiles, out / GPU_CALIBRATION_FILE)
     for target in metrics["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
     typer.echo(f"metrics: {out / 'gpu_metrics.json'}")

@@ -31,6 +31,7 @@ from scaledl.evaluation.comparisons import compare_split
 from scaledl.evaluation.coverage import evaluate_intervals
 from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
+from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
 from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
 from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
 from scaledl.evaluation.report import write_report
@@ -45,7 +46,7 @@ from scaledl.evaluation.splits import (
     validation_ids,
 )
 from scaledl.io.atomic import atomic_file
-from scaledl.layout import vidur_network_root
+from scaledl.layout import neusight_peer_root, vidur_network_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
@@ -451,8 +452,9 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         external = {"vidur": evaluate_vidur(config.vidur_root)}
         if config.gpu_profiles is not None:
             gpu_config = GpuEvaluationConfig(
-                parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root
-            )
+                parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root,
+                peer_root=neusight_peer_root(),
+            )  # fmt: skip
             gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
             # A protocol the GPU evaluation did not run is written as null, never left out.
             gpu = {"leave_one_gpu_out": None, "data_parallel": None, **gpu}
@@ -539,6 +541,9 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         _atomic_write(
             out_dir / "gpu_predictions.parquet", lambda p: gpu_pred.to_parquet(p, index=False)
         )
+        write_gpu_calibration(gpu_pred, config.gpu_profiles, out_dir / GPU_CALIBRATION_FILE)
+    else:  # as for calibration.json: no stale GPU calibration for the registration
+        (out_dir / GPU_CALIBRATION_FILE).unlink(missing_ok=True)
     t0 = time.perf_counter()
     figure_paths = (
         figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}

@@ -42,11 +42,20 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
+from scaledl.evaluation.gpu_peer import (
+    PEER_METHOD,
+    PEER_SOURCE,
+    peer_comparison,
+    peer_rows,
+    peer_targets,
+)
 from scaledl.evaluation.gpu_report import gpu_targets
 from scaledl.evaluation.splits import validation_ids
+from scaledl.external.neusight_peer import load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
+from scaledl.models.domain import family_key
 from scaledl.models.features import build_graph_set, workload_frame
 from scaledl.models.kernel import KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
@@ -70,6 +79,10 @@ class GpuEvaluationConfig:
         vidur_root: Vidur ``network`` folder (all-reduce times for the data-parallel labels).
         leave_one_gpu_out: run the LOGO protocol.
         operator_params: keyword arguments of the operator models (default: theirs).
+        peer_root: NeuSight's own predictions (``external/neusight_peer``), the peer column
+            (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
+        neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
+            (default :func:`scaledl.layout.neusight_root`).
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -78,6 +91,8 @@ class GpuEvaluationConfig:
     vidur_root: Path | None = None
     leave_one_gpu_out: bool = True
     operator_params: dict = field(default_factory=dict)
+    peer_root: Path | None = None
+    neusight_root: Path | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]
@@ -163,7 +178,9 @@ def _held_out_rows(protocol: str, held: str, test: ProfileData, method: str, pre
             "workload_id": test.ids,
             "gpu": [gpu_name(w) for w in specs],
             "model": [model_name(w) for w in specs],
+            "family": [family_key(w) for w in specs],
             "mode": [w.mode for w in specs],
+            "seq_len": [w.seq_len for w in specs],
             "batch_size": [w.batch_size for w in specs],
             "method": method,
             "true_ms": test.labels["iteration_ms"].to_numpy(),
@@ -380,14 +397,34 @@ def evaluate_gpu(
         "methods": list(config.methods),
         "notes": [],
     }
-    lomo, ops, folds = leave_one_out(data, "leave_one_model_out", model_name, config)
-    metrics["leave_one_model_out"] = {**_per_gpu(lomo), "folds": folds}
-    metrics["operators"] = operator_metrics(ops) if len(ops) else {}
+    lomo, ops, lomo_folds = leave_one_out(data, "leave_one_model_out", model_name, config)
     frames = [lomo]
     if config.leave_one_gpu_out:
-        logo, _, folds = leave_one_out(data, "leave_one_gpu_out", gpu_name, config)
-        metrics["leave_one_gpu_out"] = {**_per_gpu(logo), "folds": folds}
+        logo, _, logo_folds = leave_one_out(data, "leave_one_gpu_out", gpu_name, config)
         frames.append(logo)
+    predictions = pd.concat(frames, ignore_index=True)
+    if config.peer_root is not None:
+        peer = load_peer_predictions(config.peer_root, config.neusight_root)
+        rows, unmatched = peer_rows(predictions, peer)
+        predictions = pd.concat([predictions, rows], ignore_index=True)
+        metrics["peer"] = {
+            "source": PEER_SOURCE,
+            "method": PEER_METHOD,
+            "paired_rows": {p: int(n) for p, n in rows.groupby("protocol").size().items()},
+            "unmatched": unmatched,
+            "comparisons": peer_comparison(predictions),
+        }
+    by_protocol = dict(tuple(predictions.groupby("protocol", sort=False)))
+    metrics["leave_one_model_out"] = {
+        **_per_gpu(by_protocol["leave_one_model_out"]),
+        "folds": lomo_folds,
+    }
+    metrics["operators"] = operator_metrics(ops) if len(ops) else {}
+    if config.leave_one_gpu_out:
+        metrics["leave_one_gpu_out"] = {
+            **_per_gpu(by_protocol["leave_one_gpu_out"]),
+            "folds": logo_folds,
+        }
     corrections = {
         f["correction"]
         for key in ("leave_one_model_out", "leave_one_gpu_out")
@@ -411,6 +448,6 @@ def evaluate_gpu(
         "parallelism": "tensor (-tp4) and pipeline (-pp4_1) parallelism",
         "optimizer_step": "NeuSight labels exclude it; so do the predictions",
     }
-    metrics["targets"] = gpu_targets(metrics)
+    metrics["targets"] = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
     metrics["runtime_s"] = time.perf_counter() - started
-    return metrics, pd.concat(frames, ignore_index=True)
+    return metrics, predictions

@@ -105,9 +105,45 @@ def gpu_report_html(gpu: dict) -> str:
             + f"<p>MRE: {html.escape(json.dumps(dp.get('mre', {})))}; not modelled: "
             f"{html.escape(', '.join(dp['not_modelled']))}</p>"
         )
+    peer = gpu.get("peer")
+    if peer:
+        parts.append(
+            f"<h3>ScaleDL vs {html.escape(peer['method'])}, paired on the same rows</h3>"
+            f"<p>{html.escape(peer['source'])}; paired 95% bootstrap interval of the MRE "
+            "difference (negative: ScaleDL lower).</p>" + _html_table(PEER_HEADER, peer_table(peer))
+        )
     rows = [[t["target"], t["measured"], t["reached"]] for t in gpu.get("targets", [])]
     parts.append("<h3>Targets</h3>" + _html_table(["target", "measured", "reached"], rows))
     return "\n".join(parts)
+
+
+PEER_HEADER = ["protocol", "rows", "n", "ScaleDL", "peer", "difference", "95% CI", "verdict"]
+
+
+def peer_table(peer: dict) -> list[list]:
+    """Rows of the paired ScaleDL-vs-peer table: per protocol, overall, per mode and per GPU.
+
+    Args:
+        peer: the ``peer`` block of the GPU metrics (:mod:`scaledl.evaluation.gpu_peer`).
+
+    Returns:
+        Rows of :data:`PEER_HEADER` (MREs and differences as percentages).
+    """
+    rows = []
+    for protocol, block in peer["comparisons"].items():
+        parts = [("all", block["overall"])]
+        parts += [(f"mode {m}", c) for m, c in block["per_mode"].items()]
+        parts += [(f"GPU {g}", c) for g, c in block["per_gpu"].items()]
+        for label, c in parts:
+            if "skipped" in c:
+                rows.append([protocol, label, "", "", "", "", "", c["skipped"]])
+                continue
+            rows.append(
+                [protocol, label, c["n_workloads"], f"{c['mre_a']:.1%}", f"{c['mre_b']:.1%}",
+                 f"{100 * c['mre_difference']:+.1f} pt",
+                 f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f}", c["verdict"]]
+            )  # fmt: skip
+    return rows
 
 
 def gpu_markdown(gpu: dict) -> str:
@@ -177,6 +213,17 @@ def gpu_markdown(gpu: dict) -> str:
             "with the all-reduce added, "
             f"{mre.get('compute_only', float('nan')):.1%} with it fully overlapped. Not modelled: "
             f"{', '.join(dp['not_modelled'])}.",
+        ]
+    peer = gpu.get("peer")
+    if peer:
+        lines += [
+            "",
+            f"ScaleDL vs {peer['method']} ({peer['source']}), paired on the same rows (95% "
+            "bootstrap interval of the MRE difference):",
+            "",
+            "| " + " | ".join(PEER_HEADER) + " |",
+            "| " + " | ".join("---" for _ in PEER_HEADER) + " |",
+            *("| " + " | ".join(str(c) for c in row) + " |" for row in peer_table(peer)),
         ]
     lines += ["", "| target (GPU) | measured | reached |", "| --- | --- | --- |"]
     reached = {True: "yes", False: "no", None: "n/a"}

@@ -501,6 +501,10 @@ class GpuResults(Section):
         not_modelled: what the product does not model (parallelism, ...), and why.
         targets: the GPU targets, measured.
         runtime_s: wall time of the GPU evaluation, seconds.
+        peer: NeuSight's own predictions compared with ScaleDL on the same rows
+            (:mod:`scaledl.evaluation.gpu_peer`: ``source``, ``method``, ``paired_rows`` per
+            protocol, ``unmatched`` rows and the paired ``comparisons``), ``null`` when not
+            evaluated.
     """
 
     source: str
@@ -516,6 +520,7 @@ class GpuResults(Section):
     not_modelled: dict[str, str]
     targets: list[TargetRow]
     runtime_s: float
+    peer: dict[str, Any] | None = None
 
 
 class SweepCurve(Section):

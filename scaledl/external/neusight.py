@@ -19,10 +19,12 @@ module, the first module whose ``"<attribute> <class>"`` matches
 ``attention`` (self-attention + output projection + its LayerNorm), ``intermediate`` and
 ``output`` (both feed-forward), ``pooler``, ``cls`` head; GPT-2: ``wte``, ``wpe``, ``ln_1``,
 ``attn``, ``ln_2``, ``mlp``, ``ln_f``, ``lm_head``). A leaf ``Linear`` that matches nothing is a
-head. Nodes inside no unit ("glue": residual adds at block level, GPT-2's embedding sum and
-dropout, view/size bookkeeping) are merged into the preceding unit of the same block (or of the
-top level); glue before any unit forms an ``other`` unit called ``<root>.prologue`` (input and
-mask preparation).
+head. Other model types (OPT, BART, T5...) follow the same rules; an encoder-decoder model
+has two block stacks, each traced block standing for its own stack's blocks
+(:func:`block_repeats`). Nodes inside no unit ("glue": residual adds at block level, GPT-2's
+embedding sum and dropout, view/size bookkeeping) are merged into the preceding unit of the same
+block (or of the top level); glue before any unit forms an ``other`` unit called
+``<root>.prologue`` (input and mask preparation).
 
 FLOP conventions (per node, summed per unit): ``2*M*N*K`` for ``Linear`` modules and ``addmm``,
 ``mm``, ``bmm``, ``matmul`` calls (batched over leading dimensions); one FLOP per output element
@@ -144,6 +146,7 @@ _NO_FLOP = {
     "arange",
     "finfo",
     "Embedding",
+    "embedding",
 }
 _PARAM_LEAVES = {"Linear", "Conv1D", "Embedding", "LayerNorm"}
 
@@ -264,37 +267,55 @@ def read_device_configs(root: Path | str | None = None) -> pd.DataFrame:
 
 
 def read_model_config(path: Path) -> dict[str, int]:
-    """Architecture numbers of a Hugging Face BERT/GPT-2 style config.
+    """Architecture numbers of a Hugging Face config of any model type ``family: hf`` reads.
+
+    The config is read by :func:`scaledl.workloads.hf.read_hf_config` (transformers'
+    ``AutoConfig.for_model``: BERT, GPT-2, OPT, T5, BART, Llama...), so every field name
+    transformers maps (``n_embd``, ``d_model``, ``ffn_dim``, ``d_ff``...) is understood.
 
     Args:
         path: the config JSON.
 
     Returns:
-        ``hidden_size``, ``num_layers``, ``num_heads``, ``intermediate_size`` (``4*hidden`` when
-        absent), ``vocab_size``, ``max_positions``, ``type_vocab_size`` (0 when absent).
+        ``hidden_size``, ``num_layers`` (encoder layers for encoder-decoder models),
+        ``decoder_num_layers`` (0 without a decoder stack), ``num_heads``,
+        ``intermediate_size`` (``4*hidden`` when the config has none), ``vocab_size``,
+        ``max_positions`` (rows of a learned position table, 0 without one) and
+        ``type_vocab_size`` (0 when absent).
 
     Raises:
-        NeusightFormatError: a required key is missing.
+        NeusightFormatError: the config is unreadable, of a ``model_type`` transformers does not
+            know, or lacks a field (the message names the file, the field and its value).
     """
-    cfg = _read_json(path)
+    from scaledl.workloads.hf import read_hf_config
+    from scaledl.workloads.spec import WorkloadError
 
-    def pick(*keys: str, default: Any = None) -> Any:
-        for key in keys:
-            if cfg.get(key) is not None:
-                return cfg[key]
-        if default is None:
-            raise NeusightFormatError(f"{path}: none of the keys {keys} is set")
-        return default
-
-    hidden = int(pick("hidden_size", "n_embd"))
+    try:
+        info = read_hf_config(str(path))
+    except WorkloadError as exc:
+        raise NeusightFormatError(f"{path}: {exc}") from exc
+    fields = info.workload_fields()
+    for name in ("hidden_size", "num_layers", "num_heads", "vocab_size"):
+        if name not in fields:
+            raise NeusightFormatError(
+                f"{path}: field {name!r} (value None): the {info.model_type} config defines no "
+                f"{name}"
+            )
+    hidden = int(fields["hidden_size"])
+    rows = next(
+        (info.field(n)[1] for n in ("max_position_embeddings", "n_positions")
+         if isinstance(info.field(n)[1], int)),
+        0,
+    )  # fmt: skip
     return {
         "hidden_size": hidden,
-        "num_layers": int(pick("num_hidden_layers", "n_layer")),
-        "num_heads": int(pick("num_attention_heads", "n_head")),
-        "intermediate_size": int(pick("intermediate_size", "n_inner", default=4 * hidden)),
-        "vocab_size": int(pick("vocab_size")),
-        "max_positions": int(pick("max_position_embeddings", "n_positions")),
-        "type_vocab_size": int(pick("type_vocab_size", default=0)),
+        "num_layers": int(fields["num_layers"]),
+        "decoder_num_layers": int(fields.get("decoder_num_layers", 0)),
+        "num_heads": int(fields["num_heads"]),
+        "intermediate_size": int(fields.get("intermediate_size", 4 * hidden)),
+        "vocab_size": int(fields["vocab_size"]),
+        "max_positions": int(rows),
+        "type_vocab_size": int(getattr(info.config, "type_vocab_size", 0) or 0),
     }
 
 
@@ -430,11 +451,15 @@ def _unit_of(stack: list[tuple[str, str]]) -> tuple[str, str, str] | None:
         if not block and _BLOCK_RE.search(path):
             block = path
         layer_type = _classify(path.rsplit(".", 1)[-1], cls)
-        if layer_type is None and depth == len(stack) - 1 and cls in _PARAM_LEAVES:
+        if layer_type is None and depth == len(stack) - 1 and _param_leaf(cls):
             layer_type = "head" if cls == "Linear" else "other"
         if layer_type is not None:
             return path, layer_type, block
     return None
+
+
+def _param_leaf(cls: str) -> bool:
+    return cls in _PARAM_LEAVES or _is_embedding(cls)
 
 
 def _block_of(stack: list[tuple[str, str]]) -> str:
@@ -451,7 +476,9 @@ def _node_flops(node: _Node) -> tuple[float, float]:
         return 2.0 * _numel(node.input_shapes[0]) / k * k * node.output_shape[-1], 2.0
     if node.fn in _MATMUL and len(node.input_shapes) >= 2:
         return _matmul_flops(node.fn, node.input_shapes), 2.0
-    if node.fn in _NO_FLOP or (node.op == "call_module" and leaf_cls in _NO_FLOP):
+    if node.fn in _NO_FLOP or (
+        node.op == "call_module" and (leaf_cls in _NO_FLOP or _is_embedding(leaf_cls))
+    ):
         return 0.0, 0.0
     if node.dtype_bytes and node.output_shape and not node.fn.startswith("int"):
         return float(_numel(node.output_shape)), 1.0
@@ -467,7 +494,7 @@ def _module_params(path: str, cls: str, nodes: list[_Node], cfg: dict[str, int])
         return k * n + (0 if attr == "lm_head" else n)
     if cls == "LayerNorm" and call is not None:
         return 2 * call.output_shape[-1]
-    if cls == "Embedding" and call is not None:
+    if _is_embedding(cls) and call is not None:
         return _embedding_rows(attr, cfg) * call.output_shape[-1]
     if cls == "Conv1D":
         return sum(
@@ -495,7 +522,12 @@ _FX_KINDS = {
     "dropout": "dropout", "Dropout": "dropout",
 }  # fmt: skip
 #: fx node targets that launch no kernel (shape bookkeeping, Python scalars, dtype queries).
-_FX_HOST_ONLY = _NO_FLOP - {"full", "ones", "zeros", "arange", "Embedding"}
+_FX_HOST_ONLY = _NO_FLOP - {"full", "ones", "zeros", "arange", "Embedding", "embedding"}
+
+
+def _is_embedding(cls: str) -> bool:
+    """``nn.Embedding`` or a subclass named like one (OPT's, BART's learned positions)."""
+    return cls.endswith("Embedding")
 
 
 def _embedding_rows(attr: str, cfg: dict[str, int]) -> int:
@@ -548,8 +580,11 @@ def node_descriptor(node: _Node, train: bool, cfg: dict[str, int]) -> dict[str, 
             bias, a, b = node.input_shapes[0], node.input_shapes[1], node.input_shapes[2]
             return matmul_descriptor(tuple(a), tuple(b), item, bias_numel=_numel(bias))
         return matmul_descriptor(tuple(node.input_shapes[0]), tuple(node.input_shapes[1]), item)
-    if node.op == "call_module" and leaf_cls == "Embedding":
+    functional = node.op == "call_function" and node.fn == "embedding"
+    if functional or (node.op == "call_module" and _is_embedding(leaf_cls)):
         rows = _embedding_rows(leaf_path.rsplit(".", 1)[-1], cfg)
+        if functional and len(node.input_shapes) >= 2 and len(node.input_shapes[1]) == 2:
+            rows = node.input_shapes[1][0]  # F.embedding(ids, weight): the table's rows
         dim = node.output_shape[-1]
         return descriptor(
             "embedding",
@@ -648,6 +683,43 @@ def group_units(nodes: list[_Node]) -> dict[str, dict[str, Any]]:
     return units
 
 
+def block_repeats(blocks: set[str], num_layers: int, cfg: dict[str, int]) -> dict[str, float]:
+    """How many blocks of the full model each traced block stands for.
+
+    Blocks are grouped by their stack (the path without the block index: ``transformer.h``,
+    ``encoder.block``, ``model.decoder.layers``). A single stack has ``num_layers`` blocks (the
+    label's ``num_layer``); with two, the stack whose path names a ``decoder`` has the config's
+    ``decoder_num_layers`` and the other ``num_layers`` (an encoder-decoder model: NeuSight's
+    ``num_layer`` counts the encoder's blocks). Each traced block of a stack stands for
+    ``blocks of the stack / traced blocks of the stack``.
+
+    Args:
+        blocks: the traced blocks' module paths (``model.decoder.layers.0``).
+        num_layers: the label's ``num_layer``.
+        cfg: :func:`read_model_config` (``decoder_num_layers``).
+
+    Returns:
+        Block path -> repeat.
+
+    Raises:
+        NeusightFormatError: more than two stacks, or two without a decoder.
+    """
+    stacks: dict[str, list[str]] = {}
+    for block in sorted(blocks):
+        stacks.setdefault(_BLOCK_RE.sub("", block), []).append(block)
+    if len(stacks) > 2 or (len(stacks) == 2 and not any("decoder" in p for p in stacks)):
+        raise NeusightFormatError(
+            f"traced blocks {sorted(blocks)}: expected one stack of blocks, or an encoder and a "
+            "decoder stack"
+        )
+    out = {}
+    for prefix, members in stacks.items():
+        decoder = len(stacks) == 2 and "decoder" in prefix
+        total = cfg["decoder_num_layers"] if decoder else num_layers
+        out.update({b: total / len(members) for b in members})
+    return out
+
+
 def trace_layers(
     nodes: list[_Node], cfg: dict[str, int], num_layers: int, train: bool
 ) -> pd.DataFrame:
@@ -665,8 +737,7 @@ def trace_layers(
     """
     units = group_units(nodes)
     by_name = {n.name: n for n in nodes}
-    blocks = {u["block"] for u in units.values() if u["block"]}
-    repeat = num_layers / len(blocks) if blocks else 1.0
+    repeats = block_repeats({u["block"] for u in units.values() if u["block"]}, num_layers, cfg)
     rows = []
     for index, (name, unit) in enumerate(units.items()):
         members: list[_Node] = unit["nodes"]
@@ -678,7 +749,7 @@ def trace_layers(
             bwd += flops * mult if train else 0.0
         leaves: dict[str, tuple[str, list[_Node]]] = {}
         for node in members:
-            if node.stack and node.stack[-1][1] in _PARAM_LEAVES:
+            if node.stack and _param_leaf(node.stack[-1][1]):
                 path, cls = node.stack[-1]
                 leaves.setdefault(path, (cls, []))[1].append(node)
         params = sum(_module_params(p, c, ns, cfg) for p, (c, ns) in leaves.items())
@@ -699,7 +770,7 @@ def trace_layers(
                 "layer_index": index,
                 "layer_name": name,
                 "layer_type": unit["layer_type"],
-                "block_repeat": repeat if unit["block"] else 1.0,
+                "block_repeat": repeats[unit["block"]] if unit["block"] else 1.0,
                 "forward_ms": sum(n.fw for n in members),
                 "backward_ms": sum(n.bw for n in members) if train else 0.0,
                 "forward_kernel_ms": sum(n.fw for n in kernels),

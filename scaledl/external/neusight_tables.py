@@ -5,7 +5,9 @@ into the tables of :mod:`scaledl.profiling.store` (``OUT/<table>.parquet``), so 
 through the same validation, training and evaluation as the project's own profiles:
 
 * ``workloads``: one ``family: hf`` workload per (GPU, model, mode, sequence length, batch) with a
-  trace and a label, built from the shipped Hugging Face config with ``architectures`` set to the
+  trace and a label, built from the model's Hugging Face config (any model type ``family: hf``
+  reads; its ``architectures`` chosen by :func:`config_architecture`) with the architecture
+  fields the config defines; for the shipped BERT and GPT-2 configs ``architectures`` is the
   head NeuSight ran (its ``neusight/Tracing/trace.py``): ``BertForSequenceClassification`` for
   BERT inference, ``GPT2LMHeadModel`` for the GPT models, and ``BertForMaskedLM`` for BERT
   training, where NeuSight ran ``BertForPreTraining``: the same masked-LM head plus a pooler and
@@ -59,7 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.external.neusight import NeusightData, load_neusight
+from scaledl.external.neusight import NeusightData, NeusightFormatError, load_neusight
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
@@ -76,6 +78,13 @@ NEUSIGHT_ARCHITECTURES = {
     ("gpt2", "train"): "GPT2LMHeadModel",
     ("gpt2", "infer"): "GPT2LMHeadModel",
 }
+#: transformers' model-type -> class mappings tried, in order, for a config without
+#: ``architectures`` (:func:`config_architecture`).
+LM_MAPPINGS = (
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",  # an encoder-decoder's LM (BART, T5)
+    "MODEL_FOR_MASKED_LM_MAPPING_NAMES",  # an encoder's (RoBERTa)
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",  # a decoder's (OPT, Llama)
+)
 #: NeuSight's label: mean of the 5 fastest of 25 timed iterations (trace.py ``active``).
 LABEL_STEPS = 25
 NOT_CARRIED = (
@@ -118,33 +127,88 @@ def _config_path(path: Path) -> str:
         return str(path)
 
 
-def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> dict:
-    """Derived Hugging Face configs per (model, mode); returns their ``config_path``."""
-    paths = {}
+def config_architecture(config: dict[str, Any], mode: str, source: Path) -> str:
+    """The Hugging Face class a traced model ran, for its derived config's ``architectures``.
+
+    NeuSight's own heads for BERT and GPT-2 (:data:`NEUSIGHT_ARCHITECTURES`); for any other
+    model type the config's own ``architectures[0]`` (the class the trace was recorded with),
+    else the causal-LM, seq2seq-LM or masked-LM class transformers registers for its
+    ``model_type`` (the first that exists, the heads of a language-model trace). The class is
+    then checked by :func:`scaledl.workloads.hf.read_hf_config`, as for every ``family: hf``
+    workload.
+
+    Args:
+        config: the model config (JSON object).
+        mode: ``train`` or ``infer``.
+        source: the config file, named in errors.
+
+    Returns:
+        The class name.
+
+    Raises:
+        NeusightFormatError: ``model_type`` missing, or no ``architectures`` and no language-model
+            class for the model type (naming the file, field and value).
+    """
+    from transformers.models.auto import modeling_auto
+
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise NeusightFormatError(
+            f"{source}: field 'model_type' (value {model_type!r}) is required"
+        )
+    if (model_type, mode) in NEUSIGHT_ARCHITECTURES:
+        return NEUSIGHT_ARCHITECTURES[(model_type, mode)]
+    given = config.get("architectures")
+    if isinstance(given, list) and given and isinstance(given[0], str):
+        return given[0]
+    for mapping in LM_MAPPINGS:
+        name = getattr(modeling_auto, mapping).get(model_type)
+        if isinstance(name, str):
+            return name
+    raise NeusightFormatError(
+        f"{source}: field 'architectures' (value {given!r}): none given, and model_type "
+        f"{model_type!r} has no causal-LM, seq2seq-LM or masked-LM class in transformers: name "
+        "the class the trace was recorded with in 'architectures'"
+    )
+
+
+def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> tuple[dict, dict]:
+    """Derived Hugging Face configs per (model, mode).
+
+    Returns:
+        ``(config_path, class)`` per ``(model, mode)``.
+
+    Raises:
+        NeusightFormatError: a config whose class cannot be chosen or that ``family: hf``
+            refuses (:func:`scaledl.workloads.hf.read_hf_config`'s message, naming the field).
+    """
+    from scaledl.workloads.hf import read_hf_config
+    from scaledl.workloads.spec import WorkloadError
+
+    paths, classes = {}, {}
     for model, mode in sorted(models):
         source = root / "model_configs" / f"{model}.json"
         config = json.loads(source.read_text())
-        key = (config.get("model_type"), mode)
-        if key not in NEUSIGHT_ARCHITECTURES:
-            raise ValueError(f"{source}: field 'model_type' (value {key[0]!r}) not supported")
-        config["architectures"] = [NEUSIGHT_ARCHITECTURES[key]]
+        classes[(model, mode)] = config_architecture(config, mode, source)
+        config["architectures"] = [classes[(model, mode)]]
         path = out_dir / "configs" / f"{model}-{mode}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(config, indent=2, sort_keys=True))
+        try:
+            read_hf_config(str(path))
+        except WorkloadError as exc:
+            raise NeusightFormatError(f"{source} (as {path}): {exc}") from exc
         paths[(model, mode)] = _config_path(path)
-    return paths
+    return paths, classes
 
 
 def _workload(row: pd.Series, device: str, config_path: str) -> Workload:
+    # The architecture fields come from the config (scaledl.workloads.hf.fill_hf_workload);
+    # an encoder-decoder model's decoder_seq_len defaults to seq_len.
     return Workload.parse(
         {
             "family": "hf",
             "config_path": config_path,
-            "hidden_size": int(row["hidden_size"]),
-            "num_layers": int(row["num_layers"]),
-            "num_heads": int(row["num_heads"]),
-            "intermediate_size": int(row["intermediate_size"]),
-            "vocab_size": int(row["vocab_size"]),
             "seq_len": int(row["seq_len"]),
             "batch_size": int(row["batch_size"]),
             "mode": row["mode"],
@@ -180,8 +244,8 @@ def _match_layers(
     in_block = {}
     for unit in unit_names:
         m = _BLOCK_NAME.match(unit)
-        if m:
-            in_block[m["rel"]] = (unit, int(m["block"]))
+        if m:  # keyed by stack too: an encoder's and a decoder's blocks share relative names
+            in_block[(m["prefix"], m["rel"])] = (unit, int(m["block"]))
     by_layer: dict[int, tuple[str, bool]] = {}
     traced: dict[str, int] = {}
     outside = [u for u in unit_names if not _BLOCK_NAME.match(u)]
@@ -189,8 +253,8 @@ def _match_layers(
         if "#" in name:
             continue
         m = _BLOCK_NAME.match(name)
-        if m and m["rel"] in in_block:
-            unit, block = in_block[m["rel"]]
+        if m and (m["prefix"], m["rel"]) in in_block:
+            unit, block = in_block[(m["prefix"], m["rel"])]
             by_layer[int(index)] = (unit, int(m["block"]) != block)
             if int(m["block"]) == block:
                 traced[unit] = int(index)
@@ -219,7 +283,8 @@ def neusight_tables(
     """
     w = data.workloads
     devices = data.devices.set_index("gpu")["device_name"]
-    config_paths = _write_configs(root, out_dir, set(zip(w["model"], w["mode"], strict=True)))
+    models = set(zip(w["model"], w["mode"], strict=True))
+    config_paths, classes = _write_configs(root, out_dir, models)
     specs, runs, iterations, layer_rows, op_rows, unmatched = [], [], [], [], [], set()
     layers_by_wid = dict(tuple(data.layers.groupby("workload_id", sort=False)))
     ops_by_wid = dict(tuple(data.operators.groupby("workload_id", sort=False)))
@@ -313,7 +378,7 @@ def neusight_tables(
         "not_imported": "'-fusion' labels (torch.compile inference); tp/pp labels are kept in "
         "parallel_labels only (the product models data parallelism, not tensor or pipeline)",
         "skipped_labels": skipped_labels(data.skipped),
-        "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in NEUSIGHT_ARCHITECTURES.items()},
+        "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in sorted(classes.items())},
     }
     return tables, manifest
 

@@ -19,7 +19,11 @@ the same kind:
 * ``unseen_family``: the leave-one-family-out splits: each family predicted by models trained
   without it (group-aware calibration, so intervals for a new family are honest);
 * ``beyond_range``: the extrapolation split: the largest workloads predicted by models trained
-  on the smaller ones.
+  on the smaller ones;
+* ``unseen_device``: a device never trained on, predicted from its specs: the GPU
+  evaluation's leave-one-GPU-out predictions (:mod:`scaledl.evaluation.gpu_calibration`; the
+  GPU predictor's ``in_domain`` and ``unseen_family`` strata come from its leave-one-model-out
+  predictions).
 
 The scores come from the evaluation's predictions (:meth:`IntervalCalibration.from_predictions`:
 no extra fit), made by models of the same training recipe fitted on less data than the
@@ -43,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 #: Strata, from the closest to the training data to the farthest.
-STRATA = ("in_domain", "unseen_family", "beyond_range")
+STRATA = ("in_domain", "unseen_family", "beyond_range", "unseen_device")
 #: The targets calibrated, as named in prediction frames (``iteration_s``, ``epoch_s``).
 TARGETS = ("iteration", "epoch")
 #: Split name prefix of the evaluation's predictions -> stratum.

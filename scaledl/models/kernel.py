@@ -37,7 +37,9 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 from sklearn.linear_model import RidgeCV
+from sklearn.utils.validation import check_is_fitted
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, at_batch, aten_descriptors
@@ -163,8 +165,8 @@ def operator_rows(data: ProfileData) -> pd.DataFrame:
     return rows
 
 
-@dataclass
-class KernelGraphMethod(GraphMethod):
+@dataclass(repr=False)
+class KernelGraphMethod(GraphMethod, BaseEstimator):
     """Device-aware ScaleDL (see the module docstring).
 
     Args:
@@ -181,8 +183,14 @@ class KernelGraphMethod(GraphMethod):
             ``out_of_architecture``).
         correction_scores_: every fallback candidate's inner MRE.
         correction_devices_: devices of the correction's one-hot features.
+        layerwise_params_: the layer-wise models' settings ``fit`` used: ``layerwise_params``
+            with the kernel features, the unmeasured optimizer and an unpenalised ridge.
 
     Plus the attributes of :class:`~scaledl.models.methods.GraphMethod`, all set by ``fit``.
+    It follows scikit-learn's estimator contract (:class:`sklearn.base.BaseEstimator`): the
+    constructor's parameters are stored as given and never changed by ``fit``, fitted state
+    ends in ``_``, :func:`sklearn.base.clone` gives an unfitted copy and predicting before
+    ``fit`` raises :class:`sklearn.exceptions.NotFittedError`.
     """
 
     operator_params: dict = field(default_factory=dict)
@@ -200,7 +208,7 @@ class KernelGraphMethod(GraphMethod):
         self.operator_model_ = OperatorTimeModel(**self.operator_params).fit(operator_rows(data))
         opt = data.nodes[data.nodes["node_kind"] == "optimizer"]
         self.includes_optimizer_ = bool(opt["forward_ms"].notna().any())
-        self.layerwise_params = {
+        self.layerwise_params_ = {
             **self.layerwise_params,
             "features": "kernel",
             "unmeasured_types": () if self.includes_optimizer_ else ("optimizer",),
@@ -213,7 +221,7 @@ class KernelGraphMethod(GraphMethod):
         groups = {architecture_group(w) for w in data.workloads.values()}
         self.uses_gnn_ = self.uses_gnn and len(groups) >= self.min_gnn_architectures
         if self.mode == "scaledl" and not self.uses_gnn_:
-            self.layerwise_ = LayerwiseModel(**self.layerwise_params).fit(
+            self.layerwise_ = LayerwiseModel(**self.layerwise_params_).fit(
                 measured_nodes(data.nodes)
             )
             self.allreduce_ = fit_allreduce(data)
@@ -221,6 +229,13 @@ class KernelGraphMethod(GraphMethod):
             self._fit_correction(data)
             return
         super()._fit(data, val_ids)
+
+    def _layerwise_settings(self) -> dict:
+        return self.layerwise_params_
+
+    def check_fitted(self) -> None:
+        """Raise :class:`sklearn.exceptions.NotFittedError` unless :meth:`fit` has run."""
+        check_is_fitted(self, ["epoch_model_", "training_devices_", "operator_model_"])
 
     def _with_kernels(self, data: ProfileData, model: OperatorTimeModel) -> ProfileData:
         nodes = data.graphs.nodes.drop(columns=list(KERNEL_COLUMNS), errors="ignore")
@@ -256,7 +271,7 @@ class KernelGraphMethod(GraphMethod):
             params = {**self.operator_params, "grid": (self._chosen_params(),)}
             op_model = OperatorTimeModel(**params).fit(operator_rows(inner))
             inner = self._with_kernels(inner, op_model)
-            layerwise = LayerwiseModel(**self.layerwise_params).fit(measured_nodes(inner.nodes))
+            layerwise = LayerwiseModel(**self.layerwise_params_).fit(measured_nodes(inner.nodes))
             held = self._with_kernels(data.subset(ids[groups == group]), op_model)
             pred = node_predictions(layerwise, self.allreduce_, held.nodes)["total_ms"]
             sums[groups == group] = held.graphs.per_graph_sum(pred.to_numpy())
@@ -317,27 +332,28 @@ class KernelGraphMethod(GraphMethod):
 
         Returns:
             Milliseconds, shape (len(workloads),).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
+        self.check_fitted()
         unique = list({w.workload_id: w for w in workloads}.values())
         by_id = dict(zip([w.workload_id for w in unique], self._sums(self._graph_set(unique)),
                          strict=True))  # fmt: skip
         return np.array([by_id[w.workload_id] for w in workloads])
 
-    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),).
-
-        Raises:
-            scaledl.devices.UnknownDeviceError: a workload's device is not in the device table.
-        """
+    def _predict_unique(self, workloads: list[Workload]):
+        """Iteration ms of distinct workloads, their graph set and node predictions."""
         if self.mode != "scaledl" or self.uses_gnn_:
-            return super().predict_iteration_ms(workloads)
-        unique = list({w.workload_id: w for w in workloads}.values())
-        sums = self._sums(self._graph_set(unique))
+            return super()._predict_unique(workloads)
+        gs = self._graph_set(workloads)
+        preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
+        sums = gs.per_graph_sum(preds["total_ms"].to_numpy())
         pred = sums
         if self.correction_ is not None:
-            pred = sums * np.exp(self.correction_.predict(self._correction_features(unique, sums)))
-        by_id = dict(zip([w.workload_id for w in unique], pred, strict=True))
-        return np.array([by_id[w.workload_id] for w in workloads])
+            X = self._correction_features(workloads, sums)
+            pred = sums * np.exp(self.correction_.predict(X))
+        return pred, gs, preds
 
     def predict(self, workloads: list[Workload]) -> pd.DataFrame:
         """Iteration and epoch predictions, with ``device_seen`` (device in the training data).

@@ -325,10 +325,11 @@ class GraphMethod(RuntimeMethod):
         self.layerwise_, self.allreduce_, self.gnn_, self.history_ = None, None, None, {}
         preds = None
         if self.uses_layerwise:
+            settings = self._layerwise_settings()
             if stage is None:  # without a GNN the out-of-fold predictions are not needed
                 folds = self.folds if self.uses_gnn else 1
-                stage = fit_layerwise_stage(data, folds, self.layerwise_params)
-            stage.check_matches(data, self.folds if self.uses_gnn else None, self.layerwise_params)
+                stage = fit_layerwise_stage(data, folds, settings)
+            stage.check_matches(data, self.folds if self.uses_gnn else None, settings)
             self.layerwise_, self.allreduce_ = stage.layerwise, stage.allreduce
             preds = stage.out_of_fold
         if not self.uses_gnn:
@@ -351,6 +352,10 @@ class GraphMethod(RuntimeMethod):
         self.gnn_, self.history_ = train_gnn(
             batches["train"], val, use_prior=self.gnn_prior != "none", config=self.gnn_config
         )
+
+    def _layerwise_settings(self) -> dict:
+        """The :class:`LayerwiseModel` keyword arguments ``fit`` uses (the parameter, as given)."""
+        return self.layerwise_params
 
     def _features(self, gs: GraphSet, preds: pd.DataFrame | None):
         """Node features and the per-graph log prior (0 without a prior)."""

@@ -25,12 +25,14 @@ model an operator comes from), never on test data.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import sklearn
+from sklearn.base import BaseEstimator
 from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.utils.validation import check_is_fitted
 
 from scaledl.devices.specs import DeviceSpec, device_spec
 from scaledl.graph.operators import OP_CLASSES, OP_KINDS
@@ -242,15 +244,20 @@ def _regressor(params: dict) -> GradientBoostingRegressor:
     return GradientBoostingRegressor(random_state=0, **params)
 
 
-@dataclass
-class OperatorTimeModel:
+class OperatorTimeModel(BaseEstimator):
     """Per operator class and direction: time = roofline time / learned utilisation.
 
-    Attributes:
+    A scikit-learn estimator: the constructor stores its parameters as given, :meth:`fit` sets
+    the fitted attributes (ending in ``_``), :func:`sklearn.base.clone` gives an unfitted copy
+    and predicting before :meth:`fit` raises :class:`sklearn.exceptions.NotFittedError`.
+
+    Args:
         tile: matmul tile side.
         grid: candidate hyper-parameters of each regressor.
         min_rows: fewest training rows for a class and direction to get its own model (else
             the roofline time alone, utilisation 1, is predicted and flagged in ``fallback_``).
+
+    Attributes:
         models_: ``{(op_class, direction): regressor}`` after :meth:`fit`.
         params_: chosen hyper-parameters per key.
         inner_mre_: inner-validation MRE of the chosen parameters per key (NaN with fewer
@@ -260,14 +267,12 @@ class OperatorTimeModel:
             to utilisation 1; a measure of how far the device specs are off).
     """
 
-    tile: int = DEFAULT_TILE
-    grid: tuple[dict, ...] = DEFAULT_GRID
-    min_rows: int = 10
-    models_: dict = field(default_factory=dict)
-    params_: dict = field(default_factory=dict)
-    inner_mre_: dict = field(default_factory=dict)
-    fallback_: list = field(default_factory=list)
-    clipped_share_: dict = field(default_factory=dict)
+    def __init__(
+        self, tile: int = DEFAULT_TILE, grid: tuple[dict, ...] = DEFAULT_GRID, min_rows: int = 10
+    ) -> None:
+        self.tile = tile
+        self.grid = grid
+        self.min_rows = min_rows
 
     def fit(self, ops: pd.DataFrame) -> OperatorTimeModel:
         """Fit the utilisation regressors on measured operators.
@@ -344,10 +349,9 @@ class OperatorTimeModel:
             float64 array of shape (n_ops,), each at least the operator's roofline time.
 
         Raises:
-            RuntimeError: before :meth:`fit`.
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
-        if not self.models_:
-            raise RuntimeError("operator model is not fitted")
+        check_is_fitted(self, "models_")
         out = np.zeros(len(ops))
         classes = ops["op_class"].to_numpy()
         for op_class in OP_CLASSES:

@@ -97,6 +97,12 @@ BUNDLE_FILES = ("gnn.pt", "layerwise.skops", "params.json")
 #: Files a bundle may have; when the manifest lists one it is verified and read like the rest.
 OPTIONAL_BUNDLE_FILES = ("calibration.json",)
 CALIBRATION_FILE = "calibration.json"
+#: ``predictor_kind`` of a manifest (absent: ``graph``) -> the files its loader reads: the CPU
+#: predictor (``graph``) and the GPU predictor (``kernel``, :mod:`scaledl.registry.kernel_bundle`).
+PREDICTOR_KINDS = {
+    "graph": BUNDLE_FILES,
+    "kernel": ("layerwise.skops", "operators.skops", "params.json"),
+}
 #: Columns of :func:`list_predictors`.
 LIST_COLUMNS = (
     "name",
@@ -159,7 +165,9 @@ def save_bundle(
     """Write a fitted ScaleDL predictor as a new bundle version and point ``latest`` at it.
 
     Args:
-        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl``.
+        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl``, or
+            a fitted :class:`~scaledl.models.kernel.KernelGraphMethod` (the GPU predictor,
+            written by :func:`scaledl.registry.kernel_bundle.save_kernel_bundle`).
         root: registry root directory.
         name: predictor name (a directory under ``root``).
         metrics: evaluation metrics to record in the manifest.
@@ -183,9 +191,16 @@ def save_bundle(
 
     from scaledl.graph.layer_graph import EDGE_TYPES
     from scaledl.graph.units import LAYER_TYPES
+    from scaledl.models.kernel import KernelGraphMethod
     from scaledl.models.layerwise import LAYER_FEATURES
     from scaledl.models.methods import GraphMethod
 
+    if isinstance(method, KernelGraphMethod):
+        from scaledl.registry.kernel_bundle import save_kernel_bundle
+
+        return save_kernel_bundle(
+            method, root, name, metrics, training_data, version, calibration
+        )  # fmt: skip
     if not isinstance(method, GraphMethod) or method.mode != "scaledl":
         raise ValueError(
             f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
@@ -449,13 +464,20 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
         raise BundleError(
             f"{path}: field 'file_sizes' (value {excerpt(sizes)}): expected name -> bytes"
         )
-    for name in BUNDLE_FILES:
+    kind = manifest.get("predictor_kind", "graph")
+    if kind not in PREDICTOR_KINDS:
+        raise IncompatibleBundleError(
+            f"{path}: field 'predictor_kind' is {excerpt(kind)}; this ScaleDL reads "
+            f"{sorted(PREDICTOR_KINDS)}"
+        )
+    required = PREDICTOR_KINDS[kind]
+    for name in required:
         if name not in files:
             raise BundleError(
                 f"{Path(bundle) / name}: not listed in {path} field 'files': the loader reads it, "
                 "so an unverified file is refused"
             )
-    known = (*BUNDLE_FILES, *OPTIONAL_BUNDLE_FILES)
+    known = (*required, *OPTIONAL_BUNDLE_FILES)
     for name, expected in files.items():
         if name not in known:
             raise BundleError(
@@ -506,6 +528,9 @@ class BundleParts:
         gnn_state: the GNN's state dict (tensors only).
         domain: the training domain (``None`` for bundles written before it was recorded).
         calibration: the interval calibration (``None`` when the bundle has none).
+        kind: ``graph`` (CPU predictor) or ``kernel`` (GPU predictor, any device of the device
+            table).
+        operators: a kernel bundle's operator models and correction (``None`` otherwise).
     """
 
     path: Path
@@ -515,6 +540,8 @@ class BundleParts:
     gnn_state: dict[str, torch.Tensor]
     domain: TrainingDomain | None = None
     calibration: IntervalCalibration | None = None
+    kind: str = "graph"
+    operators: dict[str, Any] | None = None
 
     @property
     def training_devices(self) -> list[str]:
@@ -543,6 +570,10 @@ def read_bundle(bundle: Path) -> BundleParts:
 
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
+    if manifest.get("predictor_kind") == "kernel":
+        from scaledl.registry.kernel_bundle import read_kernel_parts
+
+        return read_kernel_parts(bundle, manifest)
     layer_file = bundle / "layerwise.skops"
     try:
         untrusted = sio.get_untrusted_types(file=layer_file)
@@ -660,6 +691,10 @@ def build_method(parts: BundleParts) -> GraphMethod:
     from scaledl.models.gnn import RuntimeGNN
     from scaledl.models.methods import GraphMethod
 
+    if parts.kind == "kernel":
+        from scaledl.registry.kernel_bundle import build_kernel_method
+
+        return build_kernel_method(parts)
     params = parts.params
     try:
         gnn = RuntimeGNN(**params["gnn_config"])

@@ -13,12 +13,14 @@ applies) and ``extrapolation`` (the reasons, ``"; "``-joined, ``""`` in domain):
   never measured, or measured too rarely for a model of its own);
 * a size feature of :data:`~scaledl.models.domain.RANGE_FEATURES` outside its training range.
 
-A device never trained on is not a reason here: the predictor refuses it before predicting
-(it has no device features to extrapolate from).
+* ``device_name``: a device never trained on. A CPU predictor refuses such a device before
+  predicting (it has no device features to extrapolate from); a GPU predictor (kernel-aware,
+  :mod:`scaledl.registry.kernel_bundle`) predicts it from its specs and flags it here.
 
 Each reason says which calibration stratum (:mod:`scaledl.models.intervals`) measures such
 errors: ``unseen_family`` for a new family, ``beyond_range`` for sizes beyond the training
-range, none for the others, which no evaluation split covers. The interval basis of a row is
+range, ``unseen_device`` for a device never trained on (the GPU evaluation's leave-one-GPU-out
+errors), none for the others, which no evaluation split covers. The interval basis of a row is
 ``in_domain`` without reasons, the single stratum its reasons share, or ``widest`` (the widest
 calibrated stratum) when they need several strata or one no stratum covers: an out-of-domain
 prediction is flagged *and* its interval widens, it is never silently confident.
@@ -79,6 +81,16 @@ def _categorical(w: Workload, domain: TrainingDomain) -> list[Extrapolation]:
                 family,
                 f"family never trained on (trained on {list(domain.families)})",
                 "unseen_family",
+            )
+        )
+    if w.device_name not in domain.devices:
+        out.append(
+            Extrapolation(
+                "device_name",
+                w.device_name,
+                f"device never trained on, predicted from its specs (trained on "
+                f"{list(domain.devices)})",
+                "unseen_device",
             )
         )
     checks = (

@@ -7,9 +7,11 @@ infinite value in a dict is an error, never a default. A predictor predicts for 
 was trained on: a dict or row without
 ``device_name`` means "the predictor's device" (an error when it was trained on several), a
 bare ``cpu`` or ``cuda`` the predictor's one device of that kind; a ``device_name`` not among
-the training devices is an error, never a silent guess. Every workload is built and traced
-(meta device, cached) before predicting, so a model that cannot be built is an error naming the
-row, never a traceback.
+the training devices is an error, never a silent guess, except for a GPU predictor (a kernel
+bundle, :mod:`scaledl.registry.kernel_bundle`), which predicts any GPU of the device table from
+its specs and flags one it never trained on (``in_domain`` False, ``device_name`` reason).
+Every workload is built and traced (meta device, cached) before predicting, so a model that
+cannot be built is an error naming the row, never a traceback.
 
 Every prediction says whether it lies inside the training domain and, if not, why
 (:mod:`scaledl.registry.guard`; ``strict=True`` makes that an error), and, with ``coverage``,
@@ -223,15 +225,33 @@ class Predictor:
                 rec = self._with_device(rec, where)
                 w = Workload.from_record(rec, source=where, table=table)
             if w.device_name not in self.devices:
-                raise WorkloadError(
-                    f"{where}: field 'device_name' (value {w.device_name!r}): predictor "
-                    f"{self.version} was trained on {self.devices}"
-                )
+                self._check_unseen_device(w.device_name, where)
             check_traceable(w, where)
             specs.append(w)
         if not specs:
             raise WorkloadError(f"{prefix}no workload to predict (no row)")
         return specs
+
+    @property
+    def predicts_any_device(self) -> bool:
+        """Whether devices never trained on are predicted from their specs (a GPU predictor)."""
+        return self._parts.kind == "kernel"
+
+    def _check_unseen_device(self, device: str, where: str) -> None:
+        """Refuse a device never trained on, unless this GPU predictor has its specs."""
+        from scaledl.devices import UnknownDeviceError, device_spec
+
+        trained = f"predictor {self.version} was trained on {self.devices}"
+        if not self.predicts_any_device:
+            raise WorkloadError(f"{where}: field 'device_name' (value {device!r}): {trained}")
+        try:
+            device_spec(device)
+        except UnknownDeviceError as exc:
+            raise WorkloadError(
+                f"{where}: field 'device_name' (value {device!r}): not in the device table, so "
+                f"it cannot be predicted from its specs ({trained}; `scaledl devices` lists "
+                f"the known ones): {exc}"
+            ) from None
 
     def _with_device(self, record: Any, where: str) -> Any:
         """The record with its missing or bare ``device_name`` resolved to a training device."""

@@ -99,11 +99,12 @@ def test_from_predictions_maps_splits_to_strata():
 def test_out_of_domain_intervals_are_never_narrower():
     cal = IntervalCalibration.from_predictions(predictions(), "scaledl")
     widths = cal.half_widths("iteration", 0.9)
-    pred = np.ones(4)
+    pred = np.ones(len(STRATA) + 1)
     low, high, q = cal.interval("iteration", pred, [*STRATA, "widest"], 0.9)
     assert q[0] == widths["in_domain"]
     assert (q[1:] >= q[0]).all()
-    assert q[3] == max(widths.values())
+    assert q[-1] == max(widths.values())
+    assert "unseen_device" not in widths and q[STRATA.index("unseen_device")] == q[-1]
     assert np.allclose(low * high, pred**2)  # symmetric in log space
     with pytest.raises(CalibrationError, match="not a stratum"):
         cal.interval("iteration", pred[:1], ["elsewhere"], 0.9)

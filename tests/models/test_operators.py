@@ -1,6 +1,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.models.operators import (
@@ -105,5 +107,18 @@ def test_operator_model_is_bounded_by_the_roofline_and_learns_utilisation():
 def test_operator_model_needs_data():
     with pytest.raises(ValueError, match="no training operators"):
         OperatorTimeModel().fit(pd.DataFrame())
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         OperatorTimeModel().predict(_ops([matmul_descriptor((8, 8), (8, 8), 4)]))
+
+
+def test_operator_model_follows_the_estimator_contract():
+    grid = ({"n_estimators": 5, "max_depth": 2, "learning_rate": 0.3, "min_samples_leaf": 2},)
+    model = OperatorTimeModel(tile=64, grid=grid, min_rows=5)
+    assert model.get_params() == {"tile": 64, "grid": grid, "min_rows": 5}
+    assert not [k for k in vars(model) if k.endswith("_")]  # no fitted state before fit
+    model.fit(_synthetic(40, seed=0))
+    copy = clone(model)
+    assert copy.get_params() == model.get_params() and not hasattr(copy, "models_")
+    with pytest.raises(NotFittedError):
+        copy.predict(_synthetic(5, seed=2), "forward")
+    assert len(model.predict(_synthetic(5, seed=2), "forward")) == 5

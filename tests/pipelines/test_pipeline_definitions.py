@@ -23,6 +23,7 @@ EXPECTED_ASSETS = {
     "runtime_gnn",
     "evaluation_report",
     "predictor_bundle",
+    "gpu_predictor",
     "data_version",
 }
 
@@ -62,6 +63,8 @@ def test_asset_graph_has_the_pipeline_stages_in_order():
     assert parents["imported_profiles"] == {"search_space"}
     assert {"validated_profiles", "imported_profiles"} <= parents["evaluation_report"]
     assert "predictor_bundle" in parents["data_version"]
+    assert parents["gpu_predictor"] == {"imported_profiles", "evaluation_report"}
+    assert "gpu_predictor" in parents["data_version"]
 
 
 def test_every_asset_has_a_group_and_a_description():

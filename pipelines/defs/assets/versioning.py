@@ -8,7 +8,9 @@ from pipelines.defs.resources import DvcResource, LocalPredictorStore
 GROUP = "versioning"
 
 
-@dg.asset(group_name=GROUP, kinds={"dvc"}, deps=["evaluation_report", "predictor_bundle"])
+@dg.asset(
+    group_name=GROUP, kinds={"dvc"}, deps=["evaluation_report", "predictor_bundle", "gpu_predictor"]
+)
 def data_version(
     context: dg.AssetExecutionContext,
     settings: ScaledlSettings,
