@@ -47,7 +47,6 @@ from scaledl.design.matched import (
     predictor_information,
 )
 from scaledl.design.samplers import lhs_indices, random_indices
-from scaledl.evaluation.comparisons import comparison_record
 from scaledl.evaluation.design_check import DesignCheck
 from scaledl.evaluation.metrics import error_summary
 from scaledl.evaluation.significance import paired_comparison
@@ -192,8 +191,6 @@ def learning_curves(
         raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {len(pool)}] (the pool)")
     if seeds < 1:
         raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
-    true_s = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
-    true_s = true_s.to_numpy() / 1000.0
     chosen = {
         (sampler, n, seed): pool if n == len(pool) else design.select(sampler, n, seed)
         for sampler in samplers
@@ -202,14 +199,7 @@ def learning_curves(
     }
     tasks = list(dict.fromkeys((tuple(ids), seed) for (_, _, seed), ids in chosen.items()))
     started = time.perf_counter()
-    results = fit_predict_many(
-        [(list(ids), list(validation_ids(ids, val_fraction, seed)), seed) for ids, seed in tasks]
-    )
-    mre, prior_mre = {}, {}
-    for task, r in zip(tasks, results, strict=True):
-        mre[task] = error_summary(r["pred"]["iteration_s"].to_numpy(), true_s)["mre"]
-        if r.get("prior_ms") is not None:
-            prior_mre[task] = error_summary(np.asarray(r["prior_ms"]) / 1000.0, true_s)["mre"]
+    mre, prior_mre = _fit_tasks(data, test_ids, tasks, fit_predict_many, val_fraction)
     fit_seconds = time.perf_counter() - started
     check = DesignCheck(
         data.subset(pool).nodes,
@@ -217,26 +207,17 @@ def learning_curves(
         [data.workloads[w].world_size for w in pool],
     )
     pool_pos = {w: i for i, w in enumerate(pool)}
-    curves: dict = {}
-    for sampler in samplers:
-        per_seed, prior, efficiency, coverage = [], [], [], []
-        for n in sizes:
-            subsets = [chosen[(sampler, n, seed)] for seed in range(seeds)]
-            keys = [(tuple(ids), seed) for seed, ids in enumerate(subsets)]
-            per_seed.append([mre[k] for k in keys])
-            prior.append(float(np.mean([prior_mre[k] for k in keys])) if prior_mre else None)
-            graphs = [[pool_pos[w] for w in ids] for ids in subsets]
-            efficiency.append(float(np.mean([check.layerwise_d_efficiency(g) for g in graphs])))
-            coverage.append(float(np.mean([check.family_world_coverage(g) for g in graphs])))
-        curves[sampler] = {
-            "sizes": list(sizes),
-            "mre_mean": [float(np.mean(r)) for r in per_seed],
-            "mre_std": [float(np.std(r)) for r in per_seed],
-            "mre_per_seed": per_seed,
-            "prior_mre_mean": prior if prior_mre else None,
-            "layerwise_d_efficiency": efficiency,
-            "family_world_coverage": coverage,
-        }
+    curves = {
+        sampler: _sampler_curve(
+            [[chosen[(sampler, n, seed)] for seed in range(seeds)] for n in sizes],
+            sizes,
+            mre,
+            prior_mre,
+            check,
+            pool_pos,
+        )  # fmt: skip
+        for sampler in samplers
+    }
     comparisons, halving = sampler_comparisons(curves, len(pool), seeds)
     return {
         "samplers": curves,
@@ -251,14 +232,80 @@ def learning_curves(
     }
 
 
+def _fit_tasks(
+    data: ProfileData,
+    test_ids: list[str],
+    tasks: list[tuple[tuple[str, ...], int]],
+    fit_predict_many: Callable[[list[tuple[list[str], list[str], int]]], list[dict]],
+    val_fraction: float,
+) -> tuple[dict, dict]:
+    """Fit every distinct (training subset, seed) once; the test MRE of each and of its prior.
+
+    Returns:
+        ``(mre, prior_mre)``: task -> iteration MRE on ``test_ids``; the prior's (empty for a
+        method without one).
+    """
+    true_s = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
+    true_s = true_s.to_numpy() / 1000.0
+    results = fit_predict_many(
+        [(list(ids), list(validation_ids(ids, val_fraction, seed)), seed) for ids, seed in tasks]
+    )
+    mre, prior_mre = {}, {}
+    for task, r in zip(tasks, results, strict=True):
+        mre[task] = error_summary(r["pred"]["iteration_s"].to_numpy(), true_s)["mre"]
+        if r.get("prior_ms") is not None:
+            prior_mre[task] = error_summary(np.asarray(r["prior_ms"]) / 1000.0, true_s)["mre"]
+    return mre, prior_mre
+
+
+def _sampler_curve(
+    subsets_by_size: list[list[list[str]]],
+    sizes: list[int],
+    mre: dict,
+    prior_mre: dict,
+    check: DesignCheck,
+    pool_pos: dict[str, int],
+) -> dict:
+    """One sampler's curve: MRE per size and seed, its prior's, D-efficiency and coverage.
+
+    Args:
+        subsets_by_size: per size, the training subset of each seed (seed order).
+        sizes: the sizes.
+        mre: task -> MRE (:func:`_fit_tasks`).
+        prior_mre: task -> the prior's MRE (empty: no prior).
+        check: the pool's design check.
+        pool_pos: workload id -> its position in the pool.
+
+    Returns:
+        A ``SamplerCurve`` of :mod:`scaledl.evaluation.results` as a dict.
+    """
+    per_seed, prior, efficiency, coverage = [], [], [], []
+    for subsets in subsets_by_size:
+        keys = [(tuple(ids), seed) for seed, ids in enumerate(subsets)]
+        per_seed.append([mre[k] for k in keys])
+        prior.append(float(np.mean([prior_mre[k] for k in keys])) if prior_mre else None)
+        graphs = [[pool_pos[w] for w in ids] for ids in subsets]
+        efficiency.append(float(np.mean([check.layerwise_d_efficiency(g) for g in graphs])))
+        coverage.append(float(np.mean([check.family_world_coverage(g) for g in graphs])))
+    return {
+        "sizes": list(sizes),
+        "mre_mean": [float(np.mean(r)) for r in per_seed],
+        "mre_std": [float(np.std(r)) for r in per_seed],
+        "mre_per_seed": per_seed,
+        "prior_mre_mean": prior if prior_mre else None,
+        "layerwise_d_efficiency": efficiency,
+        "family_world_coverage": coverage,
+    }
+
+
 def _seed_comparison(curves: dict, a: tuple[str, int], b: tuple[str, int]) -> dict | None:
     """Paired (by seed) comparison of sampler ``a[0]`` at size ``a[1]`` with ``b``."""
     mre_a = curves[a[0]]["mre_per_seed"][curves[a[0]]["sizes"].index(a[1])]
     mre_b = curves[b[0]]["mre_per_seed"][curves[b[0]]["sizes"].index(b[1])]
     if len(mre_a) < 2:
         return None
-    result = paired_comparison(mre_a, mre_b, f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
-    return comparison_record(result, "seed", 1.0)
+    name_a, name_b = f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}"
+    return paired_comparison(mre_a, mre_b, name_a, name_b, unit="seed").model_dump()
 
 
 def sampler_comparisons(curves: dict, pool_size: int, seeds: int) -> tuple[list[dict], dict | None]:
