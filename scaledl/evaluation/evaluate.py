@@ -215,41 +215,29 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     with clock.stage("load"):
         data = load_profile_data(validated_dir)
     run = EvaluationRun(data, config, str(out_dir / "metrics.json"))
+    body = _description(run)
     with clock.stage("splits"):
         main = split_stage(run)
+    body.update(splits=main.splits, split_sizes=main.split_sizes)
     with clock.stage("intervals"):
-        intervals, predictions, calibration = interval_stage(
+        body["intervals"], predictions, calibration = interval_stage(
             run, main.fits.predictions, tables_sha256(validated_dir),
             out_dir / "predictions.parquet",
         )  # fmt: skip
     with clock.stage("significance"):
-        significance = significance_stage(run, predictions, main.ood_splits)
-        diagnosis = diagnosis_stage(run, main.fits.diagnosis)
+        body["significance"] = significance_stage(run, predictions, main.ood_splits)
+        body["gnn_diagnosis"] = diagnosis_stage(run, main.fits.diagnosis)
     with clock.stage("sweep"):
-        sweep = sweep_stage(run)
+        body["sweep"] = sweep_stage(run)
     with clock.stage("learning_curve"):
-        curves = learning_curve_stage(run, main.id_split)
+        body["learning_curves"] = learning_curve_stage(run, main.id_split)
     with clock.stage("external"):
-        external, gpu, gpu_pred = external_stage(run)
-    body = {
-        "schema_version": SCHEMA_VERSION,
-        "n_workloads": len(data.labels),
-        "families": sorted(data.labels["family"].unique().tolist()),
-        "label_reproducibility": reproducibility_stage(run),
-        "splits": main.splits,
-        "learning_curves": curves,
-        "external": external,
-        "gpu": gpu,
-        "sweep": sweep,
-        "intervals": intervals,
-        "split_sizes": main.split_sizes,
-        "fit_counts": dict(run.fits.fits),
-        "significance": significance,
-        "ablations": {a: ABLATION_TEXT[a] for a in run.evaluated if a in ABLATION_TEXT},
-        "gnn_diagnosis": diagnosis,
-        "notes": run.notes,
-        "config": config.to_dict(),
-    }
+        body["external"], body["gpu"], gpu_pred = external_stage(run)
+    body.update(
+        label_reproducibility=reproducibility_stage(run),
+        fit_counts=dict(run.fits.fits),
+        notes=run.notes,
+    )
 
     def metrics_now() -> Metrics:
         runtime = clock.runtime(main.fits.stage_seconds, run.fits, time.perf_counter() - started)
@@ -265,6 +253,18 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     metrics.write(out_dir / "metrics.json")
     _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
     return metrics
+
+
+def _description(run: EvaluationRun) -> dict:
+    """The sections that describe the run: schema, data, ablations and config."""
+    labels = run.data.labels
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "n_workloads": len(labels),
+        "families": sorted(labels["family"].unique().tolist()),
+        "ablations": {a: ABLATION_TEXT[a] for a in run.evaluated if a in ABLATION_TEXT},
+        "config": run.config.to_dict(),
+    }
 
 
 def _write_tables(

@@ -186,11 +186,7 @@ def learning_curves(
     test = set(test_ids)
     pool = [i for i in data.ids if i not in test]
     design = PoolDesign(data, pool, order)
-    sizes = sorted(set(auto_sizes(len(pool), len(design.terms)) if sizes is None else sizes))
-    if sizes[0] < 1 or sizes[-1] > len(pool):
-        raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {len(pool)}] (the pool)")
-    if seeds < 1:
-        raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
+    sizes = _checked_sizes(sizes, seeds, len(pool), len(design.terms))
     chosen = {
         (sampler, n, seed): pool if n == len(pool) else design.select(sampler, n, seed)
         for sampler in samplers
@@ -207,17 +203,10 @@ def learning_curves(
         [data.workloads[w].world_size for w in pool],
     )
     pool_pos = {w: i for i, w in enumerate(pool)}
-    curves = {
-        sampler: _sampler_curve(
-            [[chosen[(sampler, n, seed)] for seed in range(seeds)] for n in sizes],
-            sizes,
-            mre,
-            prior_mre,
-            check,
-            pool_pos,
-        )  # fmt: skip
-        for sampler in samplers
-    }
+    curves = {}
+    for sampler in samplers:
+        subsets = [[chosen[(sampler, n, seed)] for seed in range(seeds)] for n in sizes]
+        curves[sampler] = _sampler_curve(subsets, sizes, mre, prior_mre, check, pool_pos)
     comparisons, halving = sampler_comparisons(curves, len(pool), seeds)
     return {
         "samplers": curves,
@@ -230,6 +219,20 @@ def learning_curves(
         "comparisons": comparisons,
         "halving": halving,
     }
+
+
+def _checked_sizes(sizes: Sequence[int] | None, seeds: int, n_pool: int, n_terms: int) -> list[int]:
+    """The sorted distinct sizes (:func:`auto_sizes` for ``None``).
+
+    Raises:
+        ValueError: a size outside ``[1, n_pool]``, or no seed.
+    """
+    sizes = sorted(set(auto_sizes(n_pool, n_terms) if sizes is None else sizes))
+    if sizes[0] < 1 or sizes[-1] > n_pool:
+        raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {n_pool}] (the pool)")
+    if seeds < 1:
+        raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
+    return sizes
 
 
 def _fit_tasks(

@@ -19,9 +19,10 @@ def test_every_target_has_a_unique_name_and_a_known_comparator():
 
 def test_paths_resolve_through_models_dicts_and_comparisons():
     metrics = make_metrics()
-    assert resolve(metrics, "splits.id.methods.scaledl.mre") == metrics.splits.id.methods[
-        "scaledl"
-    ].mre
+    assert (
+        resolve(metrics, "splits.id.methods.scaledl.mre")
+        == metrics.splits.id.methods["scaledl"].mre
+    )
     c = resolve(metrics, "significance.splits.id[scaledl,additive]")
     assert (c.method_a, c.method_b) == ("scaledl", "additive")
     assert resolve(metrics, "significance.splits.extrapolation[scaledl,additive]") is None
