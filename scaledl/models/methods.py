@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import time
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -584,7 +585,11 @@ class GlobalGBDTMethod(RuntimeMethod):
                 refit=False,
                 error_score="raise",
             )
-            search.fit(X, y, sample_weight=weight)
+            with warnings.catch_warnings():
+                # The tuning score is the unweighted validation MRE (every workload counts
+                # once, as in the evaluation); the label weights apply to the fits only.
+                warnings.filterwarnings("ignore", "The scoring .* does not support sample_weight")
+                search.fit(X, y, sample_weight=weight)
             self.params_ = dict(search.best_params_)
         self.model_ = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **self.params_)
         self.model_.fit(X, y, sample_weight=weight)
