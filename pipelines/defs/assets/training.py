@@ -190,7 +190,7 @@ def predictor_bundle(
                 "mre_difference_ci_low": dg.MetadataValue.float(comparison.ci_low),
                 "mre_difference_ci_high": dg.MetadataValue.float(comparison.ci_high),
                 "verdict": comparison.verdict,
-                "held_out_workloads": comparison.n_workloads,
+                "held_out_workloads": comparison.n_units,
                 "comparison": md_table(_comparison_frame(comparison)),
             }
         )
