@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scaledl.evaluation.summary import markers, read_block, replace_block
+from scaledl.report.formatting import pct
+from scaledl.report.summary import markers, read_block, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -55,10 +56,6 @@ class _Result:
         return self.data.get(key, default)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _yes(flag: bool | None) -> str:
     return {True: "met", False: "not met", None: "n/a"}[flag]
 
@@ -87,11 +84,11 @@ def _points(x: float | None) -> str:
 
 #: Figures of the profiling table: key -> (name, formatter).
 _PROFILING_ROWS = {
-    "label_mre_between_runs": ("label MRE between two separate runs", _pct),
-    "label_mre_between_runs_world_size_1": ("... world size 1", _pct),
-    "label_mre_between_runs_world_size_2": ("... world size 2", _pct),
-    "design_share_compared": ("share of the design compared", _pct),
-    "kept_share_min": ("parts kept (worse run)", _pct),
+    "label_mre_between_runs": ("label MRE between two separate runs", pct),
+    "label_mre_between_runs_world_size_1": ("... world size 1", pct),
+    "label_mre_between_runs_world_size_2": ("... world size 2", pct),
+    "design_share_compared": ("share of the design compared", pct),
+    "kept_share_min": ("parts kept (worse run)", pct),
     "profiling_minutes_max": ("quick-preset profiling (slower run)", _minutes),
     "make_run_minutes_max": ("`make run` (slower run, installs excluded)", _minutes),
     "headline_id_difference_points": ("headline ID MRE, difference between runs", _points),
@@ -117,7 +114,7 @@ def _profiling(r: _Result) -> str:
             f"| {name} | {fmt(before.get(key))} | {fmt(m[key])} | {cmp} {fmt(t[key])} | "
             f"{_yes(reached[key])} |"
         )
-    candidates = ", ".join(f"{name} {_pct(c['mre'])}" for name, c in cross["candidates"].items())
+    candidates = ", ".join(f"{name} {pct(c['mre'])}" for name, c in cross["candidates"].items())
     versus = "; ".join(
         f"{name} {100 * c['mre_difference']:+.1f} points [{100 * c['ci_low']:+.1f}, "
         f"{100 * c['ci_high']:+.1f}] ({c['verdict']})"
@@ -127,8 +124,8 @@ def _profiling(r: _Result) -> str:
               f"{versus}."]  # fmt: skip
     runs = ", ".join(
         f"{name}: {run['kept']} of {run['parts']} parts kept, {run['remeasured_parts']} "
-        f"re-measured, launch MRE {_pct(run['launch_mre_corrected'])} corrected vs "
-        f"{_pct(run['launch_mre_raw'])} raw"
+        f"re-measured, launch MRE {pct(run['launch_mre_corrected'])} corrected vs "
+        f"{pct(run['launch_mre_raw'])} raw"
         for name, run in r["runs"].items()
     )
     lines += ["", f"Per run: {runs}."]
@@ -137,8 +134,8 @@ def _profiling(r: _Result) -> str:
         lines += [
             "",
             f"Headline ScaleDL iteration MRE of the two runs (A / B): in-distribution "
-            f"{_pct(heads[0]['id_mre'])} / {_pct(heads[1]['id_mre'])}, leave-one-family-out "
-            f"{_pct(heads[0]['ood_mre'])} / {_pct(heads[1]['ood_mre'])}; `make run` "
+            f"{pct(heads[0]['id_mre'])} / {pct(heads[1]['id_mre'])}, leave-one-family-out "
+            f"{pct(heads[0]['ood_mre'])} / {pct(heads[1]['ood_mre'])}; `make run` "
             + " / ".join(_minutes(x) for x in r["make_run_minutes"])
             + " (installs excluded).",
         ]
@@ -167,7 +164,7 @@ def _drift(r: _Result) -> str:
             f"{name}: p50 / p95 / max label {w['label_ratio_p50']:.2f} / "
             f"{w['label_ratio_p95']:.2f} / {w['label_ratio_max']:.2f} x quiet; "
             f"{phases['count']} slow phases (> 5%), median {phases['median_s']:.0f} s, longest "
-            f"{phases['longest_s']:.0f} s, {_pct(phases['share_of_time'])} of the time; spread "
+            f"{phases['longest_s']:.0f} s, {pct(phases['share_of_time'])} of the time; spread "
             f"of log labels below / above the median {w['lower_spread_log']:.3f} / "
             f"{w['upper_spread_log']:.3f} (noise only adds time: "
             f"{'yes' if w['noise_only_adds_time'] else 'no'}); probes explain R^2 "
@@ -199,7 +196,7 @@ def _predict_gpu(r: _Result) -> str:
     return (
         f"GPU prediction (`bench_predict_gpu.py`): {r['n_workloads']:,} workloads "
         f"({r['architectures']} architectures, {len(r['gpus'])} GPUs, "
-        f"{_pct(r['unseen_gpu_share'])} on GPUs never trained on) in "
+        f"{pct(r['unseen_gpu_share'])} on GPUs never trained on) in "
         f"{r['predict_seconds_warm']:.1f} s warm, {r['predict_seconds_cold']:.1f} s cold (target "
         f"{r['predict_target_seconds']:.0f} s warm: {_yes(r['predict_within_target_warm'])}); "
         f"fitted on {r['training_workloads']} imported workloads in {r['fit_seconds']:.0f} s."

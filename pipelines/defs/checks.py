@@ -184,6 +184,47 @@ def evaluation_report_ood_finite(settings: ScaledlSettings) -> dg.AssetCheckResu
     )
 
 
+def target_summary(metrics_path: Path) -> tuple[bool, dict[str, Any]]:
+    """The accuracy targets of ``metrics.json`` (:data:`scaledl.evaluation.targets.TARGETS`).
+
+    Args:
+        metrics_path: the evaluation's ``metrics.json``.
+
+    Returns:
+        ``(passed, metadata)``: passed when no measured target is missed; the metadata counts
+        reached, missed and unmeasured targets and lists them (markdown), or holds the error
+        when the file does not read.
+    """
+    from scaledl.evaluation.results import Metrics, MetricsError
+    from scaledl.report.formatting import reached_text
+    from scaledl.report.targets import target_rows
+
+    try:
+        rows = target_rows(Metrics.read(metrics_path))
+    except MetricsError as exc:
+        return False, {"error": str(exc)}
+    table = pd.DataFrame(
+        [{"target": r.target, "measured": r.measured,
+          "reached": reached_text(r.reached, markdown=True)} for r in rows]
+    )  # fmt: skip
+    missed = sum(r.reached is False for r in rows)
+    return missed == 0, {
+        "reached": sum(r.reached is True for r in rows),
+        "missed": missed,
+        "not_measured": sum(r.reached is None for r in rows),
+        "targets": dg.MetadataValue.md(table.to_markdown(index=False)),
+    }
+
+
+@dg.asset_check(asset="evaluation_report")
+def evaluation_report_targets(settings: ScaledlSettings) -> dg.AssetCheckResult:
+    """Every accuracy target measured in ``metrics.json`` is reached (a warning otherwise)."""
+    passed, metadata = target_summary(settings.metrics_path)
+    return dg.AssetCheckResult(
+        passed=passed, severity=dg.AssetCheckSeverity.WARN, metadata=metadata
+    )
+
+
 @dg.asset_check(asset="predictor_bundle", blocking=True)
 def predictor_bundle_predicts(
     settings: ScaledlSettings, predictor_store: LocalPredictorStore

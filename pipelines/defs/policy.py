@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scaledl.evaluation.significance import PairedComparison
+    from scaledl.evaluation.significance import Comparison
     from scaledl.registry import Predictor
 
 
@@ -35,13 +35,13 @@ class RegistrationDecision:
 
     register: bool
     reason: str
-    comparison: PairedComparison | None = None
+    comparison: Comparison | None = None
 
 
 def decide_registration(
     *,
     has_current: bool,
-    comparison: PairedComparison | None = None,
+    comparison: Comparison | None = None,
     current_unusable: str = "",
     not_compared: str = "",
 ) -> RegistrationDecision:
@@ -98,7 +98,7 @@ def compare_on_held_out(
     current: Predictor,
     validated_dir: Path,
     confidence_level: float = 0.95,
-) -> tuple[PairedComparison | None, str]:
+) -> tuple[Comparison | None, str]:
     """Compare candidate and current on the validated workloads neither was trained on.
 
     Args:

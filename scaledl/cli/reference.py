@@ -55,7 +55,7 @@ def evaluate_reference_command(
     typer.echo(f"{out}: written")
     if readme is not None:
         from scaledl.evaluation.reference_block import BOUNDS, reference_markdown
-        from scaledl.evaluation.summary import replace_block
+        from scaledl.report.summary import replace_block
 
         text = readme.read_text()
         block = reference_markdown(json.loads(out.read_text()))

@@ -41,10 +41,10 @@ def summary(
     (commit it), and the block between the results markers of ``--readme`` is regenerated from
     that copy; a test keeps the two in step.
     """
-    from scaledl.evaluation.report import reproducibility_text
     from scaledl.evaluation.results import Metrics, MetricsError
-    from scaledl.evaluation.summary import ReadmeBlockError, write_readme_block
     from scaledl.registry import BundleError, latest_bundle
+    from scaledl.report.evaluation_report import reproducibility_text
+    from scaledl.report.summary import ReadmeBlockError, write_readme_block
 
     paths = layout() if data is None else DataLayout(data)
     metrics_path = paths.metrics_path

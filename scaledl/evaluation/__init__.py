@@ -14,9 +14,9 @@ Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapol
 :mod:`~scaledl.evaluation.gpu` (imported real-GPU profiles through the product's models:
 leave one model / GPU out, operators, data parallel; report in
 :mod:`~scaledl.evaluation.gpu_report`), :mod:`~scaledl.evaluation.external` (Vidur all-reduce),
-:mod:`~scaledl.evaluation.figures` (PNG figures), :mod:`~scaledl.evaluation.report` (HTML),
-:mod:`~scaledl.evaluation.summary` (the README results block),
-:mod:`~scaledl.evaluation.evaluate` (orchestration).
+:mod:`~scaledl.evaluation.targets` (the accuracy targets: one table),
+:mod:`~scaledl.evaluation.evaluate` (orchestration, in stages: :mod:`~scaledl.evaluation.stages`).
+The report, its figures and the README block are :mod:`scaledl.report`.
 
 ``evaluate`` and ``EvaluationConfig`` are imported on first use, so reading a ``metrics.json``
 does not import the models (torch, scikit-learn).

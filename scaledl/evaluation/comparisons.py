@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.significance import PairedComparison, paired_comparison
+from scaledl.evaluation.significance import paired_comparison
 
 #: Comparisons beyond "scaledl against every other method": (A, B) pairs, when both ran.
 EXTRA_PAIRS = (("critical_path", "additive"), ("scaledl_sum_prior", "additive"))
@@ -47,24 +47,6 @@ def comparison_pairs(methods: list[str]) -> list[tuple[str, str]]:
     """
     pairs = [("scaledl", m) for m in methods if m != "scaledl"] if "scaledl" in methods else []
     return pairs + [(a, b) for a, b in EXTRA_PAIRS if a in methods and b in methods]
-
-
-def comparison_record(result: PairedComparison, unit: str, label_repeats: float) -> dict:
-    """A :class:`PairedComparison` as a ``metrics.json`` comparison (a ``Comparison`` section).
-
-    Args:
-        result: the comparison.
-        unit: what was resampled: ``"workload"`` or ``"seed"``.
-        label_repeats: mean label repeats per workload the errors were averaged over (1 for
-            comparisons of MREs).
-
-    Returns:
-        The fields of ``result`` with ``n_workloads`` named ``n_units``, plus ``unit`` and
-        ``label_repeats``.
-    """
-    record = result.to_dict()
-    record["n_units"] = record.pop("n_workloads")
-    return {**record, "unit": unit, "label_repeats": float(label_repeats)}
 
 
 def repeat_errors(
@@ -156,11 +138,9 @@ def compare_split(
     for method in methods:
         errors[method], repeats = repeat_errors(frame, run_labels, method, workload_ids)
     comparisons = [
-        comparison_record(
-            paired_comparison(errors[a], errors[b], a, b, seed=seed, weights=w),
-            "workload",
-            repeats,
-        )
+        paired_comparison(
+            errors[a], errors[b], a, b, seed=seed, weights=w, label_repeats=repeats
+        ).model_dump()
         for a, b in comparison_pairs(methods)
         if len(workload_ids) >= MIN_WORKLOADS
     ]

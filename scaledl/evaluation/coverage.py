@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from scaledl.evaluation import targets as accuracy_targets
+from scaledl.evaluation.targets import Target, resolve
 from scaledl.models.intervals import (
     SCORE,
     TARGETS,
@@ -35,9 +37,6 @@ from scaledl.models.intervals import (
     crepes_version,
     log_residuals,
 )
-
-#: Targets (as the report words them) for the interval coverage.
-COVERAGE_BAND = (0.85, 0.95)
 
 
 def _summary(residual: np.ndarray, q: np.ndarray, calibration_size: np.ndarray) -> dict:
@@ -159,7 +158,10 @@ def _store(section: dict, key: tuple, method: str, target: str, summary: dict) -
 
 
 def coverage_targets(section: dict, coverage: float, method: str = "scaledl") -> list[dict]:
-    """The interval targets of the issue, measured: coverage in the band on ID and each family.
+    """The interval targets, measured: coverage in the band on ID and on each left-out family.
+
+    The band is the one of the ``interval_coverage_*`` rows of
+    :data:`scaledl.evaluation.targets.TARGETS`.
 
     Args:
         section: the ``intervals`` section (as :func:`interval_coverage` returns it).
@@ -169,27 +171,28 @@ def coverage_targets(section: dict, coverage: float, method: str = "scaledl") ->
     Returns:
         Rows ``{"target", "measured", "reached"}`` (``reached`` None when not measured).
     """
-    lo, hi = COVERAGE_BAND
-    band = f"between {lo:.0%} and {hi:.0%}"
+    root = {"intervals": section}
 
-    def row(name: str, node: dict | None) -> dict:
-        target = f"{coverage:.0%} intervals: empirical coverage {band} ({name}, {method})"
-        if not node or node.get(method) is None:
-            return {"target": target, "measured": "not evaluated", "reached": None}
-        s = node[method]["iteration"]
+    def row(spec: Target, name: str, **fields: str) -> dict:
+        text = spec.wording(coverage=f"{coverage:.0%}", name=name, method=method)
+        # The path ends in the coverage of the summary the measured text quotes.
+        s = resolve(root, spec.path.format(method=method, **fields).rsplit(".", 1)[0])
+        if s is None:
+            return {"target": text, "measured": "not evaluated", "reached": None}
         return {
-            "target": target,
+            "target": text,
             "measured": f"{s['coverage']:.1%} of {s['n']} (95% CI {s['coverage_ci_low']:.0%}-"
             f"{s['coverage_ci_high']:.0%})",
-            "reached": lo <= s["coverage"] <= hi,
+            "reached": spec.check(s["coverage"]),
         }
 
-    rows = [row("ID", section["id"]["methods"])]
+    per_family = accuracy_targets.target("interval_coverage_family")
+    rows = [row(accuracy_targets.target("interval_coverage_id"), "ID")]
     ood = section["ood"]
     if "per_family" in ood:
-        rows += [row(f"left-out {f}", node) for f, node in ood["per_family"].items()]
+        rows += [row(per_family, f"left-out {f}", family=f) for f in ood["per_family"]]
     else:
-        rows.append(row("left-out families", None))
+        rows.append(row(per_family, "left-out families", family=""))
     return rows
 
 

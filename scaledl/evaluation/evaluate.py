@@ -12,8 +12,9 @@ compares the methods paired (:mod:`scaledl.evaluation.comparisons`), runs the le
 intervals on the splits' out-of-sample predictions (:mod:`scaledl.evaluation.coverage`, no
 extra fit), then writes ``metrics.json``, ``predictions.parquet`` (with interval bounds),
 ``calibration.json`` (the ScaleDL interval calibration a predictor bundle stores),
-``figures/*.png`` and ``report.html`` under the output folder (each file written to a
-temporary name first and renamed into place).
+``figures/*.png`` and ``report.html`` (:mod:`scaledl.report`) under the output folder (each file
+written to a temporary name first and renamed into place). Each step is a stage of
+:mod:`scaledl.evaluation.stages` returning its typed section of the metrics.
 """
 
 from __future__ import annotations
@@ -23,35 +24,32 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from scaledl.evaluation import figures as figs
-from scaledl.evaluation.comparisons import compare_split
-from scaledl.evaluation.coverage import evaluate_intervals
-from scaledl.evaluation.external import evaluate_vidur
-from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
-from scaledl.evaluation.learning_curve import SAMPLERS, learning_curves
-from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
-from scaledl.evaluation.report import write_report
-from scaledl.evaluation.reproducibility import label_reproducibility, repeat_relative_errors
-from scaledl.evaluation.results import SCHEMA_VERSION, Metrics, RuntimeSeconds
-from scaledl.evaluation.split_fits import fit_predict_many, run_splits
-from scaledl.evaluation.splits import (
-    SplitError,
-    extrapolation_split,
-    leave_one_family_out,
-    random_split,
-    validation_ids,
+from scaledl.evaluation.learning_curve import SAMPLERS
+from scaledl.evaluation.results import SCHEMA_VERSION, Metrics
+from scaledl.evaluation.stages import (
+    EvaluationRun,
+    StageClock,
+    diagnosis_stage,
+    external_stage,
+    interval_stage,
+    learning_curve_stage,
+    reproducibility_stage,
+    significance_stage,
+    split_stage,
 )
+from scaledl.evaluation.sweep import sweep_stage
 from scaledl.io.atomic import atomic_file
-from scaledl.layout import neusight_peer_root, vidur_network_root
-from scaledl.models.data import ProfileData, load_profile_data
+from scaledl.layout import vidur_network_root
+from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
-from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES, make_method
+from scaledl.models.intervals import IntervalCalibration
+from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES
 from scaledl.registry.bundle import tables_sha256
-from scaledl.workloads.spec import Workload
+from scaledl.report import figures as figs
+from scaledl.report.evaluation_report import write_report
 
 
 def _cheap_learning_curve_params() -> dict[str, dict]:
@@ -182,140 +180,12 @@ class EvaluationConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
 
-class _Runner:
-    """Fits methods (the sweep) and records fit counts and seconds per method."""
-
-    def __init__(self, data: ProfileData, params: dict[str, dict]) -> None:
-        self.data = data
-        self.params = params
-        self.fits: dict[str, int] = {}
-        self.seconds: dict[str, float] = {}
-
-    def record(self, method: str, fit_seconds: float, fits: int = 1) -> None:
-        """Count ``fits`` fits of ``method`` taking ``fit_seconds`` in all."""
-        self.fits[method] = self.fits.get(method, 0) + fits
-        self.seconds[method] = self.seconds.get(method, 0.0) + fit_seconds
-
-    def fit(self, method: str, train: ProfileData, val_ids, params: dict | None = None):
-        kwargs = self.params.get(method, {}) if params is None else params
-        model = make_method(method, **kwargs).fit(train, list(val_ids))
-        self.record(method, model.fit_seconds_)
-        return model
-
-
-def _split_params(config: EvaluationConfig) -> dict[str, dict]:
-    """Method parameters of the main splits: an ablation takes ScaleDL's unless it has its own."""
-    params = dict(config.method_params)
-    for ablation in config.ablations:
-        params.setdefault(ablation, dict(params.get("scaledl", {})))
-    return params
-
-
-def _significance(
-    predictions: pd.DataFrame, run_labels: pd.DataFrame, ood_splits, config: EvaluationConfig
-) -> dict:
-    """Paired comparisons per split (:mod:`scaledl.evaluation.comparisons`).
-
-    Keys: ``id``, ``ood`` (the folds' test workloads pooled, each weighted by one over its
-    family's count: the mean over families), ``ood/<family>`` and ``extrapolation``.
-    """
-    by_split = dict(tuple(predictions.groupby("split", sort=False)))
-    out = {"id": compare_split(by_split["id"], run_labels, seed=config.seed)}
-    if ood_splits:
-        pooled = pd.concat([by_split[s.name] for s in ood_splits], ignore_index=True)
-        first = pooled.drop_duplicates("workload_id").set_index("workload_id")["family"]
-        weights = 1.0 / first.map(first.value_counts())
-        out["ood"] = compare_split(pooled, run_labels, weights=weights, seed=config.seed)
-        for split in ood_splits:
-            out[split.name] = compare_split(by_split[split.name], run_labels, seed=config.seed)
-    if "extrapolation" in by_split:
-        out["extrapolation"] = compare_split(
-            by_split["extrapolation"], run_labels, seed=config.seed
-        )
-    return {
-        "seeds": config.seeds,
-        "confidence_level": 0.95,
-        "splits": out,
-    }
-
-
-def _diagnosis(rows: pd.DataFrame) -> dict:
-    """Why the GNN does (not) beat its prior: its fits' record per split group and method.
-
-    Groups: ``id``, ``ood`` (every leave-one-family-out fold), ``extrapolation``. Per GNN
-    method on a prior: mean over seeds (and folds) of the training and early-stopping RMSE of
-    log milliseconds, the prior's test MRE, the mean absolute log correction the GNN applies
-    on the test set, the epochs trained and the best epoch.
-    """
-    if rows.empty:
-        return {"skipped": "no GNN on a prior was evaluated"}
-    rows = rows.assign(group=rows["split"].str.split("/").str[0])
-    columns = ["train_rmse_log", "val_rmse_log", "prior_test_mre", "correction_abs", "epochs",
-               "best_epoch"]  # fmt: skip
-    table = rows.groupby(["group", "method"], sort=False)[columns].mean()
-    out: dict = {}
-    for (group, method), values in table.iterrows():
-        out.setdefault(group, {})[method] = {c: float(values[c]) for c in columns}
-    return {"splits": out}
-
-
-def sweep_workloads(base: Workload, field_name: str, values) -> list[Workload]:
-    """Copies of a workload with one field varied.
-
-    Args:
-        base: the representative workload.
-        field_name: ``"batch_size"`` or ``"seq_len"``.
-        values: the values of that field.
-
-    Returns:
-        One validated workload per value.
-    """
-    record = {k: v for k, v in base.to_record().items() if k != "workload_id"}
-    return [
-        Workload.parse({**record, field_name: int(v)}, source=f"sweep {field_name}={v}")
-        for v in values
-    ]
-
-
-def _sweep(runner: _Runner, data: ProfileData, methods, family: str, seed: int, val_fraction):
-    labels = data.labels[data.labels["family"] == family]
-    if labels.empty:
-        return None, f"no {family!r} workloads: sweep figure skipped"
-    # Representative: the most common (world size, architecture) group, median-size workload.
-    table = pd.DataFrame([data.workloads[i].to_record() for i in labels["workload_id"]])
-    arch = ["hidden_size", "num_layers", "world_size", "mode"]
-    key = table.groupby(arch, dropna=False).size().idxmax()
-    group = table[(table[arch] == pd.Series(key, index=arch)).all(axis=1)]
-    tokens = group["batch_size"] * group["seq_len"]
-    base = data.workloads[
-        group.iloc[int(np.argsort(tokens.to_numpy())[len(group) // 2])]["workload_id"]
-    ]
-    all_ids = data.ids
-    models = {m: runner.fit(m, data, validation_ids(all_ids, val_fraction, seed)) for m in methods}
-    out = {"family": family, "base_workload": base.workload_id, "sweeps": {}}
-    for field_name, other in (("batch_size", "seq_len"), ("seq_len", "batch_size")):
-        measured = group[group[other] == getattr(base, other)]
-        lo, hi = int(table[field_name].min()), int(table[field_name].max())
-        grid = sorted({int(v) for v in 2 ** np.arange(np.floor(np.log2(lo)), np.log2(2 * hi) + 1)})
-        ws = sweep_workloads(base, field_name, grid)
-        lab = data.labels.set_index("workload_id")
-        out["sweeps"][field_name] = {
-            "values": grid,
-            "pred_epoch_s": {m: models[m].predict(ws)["epoch_s"].tolist() for m in methods},
-            "measured_values": measured[field_name].astype(int).tolist(),
-            "measured_epoch_s": lab.loc[measured["workload_id"], "epoch_s"].tolist(),
-        }
-    return out, None
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write ``path`` with ``write(tmp)`` atomically and durably (:mod:`scaledl.io.atomic`)."""
-    with atomic_file(path) as tmp:
-        write(tmp)
-
-
 def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> Metrics:
     """Evaluate ScaleDL and the baselines on a directory of validated profile tables.
+
+    The stages of :mod:`scaledl.evaluation.stages` run in order, each returning its typed
+    section; the assembled :class:`~scaledl.evaluation.results.Metrics` is validated before
+    anything is written, the figures are drawn from it and their time completes ``runtime_s``.
 
     Args:
         validated_dir: directory of the six profile tables (see
@@ -341,196 +211,75 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     """
     started = time.perf_counter()
     config = config or EvaluationConfig()
-    out_dir = Path(out_dir)
-    data = load_profile_data(Path(validated_dir))
-    load_s = time.perf_counter() - started
-    notes: list[str] = []
-    runner = _Runner(data, config.method_params)
-    methods = list(config.methods)
-    evaluated = [*methods, *(a for a in config.ablations if a not in methods)]
-    labels = data.labels
-    seed, vf = config.seed, config.val_fraction
-
-    id_split = random_split(labels, config.test_fraction, vf, seed)
-    all_splits = [id_split]
-    ood_splits = leave_one_family_out(labels, vf, seed)
-    if not ood_splits:
-        notes.append("OOD skipped: fewer than two families")
-    all_splits += ood_splits
-    try:
-        ext_split = extrapolation_split(labels, config.extrapolation_quantile, vf, seed)
-    except SplitError as exc:
-        notes.append(f"extrapolation skipped: {exc}")
-        ext_split, ext_skipped = None, str(exc)
-    else:
-        all_splits.append(ext_split)
-    fits = run_splits(
-        data, all_splits, evaluated, config.seeds, _split_params(config), config.n_jobs
+    validated_dir, out_dir = Path(validated_dir), Path(out_dir)
+    clock = StageClock()
+    with clock.stage("load"):
+        data = load_profile_data(validated_dir)
+    run = EvaluationRun(data, config, str(out_dir / "metrics.json"))
+    body = _description(run)
+    with clock.stage("splits"):
+        main = split_stage(run)
+    body.update(splits=main.splits, split_sizes=main.split_sizes)
+    with clock.stage("intervals"):
+        body["intervals"], predictions, calibration = interval_stage(
+            run, main.fits.predictions, tables_sha256(validated_dir),
+            out_dir / "predictions.parquet",
+        )  # fmt: skip
+    with clock.stage("significance"):
+        body["significance"] = significance_stage(run, predictions, main.ood_splits)
+        body["gnn_diagnosis"] = diagnosis_stage(run, main.fits.diagnosis)
+    with clock.stage("sweep"):
+        body["sweep"] = sweep_stage(run)
+    with clock.stage("learning_curve"):
+        body["learning_curves"] = learning_curve_stage(run, main.id_split)
+    with clock.stage("external"):
+        body["external"], body["gpu"], gpu_pred = external_stage(run)
+    body.update(
+        label_reproducibility=reproducibility_stage(run),
+        fit_counts=dict(run.fits.fits),
+        notes=run.notes,
     )
-    predictions = fits.predictions
-    by_split = dict(tuple(predictions.groupby("split", sort=False)))
-    splits: dict = {"id": {"methods": _per_method(by_split["id"])}}
-    if ood_splits:
-        per_family = {s.name.split("/", 1)[1]: _per_method(by_split[s.name]) for s in ood_splits}
-        mean = {m: mean_metrics([per_family[f][m] for f in per_family]) for m in evaluated}
-        splits["ood"] = {"per_family": per_family, "mean": mean}
-    else:
-        splits["ood"] = {"skipped": "fewer than two families"}
-    if ext_split is None:
-        splits["extrapolation"] = {"skipped": ext_skipped}
-    else:
-        splits["extrapolation"] = {
-            "methods": _per_method(by_split["extrapolation"]),
-            "test_min_tokens_per_step": float(
-                labels.set_index("workload_id")
-                .loc[list(ext_split.test_ids)]
-                .eval("batch_size * seq_len")
-                .min()
-            ),
-        }
-    main_s = time.perf_counter() - started - load_s
 
-    t0 = time.perf_counter()
-    # The intervals calibrate the registered predictor, one model of the first seed: they are
-    # scored on that seed's out-of-sample predictions (the other seeds' rows get no bounds).
-    first_seed = predictions[predictions["seed"] == 0]
-    intervals, bounded, calibration = evaluate_intervals(
-        first_seed,
-        config.interval_coverage,
-        tables_sha256(Path(validated_dir)),
-        str(out_dir / "predictions.parquet"),
-    )
-    keys = ["split", "method", "seed", "workload_id"]
-    bounds = [c for c in bounded.columns if c not in predictions.columns]
-    predictions = predictions.merge(bounded[keys + bounds], on=keys, how="left")
-    intervals_s = time.perf_counter() - t0
+    def metrics_now() -> Metrics:
+        runtime = clock.runtime(main.fits.stage_seconds, run.fits, time.perf_counter() - started)
+        return Metrics.from_dict({**body, "runtime_s": runtime}, source=run.source)
 
-    t0 = time.perf_counter()
-    significance = _significance(predictions, data.run_labels, ood_splits, config)
-    diagnosis = _diagnosis(fits.diagnosis)
-    significance_s = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    sweep, note = _sweep(runner, data, methods, config.sweep_family, seed, vf)
-    if note:
-        notes.append(note)
-    sweep_s = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    lc: dict = {}
-    if config.learning_curve_seeds > 0 and config.learning_curve_methods:
-        for method in config.learning_curve_methods:
-            params = config.learning_curve_method_params.get(method, {})
-
-            def fit_many(tasks, method=method, params=params):
-                results = fit_predict_many(
-                    data, method, params, tasks, id_split.test_ids, config.n_jobs
-                )
-                for r in results:
-                    runner.record(method, r["fit_s"])
-                return results
-
-            lc[method] = learning_curves(
-                data,
-                id_split.test_ids,
-                fit_many,
-                config.learning_curve_sizes,
-                config.learning_curve_seeds,
-                config.learning_curve_samplers,
-                vf,
-                config.learning_curve_order,
-            )
-    else:
-        notes.append("learning curves skipped (no seeds or no method)")
-    lc_s = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    external: dict = {"skipped": "include_external is false"}
-    gpu: dict = {"skipped": "include_external is false"}
-    gpu_pred = None
-    if config.include_external:
-        external = {"vidur": evaluate_vidur(config.vidur_root)}
-        if config.gpu_profiles is not None:
-            gpu_config = GpuEvaluationConfig(
-                parallel_labels=config.gpu_parallel_labels, vidur_root=config.vidur_root,
-                peer_root=neusight_peer_root(),
-            )  # fmt: skip
-            gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
-            # A protocol the GPU evaluation did not run is written as null, never left out.
-            gpu = {"leave_one_gpu_out": None, "data_parallel": None, **gpu}
-        else:
-            reason = "no imported GPU profiles (gpu_profiles)"
-            notes.append(f"GPU evaluation skipped: {reason}")
-            gpu = {"skipped": reason}
-    external_s = time.perf_counter() - t0
-
-    reproducibility = label_reproducibility(
-        data.run_labels, {w: data.workloads[w].world_size for w in data.workloads}
-    )
-    if not reproducibility["n_workloads"]:
-        reproducibility = {"skipped": "no workload was launched twice"}
-    elif "iteration_ms_raw" in data.run_labels:
-        raw = repeat_relative_errors(data.run_labels, "iteration_ms_raw", "repeat")
-        correction = data.label_correction or {}
-        reproducibility.update(
-            raw_mre=float(raw.mean()),
-            corrected_launches=int(correction.get("corrected", 0)),
-            slowdown_models=correction.get("models", {}),
+    metrics = metrics_now()
+    _write_tables(out_dir, predictions, calibration, gpu_pred, config.gpu_profiles)
+    with clock.stage("figures"):
+        figure_paths = (
+            figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}
         )
-    body = {
+    metrics = metrics_now()
+    metrics.write(out_dir / "metrics.json")
+    _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
+    return metrics
+
+
+def _description(run: EvaluationRun) -> dict:
+    """The sections that describe the run: schema, data, ablations and config."""
+    labels = run.data.labels
+    return {
         "schema_version": SCHEMA_VERSION,
         "n_workloads": len(labels),
         "families": sorted(labels["family"].unique().tolist()),
-        "label_reproducibility": reproducibility,
-        "splits": splits,
-        "learning_curves": (
-            {"methods": lc} if lc else {"skipped": "no learning-curve seeds or methods"}
-        ),
-        "external": external,
-        "gpu": gpu,
-        "sweep": sweep if sweep is not None else {"skipped": note},
-        "intervals": intervals,
-        "split_sizes": {
-            "id": {
-                "train": len(id_split.train_ids),
-                "val": len(id_split.val_ids),
-                "test": len(id_split.test_ids),
-            },
-        },
-        "fit_counts": {
-            m: fits.fit_counts.get(m, 0) + runner.fits.get(m, 0)
-            for m in dict.fromkeys([*fits.fit_counts, *runner.fits])
-        },
-        "significance": significance,
-        "ablations": {a: ABLATION_TEXT[a] for a in evaluated if a in ABLATION_TEXT},
-        "gnn_diagnosis": diagnosis,
-        "notes": notes,
-        "config": config.to_dict(),
+        "ablations": {a: ABLATION_TEXT[a] for a in run.evaluated if a in ABLATION_TEXT},
+        "config": run.config.to_dict(),
     }
-    elapsed = {
-        "load": load_s,
-        "splits": main_s,
-        "sweep": sweep_s,
-        "layerwise_stages": fits.stage_seconds,
-        "significance": significance_s,
-        "learning_curve": lc_s,
-        "external": external_s,
-        "intervals": intervals_s,
-        "fit_seconds": {
-            m: fits.fit_seconds.get(m, 0.0) + runner.seconds.get(m, 0.0)
-            for m in dict.fromkeys([*fits.fit_seconds, *runner.seconds])
-        },
-    }
-    # Validated before anything is written: a result that does not match the schema is an error
-    # here, not in a later reader. The figures are drawn from it; their time completes runtime_s.
-    metrics = Metrics.from_dict(
-        {
-            **body,
-            "runtime_s": {**elapsed, "figures": 0.0, "total": time.perf_counter() - started},
-        },
-        source=str(out_dir / "metrics.json"),
-    )
 
+
+def _write_tables(
+    out_dir: Path,
+    predictions: pd.DataFrame,
+    calibration: IntervalCalibration | None,
+    gpu_pred: pd.DataFrame | None,
+    gpu_profiles: Path | None = None,
+) -> None:
+    """Write the predictions, the calibrations (or remove older ones) and the GPU predictions.
+
+    The GPU calibration is built from the GPU predictions and the imported tables
+    ``gpu_profiles`` (:func:`scaledl.evaluation.gpu_calibration.write_gpu_calibration`).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(out_dir / "predictions.parquet", lambda p: predictions.to_parquet(p, index=False))
     if calibration is not None:
@@ -541,27 +290,12 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
         _atomic_write(
             out_dir / "gpu_predictions.parquet", lambda p: gpu_pred.to_parquet(p, index=False)
         )
-        write_gpu_calibration(gpu_pred, config.gpu_profiles, out_dir / GPU_CALIBRATION_FILE)
+        write_gpu_calibration(gpu_pred, gpu_profiles, out_dir / GPU_CALIBRATION_FILE)
     else:  # as for calibration.json: no stale GPU calibration for the registration
         (out_dir / GPU_CALIBRATION_FILE).unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    figure_paths = (
-        figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}
-    )
-    runtime = RuntimeSeconds(
-        **elapsed, figures=time.perf_counter() - t0, total=time.perf_counter() - started
-    )
-    metrics = Metrics.from_dict(
-        {**body, "runtime_s": runtime.model_dump()}, source=str(out_dir / "metrics.json")
-    )
-    metrics.write(out_dir / "metrics.json")
-    _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
-    return metrics
 
 
-def _per_method(frame: pd.DataFrame) -> dict:
-    """Errors per method, each the mean over the method's model seeds."""
-    return {
-        m: mean_over_seeds([prediction_metrics(s) for _, s in g.groupby("seed")])
-        for m, g in frame.groupby("method", sort=False)
-    }
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` with ``write(tmp)`` atomically and durably (:mod:`scaledl.io.atomic`)."""
+    with atomic_file(path) as tmp:
+        write(tmp)

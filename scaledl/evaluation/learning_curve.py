@@ -48,7 +48,6 @@ from scaledl.design.matched import (
     predictor_information,
 )
 from scaledl.design.samplers import lhs_indices, random_indices
-from scaledl.evaluation.comparisons import comparison_record
 from scaledl.evaluation.design_check import DesignCheck
 from scaledl.evaluation.metrics import error_summary
 from scaledl.evaluation.significance import paired_comparison
@@ -200,13 +199,7 @@ def learning_curves(
     test = set(test_ids)
     pool = [i for i in data.ids if i not in test]
     design = PoolDesign(data, pool, order)
-    sizes = sorted(set(auto_sizes(len(pool), len(design.terms)) if sizes is None else sizes))
-    if sizes[0] < 1 or sizes[-1] > len(pool):
-        raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {len(pool)}] (the pool)")
-    if seeds < 1:
-        raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
-    true_s = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
-    true_s = true_s.to_numpy() / 1000.0
+    sizes = _checked_sizes(sizes, seeds, len(pool), len(design.terms))
     chosen = {
         (sampler, n, seed): pool if n == len(pool) else design.select(sampler, n, seed)
         for sampler in samplers
@@ -215,14 +208,7 @@ def learning_curves(
     }
     tasks = list(dict.fromkeys((tuple(ids), seed) for (_, _, seed), ids in chosen.items()))
     started = time.perf_counter()
-    results = fit_predict_many(
-        [(list(ids), list(validation_ids(ids, val_fraction, seed)), seed) for ids, seed in tasks]
-    )
-    mre, prior_mre = {}, {}
-    for task, r in zip(tasks, results, strict=True):
-        mre[task] = error_summary(r["pred"]["iteration_s"].to_numpy(), true_s)["mre"]
-        if r.get("prior_ms") is not None:
-            prior_mre[task] = error_summary(np.asarray(r["prior_ms"]) / 1000.0, true_s)["mre"]
+    mre, prior_mre = _fit_tasks(data, test_ids, tasks, fit_predict_many, val_fraction)
     fit_seconds = time.perf_counter() - started
     check = DesignCheck(
         data.subset(pool).nodes,
@@ -230,26 +216,10 @@ def learning_curves(
         [data.workloads[w].world_size for w in pool],
     )
     pool_pos = {w: i for i, w in enumerate(pool)}
-    curves: dict = {}
+    curves = {}
     for sampler in samplers:
-        per_seed, prior, efficiency, coverage = [], [], [], []
-        for n in sizes:
-            subsets = [chosen[(sampler, n, seed)] for seed in range(seeds)]
-            keys = [(tuple(ids), seed) for seed, ids in enumerate(subsets)]
-            per_seed.append([mre[k] for k in keys])
-            prior.append(float(np.mean([prior_mre[k] for k in keys])) if prior_mre else None)
-            graphs = [[pool_pos[w] for w in ids] for ids in subsets]
-            efficiency.append(float(np.mean([check.layerwise_d_efficiency(g) for g in graphs])))
-            coverage.append(float(np.mean([check.family_world_coverage(g) for g in graphs])))
-        curves[sampler] = {
-            "sizes": list(sizes),
-            "mre_mean": [float(np.mean(r)) for r in per_seed],
-            "mre_std": [float(np.std(r)) for r in per_seed],
-            "mre_per_seed": per_seed,
-            "prior_mre_mean": prior if prior_mre else None,
-            "layerwise_d_efficiency": efficiency,
-            "family_world_coverage": coverage,
-        }
+        subsets = [[chosen[(sampler, n, seed)] for seed in range(seeds)] for n in sizes]
+        curves[sampler] = _sampler_curve(subsets, sizes, mre, prior_mre, check, pool_pos)
     comparisons, halving = sampler_comparisons(curves, len(pool), seeds)
     return {
         "samplers": curves,
@@ -264,14 +234,94 @@ def learning_curves(
     }
 
 
+def _checked_sizes(sizes: Sequence[int] | None, seeds: int, n_pool: int, n_terms: int) -> list[int]:
+    """The sorted distinct sizes (:func:`auto_sizes` for ``None``).
+
+    Raises:
+        ValueError: a size outside ``[1, n_pool]``, or no seed.
+    """
+    sizes = sorted(set(auto_sizes(n_pool, n_terms) if sizes is None else sizes))
+    if sizes[0] < 1 or sizes[-1] > n_pool:
+        raise ValueError(f"learning-curve sizes {sizes} must lie in [1, {n_pool}] (the pool)")
+    if seeds < 1:
+        raise ValueError(f"learning_curve_seeds must be >= 1, got {seeds}")
+    return sizes
+
+
+def _fit_tasks(
+    data: ProfileData,
+    test_ids: list[str],
+    tasks: list[tuple[tuple[str, ...], int]],
+    fit_predict_many: Callable[[list[tuple[list[str], list[str], int]]], list[dict]],
+    val_fraction: float,
+) -> tuple[dict, dict]:
+    """Fit every distinct (training subset, seed) once; the test MRE of each and of its prior.
+
+    Returns:
+        ``(mre, prior_mre)``: task -> iteration MRE on ``test_ids``; the prior's (empty for a
+        method without one).
+    """
+    true_s = data.subset(test_ids).labels.set_index("workload_id").loc[test_ids, "iteration_ms"]
+    true_s = true_s.to_numpy() / 1000.0
+    results = fit_predict_many(
+        [(list(ids), list(validation_ids(ids, val_fraction, seed)), seed) for ids, seed in tasks]
+    )
+    mre, prior_mre = {}, {}
+    for task, r in zip(tasks, results, strict=True):
+        mre[task] = error_summary(r["pred"]["iteration_s"].to_numpy(), true_s)["mre"]
+        if r.get("prior_ms") is not None:
+            prior_mre[task] = error_summary(np.asarray(r["prior_ms"]) / 1000.0, true_s)["mre"]
+    return mre, prior_mre
+
+
+def _sampler_curve(
+    subsets_by_size: list[list[list[str]]],
+    sizes: list[int],
+    mre: dict,
+    prior_mre: dict,
+    check: DesignCheck,
+    pool_pos: dict[str, int],
+) -> dict:
+    """One sampler's curve: MRE per size and seed, its prior's, D-efficiency and coverage.
+
+    Args:
+        subsets_by_size: per size, the training subset of each seed (seed order).
+        sizes: the sizes.
+        mre: task -> MRE (:func:`_fit_tasks`).
+        prior_mre: task -> the prior's MRE (empty: no prior).
+        check: the pool's design check.
+        pool_pos: workload id -> its position in the pool.
+
+    Returns:
+        A ``SamplerCurve`` of :mod:`scaledl.evaluation.results` as a dict.
+    """
+    per_seed, prior, efficiency, coverage = [], [], [], []
+    for subsets in subsets_by_size:
+        keys = [(tuple(ids), seed) for seed, ids in enumerate(subsets)]
+        per_seed.append([mre[k] for k in keys])
+        prior.append(float(np.mean([prior_mre[k] for k in keys])) if prior_mre else None)
+        graphs = [[pool_pos[w] for w in ids] for ids in subsets]
+        efficiency.append(float(np.mean([check.layerwise_d_efficiency(g) for g in graphs])))
+        coverage.append(float(np.mean([check.family_world_coverage(g) for g in graphs])))
+    return {
+        "sizes": list(sizes),
+        "mre_mean": [float(np.mean(r)) for r in per_seed],
+        "mre_std": [float(np.std(r)) for r in per_seed],
+        "mre_per_seed": per_seed,
+        "prior_mre_mean": prior if prior_mre else None,
+        "layerwise_d_efficiency": efficiency,
+        "family_world_coverage": coverage,
+    }
+
+
 def _seed_comparison(curves: dict, a: tuple[str, int], b: tuple[str, int]) -> dict | None:
     """Paired (by seed) comparison of sampler ``a[0]`` at size ``a[1]`` with ``b``."""
     mre_a = curves[a[0]]["mre_per_seed"][curves[a[0]]["sizes"].index(a[1])]
     mre_b = curves[b[0]]["mre_per_seed"][curves[b[0]]["sizes"].index(b[1])]
     if len(mre_a) < 2:
         return None
-    result = paired_comparison(mre_a, mre_b, f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}")
-    return comparison_record(result, "seed", 1.0)
+    name_a, name_b = f"{a[0]}@{a[1]}", f"{b[0]}@{b[1]}"
+    return paired_comparison(mre_a, mre_b, name_a, name_b, unit="seed").model_dump()
 
 
 def sampler_comparisons(curves: dict, pool_size: int, seeds: int) -> tuple[list[dict], dict | None]:

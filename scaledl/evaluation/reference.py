@@ -37,7 +37,6 @@ from sklearn.model_selection import StratifiedKFold
 
 from scaledl.design.matched import predictor_information, sequential_indices
 from scaledl.design.samplers import random_indices
-from scaledl.evaluation.comparisons import comparison_record
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.metrics import error_summary
 from scaledl.evaluation.significance import paired_comparison
@@ -131,8 +130,7 @@ def _paired(predictions: pd.DataFrame, a: str, b: str, weights=None) -> dict:
         return np.vstack([relative_errors(r, true.to_numpy()) for r in table.to_numpy()])
 
     ea, eb = errors(a), errors(b)
-    result = paired_comparison(ea, eb, a, b, weights=weights)
-    return comparison_record(result, "workload", 1.0)
+    return paired_comparison(ea, eb, a, b, weights=weights).model_dump()
 
 
 def in_distribution(data: ProfileData, config: ReferenceConfig) -> dict:
@@ -267,8 +265,9 @@ def sequential_design(data: ProfileData, config: ReferenceConfig) -> dict:
         per_unit.append(row)
     frame = pd.DataFrame(per_unit)
     result = paired_comparison(
-        frame["mre_sequential"].to_numpy(), frame["mre_random"].to_numpy(), "sequential", "random"
-    )
+        frame["mre_sequential"].to_numpy(), frame["mre_random"].to_numpy(), "sequential", "random",
+        unit="family-seed",
+    )  # fmt: skip
     return {
         "k": config.sequential_k,
         "units": len(per_unit),
@@ -277,7 +276,7 @@ def sequential_design(data: ProfileData, config: ReferenceConfig) -> dict:
         "mre_sequential": float(frame["mre_sequential"].mean()),
         "mre_random": float(frame["mre_random"].mean()),
         "mre_base": float(frame["mre_base"].mean()),
-        "comparison": comparison_record(result, "family-seed", 1.0),
+        "comparison": result.model_dump(),
     }
 
 
@@ -349,8 +348,8 @@ def _halving_against_full(curves: dict) -> dict | None:
     half = d["mre_per_seed"][d["sizes"].index(curves["pool_size"] // 2)]
     full = r["mre_per_seed"][r["sizes"].index(curves["pool_size"])]
     result = paired_comparison(half, full, f"doptimal@{curves['pool_size'] // 2}",
-                               f"pool@{curves['pool_size']}")  # fmt: skip
-    return comparison_record(result, "seed", 1.0)
+                               f"pool@{curves['pool_size']}", unit="seed")  # fmt: skip
+    return result.model_dump()
 
 
 def evaluate_reference(

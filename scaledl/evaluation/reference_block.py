@@ -7,13 +7,10 @@ so a figure typed into the block fails the suite.
 
 from __future__ import annotations
 
-from scaledl.evaluation.summary import markers
+from scaledl.report.formatting import pct
+from scaledl.report.summary import markers
 
 BOUNDS = markers("reference", "`scaledl evaluate-reference --readme README.md`")
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def _interval(c: dict | None) -> str:
@@ -32,7 +29,7 @@ def _curve_rows(curves: dict) -> list[str]:
     rows = [head, "| --- |" + " --- |" * len(sizes)]
     for name, curve in samplers.items():
         cells = [
-            f"{_pct(m)} ± {_pct(s)}"
+            f"{pct(m)} ± {pct(s)}"
             for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -56,10 +53,10 @@ def reference_markdown(result: dict) -> str:
         "| evaluation | ScaleDL | additive | ScaleDL - additive, points [95% CI] |",
         "| --- | --- | --- | --- |",
         f"| in distribution, {idd['folds']}-fold (each workload tested once) | "
-        f"{_pct(idd['methods']['scaledl']['mre'])} | {_pct(idd['methods']['additive']['mre'])} | "
+        f"{pct(idd['methods']['scaledl']['mre'])} | {pct(idd['methods']['additive']['mre'])} | "
         f"{_interval(idd['comparison'])} |",
         f"| leave-one-family-out, mean over {ood['families']} families | "
-        f"{_pct(ood['mean_mre']['scaledl'])} | {_pct(ood['mean_mre']['additive'])} | "
+        f"{pct(ood['mean_mre']['scaledl'])} | {pct(ood['mean_mre']['additive'])} | "
         f"{_interval(ood['comparison'])} |",
         "",
         f"Learning curves of ScaleDL (MRE on {curves['test_size']} held-out workloads, mean ± sd "
@@ -78,8 +75,8 @@ def reference_markdown(result: dict) -> str:
     lines += [
         "",
         f"Sequential design: {seq['k']} workloads added to a base design, left-out family's MRE "
-        f"over {seq['units']} (family, seed) units: base {_pct(seq['mre_base'])}, sequential "
-        f"{_pct(seq['mre_sequential'])}, random {_pct(seq['mre_random'])}; sequential - random "
+        f"over {seq['units']} (family, seed) units: base {pct(seq['mre_base'])}, sequential "
+        f"{pct(seq['mre_sequential'])}, random {pct(seq['mre_random'])}; sequential - random "
         f"{_interval(seq['comparison'])}.",
         "",
         "| target | value | met |",
@@ -88,7 +85,7 @@ def reference_markdown(result: dict) -> str:
     for t in result["targets"]:
         met = {True: "yes", False: "no", None: "not evaluated"}[t["met"]]
         if t["ci_low"] is None:
-            value = _pct(t["value"])
+            value = pct(t["value"])
         else:
             value = (
                 f"{100 * t['value']:+.1f} points [{100 * t['ci_low']:+.1f}, "

@@ -19,6 +19,8 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from scaledl.report.formatting import pct
+
 
 def repeat_relative_errors(
     frame: pd.DataFrame, value: str = "iteration_ms", group: str = "repeat"
@@ -154,7 +156,7 @@ def cross_run_reproducibility(
     Returns:
         ``{"n_workloads", "coverage", "candidates": {name: {"mre", "median_re", "p90_re",
         "per_world_size": {"<ws>": {"mre", "n_workloads"}}}}, "comparisons": {name:
-        PairedComparison dict vs raw}, "best", "correction": {"a": ..., "b": ...}}``.
+        Comparison dict vs raw}, "best", "correction": {"a": ..., "b": ...}}``.
 
     Raises:
         ValueError: fewer than two workloads usable in both runs.
@@ -203,7 +205,8 @@ def cross_run_reproducibility(
 
 
 def _pct(x: float) -> str:
-    return f"{x:.1%}" if x == x else "n/a (no workload with two kept launches)"
+    """A launch MRE as a percentage; NaN (nothing to compare) says why."""
+    return pct(None if x != x else x, missing="n/a (no workload with two kept launches)")
 
 
 def label_quality(tables: dict[str, pd.DataFrame]) -> dict:

@@ -68,7 +68,8 @@ with ``MethodErrors = {"iteration": ErrorSummary, "epoch": ErrorSummary, "per_fa
 {family: {"iteration", "epoch"}}}`` (a seeded method's: the mean over its model seeds),
 ``ErrorSummary = {"mre", "rmse_s", "p50_re", "p90_re", "n"}`` (definitions in
 :mod:`scaledl.evaluation.metrics`), ``Comparison`` a paired comparison of two methods
-(:class:`Comparison`: MREs, difference, 95% interval, unit, verdict); ``TargetCoverage =
+(:class:`~scaledl.evaluation.significance.Comparison`: MREs, difference, 95% interval,
+unit, verdict); ``TargetCoverage =
 {"iteration": CoverageSummary, "epoch": CoverageSummary | null}`` with ``CoverageSummary =
 {"coverage", "coverage_ci_low", "coverage_ci_high", "median_relative_width", "n", "n_covered",
 "n_unbounded", "calibration_size"}`` (:mod:`scaledl.evaluation.coverage`). ``splits`` holds
@@ -78,6 +79,7 @@ ScaleDL's ablations beside the methods; ``ablations`` names them.
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -87,9 +89,11 @@ from pydantic import (
     Discriminator,
     PrivateAttr,
     Tag,
+    TypeAdapter,
     ValidationError,
 )
 
+from scaledl.evaluation.significance import Comparison
 from scaledl.io.atomic import write_atomic
 
 #: Version of the layout written by this ScaleDL.
@@ -234,62 +238,6 @@ class Splits(Section):
     id: SplitErrors
     ood: Skippable[OODErrors]
     extrapolation: Skippable[ExtrapolationErrors]
-
-
-Verdict = Literal["better", "worse", "not distinguishable"]
-
-
-class Comparison(Section):
-    """Method (or sampler) A against B, paired: the MRE difference, its interval and a verdict.
-
-    Written from :class:`~scaledl.evaluation.significance.PairedComparison` by
-    :func:`~scaledl.evaluation.comparisons.comparison_record`.
-
-    Attributes:
-        method_a: A (a sampler at a size in learning curves: ``doptimal@19``).
-        method_b: B.
-        mre_a: A's MRE (seeds and label repeats pooled per unit; weighted for
-            leave-one-family-out).
-        mre_b: B's MRE.
-        mre_difference: ``mre_a - mre_b`` (negative: A has the lower error).
-        ci_low: lower bound of the paired bootstrap interval of the difference.
-        ci_high: upper bound.
-        confidence_level: the interval's coverage (0.95).
-        interval_method: ``BCa``, ``percentile`` or ``exact``.
-        unit: what was resampled: ``workload`` (test workloads) or ``seed`` (learning curves).
-        n_units: units compared.
-        n_repeats_a: A's repeats pooled per unit (model seeds).
-        n_repeats_b: B's.
-        n_resamples: bootstrap resamples.
-        verdict: ``better``, ``worse`` or ``not distinguishable`` (A relative to B).
-        label_repeats: mean launch labels per workload the errors were averaged over.
-    """
-
-    method_a: str
-    method_b: str
-    mre_a: float
-    mre_b: float
-    mre_difference: float
-    ci_low: float
-    ci_high: float
-    confidence_level: float
-    interval_method: str
-    unit: Literal["workload", "seed"]
-    n_units: int
-    n_repeats_a: int
-    n_repeats_b: int
-    n_resamples: int
-    verdict: Verdict
-    label_repeats: float
-
-    def describe(self) -> str:
-        """One sentence: MREs, difference, interval and verdict (percentage points)."""
-        return (
-            f"{self.method_a} vs {self.method_b}: {100 * self.mre_a:.1f}% vs "
-            f"{100 * self.mre_b:.1f}%, {100 * self.mre_difference:+.1f} points "
-            f"({100 * self.confidence_level:g}% CI {100 * self.ci_low:+.1f} to "
-            f"{100 * self.ci_high:+.1f}): {self.verdict}"
-        )
 
 
 class SplitComparisons(Section):
@@ -769,6 +717,31 @@ class Metrics(Section):
         return metrics
 
     @classmethod
+    def section(cls, key: str, value: Any, source: str = "<metrics>") -> Any:
+        """Validate one top-level section by its field's type.
+
+        How an evaluation stage types its result before the whole file is assembled.
+
+        Args:
+            key: the field (``"splits"``, ``"gnn_diagnosis"``, ...).
+            value: the section as a mapping (``{"skipped": reason}`` for a skipped one).
+            source: the file the section will be written to, named in errors.
+
+        Returns:
+            The section's model (:class:`Skipped` for a skipped section).
+
+        Raises:
+            MetricsError: an unknown section, or a value that does not match its schema (naming
+                ``source`` and the key path).
+        """
+        if key not in cls.model_fields:
+            raise MetricsError(f"{source}: no section {key!r} in the metrics schema")
+        try:
+            return _section_adapter(key).validate_python(value)
+        except ValidationError as exc:
+            raise MetricsError(_describe(exc, source, prefix=(key,))) from None
+
+    @classmethod
     def read(cls, path: Path | str) -> Metrics:
         """Read and validate a ``metrics.json``.
 
@@ -861,11 +834,20 @@ class Metrics(Section):
         return [m for m in self.methods if m not in self.ablations]
 
 
-def _describe(exc: ValidationError, source: str) -> str:
-    """One line per schema error: the file, the key path and what is wrong."""
+@cache
+def _section_adapter(key: str) -> TypeAdapter:
+    """The validator of the :class:`Metrics` field ``key`` (its type and discriminator)."""
+    info = Metrics.model_fields[key]
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(Annotated[(info.annotation, *info.metadata)])
+
+
+def _describe(exc: ValidationError, source: str, prefix: tuple[str, ...] = ()) -> str:
+    """One line per schema error: the file, the key path (after ``prefix``) and what is wrong."""
     lines = []
     for error in exc.errors():
-        loc = [str(p) for p in error["loc"] if p not in ("ran", "skipped")]
+        loc = [*prefix, *(str(p) for p in error["loc"] if p not in ("ran", "skipped"))]
         key = ".".join(loc) or "<top level>"
         if error["type"] == "missing":
             what = "missing"

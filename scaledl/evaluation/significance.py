@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 Verdict = Literal["better", "worse", "not distinguishable"]
 
@@ -37,27 +37,36 @@ Verdict = Literal["better", "worse", "not distinguishable"]
 MIN_WORKLOADS = 2
 
 
-@dataclass(frozen=True)
-class PairedComparison:
-    """MRE difference of method A minus method B on the same workloads, with its interval.
+class Comparison(BaseModel):
+    """Method (or sampler) A against B, paired: the MRE difference, its interval and a verdict.
+
+    The one type of a comparison: :func:`paired_comparison` returns it, ``metrics.json`` stores
+    it (:mod:`scaledl.evaluation.results`), the registration policy decides on it. Strict as
+    every ``metrics.json`` section: unknown keys and non-finite numbers are errors.
 
     Attributes:
-        method_a: name of A.
-        method_b: name of B.
-        mre_a: mean relative error of A (repeats pooled per workload).
-        mre_b: mean relative error of B.
+        method_a: A (a sampler at a size in learning curves: ``doptimal@19``).
+        method_b: B.
+        mre_a: A's MRE (repeats pooled per unit; weighted for leave-one-family-out).
+        mre_b: B's MRE.
         mre_difference: ``mre_a - mre_b`` (negative: A has the lower error).
-        ci_low: lower bound of the interval of ``mre_difference``.
+        ci_low: lower bound of the paired bootstrap interval of the difference.
         ci_high: upper bound.
-        confidence_level: coverage of the interval (0.95).
-        interval_method: ``"BCa"``, ``"percentile"`` (when BCa is undefined on the sample, e.g.
-            two workloads) or ``"exact"`` (every paired difference equal: no spread to resample).
-        n_workloads: workloads compared.
-        n_repeats_a: repeats (seeds, runs) of A pooled per workload.
-        n_repeats_b: repeats of B pooled per workload.
+        confidence_level: the interval's coverage (0.95).
+        interval_method: ``BCa``, ``percentile`` (when BCa is undefined on the sample, e.g.
+            two workloads) or ``exact`` (every paired difference equal: no spread to resample).
+        unit: what was resampled: ``workload`` (test workloads), ``seed`` (learning curves) or
+            ``family-seed`` (the reference dataset's sequential-design units).
+        n_units: units compared.
+        n_repeats_a: A's repeats (model seeds, runs) pooled per unit.
+        n_repeats_b: B's.
         n_resamples: bootstrap resamples.
-        verdict: ``"better"``, ``"worse"`` or ``"not distinguishable"`` (A relative to B).
+        verdict: ``better``, ``worse`` or ``not distinguishable`` (A relative to B).
+        label_repeats: mean launch labels per workload the errors were averaged over (1 when
+            the errors are against one label).
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     method_a: str
     method_b: str
@@ -67,16 +76,18 @@ class PairedComparison:
     ci_low: float
     ci_high: float
     confidence_level: float
-    interval_method: str
-    n_workloads: int
+    interval_method: Literal["BCa", "percentile", "exact"]
+    unit: Literal["workload", "seed", "family-seed"]
+    n_units: int
     n_repeats_a: int
     n_repeats_b: int
     n_resamples: int
     verdict: Verdict
+    label_repeats: float
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON-serialisable builtins."""
-        return asdict(self)
+        return self.model_dump()
 
     def describe(self) -> str:
         """The comparison in one sentence.
@@ -90,7 +101,7 @@ class PairedComparison:
             f"{self.method_a} vs {self.method_b}: MRE {100 * self.mre_a:.1f}% vs "
             f"{100 * self.mre_b:.1f}%, difference {100 * self.mre_difference:+.1f} points "
             f"({level} CI {100 * self.ci_low:+.1f} to {100 * self.ci_high:+.1f}, "
-            f"{self.n_workloads} workloads): {self.verdict}"
+            f"{self.n_units} {self.unit}s): {self.verdict}"
         )
 
 
@@ -138,7 +149,9 @@ def paired_comparison(
     n_resamples: int = 9999,
     seed: int = 0,
     weights: Any = None,
-) -> PairedComparison:
+    unit: Literal["workload", "seed", "family-seed"] = "workload",
+    label_repeats: float = 1.0,
+) -> Comparison:
     """Compare two methods' relative errors on the same workloads (paired bootstrap).
 
     Args:
@@ -153,9 +166,12 @@ def paired_comparison(
         n_resamples: bootstrap resamples.
         seed: seed of the resampling (the same inputs and seed give the same interval).
         weights: positive weight per workload, shape (n_workloads,); ``None``: equal weights.
+        unit: what a column is (``workload``; ``seed`` or ``family-seed`` when comparing MREs
+            per seed or per unit).
+        label_repeats: mean launch labels the errors were averaged over (recorded).
 
     Returns:
-        The :class:`PairedComparison` of A against B.
+        The :class:`Comparison` of A against B.
 
     Raises:
         ValueError: the two have different numbers of workloads, fewer than
@@ -167,12 +183,50 @@ def paired_comparison(
         ``relative_errors_a``: (n_workloads,) or (n_repeats_a, n_workloads);
         ``relative_errors_b``: (n_workloads,) or (n_repeats_b, n_workloads).
     """
-    from scipy.stats import DegenerateDataWarning, bootstrap
-
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     a, repeats_a = _per_workload(relative_errors_a, method_a)
     b, repeats_b = _per_workload(relative_errors_b, method_b)
+    w = _paired_weights(a, b, weights, method_a, method_b)
+    point = float(_weighted_mean_difference(a, b, w))
+    if np.ptp(a - b) <= 1e-12:
+        # Every resample has the same mean (up to rounding): the interval is the point (scipy
+        # returns NaN on such degenerate data).
+        low, high, method = point, point, "exact"
+    else:
+        resampled = (a, b) if weights is None else (a, b, w)
+        low, high, method = _bootstrap_interval(
+            resampled, confidence_level, n_resamples, seed, f"{method_a!r} - {method_b!r}"
+        )
+    return Comparison(
+        method_a=method_a,
+        method_b=method_b,
+        mre_a=float(np.sum(w * a) / np.sum(w)),
+        mre_b=float(np.sum(w * b) / np.sum(w)),
+        mre_difference=point,
+        ci_low=low,
+        ci_high=high,
+        confidence_level=confidence_level,
+        interval_method=method,
+        unit=unit,
+        n_units=int(a.size),
+        n_repeats_a=repeats_a,
+        n_repeats_b=repeats_b,
+        n_resamples=n_resamples,
+        verdict=verdict_of(low, high),
+        label_repeats=float(label_repeats),
+    )
+
+
+def _paired_weights(
+    a: np.ndarray, b: np.ndarray, weights: Any, method_a: str, method_b: str
+) -> np.ndarray:
+    """The per-workload weights (ones for ``None``), after checking both sides pair up.
+
+    Raises:
+        ValueError: different numbers of workloads, fewer than :data:`MIN_WORKLOADS`, or
+            weights that are not positive, finite and one per workload.
+    """
     if a.shape != b.shape:
         raise ValueError(
             f"{method_a!r} has {a.size} workloads and {method_b!r} {b.size}: a paired comparison "
@@ -184,60 +238,60 @@ def paired_comparison(
             f"needs at least {MIN_WORKLOADS}"
         )
     if weights is None:
-        w = np.ones(a.size)
-    else:
-        w = np.asarray(weights, dtype=float)
-        if w.shape != a.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
-            raise ValueError(
-                f"weights of the comparison of {method_a!r} with {method_b!r}: expected "
-                f"{a.size} positive finite values, got shape {w.shape}"
+        return np.ones(a.size)
+    w = np.asarray(weights, dtype=float)
+    if w.shape != a.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(
+            f"weights of the comparison of {method_a!r} with {method_b!r}: expected "
+            f"{a.size} positive finite values, got shape {w.shape}"
+        )
+    return w
+
+
+def _bootstrap_interval(
+    samples: tuple[np.ndarray, ...],
+    confidence_level: float,
+    n_resamples: int,
+    seed: int,
+    what: str,
+) -> tuple[float, float, str]:
+    """The paired bootstrap interval of the (weighted) mean difference: BCa, else percentile.
+
+    Args:
+        samples: ``(a, b)`` or ``(a, b, weights)``, each of shape (n_workloads,).
+        confidence_level: coverage of the interval.
+        n_resamples: bootstrap resamples.
+        seed: seed of the resampling.
+        what: the difference, for the error message.
+
+    Returns:
+        ``(low, high, method)`` with ``method`` ``"BCa"`` or ``"percentile"``.
+
+    Raises:
+        RuntimeError: neither interval is finite.
+    """
+    from scipy.stats import DegenerateDataWarning, bootstrap
+
+    statistic = _mean_difference if len(samples) == 2 else _weighted_mean_difference
+    low, high = math.nan, math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            # BCa is undefined on some tiny samples: scipy warns and returns NaN, and the
+            # percentile interval is used instead (named in ``interval_method``).
+            warnings.simplefilter("ignore", DegenerateDataWarning)
+            result = bootstrap(
+                samples,
+                statistic,
+                paired=True,
+                vectorized=True,
+                confidence_level=confidence_level,
+                n_resamples=n_resamples,
+                method=method,
+                rng=np.random.default_rng(seed),
             )
-    difference = a - b
-    point = float(_weighted_mean_difference(a, b, w))
-    if np.ptp(difference) <= 1e-12:
-        # Every resample has the same mean (up to rounding): the interval is the point (scipy
-        # returns NaN on such degenerate data).
-        low = high = point
-        method = "exact"
-    else:
-        low, high, method = math.nan, math.nan, "BCa"
-        for method in ("BCa", "percentile"):
-            with warnings.catch_warnings():
-                # BCa is undefined on some tiny samples: scipy warns and returns NaN, and the
-                # percentile interval is used instead (named in ``interval_method``).
-                warnings.simplefilter("ignore", DegenerateDataWarning)
-                result = bootstrap(
-                    (a, b) if weights is None else (a, b, w),
-                    _mean_difference if weights is None else _weighted_mean_difference,
-                    paired=True,
-                    vectorized=True,
-                    confidence_level=confidence_level,
-                    n_resamples=n_resamples,
-                    method=method,
-                    rng=np.random.default_rng(seed),
-                )
-            interval = result.confidence_interval
-            low, high = float(interval.low), float(interval.high)
-            if math.isfinite(low) and math.isfinite(high):
-                break
-        else:
-            raise RuntimeError(
-                f"bootstrap interval of {method_a!r} - {method_b!r} is not finite "
-                f"({low}, {high}) on {a.size} workloads"
-            )
-    return PairedComparison(
-        method_a=method_a,
-        method_b=method_b,
-        mre_a=float(np.sum(w * a) / np.sum(w)),
-        mre_b=float(np.sum(w * b) / np.sum(w)),
-        mre_difference=point,
-        ci_low=low,
-        ci_high=high,
-        confidence_level=confidence_level,
-        interval_method=method,
-        n_workloads=int(a.size),
-        n_repeats_a=repeats_a,
-        n_repeats_b=repeats_b,
-        n_resamples=n_resamples,
-        verdict=verdict_of(low, high),
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high, method
+    raise RuntimeError(
+        f"bootstrap interval of {what} is not finite ({low}, {high}) on {samples[0].size} workloads"
     )

@@ -177,17 +177,9 @@ def run_splits(
     subsets = [(data.subset(s.train_ids), data.subset(s.test_ids)) for s in splits]
     params = {m: dict(method_params.get(m, {})) for m in methods}
     plan = stage_plan(methods, params)
-    distinct = list(dict.fromkeys(repr(v) for v in plan.values()))
-    settings = {repr(v): v for v in plan.values()}
-    stage_jobs = [((i, key), settings[key]) for i in range(len(splits)) for key in distinct]
     started = time.perf_counter()
-    fitted = parallel(
-        delayed(_fit_stage)(subsets[i][0], folds, layerwise)
-        for (i, _), (folds, layerwise) in stage_jobs
-    )
+    stages = _fit_stages(parallel, [train for train, _ in subsets], plan)
     stage_seconds = time.perf_counter() - started
-    stages = {job_key: stage for (job_key, _), stage in zip(stage_jobs, fitted, strict=True)}
-
     jobs, job_info = [], []
     for i, split in enumerate(splits):
         train, test = subsets[i]
@@ -207,56 +199,77 @@ def run_splits(
     results = [None] * len(jobs)
     for k, result in zip(order, done, strict=True):
         results[k] = result
-
     frames, counts, seconds, diagnosis = [], {}, {}, []
     for (i, method), per_seed in zip(job_info, results, strict=True):
-        test = subsets[i][1]
-        true = test.labels.set_index("workload_id")
+        true = subsets[i][1].labels.set_index("workload_id")
         for r in per_seed:
             counts[method] = counts.get(method, 0) + 1
             seconds[method] = seconds.get(method, 0.0) + r["fit_s"]
             if "history" in r:
-                truth = true.loc[r["pred"]["workload_id"], "iteration_ms"].to_numpy()
-                diagnosis.append(
-                    {
-                        "split": splits[i].name,
-                        "method": method,
-                        "seed": r["seed"],
-                        "train_rmse_log": float(np.sqrt(r["history"]["train_mse"])),
-                        "val_rmse_log": float(np.sqrt(r["history"]["best_val_mse"])),
-                        "prior_test_mre": float(np.mean(np.abs(r["prior_ms"] - truth) / truth)),
-                        "correction_abs": float(
-                            np.mean(np.abs(np.log(r["pred"]["iteration_s"] * 1000 / r["prior_ms"])))
-                        ),
-                        "epochs": r["history"].get("epochs", 0),
-                        "best_epoch": r["history"].get("best_epoch", 0),
-                    }
-                )
+                diagnosis.append(_diagnosis_row(splits[i].name, method, r, true))
         replicated = [dict(per_seed[0], seed=s) for s in range(seeds)]
         for r in per_seed if len(per_seed) == seeds else replicated:
-            pred = r["pred"]
-            ids = pred["workload_id"]
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "split": splits[i].name,
-                        "method": method,
-                        "seed": r["seed"],
-                        "workload_id": ids,
-                        "family": true.loc[ids, "family"].to_numpy(),
-                        "true_iteration_s": true.loc[ids, "iteration_ms"].to_numpy() / 1000.0,
-                        "pred_iteration_s": pred["iteration_s"].to_numpy(),
-                        "true_epoch_s": true.loc[ids, "epoch_s"].to_numpy(),
-                        "pred_epoch_s": pred["epoch_s"].to_numpy(),
-                    }
-                )
-            )
+            frames.append(_prediction_frame(splits[i].name, method, r, true))
     return SplitFits(
         predictions=pd.concat(frames, ignore_index=True)[list(PREDICTION_COLUMNS)],
         fit_counts=counts,
         fit_seconds=seconds,
         stage_seconds=stage_seconds,
         diagnosis=pd.DataFrame(diagnosis),
+    )
+
+
+def _fit_stages(
+    parallel: Parallel, trains: list[ProfileData], plan: dict
+) -> dict[tuple[int, str], LayerwiseStage]:
+    """Each distinct layer-wise stage of the plan, fitted once per split's training data.
+
+    Returns:
+        ``(split index, repr(stage settings)) -> stage``.
+    """
+    distinct = list(dict.fromkeys(repr(v) for v in plan.values()))
+    settings = {repr(v): v for v in plan.values()}
+    stage_jobs = [((i, key), settings[key]) for i in range(len(trains)) for key in distinct]
+    fitted = parallel(
+        delayed(_fit_stage)(trains[i], folds, layerwise)
+        for (i, _), (folds, layerwise) in stage_jobs
+    )
+    return {job_key: stage for (job_key, _), stage in zip(stage_jobs, fitted, strict=True)}
+
+
+def _diagnosis_row(split: str, method: str, result: dict, true: pd.DataFrame) -> dict:
+    """The :attr:`SplitFits.diagnosis` row of one GNN-on-a-prior fit (see there)."""
+    history, pred, prior_ms = result["history"], result["pred"], result["prior_ms"]
+    truth = true.loc[pred["workload_id"], "iteration_ms"].to_numpy()
+    return {
+        "split": split,
+        "method": method,
+        "seed": result["seed"],
+        "train_rmse_log": float(np.sqrt(history["train_mse"])),
+        "val_rmse_log": float(np.sqrt(history["best_val_mse"])),
+        "prior_test_mre": float(np.mean(np.abs(prior_ms - truth) / truth)),
+        "correction_abs": float(np.mean(np.abs(np.log(pred["iteration_s"] * 1000 / prior_ms)))),
+        "epochs": history.get("epochs", 0),
+        "best_epoch": history.get("best_epoch", 0),
+    }
+
+
+def _prediction_frame(split: str, method: str, result: dict, true: pd.DataFrame) -> pd.DataFrame:
+    """The prediction rows (:data:`PREDICTION_COLUMNS`) of one fit's test workloads."""
+    pred = result["pred"]
+    ids = pred["workload_id"]
+    return pd.DataFrame(
+        {
+            "split": split,
+            "method": method,
+            "seed": result["seed"],
+            "workload_id": ids,
+            "family": true.loc[ids, "family"].to_numpy(),
+            "true_iteration_s": true.loc[ids, "iteration_ms"].to_numpy() / 1000.0,
+            "pred_iteration_s": pred["iteration_s"].to_numpy(),
+            "true_epoch_s": true.loc[ids, "epoch_s"].to_numpy(),
+            "pred_epoch_s": pred["epoch_s"].to_numpy(),
+        }
     )
 
 

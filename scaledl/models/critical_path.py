@@ -112,12 +112,50 @@ def assemble(
     """
     graph = np.asarray(graph, dtype=np.int64)
     kind = np.asarray(node_kind).astype(str)
-    n = len(graph)
     times = {
         "forward_ms": np.asarray(forward_ms, dtype=np.float64),
         "backward_ms": np.asarray(backward_ms, dtype=np.float64),
         "total_ms": np.asarray(total_ms, dtype=np.float64),
     }
+    is_layer, is_ar, is_opt = _check_nodes(graph, kind, layer_index, times)
+    fwd, bwd, ar_ms = times["forward_ms"], times["backward_ms"], times["total_ms"]
+    forward = np.bincount(graph[is_layer], weights=fwd[is_layer], minlength=num_graphs)
+    backward = np.bincount(graph[is_layer], weights=bwd[is_layer], minlength=num_graphs)
+    optimizer = np.bincount(graph[is_opt], weights=fwd[is_opt], minlength=num_graphs)
+    allreduce = np.bincount(graph[is_ar], weights=ar_ms[is_ar], minlength=num_graphs)
+    backward_end = forward + backward
+    ready = _gradient_ready(graph, is_layer, np.asarray(layer_index), bwd, forward)
+    # A bucket is ready when its last gradient is; without gradient edges at the end of backward.
+    bucket_ready = np.full(len(graph), -np.inf)
+    gradient = np.asarray(edge_type) == _GRADIENT
+    src, dst = np.asarray(edge_index)[:, gradient]
+    if len(src) and (not is_layer[src].all() or not is_ar[dst].all()):
+        raise ValueError("critical path: a 'gradient' edge must go from a layer to an all-reduce")
+    np.maximum.at(bucket_ready, dst, ready[src])
+    bucket_ready = np.where(np.isfinite(bucket_ready), bucket_ready, backward_end[graph])
+    lane_end = _communication_lane(
+        graph, is_ar, np.asarray(node_index), bucket_ready, ar_ms, num_graphs
+    )
+    finish = np.maximum(backward_end, lane_end)
+    return CriticalPath(
+        iteration_ms=finish + optimizer,
+        forward_ms=forward,
+        backward_ms=backward,
+        allreduce_ms=allreduce,
+        exposed_allreduce_ms=finish - backward_end,
+        optimizer_ms=optimizer,
+    )
+
+
+def _check_nodes(
+    graph: np.ndarray, kind: np.ndarray, layer_index, times: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The layer, all-reduce and optimizer masks, after checking lengths, kinds and times.
+
+    Raises:
+        ValueError: see :func:`assemble`.
+    """
+    n = len(graph)
     for name, values in {**times, "node_kind": kind, "layer_index": layer_index}.items():
         if len(values) != n:
             raise ValueError(f"critical path: {name} has {len(values)} entries, graph has {n}")
@@ -129,50 +167,56 @@ def assemble(
         used = values[is_layer | is_opt] if name != "total_ms" else values[is_ar]
         if not np.all(np.isfinite(used)) or np.any(used < 0):
             raise ValueError(f"critical path: field {name!r} must be finite and >= 0")
-    fwd, bwd = times["forward_ms"], times["backward_ms"]
-    forward = np.bincount(graph[is_layer], weights=fwd[is_layer], minlength=num_graphs)
-    backward = np.bincount(graph[is_layer], weights=bwd[is_layer], minlength=num_graphs)
-    optimizer = np.bincount(graph[is_opt], weights=fwd[is_opt], minlength=num_graphs)
-    allreduce = np.bincount(graph[is_ar], weights=times["total_ms"][is_ar], minlength=num_graphs)
-    backward_end = forward + backward
+    return is_layer, is_ar, is_opt
 
-    # Gradient ready time of every layer: F + the backward of itself and every later layer.
-    ready = np.zeros(n)
+
+def _gradient_ready(
+    graph: np.ndarray,
+    is_layer: np.ndarray,
+    layer_index: np.ndarray,
+    bwd: np.ndarray,
+    forward: np.ndarray,
+) -> np.ndarray:
+    """Gradient ready time of every layer: F + the backward of itself and every later layer.
+
+    Returns:
+        Milliseconds per node, shape (num_nodes,) (0 for the other nodes).
+    """
+    ready = np.zeros(len(graph))
     layers = np.flatnonzero(is_layer)
-    order = layers[np.lexsort((-np.asarray(layer_index)[layers], graph[layers]))]
+    order = layers[np.lexsort((-layer_index[layers], graph[layers]))]
     done = np.cumsum(bwd[order])
     first = np.r_[True, graph[order][1:] != graph[order][:-1]]
     start_of_graph = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
     before = np.r_[0.0, done][start_of_graph]  # backward of the graph's earlier-ending layers
     ready[order] = forward[graph[order]] + done - before
+    return ready
 
-    # A bucket is ready when its last gradient is; without gradient edges at the end of backward.
-    bucket_ready = np.full(n, -np.inf)
-    gradient = np.asarray(edge_type) == _GRADIENT
-    src, dst = np.asarray(edge_index)[:, gradient]
-    if len(src) and (not is_layer[src].all() or not is_ar[dst].all()):
-        raise ValueError("critical path: a 'gradient' edge must go from a layer to an all-reduce")
-    np.maximum.at(bucket_ready, dst, ready[src])
-    bucket_ready = np.where(np.isfinite(bucket_ready), bucket_ready, backward_end[graph])
 
-    # The communication lane, bucket by bucket in node order (vectorised over graphs).
+def _communication_lane(
+    graph: np.ndarray,
+    is_ar: np.ndarray,
+    node_index: np.ndarray,
+    bucket_ready: np.ndarray,
+    allreduce_ms: np.ndarray,
+    num_graphs: int,
+) -> np.ndarray:
+    """End of the communication lane per graph: buckets served in node order, one at a time.
+
+    Vectorised over graphs: the k-th bucket of every graph is served in one step.
+
+    Returns:
+        Milliseconds, shape (num_graphs,) (0 for a graph without buckets).
+    """
     lane_end = np.zeros(num_graphs)
     buckets = np.flatnonzero(is_ar)
-    buckets = buckets[np.lexsort((np.asarray(node_index)[buckets], graph[buckets]))]
+    buckets = buckets[np.lexsort((node_index[buckets], graph[buckets]))]
     rank = pd.Series(graph[buckets]).groupby(graph[buckets]).cumcount().to_numpy()
     for k in range(int(rank.max()) + 1 if len(rank) else 0):
         these = buckets[rank == k]
         g = graph[these]
-        lane_end[g] = np.maximum(bucket_ready[these], lane_end[g]) + times["total_ms"][these]
-    finish = np.maximum(backward_end, lane_end)
-    return CriticalPath(
-        iteration_ms=finish + optimizer,
-        forward_ms=forward,
-        backward_ms=backward,
-        allreduce_ms=allreduce,
-        exposed_allreduce_ms=finish - backward_end,
-        optimizer_ms=optimizer,
-    )
+        lane_end[g] = np.maximum(bucket_ready[these], lane_end[g]) + allreduce_ms[these]
+    return lane_end
 
 
 def critical_path(gs, times: pd.DataFrame) -> CriticalPath:

@@ -28,12 +28,15 @@ prediction says so in ``used_generic``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from scaledl.models.fitted import check_fitted
@@ -75,6 +78,16 @@ class LayerTimeRegressor(RegressorMixin, BaseEstimator):
         target's units (ScaleDL: milliseconds).
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        "n_estimators": [Interval(Integral, 0, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "relative": ["boolean"],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_correction": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         n_estimators: int = 30,
@@ -103,11 +116,15 @@ class LayerTimeRegressor(RegressorMixin, BaseEstimator):
     def _work(self, X: np.ndarray) -> np.ndarray:
         return self.intercept_ + (X / self.scale_) @ self.coef_
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the work model, then the correction on its log residual ratios.
 
         Returns:
             self.
+
+        Raises:
+            sklearn.utils._param_validation.InvalidParameterError: an invalid parameter.
         """
         X, y = validate_data(self, X, y, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
@@ -193,9 +210,13 @@ def layer_features(
     return np.column_stack([flops, ops, moved, nodes["params"].to_numpy(np.float64)])
 
 
-@dataclass
-class LayerwiseModel:
+@dataclass(repr=False)
+class LayerwiseModel(BaseEstimator):
     """Forward/backward regressors per layer type, plus a generic pair for unseen types.
+
+    A scikit-learn estimator (``get_params``, ``clone``): a dataclass only for its generated
+    ``__init__``, which stores the parameters as given; :meth:`fit` validates them against
+    ``_parameter_constraints``.
 
     Args:
         min_samples: fewest training rows for a type to get its own regressors.
@@ -215,6 +236,13 @@ class LayerwiseModel:
     features: str = "work"
     unmeasured_types: tuple[str, ...] = ()
 
+    _parameter_constraints: ClassVar[dict] = {
+        "min_samples": [Interval(Integral, 1, None, closed="left")],
+        "regressor_params": [dict],
+        "features": [StrOptions(set(FEATURE_SETS))],
+        "unmeasured_types": [tuple, list],
+    }
+
     @classmethod
     def from_fitted(
         cls, models: dict[str, dict[str, LayerTimeRegressor | None]], **params
@@ -229,14 +257,16 @@ class LayerwiseModel:
             The model, fitted.
 
         Raises:
-            ValueError: ``models`` has no generic ``"*"`` pair.
+            ValueError: ``models`` has no generic ``"*"`` pair, or a parameter is invalid.
         """
         if "*" not in models:
             raise ValueError("layer-wise models: no generic '*' pair")
         model = cls(**params)
+        model._validate_params()
         model.models_ = dict(models)
         return model
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, samples: pd.DataFrame) -> LayerwiseModel:
         """Fit on measured nodes.
 
@@ -248,7 +278,8 @@ class LayerwiseModel:
             self.
 
         Raises:
-            ValueError: ``samples`` is empty or has non-positive forward times.
+            ValueError: ``samples`` is empty or has non-positive forward times, or a parameter
+                is invalid (:class:`sklearn.utils._param_validation.InvalidParameterError`).
         """
         if samples.empty or len(samples) < 2:
             raise ValueError(f"layer-wise model: {len(samples)} training samples, need >= 2")

@@ -29,15 +29,20 @@ Every method predicts epoch time with the same :class:`~scaledl.models.epoch.Epo
 from __future__ import annotations
 
 import abc
-import itertools
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV, PredefinedSplit
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.critical_path import critical_path
@@ -65,13 +70,16 @@ METHOD_NAMES = ("scaledl", "additive", "critical_path", "analytical", "global_gb
 _TIMES = ["forward_ms", "backward_ms", "total_ms"]
 
 
-class RuntimeMethod(abc.ABC):
+class RuntimeMethod(BaseEstimator, abc.ABC):
     """Common part: the epoch model, the training record and timing of ``fit``.
 
     Subclasses implement ``_fit(data, val_ids, **fit_params)`` and
-    ``predict_iteration_ms(workloads)``. As in scikit-learn, the constructor only stores
-    parameters and fitted state is set by :meth:`fit` in attributes ending in ``_``; predicting
-    before ``fit`` raises
+    ``predict_iteration_ms(workloads)``. The scikit-learn estimator contract: the constructor
+    only stores its parameters as given (so ``get_params``, ``set_params`` and
+    :func:`sklearn.base.clone` work), :meth:`fit` validates them against
+    ``_parameter_constraints`` (an invalid one raises
+    :class:`sklearn.utils._param_validation.InvalidParameterError`, a ``ValueError`` naming it)
+    and sets the fitted state in attributes ending in ``_``; predicting before ``fit`` raises
     :class:`sklearn.exceptions.NotFittedError`.
 
     Attributes:
@@ -84,7 +92,9 @@ class RuntimeMethod(abc.ABC):
     """
 
     name = "method"
+    _parameter_constraints: ClassVar[dict] = {}
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(
         self, data: ProfileData, val_ids: list[str] | None = None, **fit_params: Any
     ) -> RuntimeMethod:
@@ -97,6 +107,10 @@ class RuntimeMethod(abc.ABC):
 
         Returns:
             self.
+
+        Raises:
+            sklearn.utils._param_validation.InvalidParameterError: a constructor parameter is
+                invalid (a ``ValueError`` naming it).
         """
         started = time.perf_counter()
         with single_threaded():
@@ -179,7 +193,7 @@ ABLATION_TEXT = {
 ABLATION_NAMES = tuple(ABLATIONS)
 
 
-@dataclass
+@dataclass(repr=False)
 class GraphMethod(RuntimeMethod):
     """Layer-wise models + all-reduce model (+ GNN): ScaleDL, its ablations and the baselines.
 
@@ -212,7 +226,21 @@ class GraphMethod(RuntimeMethod):
     :meth:`from_fitted` when a saved predictor is loaded. The method's report name
     (:attr:`name`) is the mode, for ``scaledl`` with the ablation's suffix
     (:data:`ABLATIONS`).
+
+    A dataclass only for its generated ``__init__`` (which stores the parameters as given, as
+    scikit-learn requires); the parameters are validated by :meth:`fit` against
+    ``_parameter_constraints``.
     """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "mode": [StrOptions(set(GRAPH_MODES))],
+        "folds": [Interval(Integral, 1, None, closed="left")],
+        "gnn_config": [GNNTrainConfig],
+        "layerwise_params": [dict],
+        "prior": [StrOptions(set(PRIORS))],
+        "edges": ["boolean"],
+        "system_nodes": ["boolean"],
+    }
 
     mode: str = "scaledl"
     folds: int = 4
@@ -222,22 +250,14 @@ class GraphMethod(RuntimeMethod):
     edges: bool = True
     system_nodes: bool = True
 
-    def __post_init__(self) -> None:
-        if self.mode not in GRAPH_MODES:
-            raise ValueError(
-                f"GraphMethod: field 'mode' (value {self.mode!r}) is unknown; one of {GRAPH_MODES}"
-            )
-        if self.prior not in PRIORS:
-            raise ValueError(
-                f"GraphMethod: field 'prior' (value {self.prior!r}) is unknown; one of {PRIORS}"
-            )
-        self.name = self.mode
-        if self.mode == "scaledl":
-            settings = {"prior": self.prior, "edges": self.edges, "system_nodes": self.system_nodes}
-            for name, changed in ABLATIONS.items():
-                if settings == {"prior": "critical_path", "edges": True, "system_nodes": True,
-                                **changed}:  # fmt: skip
-                    self.name = name
+    @property
+    def name(self) -> str:
+        """The report name: the mode, for ``scaledl`` its ablation's name when it is one."""
+        if self.mode != "scaledl":
+            return self.mode
+        settings = {"prior": self.prior, "edges": self.edges, "system_nodes": self.system_nodes}
+        default = {"prior": "critical_path", "edges": True, "system_nodes": True}
+        return next((n for n, c in ABLATIONS.items() if settings == {**default, **c}), "scaledl")
 
     @classmethod
     def from_fitted(
@@ -269,8 +289,12 @@ class GraphMethod(RuntimeMethod):
 
         Returns:
             The method, fitted.
+
+        Raises:
+            sklearn.utils._param_validation.InvalidParameterError: an invalid parameter.
         """
         method = cls(**params)
+        method._validate_params()
         method.layerwise_ = layerwise
         method.allreduce_ = allreduce
         method.gnn_ = gnn
@@ -529,8 +553,24 @@ _GBDT_FEATURES = (
 _GBDT_GRID = {"learning_rate": (0.05, 0.1), "max_depth": (2, 3, 4), "n_estimators": (100, 300)}
 
 
+def _log_time_mre(log_true: np.ndarray, log_pred: np.ndarray) -> float:
+    """Mean relative error of times predicted as logarithms (the GBDT's tuning score)."""
+    return float(np.mean(np.abs(np.expm1(log_pred - log_true))))
+
+
 class GlobalGBDTMethod(RuntimeMethod):
-    """Gradient boosting on workload-level features, tuned on the validation split."""
+    """Gradient boosting on workload-level features, tuned on the validation split.
+
+    The grid :data:`_GBDT_GRID` is searched by :class:`~sklearn.model_selection.GridSearchCV`
+    on the one predefined split (train: the training workloads outside ``val_ids``; test:
+    ``val_ids``), scored by the validation MRE; the chosen parameters are then refitted on
+    every workload. Without validation workloads (or fewer than 4 training ones) the
+    estimator's defaults are used.
+
+    Attributes:
+        params_: the chosen grid parameters (empty: the defaults).
+        model_: the :class:`~sklearn.ensemble.GradientBoostingRegressor` fitted on all data.
+    """
 
     name = "global_gbdt"
 
@@ -540,16 +580,22 @@ class GlobalGBDTMethod(RuntimeMethod):
         y = np.log(data.labels["iteration_ms"].to_numpy())
         weight = label_weights(data.labels["iteration_rel_se"].to_numpy())
         val = np.isin(data.ids, val_ids)
-        best = (np.inf, {})
+        self.params_ = {}
         if val.any() and (~val).sum() >= 4:
-            for values in itertools.product(*_GBDT_GRID.values()):
-                params = dict(zip(_GBDT_GRID, values, strict=True))
-                model = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **params)
-                model.fit(X[~val], y[~val], sample_weight=weight[~val])
-                err = float(np.mean(np.abs(np.expm1(model.predict(X[val]) - y[val]))))
-                if err < best[0]:
-                    best = (err, params)
-        self.params_ = best[1]
+            search = GridSearchCV(
+                GradientBoostingRegressor(min_samples_leaf=2, random_state=0),
+                {k: list(v) for k, v in _GBDT_GRID.items()},
+                scoring=make_scorer(_log_time_mre, greater_is_better=False),
+                cv=PredefinedSplit(np.where(val, 0, -1)),
+                refit=False,
+                error_score="raise",
+            )
+            with warnings.catch_warnings():
+                # The tuning score is the unweighted validation MRE (every workload counts
+                # once, as in the evaluation); the label weights apply to the fits only.
+                warnings.filterwarnings("ignore", "The scoring .* does not support sample_weight")
+                search.fit(X, y, sample_weight=weight)
+            self.params_ = dict(search.best_params_)
         self.model_ = GradientBoostingRegressor(min_samples_leaf=2, random_state=0, **self.params_)
         self.model_.fit(X, y, sample_weight=weight)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from scaledl.io.atomic import write_atomic
+from scaledl.report.templating import render
 from scaledl.validation.errors import TableFailure
 
 Level = Literal["table", "row", "cross_table"]
@@ -136,34 +136,15 @@ class ValidationReport:
         }
 
 
-_CSS = """
-body { font-family: sans-serif; margin: 2em; }
-table { border-collapse: collapse; margin-bottom: 1.5em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: left; }
-th { background: #eee; }
-.pass { color: #166016; font-weight: bold; }
-.fail { color: #a01010; font-weight: bold; }
-"""
-
-
-def _frame_html(frame: pd.DataFrame, empty: str) -> str:
-    """Return an HTML table of ``frame`` (escaped), or a paragraph when it is empty."""
+def _frame_html(frame: pd.DataFrame) -> str | None:
+    """An HTML table of ``frame`` (values escaped by pandas), ``None`` when it is empty."""
     if frame.empty:
-        return f"<p>{html.escape(empty)}</p>"
+        return None
     return frame.to_html(index=False, escape=True, border=0, na_rep="")
 
 
-def render_html(report: ValidationReport) -> str:
-    """Render the report as one self-contained HTML page.
-
-    Args:
-        report: the validation report.
-
-    Returns:
-        The HTML document.
-    """
-    status = "PASSED" if report.passed else "FAILED"
-    css_class = "pass" if report.passed else "fail"
+def _tables(report: ValidationReport) -> dict[str, pd.DataFrame]:
+    """The page's tables: table-level failures, row counts, expectations, flags, paths, config."""
     summary = pd.DataFrame(
         [
             {
@@ -198,36 +179,51 @@ def render_html(report: ValidationReport) -> str:
     failed = (
         expectations.loc[expectations["result"] == "FAIL"] if len(expectations) else expectations
     )
-    failures = pd.DataFrame([f.to_dict() for f in report.table_failures])
-    flags = pd.DataFrame([asdict(f) for f in report.flags])
-    paths = pd.DataFrame([{"what": k, "path": v} for k, v in report.paths.items()])
-    config = pd.DataFrame([{"setting": k, "value": str(v)} for k, v in report.config.items()])
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            "<title>ScaleDL profile validation</title>",
-            f"<style>{_CSS}</style></head><body>",
-            "<h1>ScaleDL profile validation</h1>",
-            f'<p>Result: <span class="{css_class}">{status}</span> &mdash; '
-            f"{report.quarantined_rows} row(s) quarantined, {len(report.flags)} flag(s); "
-            f"created {html.escape(report.created_at)}</p>",
-            "<h2>Table-level failures</h2>",
-            _frame_html(failures, "None."),
-            "<h2>Tables</h2>",
-            _frame_html(summary, "No table was read."),
-            "<h2>Failed expectations</h2>",
-            _frame_html(failed, "None."),
-            "<h2>All expectations</h2>",
-            _frame_html(expectations, "No expectation was evaluated."),
-            "<h2>Flags (rows kept)</h2>",
-            _frame_html(flags, "None."),
-            "<h2>Paths</h2>",
-            _frame_html(paths, "None."),
-            "<h2>Configuration</h2>",
-            _frame_html(config, "Defaults."),
-            "</body></html>",
-        ]
+    return {
+        "failures": pd.DataFrame([f.to_dict() for f in report.table_failures]),
+        "summary": summary,
+        "failed": failed,
+        "expectations": expectations,
+        "flags": pd.DataFrame([asdict(f) for f in report.flags]),
+        "paths": pd.DataFrame([{"what": k, "path": v} for k, v in report.paths.items()]),
+        "config": pd.DataFrame([{"setting": k, "value": str(v)} for k, v in report.config.items()]),
+    }
+
+
+#: The page's sections: (title, table of :func:`_tables`, text when it is empty).
+_SECTIONS = (
+    ("Table-level failures", "failures", "None."),
+    ("Tables", "summary", "No table was read."),
+    ("Failed expectations", "failed", "None."),
+    ("All expectations", "expectations", "No expectation was evaluated."),
+    ("Flags (rows kept)", "flags", "None."),
+    ("Paths", "paths", "None."),
+    ("Configuration", "config", "Defaults."),
+)
+
+
+def render_html(report: ValidationReport) -> str:
+    """Render the report as one self-contained HTML page (template ``validation.html.j2``).
+
+    Args:
+        report: the validation report.
+
+    Returns:
+        The HTML document.
+    """
+    tables = _tables(report)
+    sections = [
+        {"title": title, "table": _frame_html(tables[key]), "empty": empty}
+        for title, key, empty in _SECTIONS
+    ]
+    return render(
+        "validation.html.j2",
+        status="PASSED" if report.passed else "FAILED",
+        css_class="pass" if report.passed else "fail",
+        quarantined=report.quarantined_rows,
+        n_flags=len(report.flags),
+        created_at=report.created_at,
+        sections=sections,
     )
 
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from tiny_specs import tiny
 
 from scaledl.design import DesignError
 from scaledl.design.matched import (
@@ -10,7 +11,6 @@ from scaledl.design.matched import (
     sequential_indices,
 )
 from scaledl.models.features import build_graph_set
-from tiny_specs import tiny
 
 
 def _block(rows: np.ndarray, weight: float = 1.0, name: str = "layer:x") -> InformationBlock:

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from scaledl.evaluation.reference_block import BOUNDS, reference_markdown
-from scaledl.evaluation.summary import read_block
+from scaledl.report.summary import read_block
 
 ROOT = Path(__file__).resolve().parents[2]
 

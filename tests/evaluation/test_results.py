@@ -93,3 +93,15 @@ def test_unreadable_file_is_an_error_naming_it(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(MetricsError, match="bad.json: not valid JSON"):
         Metrics.read(bad)
+
+
+def test_a_section_is_validated_by_its_field_type():
+    from scaledl.evaluation.results import Skipped, Sweep
+
+    assert isinstance(Metrics.section("gnn_diagnosis", {"skipped": "none"}), Skipped)
+    sweep = {"family": "bert", "base_workload": "w", "sweeps": {}}
+    assert isinstance(Metrics.section("sweep", sweep), Sweep)
+    with pytest.raises(MetricsError, match=r"out/metrics.json: key 'sweep.family'"):
+        Metrics.section("sweep", {**sweep, "family": 1}, "out/metrics.json")
+    with pytest.raises(MetricsError, match="no section 'nope'"):
+        Metrics.section("nope", {})

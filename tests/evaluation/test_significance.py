@@ -18,7 +18,8 @@ def test_known_lower_error_is_better_and_the_interval_holds_the_difference():
     assert result.verdict == "better"
     assert result.ci_low < -0.05 < result.ci_high < 0
     assert result.mre_difference == pytest.approx(np.mean(a) - np.mean(b))
-    assert result.mre_a == pytest.approx(np.mean(a)) and result.n_workloads == 40
+    assert result.mre_a == pytest.approx(np.mean(a)) and result.n_units == 40
+    assert result.unit == "workload"
     assert result.interval_method == "BCa" and result.confidence_level == 0.95
     assert "scaledl vs additive" in result.describe() and result.describe().endswith("better")
 

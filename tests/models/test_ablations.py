@@ -42,7 +42,7 @@ def test_names_and_settings():
             assert getattr(method, key) == value
     assert GraphMethod(prior="sum", edges=False).name == "scaledl"  # two changes: no ablation
     with pytest.raises(ValueError, match="'prior'"):
-        GraphMethod(prior="median")
+        GraphMethod(prior="median").fit(None)  # validated by fit, before the data is read
 
 
 def test_the_prior_is_the_critical_path_the_sum_or_none(fitted, data, stage):

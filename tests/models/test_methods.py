@@ -144,4 +144,4 @@ def test_unknown_method_and_mode():
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         make_method("nope")
     with pytest.raises(ValueError, match="'mode'"):
-        GraphMethod(mode="nope")
+        GraphMethod(mode="nope").fit(None)  # validated by fit, before the data is read

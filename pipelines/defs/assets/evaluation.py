@@ -57,8 +57,8 @@ def split_table(metrics: Any) -> pd.DataFrame:
 def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
     """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines."""
     from scaledl.evaluation import EvaluationConfig, evaluate
-    from scaledl.evaluation.report import reproducibility_text
     from scaledl.evaluation.results import Skipped
+    from scaledl.report.evaluation_report import reproducibility_text
 
     out_dir = settings.layout.reports_dir
     config = EvaluationConfig.from_preset(read_search_space(settings).get("evaluation"))

@@ -182,19 +182,30 @@ def predictor_bundle(
         ),  # fmt: skip
     }
     if comparison is not None:
-        meta.update(
-            {
-                "candidate_held_out_mre": dg.MetadataValue.float(comparison.mre_a),
-                "current_held_out_mre": dg.MetadataValue.float(comparison.mre_b),
-                "mre_difference": dg.MetadataValue.float(comparison.mre_difference),
-                "mre_difference_ci_low": dg.MetadataValue.float(comparison.ci_low),
-                "mre_difference_ci_high": dg.MetadataValue.float(comparison.ci_high),
-                "verdict": comparison.verdict,
-                "held_out_workloads": comparison.n_workloads,
-                "comparison": md_table(_comparison_frame(comparison)),
-            }
-        )
+        meta.update(comparison_metadata(comparison))
     return dg.MaterializeResult(metadata=meta)
+
+
+def comparison_metadata(comparison: Any) -> dict[str, Any]:
+    """The run metadata of the candidate-vs-current comparison on held-out workloads.
+
+    Args:
+        comparison: a :class:`~scaledl.evaluation.significance.Comparison` (candidate is A).
+
+    Returns:
+        Both MREs, the difference with its interval, the verdict, the workloads compared and a
+        markdown table.
+    """
+    return {
+        "candidate_held_out_mre": dg.MetadataValue.float(comparison.mre_a),
+        "current_held_out_mre": dg.MetadataValue.float(comparison.mre_b),
+        "mre_difference": dg.MetadataValue.float(comparison.mre_difference),
+        "mre_difference_ci_low": dg.MetadataValue.float(comparison.ci_low),
+        "mre_difference_ci_high": dg.MetadataValue.float(comparison.ci_high),
+        "verdict": comparison.verdict,
+        "held_out_workloads": comparison.n_units,
+        "comparison": md_table(_comparison_frame(comparison)),
+    }
 
 
 def _comparison_frame(comparison: Any):

@@ -6,11 +6,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from metrics_factory import make_metrics  # noqa: E402
 
-from scaledl.evaluation.report import render_report, target_table  # noqa: E402
+from scaledl.report.evaluation_report import render_report  # noqa: E402
+from scaledl.report.targets import target_rows  # noqa: E402
 
 
-def test_target_table_values():
-    rows = {r.target: r for r in target_table(make_metrics())}
+def test_target_rows_values():
+    rows = {r.target: r for r in target_rows(make_metrics())}
     assert rows["ID MRE <= 3% (ScaleDL, iteration)"].reached is True
     assert rows["ID MRE <= max(3%, 1.5 x label reproducibility MRE)"].reached is True
     assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is True
@@ -29,7 +30,7 @@ def test_target_table_values():
     assert cp.reached is None and cp.measured == "not compared"
     gpu = [r for r in rows.values() if r.target.startswith("GPU leave-one-model-out")][0]
     assert gpu.reached is None and gpu.measured.startswith("not evaluated")
-    worse = {r.target: r for r in target_table(make_metrics(scaledl_ood=0.1))}
+    worse = {r.target: r for r in target_rows(make_metrics(scaledl_ood=0.1))}
     assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is False
 
 
@@ -43,7 +44,7 @@ def test_report_embeds_images_and_targets(tmp_path):
     html = render_report(metrics, {"pred_vs_measured": png})
     assert "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode() in html
     assert "<table class='targets'>" in html and "ID MRE &lt;= 3%" in html
-    assert html.count("<tr>") > len(target_table(metrics))
+    assert html.count("<tr>") > len(target_rows(metrics))
     assert "NO" in html  # a target not reached is shown as such
     assert "mean over families" in html
     assert "Paired comparisons" in html and "scaledl vs additive" in html

@@ -2,9 +2,9 @@ import numpy as np
 import pandas as pd
 from metrics_factory import intervals, make_metrics, metrics_dict
 
-from scaledl.evaluation.headline import error_rows, headline_figure, summary_html, verdict
-from scaledl.evaluation.report import render_report
 from scaledl.evaluation.results import Metrics
+from scaledl.report.evaluation_report import render_report
+from scaledl.report.headline import error_rows, headline_figure, summary_html, verdict
 
 
 def test_verdict_states_the_numbers_and_a_conclusion():

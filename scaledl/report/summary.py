@@ -14,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaledl.evaluation.gpu_report import gpu_markdown
-from scaledl.evaluation.report import reproducibility_text, target_table
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
-from scaledl.evaluation.significance_report import interval_text, significance_markdown
+from scaledl.report.evaluation_report import reproducibility_text
+from scaledl.report.formatting import interval_text, ms, pct, reached_text
+from scaledl.report.paired import significance_markdown
+from scaledl.report.targets import target_rows
 
 GENERATOR = "`scaledl summary --markdown`"
 
@@ -43,14 +45,6 @@ class ReadmeBlockError(ValueError):
     """The README has no (or a malformed) results block."""
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def _ms(seconds: float) -> str:
-    return f"{1000 * seconds:.1f} ms"
-
-
 def _row(label: str, cells: list[str]) -> str:
     return "| " + " | ".join([label, *cells]) + " |"
 
@@ -65,9 +59,9 @@ def _split_table(metrics: Metrics) -> list[str]:
             if m not in table:
                 out.append("n/a")
             elif epoch:
-                out.append(_pct(table[m].epoch.mre))
+                out.append(pct(table[m].epoch.mre))
             else:
-                out.append(f"{_pct(table[m].mre)} / {_ms(table[m].rmse_s)}")
+                out.append(f"{pct(table[m].mre)} / {ms(table[m].rmse_s)}")
         return out
 
     ident = metrics.splits.id.methods
@@ -103,10 +97,10 @@ def _learning_curve_table(metrics: Metrics) -> list[str]:
         "| " + " | ".join(["---"] * (len(sizes) + 1)) + " |",
     ]
     for sampler, c in samplers.items():
-        values = [f"{_pct(m)} ± {_pct(s)}" for m, s in zip(c.mre_mean, c.mre_std, strict=True)]
+        values = [f"{pct(m)} ± {pct(s)}" for m, s in zip(c.mre_mean, c.mre_std, strict=True)]
         lines.append(_row(sampler, values))
         if c.prior_mre_mean is not None:
-            lines.append(_row(f"{sampler}: prior", [_pct(m) for m in c.prior_mre_mean]))
+            lines.append(_row(f"{sampler}: prior", [pct(m) for m in c.prior_mre_mean]))
     if curves.halving is not None:
         h = curves.halving
         lines += [
@@ -128,8 +122,8 @@ def _external_lines(metrics: Metrics) -> list[str]:
             ("leave one GPU out", gpu.leave_one_gpu_out),
         ):
             if protocol is not None:
-                mean = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.mean_over_gpus.items())
-                worst = ", ".join(f"{m} {_pct(v)}" for m, v in protocol.max_over_gpus.items())
+                mean = ", ".join(f"{m} {pct(v)}" for m, v in protocol.mean_over_gpus.items())
+                worst = ", ".join(f"{m} {pct(v)}" for m, v in protocol.max_over_gpus.items())
                 protocols.append(f"{name}: mean over GPUs {mean}, worst GPU {worst}")
         lines = [
             f"Real GPU data ({gpu.n_workloads} imported workloads, {len(gpu.gpus)} GPUs), "
@@ -139,7 +133,7 @@ def _external_lines(metrics: Metrics) -> list[str]:
         lines.append(f"Vidur all-reduce: skipped ({metrics.external.skipped}).")
     else:
         vidur = "; ".join(
-            f"{system} " + ", ".join(f"{variant} {_pct(e.mre)}" for variant, e in variants.items())
+            f"{system} " + ", ".join(f"{variant} {pct(e.mre)}" for variant, e in variants.items())
             for system, variants in metrics.external.vidur.per_system.items()
         )
         lines.append(f"Vidur all-reduce MRE: {vidur}.")
@@ -154,10 +148,8 @@ def _interval_lines(metrics: Metrics, method: str = "scaledl") -> list[str]:
         if c is None:
             return None
         s = c.iteration
-        width = (
-            _pct(s.median_relative_width) if s.median_relative_width is not None else "unbounded"
-        )
-        return f"{name} {_pct(s.coverage)} of {s.n} (median width {width})"
+        width = pct(s.median_relative_width) if s.median_relative_width is not None else "unbounded"
+        return f"{name} {pct(s.coverage)} of {s.n} (median width {width})"
 
     parts = [text(iv.id.methods, "ID")]
     if not isinstance(iv.ood, Skipped):
@@ -176,9 +168,8 @@ def _interval_lines(metrics: Metrics, method: str = "scaledl") -> list[str]:
 
 def _targets(metrics: Metrics) -> list[str]:
     lines = ["| target | measured | reached |", "| --- | --- | --- |"]
-    reached = {True: "yes", False: "no", None: "n/a"}
-    for t in target_table(metrics):
-        lines.append(f"| {t.target} | {t.measured} | {reached[t.reached]} |")
+    for t in target_rows(metrics):
+        lines.append(f"| {t.target} | {t.measured} | {reached_text(t.reached, markdown=True)} |")
     return lines
 
 

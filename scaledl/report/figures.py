@@ -1,7 +1,7 @@
 """Figures of the evaluation (matplotlib, Agg backend, PNG).
 
 * ``headline.png``: ScaleDL's predicted vs measured iteration time on ID and left-out-family
-  workloads with their calibrated intervals (:mod:`scaledl.evaluation.headline`).
+  workloads with their calibrated intervals (:mod:`scaledl.report.headline`).
 * ``pred_vs_measured.png``: predicted vs measured iteration time, log-log, one panel per method,
   ID split, with the ``y = x`` line.
 * ``sweep.png``: epoch time of the sweep family versus batch size and versus sequence length:
@@ -25,7 +25,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scaledl.evaluation.headline import headline_figure  # noqa: E402
 from scaledl.evaluation.results import (  # noqa: E402
     LearningCurves,
     Metrics,
@@ -33,6 +32,8 @@ from scaledl.evaluation.results import (  # noqa: E402
     Skipped,
     Sweep,
 )
+from scaledl.report.formatting import loglog_identity  # noqa: E402
+from scaledl.report.headline import headline_figure  # noqa: E402
 
 
 def _save(fig, path: Path) -> Path:
@@ -62,15 +63,7 @@ def pred_vs_measured(predictions: pd.DataFrame, path: Path) -> Path:
         part = predictions[predictions["method"] == method]
         for family, g in part.groupby("family"):
             ax.scatter(g["true_iteration_s"], g["pred_iteration_s"], s=14, label=family)
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlim=(lo, hi),
-            ylim=(lo, hi),
-            title=method,
-            xlabel="measured iteration [s]",
-        )
+        loglog_identity(ax, lo, hi, title=method, xlabel="measured iteration [s]")
     axes[0][0].set_ylabel("predicted iteration [s]")
     axes[0][-1].legend(fontsize=7)
     return _save(fig, path)

@@ -5,14 +5,12 @@ are (the headline figure: ScaleDL's predicted vs measured iteration time on held
 with its calibrated intervals), how that compares with what is achievable (the errors next to
 the label noise floor, the MRE between independent launches of the same workloads, and next to
 the best baseline), and whether to trust it (a one-paragraph verdict written from the numbers,
-never typed by hand). :func:`summary_html` renders the three; the detailed tables follow it in
-:func:`scaledl.evaluation.report.render_report`.
+never typed by hand). :func:`summary_html` renders the three (template ``summary.html.j2``); the
+detailed tables follow it in :func:`scaledl.report.evaluation_report.render_report`.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
 
 import matplotlib
@@ -22,8 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scaledl.evaluation.coverage import COVERAGE_BAND  # noqa: E402
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped  # noqa: E402
+from scaledl.evaluation.targets import target  # noqa: E402
+from scaledl.report.formatting import loglog_identity, pct, png_data_uri  # noqa: E402
+from scaledl.report.templating import render  # noqa: E402
 
 HEADLINE_METHOD = "scaledl"
 _SPLITS = {"id": "held-out, trained families (ID)", "ood": "left-out family (OOD)"}
@@ -71,12 +71,10 @@ def headline_figure(predictions: pd.DataFrame, path: Path, method: str = HEADLIN
             alpha=0.8,
             label=f"{_SPLITS[key]}: {int(covered.sum())}/{len(x)} in interval",
         )
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlim=(lo, hi),
-        ylim=(lo, hi),
+    loglog_identity(
+        ax,
+        lo,
+        hi,
         xlabel="measured iteration [s]",
         ylabel="predicted iteration [s]",
         title=f"{method}: predicted vs measured, with calibrated intervals",
@@ -87,10 +85,6 @@ def headline_figure(predictions: pd.DataFrame, path: Path, method: str = HEADLIN
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def _best_baseline(table: dict, method: str, ablations) -> tuple[str, float] | None:
@@ -133,12 +127,12 @@ def error_rows(metrics: Metrics, method: str = HEADLINE_METHOD) -> list[list[str
         rows.append(
             [
                 label,
-                _pct(mre),
-                "n/a" if best is None else f"{best[0]} {_pct(best[1])}",
-                _pct(noise),
+                pct(mre),
+                "n/a" if best is None else f"{best[0]} {pct(best[1])}",
+                pct(noise),
                 "n/a" if not noise else f"{mre / noise:.1f}x",
-                "n/a" if c is None else f"{_pct(c.iteration.coverage)} of {c.iteration.n}",
-                "n/a" if c is None else _pct(c.iteration.median_relative_width),
+                "n/a" if c is None else f"{pct(c.iteration.coverage)} of {c.iteration.n}",
+                "n/a" if c is None else pct(c.iteration.median_relative_width),
             ]
         )
     return rows
@@ -161,24 +155,24 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
     id_mre = id_table[method].mre
     parts = [
         f"On held-out workloads of the families it was trained on, {method} predicts the "
-        f"iteration time with an MRE of {_pct(id_mre)}"
+        f"iteration time with an MRE of {pct(id_mre)}"
     ]
     if noise:
-        parts.append(f", {id_mre / noise:.1f}x the label noise floor of {_pct(noise)}")
+        parts.append(f", {id_mre / noise:.1f}x the label noise floor of {pct(noise)}")
     else:
         parts.append(" (the label noise floor was not measured: no workload launched twice)")
     best = _best_baseline(id_table, method, metrics.ablations)
     if best:
-        parts.append(f"; the best baseline, {best[0]}, has {_pct(best[1])}")
+        parts.append(f"; the best baseline, {best[0]}, has {pct(best[1])}")
     ood = metrics.splits.ood
     ood_mre = None
     if isinstance(ood, OODErrors) and method in ood.mean:
         ood_mre = ood.mean[method].mre
         obest = _best_baseline(ood.mean, method, metrics.ablations)
-        parts.append(f". On families it never saw, the MRE is {_pct(ood_mre)}")
+        parts.append(f". On families it never saw, the MRE is {pct(ood_mre)}")
         if obest:
-            parts.append(f" (best baseline {obest[0]} {_pct(obest[1])})")
-    lo, hi = COVERAGE_BAND
+            parts.append(f" (best baseline {obest[0]} {pct(obest[1])})")
+    lo, hi = target("interval_coverage_id").threshold
     cov = metrics.intervals
     c_id = cov.id.methods.get(method)
     calibrated = []
@@ -187,15 +181,15 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
         calibrated.append(lo <= s.coverage <= hi)
         parts.append(
             f". Its {cov.coverage:.0%} intervals held the measured time for "
-            f"{_pct(s.coverage)} of {s.n} ID workloads (median width "
-            f"{_pct(s.median_relative_width)} of the prediction)"
+            f"{pct(s.coverage)} of {s.n} ID workloads (median width "
+            f"{pct(s.median_relative_width)} of the prediction)"
         )
     if not isinstance(cov.ood, Skipped) and method in cov.ood.pooled:
         fam = {
             f: v[method].iteration.coverage for f, v in cov.ood.per_family.items() if method in v
         }
         calibrated += [lo <= v <= hi for v in fam.values()]
-        parts.append(" and for " + ", ".join(f"{_pct(v)} of left-out {f}" for f, v in fam.items()))
+        parts.append(" and for " + ", ".join(f"{pct(v)} of left-out {f}" for f, v in fam.items()))
     beats_id = best is None or id_mre <= best[1]
     conclusion = [
         "better than every baseline on held-out workloads"
@@ -217,6 +211,27 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
     return "".join(parts) + ". Verdict: " + "; ".join(conclusion) + "."
 
 
+def summary_context(metrics: Metrics, figure_paths: dict[str, Path]) -> dict:
+    """The variables of ``summary.html.j2``: verdict, headline figure and error table.
+
+    Args:
+        metrics: the evaluation metrics.
+        figure_paths: figure key -> PNG; ``headline`` is embedded when present.
+
+    Returns:
+        ``{"verdict", "coverage", "headline" (a data URI or ``None``), "header", "rows"}``.
+    """
+    headline = figure_paths.get("headline")
+    return {
+        "verdict": verdict(metrics),
+        "coverage": f"{metrics.intervals.coverage:.0%}",
+        "headline": None if headline is None else png_data_uri(headline),
+        "header": ["split", f"{HEADLINE_METHOD} MRE", "best baseline", "noise floor",
+                   "MRE / noise floor", "interval coverage", "median interval width"],
+        "rows": error_rows(metrics),
+    }  # fmt: skip
+
+
 def summary_html(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
     """The report's opening section: headline figure, errors vs noise floor, verdict.
 
@@ -227,28 +242,4 @@ def summary_html(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
     Returns:
         An HTML fragment.
     """
-    parts = ["<h2 id='summary'>Summary</h2>", f"<p>{html.escape(verdict(metrics))}</p>"]
-    if "headline" in figure_paths:
-        data = base64.b64encode(Path(figure_paths["headline"]).read_bytes()).decode("ascii")
-        parts.append(
-            "<p>Predicted vs measured iteration time of held-out workloads, each with its "
-            f"{metrics.intervals.coverage:.0%} interval calibrated without its own residual "
-            "(ID: on the other ID test workloads; left-out family: on the other families).</p>"
-            f"<img alt='headline' src='data:image/png;base64,{data}'>"
-        )
-    header = [
-        "split",
-        f"{HEADLINE_METHOD} MRE",
-        "best baseline",
-        "noise floor",
-        "MRE / noise floor",
-        "interval coverage",
-        "median interval width",
-    ]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-        for row in error_rows(metrics)
-    )
-    parts.append(f"<table class='summary'><tr>{head}</tr>{body}</table>")
-    return "\n".join(parts)
+    return render("summary.html.j2", summary=summary_context(metrics, figure_paths))

@@ -4,7 +4,7 @@ import pytest
 from metrics_factory import make_metrics
 
 from scaledl.evaluation.results import Metrics
-from scaledl.evaluation.summary import (
+from scaledl.report.summary import (
     BEGIN,
     END,
     ReadmeBlockError,
