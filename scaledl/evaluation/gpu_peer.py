@@ -140,7 +140,7 @@ def peer_targets(peer: dict[str, Any]) -> list[dict[str, Any]]:
                 {
                     "target": target,
                     "measured": f"{ours:.1%} vs {theirs:.1%} ({ours / theirs:.2f}x, "
-                    f"{half['n_workloads']} rows); MRE - 0.5x NeuSight's "
+                    f"{half['n_units']} rows); MRE - 0.5x NeuSight's "
                     f"{100 * half['mre_difference']:+.1f} points, 95% CI "
                     f"{100 * half['ci_low']:+.1f} to {100 * half['ci_high']:+.1f}",
                     "reached": bool(half["mre_difference"] <= 0),

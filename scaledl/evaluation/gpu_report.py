@@ -139,7 +139,7 @@ def peer_table(peer: dict) -> list[list]:
                 rows.append([protocol, label, "", "", "", "", "", c["skipped"]])
                 continue
             rows.append(
-                [protocol, label, c["n_workloads"], f"{c['mre_a']:.1%}", f"{c['mre_b']:.1%}",
+                [protocol, label, c["n_units"], f"{c['mre_a']:.1%}", f"{c['mre_b']:.1%}",
                  f"{100 * c['mre_difference']:+.1f} pt",
                  f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f}", c["verdict"]]
             )  # fmt: skip

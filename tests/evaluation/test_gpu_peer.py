@@ -80,12 +80,12 @@ def test_peer_rows_are_neusights_files_on_the_same_rows(trimmed):
 
     comparison = peer_comparison(pd.concat([predictions, rows], ignore_index=True))
     overall = comparison["leave_one_model_out"]["overall"]
-    assert overall["n_workloads"] == 4  # only the rows both predicted
+    assert overall["n_units"] == 4  # only the rows both predicted
     assert overall["mre_a"] == pytest.approx((0.04 * 2 + 0.03 * 2) / 4)
     assert overall["mre_b"] == pytest.approx(np.mean(expected))
     assert overall["ci_low"] <= overall["mre_difference"] <= overall["ci_high"]
     per_mode = comparison["leave_one_model_out"]["per_mode"]
-    assert per_mode["train"]["n_workloads"] == 2 and per_mode["train"]["mre_a"] == pytest.approx(
+    assert per_mode["train"]["n_units"] == 2 and per_mode["train"]["mre_a"] == pytest.approx(
         0.04
     )
     assert set(comparison["leave_one_gpu_out"]["per_gpu"]) == {GPU}
