@@ -1,9 +1,9 @@
 """Session data shared by the core-module tests: one real tiny profile and one tiny bundle.
 
-Not a conftest on purpose: the profile is needed by ``tests/profiling``, ``tests/models``,
-``tests/registry`` and ``tests/test_cli.py``. Each of those conftests (and ``test_cli.py``)
-re-exports the fixtures below; the expensive work is memoised per pytest base temp directory, so
-it runs once per session whichever directory asks first.
+A pytest plugin (``pytest_plugins`` of the root conftest): the profile is needed by
+``tests/profiling``, ``tests/models``, ``tests/registry`` and ``tests/test_cli*.py``; a session
+fixture runs only when a test requests it, and the expensive work is memoised per pytest base
+temp directory, so it runs once per session whichever directory asks first.
 
 The profile (:data:`SETTINGS`: one launch per world size, labels of at least 8 steps; the
 interference guard measures but never retries, so a busy test machine cannot make the session

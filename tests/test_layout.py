@@ -50,3 +50,29 @@ def test_external_data_comes_from_the_configured_root_else_the_checkout(monkeypa
     monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path))
     assert neusight_root() == tmp_path / "neusight"
     assert vidur_network_root() == tmp_path / "vidur" / "network"
+
+
+def test_the_readme_gpu_commands_write_where_evaluate_gpu_reads(tmp_path, monkeypatch):
+    """`scaledl validate data/imported/neusight`, then the defaults of `scaledl evaluate-gpu`."""
+    from profile_tables import make_profiles, write_profiles
+    from typer.testing import CliRunner
+
+    from scaledl.cli import app
+
+    monkeypatch.setenv("SCALEDL_DATA_DIR", str(tmp_path / "data"))
+    layout = DataLayout.from_env()
+    missing = CliRunner().invoke(app, ["evaluate-gpu"])
+    assert missing.exit_code == 2
+    assert f"{layout.imported_validated_dir()}: validated GPU profiles not found" in (
+        missing.output.replace("\n", "")
+    )
+    write_profiles(layout.imported_dir("neusight"), make_profiles())
+    result = CliRunner().invoke(app, ["validate", str(layout.imported_dir("neusight"))])
+    assert result.exit_code == 0, result.output
+    validated = layout.imported_validated_dir().resolve()
+    assert sorted(p.name for p in validated.glob("*.parquet"))[:2] == [
+        "allreduce_timings.parquet",
+        "epochs.parquet",
+    ]
+    assert (layout.imported_report_dir().resolve() / "index.html").is_file()
+    assert not (layout.root / "imported" / "validated" / "workloads.parquet").exists()

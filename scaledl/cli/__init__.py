@@ -28,7 +28,11 @@ from scaledl.workloads.files import read_workloads_file
 
 __all__ = ["app", "main", "output_path", "read_workloads_file"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+HELP = (
+    f"{__doc__.splitlines()[0]}\n\n<data> in the defaults of paths is $SCALEDL_DATA_DIR (else "
+    "data), <external> is $SCALEDL_EXTERNAL_DIR (else the checkout's external/)."
+)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 for _group in (design, profile, data, predictors, predict, devices, evaluate, reference, summary):
     app.add_typer(_group.app)
 

@@ -167,6 +167,85 @@ def validate_profiles(
             stale.unlink(missing_ok=True)
     tables = {**PROFILE_TABLES, **optional}
     paths = {name: profiles_dir / f"{name}.parquet" for name in tables}
+    frames = _read_usable(runner, tables, paths, report, report_dir)
+    copies: dict[str, pd.DataFrame] = {}
+    for name in tables:
+        frames[name], copies[name], outcome = split_duplicates(name, frames[name])
+        report.expectations.append(outcome)
+
+    logs: dict[str, FailureLog] = {}
+    failures: list[TableFailure] = []
+    for name, spec in tables.items():
+        logs[name], errors = _row_level(runner, spec, frames[name], paths[name], config, report)
+        failures.extend(errors)
+    if failures:
+        _fail(report, failures, report_dir)
+    _quarantine_bad_runs(frames, logs, tuple(optional), config, report)
+    for name, spec in tables.items():
+        report.tables[name] = _write_split(
+            spec, frames[name], copies[name], logs[name], paths[name],
+            (out_dir, quarantine_dir), config, report,
+        )  # fmt: skip
+    write_html(report, report_dir)
+    return report
+
+
+def _write_split(
+    spec: TableSpec,
+    frame: pd.DataFrame,
+    copies: pd.DataFrame,
+    log: FailureLog,
+    source: Path,
+    dirs: tuple[Path, Path],
+    config: ValidationConfig,
+    report: ValidationReport,
+) -> TableSummary:
+    """Write a table's valid rows to ``dirs[0]`` and its quarantined ones to ``dirs[1]``.
+
+    Args:
+        spec: the table's schema.
+        frame: its rows without the later copies of duplicates.
+        copies: those copies (quarantined as ``duplicate``).
+        log: the failures of ``frame``'s rows.
+        source: the file the table was read from.
+        dirs: the validated and quarantine folders.
+        config: validation settings (the high-CV flag of ``runs``).
+        report: receives the flags.
+
+    Returns:
+        The table's counts.
+    """
+    valid, quarantined = log.split(frame)
+    if len(copies):
+        quarantined = pd.concat([quarantined, copies], ignore_index=True)
+    valid = restore_int_dtypes(spec, valid)
+    if spec.name == "runs":
+        valid["flag_high_cv"], flags = high_cv_flags(valid, config)
+        report.flags.extend(flags)
+    write_parquet_atomic(valid, dirs[0] / f"{spec.name}.parquet")
+    write_parquet_atomic(quarantined, dirs[1] / f"{spec.name}.parquet")
+    reasons = log.reasons()
+    if len(copies):
+        reasons[DUPLICATE] = len(copies)
+    return TableSummary(
+        file=str(source), rows_in=len(frame) + len(copies), passed=len(valid),
+        quarantined=len(quarantined), quarantine_reasons=reasons,
+    )  # fmt: skip
+
+
+def _read_usable(
+    runner: GxRunner,
+    tables: dict[str, TableSpec],
+    paths: dict[str, Path],
+    report: ValidationReport,
+    report_dir: Path,
+) -> dict[str, pd.DataFrame]:
+    """Every table read and passing its table-level suite.
+
+    Raises:
+        ValidationError: a table is unreadable or fails a table-level expectation (the report
+            page is written first).
+    """
     frames: dict[str, pd.DataFrame] = {}
     failures: list[TableFailure] = []
     for name in tables:
@@ -180,20 +259,17 @@ def validate_profiles(
         failures.extend(_table_level(runner, spec, frames[name], paths[name], report))
     if failures:
         _fail(report, failures, report_dir)
+    return frames
 
-    rows_in = {name: len(frame) for name, frame in frames.items()}
-    copies: dict[str, pd.DataFrame] = {}
-    for name in tables:
-        frames[name], copies[name], outcome = split_duplicates(name, frames[name])
-        report.expectations.append(outcome)
 
-    logs: dict[str, FailureLog] = {}
-    for name, spec in tables.items():
-        logs[name], errors = _row_level(runner, spec, frames[name], paths[name], config, report)
-        failures.extend(errors)
-    if failures:
-        _fail(report, failures, report_dir)
-
+def _quarantine_bad_runs(
+    frames: dict[str, pd.DataFrame],
+    logs: dict[str, FailureLog],
+    optional: tuple[str, ...],
+    config: ValidationConfig,
+    report: ValidationReport,
+) -> None:
+    """Log every row of a run that lost rows or breaks a cross-table rule (whole runs go)."""
     report.expectations.extend(reference_failures(frames, logs, (*RUN_TABLE_NAMES, *optional)))
     lost_outcomes, bad_runs = lost_row_failures(frames, logs)
     report.expectations.extend(lost_outcomes)
@@ -208,29 +284,6 @@ def validate_profiles(
         run_ids = frames[name]["run_id"]
         positions = np.flatnonzero(run_ids.isin(bad_runs.keys()).to_numpy())
         logs[name].add_each((p, reason) for p in positions for reason in bad_runs[run_ids.iloc[p]])
-
-    for name, spec in tables.items():
-        valid, quarantined = logs[name].split(frames[name])
-        if len(copies[name]):
-            quarantined = pd.concat([quarantined, copies[name]], ignore_index=True)
-        valid = restore_int_dtypes(spec, valid)
-        if name == "runs":
-            valid["flag_high_cv"], flags = high_cv_flags(valid, config)
-            report.flags.extend(flags)
-        write_parquet_atomic(valid, out_dir / f"{name}.parquet")
-        write_parquet_atomic(quarantined, quarantine_dir / f"{name}.parquet")
-        reasons = logs[name].reasons()
-        if len(copies[name]):
-            reasons[DUPLICATE] = len(copies[name])
-        report.tables[name] = TableSummary(
-            file=str(paths[name]),
-            rows_in=rows_in[name],
-            passed=len(valid),
-            quarantined=len(quarantined),
-            quarantine_reasons=reasons,
-        )
-    write_html(report, report_dir)
-    return report
 
 
 def _alive(frame: pd.DataFrame, log: FailureLog) -> pd.DataFrame:
