@@ -436,12 +436,18 @@ def predict(
     Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
     not, why (listed below the table; with more than 5 such rows, counted by reason with the
     first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
-    row and field). ``--coverage 0.9`` adds 90% conformal intervals.
+    row and field). ``--coverage 0.9`` adds 90% conformal intervals. A CSV or parquet file
+    predicted into ``--out`` is streamed: read, predicted and written in chunks (a progress bar
+    on stderr), the output complete or absent; the first rows are printed.
     """
     from scaledl.registry import BundleError, load_predictor
     from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
+    if workloads is not None and out is not None and not detail:
+        if workloads.suffix.lower() in (".csv", ".parquet"):
+            _predict_streamed(predictor, workloads, out, coverage, strict)
+            return
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         rows = _workload_rows(workloads, family, set_)
@@ -461,6 +467,30 @@ def predict(
         typer.secho(line, err=True, fg=typer.colors.YELLOW)
     if out is not None:
         _write_table(table, out)
+
+
+def _predict_streamed(
+    predictor: Path, workloads: Path, out: Path, coverage: float | None, strict: bool
+) -> None:
+    """``scaledl predict --workloads FILE --out OUT`` in chunks (:mod:`scaledl.prediction`)."""
+    from scaledl.prediction.stream import predict_file
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        output_path(out, (".csv", ".parquet"), "--out")
+        summary = predict_file(load_predictor(predictor), workloads, out, coverage, strict)
+    except (ValueError, WorkloadError, BundleError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{out}: cannot write: {exc}")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(summary.head.drop(columns=["extrapolation"]).to_string(index=False))
+    if summary.rows > len(summary.head):
+        typer.echo(f"... {summary.rows - len(summary.head)} more rows")
+    typer.echo(f"{summary.rows} predictions: {out}")
+    for line in summary.outside_lines():
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
 
 
 def _workload_rows(
@@ -493,17 +523,26 @@ def _workload_rows(
 
 
 def _int_list(text: str, option: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``.
+    """``"1,2,4"`` -> ``[1, 2, 4]``; an item ``a-b`` is the range ``a`` to ``b`` inclusive.
 
     Raises:
         ValueError: naming the option and the value.
     """
+    expected = f"{option} {text!r}: expected comma-separated integers or ranges a-b"
+    values: list[int] = []
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        for item in (v.strip() for v in text.split(",")):
+            low, dash, high = item.partition("-")
+            if dash and low:  # a range a-b (a lone "-3" is a negative number, refused later)
+                if int(high) < int(low):
+                    raise ValueError(expected)
+                values.extend(range(int(low), int(high) + 1))
+            elif item:
+                values.append(int(item))
     except ValueError:
-        raise ValueError(f"{option} {text!r}: expected comma-separated integers") from None
+        raise ValueError(expected) from None
     if not values:
-        raise ValueError(f"{option} {text!r}: expected comma-separated integers")
+        raise ValueError(expected)
     return values
 
 
@@ -522,7 +561,9 @@ def plan(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Inline model field=value (repeat)")
     ] = None,
-    world_sizes: Annotated[str, typer.Option(help="Candidate world sizes")] = "1,2,4,8",
+    world_sizes: Annotated[
+        str, typer.Option(help="Candidate world sizes (a,b,... or ranges a-b)")
+    ] = "1,2,4,8",
     nodes: Annotated[str, typer.Option(help="Candidate node counts")] = "1",
     batch_sizes: Annotated[str, typer.Option(help="Candidate per-rank batch sizes")] = "1,2,4,8",
     devices_per_node: Annotated[int | None, typer.Option(help="Devices per node")] = None,

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from scaledl.graph import trace_cache
 from scaledl.graph.layer_graph import (
     EDGE_TYPES,
     LAYER_FEATURE_COLUMNS,
@@ -80,8 +81,9 @@ def _graphs_at_batch_1_and_2(key: str) -> tuple[LayerGraph, LayerGraph]:
 def check_traceable(workload: Workload, where: str) -> None:
     """Build and trace the workload's model on the meta device, or say why it cannot be.
 
-    The traces are the cached ones predictions use (:func:`architecture_key`), so checking
-    costs nothing extra before a prediction.
+    The traces are the cached ones predictions use (:func:`architecture_key`; in memory, and
+    on disk in :mod:`scaledl.graph.trace_cache`), so checking costs nothing extra before a
+    prediction.
 
     Args:
         workload: a parsed workload.
@@ -92,7 +94,7 @@ def check_traceable(workload: Workload, where: str) -> None:
             config and architecture fields, and the library's message.
     """
     try:
-        _graphs_at_batch_1_and_2(architecture_key(workload))
+        _templates(architecture_key(workload))
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from exc
     except Exception as exc:
@@ -107,8 +109,52 @@ def architecture_graphs(workload: Workload) -> tuple[LayerGraph, LayerGraph]:
     return _graphs_at_batch_1_and_2(architecture_key(workload))
 
 
-@lru_cache(maxsize=8192)
 def _template(key: str, with_buckets: bool) -> _Template:
+    return _templates(key)[with_buckets]
+
+
+@lru_cache(maxsize=4096)
+def _templates(key: str) -> tuple[_Template, _Template]:
+    """The architecture's templates without and with all-reduce buckets (traced or cached)."""
+    arrays = trace_cache.load(key)
+    if arrays is not None:
+        try:
+            return _from_arrays(arrays, "0"), _from_arrays(arrays, "1")
+        except KeyError as exc:  # an entry of another layout: trace again
+            trace_cache.logger.warning("trace cache: entry without %s: tracing again", exc)
+    templates = _trace_template(key, False), _trace_template(key, True)
+    trace_cache.store(key, {**_to_arrays(templates[0], "0"), **_to_arrays(templates[1], "1")})
+    return templates
+
+
+def _to_arrays(t: _Template, tag: str) -> dict[str, np.ndarray]:
+    """A template as named plain arrays (strings fixed-width), for the trace cache."""
+    out = {f"{tag}/base/{c}": v for c, v in t.base.items()}
+    out.update({f"{tag}/slope/{c}": v for c, v in t.slope.items()})
+    out.update({f"{tag}/text/{c}": v.astype(str) for c, v in t.text.items()})
+    for name in ("layer_index", "node_index", "edge_index", "edge_type"):
+        out[f"{tag}/{name}"] = getattr(t, name)
+    return out
+
+
+def _from_arrays(arrays: dict[str, np.ndarray], tag: str) -> _Template:
+    """Inverse of :func:`_to_arrays`.
+
+    Raises:
+        KeyError: a column or array is missing.
+    """
+    return _Template(
+        base={c: arrays[f"{tag}/base/{c}"].astype(np.float64) for c in NODE_NUMERIC},
+        slope={c: arrays[f"{tag}/slope/{c}"].astype(np.float64) for c in NODE_NUMERIC},
+        text={c: arrays[f"{tag}/text/{c}"].astype(object) for c in _NODE_TEXT},
+        layer_index=arrays[f"{tag}/layer_index"].astype(np.int64),
+        node_index=arrays[f"{tag}/node_index"].astype(np.int64),
+        edge_index=arrays[f"{tag}/edge_index"].astype(np.int64).reshape(2, -1),
+        edge_type=arrays[f"{tag}/edge_type"].astype(np.int64),
+    )
+
+
+def _trace_template(key: str, with_buckets: bool) -> _Template:
     g1, g2 = _graphs_at_batch_1_and_2(key)
     n1, n2, edges = g1.nodes, g2.nodes, g1.edges
     if not with_buckets:
@@ -227,8 +273,17 @@ class GraphSet:
         )
 
 
-def build_graph_set(workloads: list[Workload]) -> GraphSet:
+def build_graph_set(
+    workloads: list[Workload], ids: list[str] | None = None, arch_keys: list[str] | None = None
+) -> GraphSet:
     """Concatenated layer graphs of ``workloads`` (graph ``g`` belongs to ``workloads[g]``).
+
+    Args:
+        workloads: the workloads.
+        ids: the ``workload_id`` column of each graph's nodes (default the workloads' ids;
+            a caller that knows them, or predicts unnamed candidates, saves hashing each
+            spec again).
+        arch_keys: each workload's :func:`architecture_key`, when the caller knows them.
 
     Raises:
         scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
@@ -236,7 +291,8 @@ def build_graph_set(workloads: list[Workload]) -> GraphSet:
     groups: dict[tuple[str, bool], list[int]] = {}
     for g, w in enumerate(workloads):
         with_buckets = w.mode == "train" and w.world_size > 1
-        groups.setdefault((architecture_key(w), with_buckets), []).append(g)
+        key = architecture_key(w) if arch_keys is None else arch_keys[g]
+        groups.setdefault((key, with_buckets), []).append(g)
     sizes = np.zeros(len(workloads), dtype=np.int64)
     templates = {}
     for key, members in groups.items():
@@ -271,7 +327,7 @@ def build_graph_set(workloads: list[Workload]) -> GraphSet:
         type_parts.append(np.tile(t.edge_type, len(members)))
     per_graph = pd.DataFrame(
         {
-            "workload_id": [w.workload_id for w in workloads],
+            "workload_id": [w.workload_id for w in workloads] if ids is None else list(ids),
             "batch_size": [w.batch_size for w in workloads],
             "seq_len": [w.seq_len for w in workloads],
             "hidden_size": [w.hidden_size or 1 for w in workloads],

@@ -108,6 +108,8 @@ def check_domain(
     workloads: list[Workload],
     domain: TrainingDomain | None,
     nodes: pd.DataFrame | None = None,
+    ids: list[str] | None = None,
+    arch_keys: list[str] | None = None,
 ) -> list[list[Extrapolation]]:
     """The reasons each workload lies outside the training domain.
 
@@ -117,6 +119,8 @@ def check_domain(
             recorded) flags every workload.
         nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic``), for
             the layer-type reason.
+        ids: the workloads' ids as ``nodes`` names them (default their ``workload_id``).
+        arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
 
     Returns:
         One list of :class:`Extrapolation` per workload (empty: in domain).
@@ -132,7 +136,7 @@ def check_domain(
             None,
         )
         return [[reason] for _ in workloads]
-    features = range_features(workloads)
+    features = range_features(workloads, arch_keys=arch_keys)
     ranges = [(name, lo, hi) for name, (lo, hi) in domain.ranges.items() if name in features]
     values = features[[name for name, _, _ in ranges]].to_numpy(dtype=float)
     lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
@@ -141,7 +145,7 @@ def check_domain(
     out = []
     for i, w in enumerate(workloads):
         reasons = _categorical(w, domain)
-        types = generic.get(w.workload_id, [])
+        types = generic.get(w.workload_id if ids is None else ids[i], [])
         if types:
             never = [t for t in types if t not in domain.layer_types]
             detail = f"never measured in training: {never}" if never else "too few measured"
@@ -188,12 +192,16 @@ def guard_columns(reasons: list[list[Extrapolation]]) -> pd.DataFrame:
     )
 
 
-def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> None:
+def raise_if_outside(
+    reasons: list[list[Extrapolation]], source: str = "", first_row: int = 1
+) -> None:
     """:class:`OutOfDomainError` for the first workload outside the domain (``strict``).
 
     Args:
         reasons: per workload, from :func:`check_domain`.
         source: where the workloads came from (a file), named in the message.
+        first_row: the row number of ``reasons[0]`` in the source (a chunk of a file; the
+            count of other rows outside is then the chunk's).
 
     Raises:
         OutOfDomainError: naming the source, the row (from 1), each field and value, and how
@@ -209,7 +217,8 @@ def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> No
     )
     more = f" ({len(flagged) - 1} more row(s) outside too)" if len(flagged) > 1 else ""
     raise OutOfDomainError(
-        f"{prefix}row {first + 1}: outside the predictor's training domain (strict): {fields}{more}"
+        f"{prefix}row {first + first_row}: outside the predictor's training domain (strict): "
+        f"{fields}{more}"
     )
 
 
