@@ -13,6 +13,8 @@ def parse_one(table):
 
     def parse(record, where):
         calls.append(where)
+        if isinstance(record, Workload):
+            return record
         return Workload.from_record(record, where, table=table)
 
     parse.calls = calls
