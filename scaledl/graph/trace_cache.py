@@ -35,7 +35,7 @@ from scaledl.io.atomic import write_atomic
 logger = logging.getLogger(__name__)
 
 #: Bumped when the layout of an entry changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: Environment variable overriding the cache folder (``off``: no cache).
 ENV_VAR = "SCALEDL_TRACE_CACHE"
 #: The sources whose code decides a layer graph (their bytes are part of the digest).

@@ -128,29 +128,39 @@ def _templates(key: str) -> tuple[_Template, _Template]:
 
 
 def _to_arrays(t: _Template, tag: str) -> dict[str, np.ndarray]:
-    """A template as named plain arrays (strings fixed-width), for the trace cache."""
-    out = {f"{tag}/base/{c}": v for c, v in t.base.items()}
-    out.update({f"{tag}/slope/{c}": v for c, v in t.slope.items()})
-    out.update({f"{tag}/text/{c}": v.astype(str) for c, v in t.text.items()})
-    for name in ("layer_index", "node_index", "edge_index", "edge_type"):
-        out[f"{tag}/{name}"] = getattr(t, name)
-    return out
+    """A template as a few plain arrays (strings fixed-width), for the trace cache.
+
+    ``numbers``: base then slope of every :data:`NODE_NUMERIC` column, shape (14, n);
+    ``text``: the :data:`_NODE_TEXT` columns, (3, n); ``indices``: layer and node index,
+    (2, n); ``edges``: source, destination and type, (3, num_edges).
+    """
+    return {
+        f"{tag}/numbers": np.stack([t.base[c] for c in NODE_NUMERIC]
+                                   + [t.slope[c] for c in NODE_NUMERIC]),
+        f"{tag}/text": np.stack([t.text[c].astype(str) for c in _NODE_TEXT]),
+        f"{tag}/indices": np.stack([t.layer_index, t.node_index]),
+        f"{tag}/edges": np.vstack([t.edge_index.reshape(2, -1), t.edge_type[None, :]]),
+    }  # fmt: skip
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], tag: str) -> _Template:
     """Inverse of :func:`_to_arrays`.
 
     Raises:
-        KeyError: a column or array is missing.
+        KeyError: an array is missing.
     """
+    numbers = arrays[f"{tag}/numbers"].astype(np.float64)
+    text, indices = arrays[f"{tag}/text"], arrays[f"{tag}/indices"].astype(np.int64)
+    edges = arrays[f"{tag}/edges"].astype(np.int64)
+    k = len(NODE_NUMERIC)
     return _Template(
-        base={c: arrays[f"{tag}/base/{c}"].astype(np.float64) for c in NODE_NUMERIC},
-        slope={c: arrays[f"{tag}/slope/{c}"].astype(np.float64) for c in NODE_NUMERIC},
-        text={c: arrays[f"{tag}/text/{c}"].astype(object) for c in _NODE_TEXT},
-        layer_index=arrays[f"{tag}/layer_index"].astype(np.int64),
-        node_index=arrays[f"{tag}/node_index"].astype(np.int64),
-        edge_index=arrays[f"{tag}/edge_index"].astype(np.int64).reshape(2, -1),
-        edge_type=arrays[f"{tag}/edge_type"].astype(np.int64),
+        base={c: numbers[i].copy() for i, c in enumerate(NODE_NUMERIC)},
+        slope={c: numbers[k + i].copy() for i, c in enumerate(NODE_NUMERIC)},
+        text={c: text[i].astype(object) for i, c in enumerate(_NODE_TEXT)},
+        layer_index=indices[0].copy(),
+        node_index=indices[1].copy(),
+        edge_index=edges[:2].copy(),
+        edge_type=edges[2].copy(),
     )
 
 
@@ -382,7 +392,7 @@ def node_feature_matrix(gs: GraphSet, predicted_ms: np.ndarray | None = None) ->
     n = len(nodes)
     onehot = np.zeros((n, len(LAYER_TYPES)), dtype=np.float32)
     other = _TYPE_INDEX["other"]
-    cols = np.fromiter((_TYPE_INDEX.get(t, other) for t in nodes["layer_type"]), np.int64, n)
+    cols = nodes["layer_type"].map(_TYPE_INDEX).fillna(other).to_numpy(dtype=np.int64)
     onehot[np.arange(n), cols] = 1.0
     numeric = np.log1p(nodes[list(NODE_NUMERIC)].to_numpy(dtype=np.float64))
     workload = np.log2(nodes[list(WORKLOAD_NUMERIC)].to_numpy(dtype=np.float64).clip(min=1))

@@ -34,7 +34,7 @@ class IterationPredictions:
     """
 
     iteration_ms: np.ndarray
-    generic_types: list[list[str]]
+    generic_types: list[tuple[str, ...]]
 
     def generic_nodes(self, labels: list[str]) -> pd.DataFrame:
         """The nodes the domain guard reads: ``workload_id``, ``layer_type``, ``used_generic``.
@@ -73,7 +73,7 @@ def predict_iterations(
         raise ValueError(f"chunk_graphs must be positive, got {chunk_graphs!r}")
     n = len(workloads)
     iteration_ms = np.empty(n)
-    generic: list[list[str]] = [[] for _ in range(n)]
+    generic: list[tuple[str, ...]] = [()] * n
     for start in range(0, n, chunk_graphs):
         part = workloads[start : start + chunk_graphs]
         labels = [str(i) for i in range(len(part))]
@@ -88,5 +88,5 @@ def predict_iterations(
                 {"graph": gs.graph[used], "layer_type": gs.nodes["layer_type"].to_numpy()[used]}
             )
             for g, types in pairs.groupby("graph")["layer_type"]:
-                generic[start + int(g)] = sorted(set(types.astype(str)))
+                generic[start + int(g)] = tuple(sorted(set(types.astype(str))))
     return IterationPredictions(iteration_ms, generic)

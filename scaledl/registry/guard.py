@@ -142,29 +142,48 @@ def check_domain(
     lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
     outside = np.isfinite(values) & ((values < lows) | (values > highs))
     generic = _generic_types(nodes)
+    # Reasons are built once per distinct cause and shared by the workloads they apply to (a
+    # planner's grid repeats each world size, each batch, each set of generic layer types).
+    categorical: dict[tuple, list[Extrapolation]] = {}
+    layer: dict[tuple[str, ...], list[Extrapolation]] = {}
+    sizes: dict[tuple, list[Extrapolation]] = {}
     out = []
     for i, w in enumerate(workloads):
-        reasons = _categorical(w, domain)
-        types = generic.get(w.workload_id if ids is None else ids[i], [])
-        if types:
-            never = [t for t in types if t not in domain.layer_types]
-            detail = f"never measured in training: {never}" if never else "too few measured"
-            reasons.append(
-                Extrapolation(
-                    "layer_type",
-                    ",".join(types),
-                    f"predicted by the generic layer model ({detail})",
-                    None,
-                )
-            )
-        for j in np.flatnonzero(outside[i]):
-            name, lo, hi = ranges[j]
-            value = float(values[i, j])
-            side = "above" if value > hi else "below"
-            reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
-            reasons.append(Extrapolation(name, value, reason, "beyond_range"))
-        out.append(reasons)
+        key = (w.family, w.config_path, w.precision, w.mode, w.num_nodes, w.world_size)
+        if key not in categorical:
+            categorical[key] = _categorical(w, domain)
+        types = tuple(generic.get(w.workload_id if ids is None else ids[i], []))
+        if types not in layer:
+            layer[types] = _layer_type_reasons(types, domain)
+        cols = np.flatnonzero(outside[i])
+        size_key = (tuple(cols.tolist()), tuple(values[i, cols].tolist()))
+        if size_key not in sizes:
+            sizes[size_key] = _size_reasons([ranges[j] for j in cols], size_key[1])
+        out.append(categorical[key] + layer[types] + sizes[size_key])
     return out
+
+
+def _layer_type_reasons(types: tuple[str, ...], domain: TrainingDomain) -> list[Extrapolation]:
+    """The reason for layer types predicted by the generic layer model (none: no reason)."""
+    if not types:
+        return []
+    never = [t for t in types if t not in domain.layer_types]
+    detail = f"never measured in training: {never}" if never else "too few measured"
+    return [
+        Extrapolation(
+            "layer_type", ",".join(types), f"predicted by the generic layer model ({detail})", None
+        )
+    ]
+
+
+def _size_reasons(ranges: list[tuple[str, float, float]], values: tuple) -> list[Extrapolation]:
+    """The reasons for size features outside their training range."""
+    reasons = []
+    for (name, lo, hi), value in zip(ranges, values, strict=True):
+        side = "above" if value > hi else "below"
+        reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
+        reasons.append(Extrapolation(name, float(value), reason, "beyond_range"))
+    return reasons
 
 
 def interval_basis(reasons: list[Extrapolation]) -> str:
@@ -183,10 +202,15 @@ def guard_columns(reasons: list[list[Extrapolation]]) -> pd.DataFrame:
     Returns:
         One row per workload.
     """
+    texts: dict[int, str] = {}  # reasons are shared by many rows (check_domain): text once
+    for r in reasons:
+        for x in r:
+            if id(x) not in texts:
+                texts[id(x)] = x.text()
     return pd.DataFrame(
         {
             "in_domain": [not r for r in reasons],
-            "extrapolation": ["; ".join(x.text() for x in r) for r in reasons],
+            "extrapolation": ["; ".join([texts[id(x)] for x in r]) for r in reasons],
             "interval_basis": [interval_basis(r) for r in reasons],
         }
     )

@@ -13,16 +13,19 @@ pytestmark = pytest.mark.slow
 #: Trained families at their sizes and others (in and out of domain), ranks 1 and 2, a
 #: family never trained on (llama: generic layer models), a row repeated, many dataset sizes.
 ROWS = [
-    tiny_spec("bert", dataset_size=8),
-    tiny_spec("bert", dataset_size=1000),
-    tiny_spec("bert", seq_len=32, batch_size=4, dataset_size=77),
-    tiny_spec("bert", world_size=2, dataset_size=4096),
-    tiny_spec("bert", world_size=2, batch_size=8, dataset_size=4096),
-    tiny_spec("vit", dataset_size=64),
-    tiny_spec("vit", world_size=2, image_size=64, dataset_size=65),
-    tiny_spec("t5", batch_size=3, dataset_size=999),
-    tiny_spec("llama", dataset_size=50),
-    tiny_spec("bert", dataset_size=8),
+    {"world_size": 1, **spec}
+    for spec in [
+        tiny_spec("bert", dataset_size=8),
+        tiny_spec("bert", dataset_size=1000),
+        tiny_spec("bert", seq_len=32, batch_size=4, dataset_size=77),
+        tiny_spec("bert", world_size=2, dataset_size=4096),
+        tiny_spec("bert", world_size=2, batch_size=8, dataset_size=4096),
+        tiny_spec("vit", dataset_size=64),
+        tiny_spec("vit", world_size=2, image_size=64, dataset_size=65),
+        tiny_spec("t5", batch_size=3, dataset_size=999),
+        tiny_spec("llama", dataset_size=50),
+        tiny_spec("bert", dataset_size=8),
+    ]
 ]
 
 
