@@ -60,9 +60,9 @@ def test_rows_differing_only_in_dataset_size_share_one_iteration_prediction(pred
     graphs = []
     distinct = method.predict_distinct
 
-    def counting(workloads, **keys):
+    def counting(workloads, *args, **keys):
         graphs.append(len(workloads))
-        return distinct(workloads, **keys)
+        return distinct(workloads, *args, **keys)
 
     monkeypatch.setattr(method, "predict_distinct", counting)
     sizes = [8, 9, 100, 12_345, 10**7]
