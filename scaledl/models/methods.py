@@ -55,7 +55,7 @@ from scaledl.models.gnn_training import (
 )
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import LayerwiseStage, fit_layerwise_stage, node_predictions
-from scaledl.models.threads import limited_threads, single_threaded
+from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained or built, not before
@@ -415,7 +415,7 @@ class GraphMethod(RuntimeMethod):
         return self._assemble(gs, preds, "sum" if self.prior == "sum" else "critical_path")
 
     def predict_distinct(
-        self, workloads: list[Workload], threads: int = 1, **keys: Any
+        self, workloads: list[Workload], **keys: Any
     ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
         """Iteration ms of distinct workloads in one pass, with their graphs and node times.
 
@@ -424,7 +424,6 @@ class GraphMethod(RuntimeMethod):
 
         Args:
             workloads: the workloads (one per distinct iteration).
-            threads: torch, BLAS and OpenMP threads (:mod:`scaledl.models.threads`).
             **keys: ``ids`` and ``arch_keys`` of
                 :func:`~scaledl.models.features.build_graph_set`, when the caller knows them.
 
@@ -437,7 +436,7 @@ class GraphMethod(RuntimeMethod):
             sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
         self.check_fitted()
-        with limited_threads(threads):
+        with single_threaded():
             return self._predict_unique(workloads, **keys)
 
     def _predict_unique(

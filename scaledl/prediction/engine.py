@@ -11,7 +11,6 @@ whatever the number of workloads.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,11 +21,6 @@ from scaledl.workloads.spec import Workload
 #: Graphs per GNN batch: a BERT or T5 graph of the quick preset has 10 to 60 nodes, so a chunk
 #: is at most a few hundred thousand nodes (tens of MB of features and hidden states).
 CHUNK_GRAPHS = 4096
-#: Threads of a batch of at least :data:`THREADED_GRAPHS` graphs: two predicted 4,096 planner
-#: graphs in 0.29 s instead of 0.37 s on the 2-core host (quiet; smaller batches stay on one
-#: thread, :mod:`scaledl.models.threads`).
-BATCH_THREADS = min(2, os.cpu_count() or 1)
-THREADED_GRAPHS = 1024
 
 
 @dataclass(frozen=True)
@@ -84,8 +78,7 @@ def predict_iterations(
         part = workloads[start : start + chunk_graphs]
         labels = [str(i) for i in range(len(part))]
         keys = None if arch_keys is None else arch_keys[start : start + chunk_graphs]
-        threads = BATCH_THREADS if len(part) >= THREADED_GRAPHS else 1
-        ms, gs, preds = method.predict_distinct(part, threads, ids=labels, arch_keys=keys)
+        ms, gs, preds = method.predict_distinct(part, ids=labels, arch_keys=keys)
         iteration_ms[start : start + len(part)] = ms
         if preds is None:
             continue

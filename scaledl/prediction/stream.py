@@ -61,6 +61,9 @@ class StreamSummary:
         """Count a predicted chunk whose first row is row ``first_row`` of the file."""
         if self.head is None:
             self.head = predictions.head(HEAD_ROWS)
+        elif len(self.head) < HEAD_ROWS:
+            more = predictions.head(HEAD_ROWS - len(self.head))
+            self.head = pd.concat([self.head, more], ignore_index=True)
         self.rows += len(predictions)
         self.chunks += 1
         flagged = predictions.index[predictions["extrapolation"] != ""]
