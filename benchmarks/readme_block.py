@@ -212,6 +212,29 @@ def _plan(r: _Result) -> str:
     )
 
 
+def _scale(r: _Result) -> str:
+    within, targets = r["within_target"], r["targets"]
+    return (
+        f"Prediction at planner scale (`bench_scale.py`, runs {r['predict_seconds_warm.runs']}): "
+        f"{r['n_rows']:,} distinct workloads of the quick preset's space "
+        f"({r['distinct_specs_less_dataset_size']:,} distinct less their dataset size) in "
+        f"{r['predict_seconds_warm.median']:.1f} s warm, "
+        f"{r['predict_seconds_cold.median']:.1f} s for the first call, peak "
+        f"{r['predict_peak_gb']:.2f} GB (target {targets['predict_warm_s']:.0f} s and "
+        f"{targets['peak_gb']:.0f} GB: {_yes(within['predict_warm'])}); streamed from CSV by "
+        f"`scaledl predict` in a fresh process {r['predict_streamed_seconds.median']:.1f} s, "
+        f"peak {r['predict_streamed_peak_gb']:.2f} GB. `scaledl plan` over "
+        f"{r['plan_candidates']:,} candidates {r['plan_seconds.median']:.1f} s, peak "
+        f"{r['plan_peak_gb']:.2f} GB (target {targets['plan_s']:.0f} s and "
+        f"{targets['peak_gb']:.0f} GB: {_yes(within['plan'])}). A fresh process loading the "
+        f"predictor and predicting {r['first_prediction_rows']:,} workloads: "
+        f"{r['first_prediction_seconds_cache_warm.median']:.1f} s with the trace cache beside "
+        f"the bundle filled, {r['first_prediction_seconds_cache_empty.median']:.1f} s with it "
+        f"empty (target {targets['first_prediction_s']:.0f} s: "
+        f"{_yes(within['first_prediction'])})."
+    )
+
+
 #: Result file -> renderer, in the block's order.
 SECTIONS: dict[str, Callable[[_Result], str]] = {
     "design.json": _design,
@@ -220,6 +243,7 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
     "predict.json": _predict,
     "predict_gpu.json": _predict_gpu,
     "plan.json": _plan,
+    "scale.json": _scale,
 }
 
 

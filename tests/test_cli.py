@@ -41,6 +41,7 @@ def test_predict_from_csv(registry_root, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "iteration_s" in result.output and "epoch_s" in result.output
+    assert f"2 predictions: {out}" in result.output.replace("\n", "")  # streamed
     written = pd.read_csv(out)
     assert list(written["family"]) == ["bert", "vit"]
     assert (written["iteration_s"] > 0).all()
@@ -455,6 +456,15 @@ def test_plan_prints_the_front_and_writes_the_figure(calibrated_root, tmp_path):
                    "--dataset-size", 256, "--epochs", 2, "--price-per-device-hour", 3,
                    "--world-sizes", "1,x")  # fmt: skip
     assert worse.exit_code == 2 and "--world-sizes '1,x'" in worse.output
+
+
+def test_int_lists_take_ranges():
+    from scaledl.cli import _int_list
+
+    assert _int_list("1-3, 8,-2", "--world-sizes") == [1, 2, 3, 8, -2]
+    for bad in ("4-2", "1-x", ",", "1--3"):
+        with pytest.raises(ValueError, match="--world-sizes .*integers or ranges a-b"):
+            _int_list(bad, "--world-sizes")
 
 
 # --------------------------------------------------------------- hard faults (issue 23)

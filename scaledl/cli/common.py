@@ -119,15 +119,24 @@ def workload_rows(workloads: Path | None, family: str | None, set_: list[str] | 
 
 
 def int_list(text: str, option: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``.
+    """``"1,2,4"`` -> ``[1, 2, 4]``; an item ``a-b`` is the range ``a`` to ``b`` inclusive.
 
     Raises:
         ValueError: naming the option and the value.
     """
+    expected = f"{option} {text!r}: expected comma-separated integers or ranges a-b"
+    values: list[int] = []
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        for item in (v.strip() for v in text.split(",")):
+            low, dash, high = item.partition("-")
+            if dash and low:  # a range a-b (a lone "-3" is a negative number, refused later)
+                if int(high) < int(low):
+                    raise ValueError(expected)
+                values.extend(range(int(low), int(high) + 1))
+            elif item:
+                values.append(int(item))
     except ValueError:
-        raise ValueError(f"{option} {text!r}: expected comma-separated integers") from None
+        raise ValueError(expected) from None
     if not values:
-        raise ValueError(f"{option} {text!r}: expected comma-separated integers")
+        raise ValueError(expected)
     return values

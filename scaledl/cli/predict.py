@@ -40,12 +40,20 @@ def predict(
     Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
     not, why (listed below the table; with more than 5 such rows, counted by reason with the
     first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
-    row and field). ``--coverage 0.9`` adds 90% conformal intervals.
+    row and field). ``--coverage 0.9`` adds 90% conformal intervals. A CSV or parquet file
+    predicted into ``--out`` is streamed: read, predicted and written in chunks (a progress bar
+    on stderr), the output complete or absent; the first rows are printed.
     """
     from scaledl.registry import BundleError, load_predictor
     from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
+    if workloads is not None and out is not None and not detail:
+        if workloads.suffix.lower() in (".csv", ".parquet"):
+            _predict_streamed(
+                predictor or layout().predictor_dir(), workloads, out, coverage, strict
+            )
+            return
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         rows = workload_rows(workloads, family, set_)
@@ -67,6 +75,30 @@ def predict(
         write_table(table, out)
 
 
+def _predict_streamed(
+    predictor: Path, workloads: Path, out: Path, coverage: float | None, strict: bool
+) -> None:
+    """``scaledl predict --workloads FILE --out OUT`` in chunks (:mod:`scaledl.prediction`)."""
+    from scaledl.prediction.stream import predict_file
+    from scaledl.registry import BundleError, load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    try:
+        output_path(out, (".csv", ".parquet"), "--out")
+        summary = predict_file(load_predictor(predictor), workloads, out, coverage, strict)
+    except (ValueError, WorkloadError, BundleError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{out}: cannot write: {exc}")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        typer.echo(summary.head.drop(columns=["extrapolation"]).to_string(index=False))
+    if summary.rows > len(summary.head):
+        typer.echo(f"... {summary.rows - len(summary.head)} more rows")
+    typer.echo(f"{summary.rows} predictions: {out}")
+    for line in summary.outside_lines():
+        typer.secho(line, err=True, fg=typer.colors.YELLOW)
+
+
 @app.command()
 def plan(
     dataset_size: Annotated[int, typer.Option(help="Samples per epoch")],
@@ -82,7 +114,9 @@ def plan(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Inline model field=value (repeat)")
     ] = None,
-    world_sizes: Annotated[str, typer.Option(help="Candidate world sizes")] = "1,2,4,8",
+    world_sizes: Annotated[
+        str, typer.Option(help="Candidate world sizes (a,b,... or ranges a-b)")
+    ] = "1,2,4,8",
     nodes: Annotated[str, typer.Option(help="Candidate node counts")] = "1",
     batch_sizes: Annotated[str, typer.Option(help="Candidate per-rank batch sizes")] = "1,2,4,8",
     devices_per_node: Annotated[int | None, typer.Option(help="Devices per node")] = None,

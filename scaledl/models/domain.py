@@ -49,12 +49,18 @@ RANGE_FEATURES = (
 )
 
 
-def range_features(workloads: list[Workload], graphs: GraphSet | None = None) -> pd.DataFrame:
+def range_features(
+    workloads: list[Workload],
+    graphs: GraphSet | None = None,
+    arch_keys: list[str] | None = None,
+) -> pd.DataFrame:
     """The :data:`RANGE_FEATURES` of workloads.
 
     Args:
         workloads: the workloads.
         graphs: their layer graphs in the same order (built when ``None``).
+        arch_keys: each workload's :func:`~scaledl.models.features.architecture_key`, when
+            the caller knows them (computed when ``None``).
 
     Returns:
         One row per workload, columns :data:`RANGE_FEATURES` (float; an architecture field a
@@ -67,13 +73,18 @@ def range_features(workloads: list[Workload], graphs: GraphSet | None = None) ->
     if graphs is None:
         # The features depend on the architecture (precision and mode included) and the batch
         # only: trace one workload per such key, however many workloads share it.
-        keys = [(architecture_key(w), w.batch_size) for w in workloads]
+        if arch_keys is None:
+            arch_keys = [architecture_key(w) for w in workloads]
+        keys = [(a, w.batch_size) for a, w in zip(arch_keys, workloads, strict=True)]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         if len(first) < len(workloads):
             row = {k: r for r, k in enumerate(first)}
-            unique = range_features([workloads[i] for i in first.values()])
+            unique = range_features(
+                [workloads[i] for i in first.values()],
+                arch_keys=[arch_keys[i] for i in first.values()],
+            )
             return unique.iloc[[row[k] for k in keys]].reset_index(drop=True)
-    gs = graphs if graphs is not None else build_graph_set(workloads)
+    gs = graphs if graphs is not None else build_graph_set(workloads, arch_keys=arch_keys)
     nodes = gs.nodes
     layer = (nodes["node_kind"] == "layer").to_numpy()
     train = nodes["train"].to_numpy(dtype=float)

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from scaledl.graph import trace_cache
 from scaledl.graph.layer_graph import (
     EDGE_TYPES,
     LAYER_FEATURE_COLUMNS,
@@ -75,8 +76,9 @@ def _graphs_at_batch_1_and_2(key: str) -> tuple[LayerGraph, LayerGraph]:
 def check_traceable(workload: Workload, where: str) -> None:
     """Build and trace the workload's model on the meta device, or say why it cannot be.
 
-    The traces are the cached ones predictions use (:func:`architecture_key`), so checking
-    costs nothing extra before a prediction.
+    The traces are the cached ones predictions use (:func:`architecture_key`; in memory, and
+    on disk in :mod:`scaledl.graph.trace_cache`), so checking costs nothing extra before a
+    prediction.
 
     Args:
         workload: a parsed workload.
@@ -87,7 +89,7 @@ def check_traceable(workload: Workload, where: str) -> None:
             config and architecture fields, and the library's message.
     """
     try:
-        _graphs_at_batch_1_and_2(architecture_key(workload))
+        _templates(architecture_key(workload))
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from exc
     except Exception as exc:
@@ -102,8 +104,62 @@ def architecture_graphs(workload: Workload) -> tuple[LayerGraph, LayerGraph]:
     return _graphs_at_batch_1_and_2(architecture_key(workload))
 
 
-@lru_cache(maxsize=8192)
 def _template(key: str, with_buckets: bool) -> _Template:
+    return _templates(key)[with_buckets]
+
+
+@lru_cache(maxsize=4096)
+def _templates(key: str) -> tuple[_Template, _Template]:
+    """The architecture's templates without and with all-reduce buckets (traced or cached)."""
+    arrays = trace_cache.load(key)
+    if arrays is not None:
+        try:
+            return _from_arrays(arrays, "0"), _from_arrays(arrays, "1")
+        except KeyError as exc:  # an entry of another layout: trace again
+            trace_cache.logger.warning("trace cache: entry without %s: tracing again", exc)
+    templates = _trace_template(key, False), _trace_template(key, True)
+    trace_cache.store(key, {**_to_arrays(templates[0], "0"), **_to_arrays(templates[1], "1")})
+    return templates
+
+
+def _to_arrays(t: _Template, tag: str) -> dict[str, np.ndarray]:
+    """A template as a few plain arrays (strings fixed-width), for the trace cache.
+
+    ``numbers``: base then slope of every :data:`NODE_NUMERIC` column, shape (14, n);
+    ``text``: the :data:`_NODE_TEXT` columns, (3, n); ``indices``: layer and node index,
+    (2, n); ``edges``: source, destination and type, (3, num_edges).
+    """
+    return {
+        f"{tag}/numbers": np.stack([t.base[c] for c in NODE_NUMERIC]
+                                   + [t.slope[c] for c in NODE_NUMERIC]),
+        f"{tag}/text": np.stack([t.text[c].astype(str) for c in _NODE_TEXT]),
+        f"{tag}/indices": np.stack([t.layer_index, t.node_index]),
+        f"{tag}/edges": np.vstack([t.edge_index.reshape(2, -1), t.edge_type[None, :]]),
+    }  # fmt: skip
+
+
+def _from_arrays(arrays: dict[str, np.ndarray], tag: str) -> _Template:
+    """Inverse of :func:`_to_arrays`.
+
+    Raises:
+        KeyError: an array is missing.
+    """
+    numbers = arrays[f"{tag}/numbers"].astype(np.float64)
+    text, indices = arrays[f"{tag}/text"], arrays[f"{tag}/indices"].astype(np.int64)
+    edges = arrays[f"{tag}/edges"].astype(np.int64)
+    k = len(NODE_NUMERIC)
+    return _Template(
+        base={c: numbers[i].copy() for i, c in enumerate(NODE_NUMERIC)},
+        slope={c: numbers[k + i].copy() for i, c in enumerate(NODE_NUMERIC)},
+        text={c: text[i].astype(object) for i, c in enumerate(_NODE_TEXT)},
+        layer_index=indices[0].copy(),
+        node_index=indices[1].copy(),
+        edge_index=edges[:2].copy(),
+        edge_type=edges[2].copy(),
+    )
+
+
+def _trace_template(key: str, with_buckets: bool) -> _Template:
     g1, g2 = _graphs_at_batch_1_and_2(key)
     n1, n2, edges = g1.nodes, g2.nodes, g1.edges
     if not with_buckets:
@@ -222,8 +278,17 @@ class GraphSet:
         )
 
 
-def build_graph_set(workloads: list[Workload]) -> GraphSet:
+def build_graph_set(
+    workloads: list[Workload], ids: list[str] | None = None, arch_keys: list[str] | None = None
+) -> GraphSet:
     """Concatenated layer graphs of ``workloads`` (graph ``g`` belongs to ``workloads[g]``).
+
+    Args:
+        workloads: the workloads.
+        ids: the ``workload_id`` column of each graph's nodes (default the workloads' ids;
+            a caller that knows them, or predicts unnamed candidates, saves hashing each
+            spec again).
+        arch_keys: each workload's :func:`architecture_key`, when the caller knows them.
 
     Raises:
         scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
@@ -231,7 +296,8 @@ def build_graph_set(workloads: list[Workload]) -> GraphSet:
     groups: dict[tuple[str, bool], list[int]] = {}
     for g, w in enumerate(workloads):
         with_buckets = w.mode == "train" and w.world_size > 1
-        groups.setdefault((architecture_key(w), with_buckets), []).append(g)
+        key = architecture_key(w) if arch_keys is None else arch_keys[g]
+        groups.setdefault((key, with_buckets), []).append(g)
     sizes = np.zeros(len(workloads), dtype=np.int64)
     templates = {}
     for key, members in groups.items():
@@ -266,7 +332,7 @@ def build_graph_set(workloads: list[Workload]) -> GraphSet:
         type_parts.append(np.tile(t.edge_type, len(members)))
     per_graph = pd.DataFrame(
         {
-            "workload_id": [w.workload_id for w in workloads],
+            "workload_id": [w.workload_id for w in workloads] if ids is None else list(ids),
             "batch_size": [w.batch_size for w in workloads],
             "seq_len": [w.seq_len for w in workloads],
             "hidden_size": [w.hidden_size or 1 for w in workloads],
@@ -321,7 +387,7 @@ def node_feature_matrix(gs: GraphSet, predicted_ms: np.ndarray | None = None) ->
     n = len(nodes)
     onehot = np.zeros((n, len(LAYER_TYPES)), dtype=np.float32)
     other = _TYPE_INDEX["other"]
-    cols = np.fromiter((_TYPE_INDEX.get(t, other) for t in nodes["layer_type"]), np.int64, n)
+    cols = nodes["layer_type"].map(_TYPE_INDEX).fillna(other).to_numpy(dtype=np.int64)
     onehot[np.arange(n), cols] = 1.0
     numeric = np.log1p(nodes[list(NODE_NUMERIC)].to_numpy(dtype=np.float64))
     workload = np.log2(nodes[list(WORKLOAD_NUMERIC)].to_numpy(dtype=np.float64).clip(min=1))

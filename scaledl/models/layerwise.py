@@ -210,6 +210,26 @@ def layer_features(
     return np.column_stack([flops, ops, moved, nodes["params"].to_numpy(np.float64)])
 
 
+def layer_feature_columns(features: str = "work") -> tuple[str, ...]:
+    """The node columns :func:`layer_features` reads for a feature set (both directions).
+
+    Args:
+        features: ``work`` or ``kernel``.
+
+    Returns:
+        Column names: two nodes equal in these (and in ``layer_type`` and ``train``) get the
+        same layer-wise prediction.
+
+    Raises:
+        ValueError: an unknown feature set.
+    """
+    if features == "kernel":
+        return ("kernel_fwd_ms", "kernel_bwd_ms", "fwd_ops")
+    if features != "work":
+        raise ValueError(f"field 'features' must be one of {FEATURE_SETS}, got {features!r}")
+    return ("fwd_flops", "bwd_flops", "fwd_ops", "input_bytes", "output_bytes", "params")
+
+
 @dataclass(repr=False)
 class LayerwiseModel(BaseEstimator):
     """Forward/backward regressors per layer type, plus a generic pair for unseen types.

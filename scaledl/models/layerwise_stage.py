@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, measured_nodes
-from scaledl.models.layerwise import LayerwiseModel
+from scaledl.models.layerwise import LayerwiseModel, layer_feature_columns
 from scaledl.models.threads import single_threaded
 
 _TIME_COLUMNS = ["forward_ms", "backward_ms", "total_ms"]
@@ -100,7 +101,7 @@ def node_predictions(
         ``used_generic``. Optimizer nodes take the ``optimizer`` type's forward prediction;
         all-reduce nodes the all-reduce model's (in ``total_ms``; forward and backward 0).
     """
-    pred = layerwise.predict(nodes)
+    pred = _distinct_layer_predictions(layerwise, nodes)
     is_opt = (nodes["node_kind"] == "optimizer").to_numpy()
     pred.loc[is_opt, "backward_ms"] = 0.0
     is_ar = (nodes["node_kind"] == "allreduce").to_numpy()
@@ -115,6 +116,30 @@ def node_predictions(
         )
         pred.loc[is_ar, "used_generic"] = False
     return pred
+
+
+def _distinct_layer_predictions(layerwise: LayerwiseModel, nodes: pd.DataFrame) -> pd.DataFrame:
+    """``layerwise.predict(nodes)``, computed once per distinct row of what it reads.
+
+    Nodes of workloads that differ only in world size, node count or dataset size (a planner's
+    grid, a scheduler's queue) have equal layer-wise inputs; each distinct row of ``layer_type``,
+    ``train`` and :func:`~scaledl.models.layerwise.layer_feature_columns` is predicted once and
+    its prediction copied to the rows equal to it (the regressors predict row by row, so the
+    result is the same).
+    """
+    columns = ["layer_type", *layer_feature_columns(layerwise.features)]
+    columns += ["train"] if "train" in nodes else []
+    present = [c for c in columns if c in nodes]
+    if len(nodes) < 2 or len(present) < len(columns):  # missing columns: predict() names them
+        return layerwise.predict(nodes)
+    codes = nodes.groupby(present, sort=False, dropna=False).ngroup().to_numpy()
+    _, first = np.unique(codes, return_index=True)
+    if len(first) == len(nodes):
+        return layerwise.predict(nodes)
+    distinct = layerwise.predict(nodes.iloc[first])
+    return pd.DataFrame(
+        {c: distinct[c].to_numpy()[codes] for c in distinct.columns}, index=nodes.index
+    )
 
 
 def fit_layerwise_stage(

@@ -405,9 +405,12 @@ class GraphMethod(RuntimeMethod):
             gs = gs.without_edges()
         return gs, x
 
-    def _graph_set(self, workloads: list[Workload]) -> GraphSet:
-        """The workloads' graphs with every node column the layer-wise models read."""
-        return build_graph_set(workloads)
+    def _graph_set(self, workloads: list[Workload], **keys: Any) -> GraphSet:
+        """The workloads' graphs with every node column the layer-wise models read.
+
+        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.models.features.build_graph_set`.
+        """
+        return build_graph_set(workloads, **keys)
 
     def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
         """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns).
@@ -440,11 +443,36 @@ class GraphMethod(RuntimeMethod):
             preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
         return self._assemble(gs, preds, "sum" if self.prior == "sum" else "critical_path")
 
+    def predict_distinct(
+        self, workloads: list[Workload], **keys: Any
+    ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
+        """Iteration ms of distinct workloads in one pass, with their graphs and node times.
+
+        The batched path of :mod:`scaledl.prediction`: no deduplication here, the caller
+        gives each iteration key once.
+
+        Args:
+            workloads: the workloads (one per distinct iteration).
+            **keys: ``ids`` and ``arch_keys`` of
+                :func:`~scaledl.models.features.build_graph_set`, when the caller knows them.
+
+        Returns:
+            ``(iteration_ms, graphs, node_predictions)``: shape (len(workloads),), the graph
+            set, and the per-node layer-wise predictions aligned with its nodes (``None`` for
+            ``graph_only``).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+        """
+        self.check_fitted()
+        with single_threaded():
+            return self._predict_unique(workloads, **keys)
+
     def _predict_unique(
-        self, workloads: list[Workload]
+        self, workloads: list[Workload], **keys: Any
     ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
         """Iteration ms of distinct workloads, their graph set and node predictions."""
-        gs = self._graph_set(workloads)
+        gs = self._graph_set(workloads, **keys)
         preds = (
             node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
             if self.uses_layerwise

@@ -39,11 +39,17 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.domain import range_features
+from scaledl.models.features import architecture_key
 from scaledl.planning.memory import estimate_memory, fits_memory
+from scaledl.planning.pareto import ParetoFront
+from scaledl.prediction.predict import epoch_columns, predict_specs
+from scaledl.registry.guard import guard_columns
 from scaledl.workloads.spec import Workload, WorkloadError
 
 #: Fields :func:`plan` chooses; a model that sets them is an error.
 PLANNED_FIELDS = ("world_size", "num_nodes", "batch_size", "dataset_size")
+#: Candidates predicted at a time (graphs, GNN batch and guard of one chunk in memory).
+PLAN_CHUNK = 16_384
 #: Columns of :attr:`Plan.table`.
 PLAN_COLUMNS = (
     "world_size",
@@ -255,13 +261,9 @@ def pareto_mask(time: np.ndarray, cost: np.ndarray, eligible: np.ndarray | None 
     """
     time, cost = np.asarray(time, dtype=float), np.asarray(cost, dtype=float)
     ok = np.ones(len(time), bool) if eligible is None else np.asarray(eligible, bool)
-    mask = np.zeros(len(time), dtype=bool)
-    best = np.inf
-    for i in np.lexsort((cost, time)):
-        if ok[i] and cost[i] < best:
-            mask[i] = True
-            best = cost[i]
-    return mask
+    front = ParetoFront()
+    front.add(time, cost, ok, 0)
+    return front.mask(len(time))
 
 
 def _default_memory_gb(device_name: str, ranks_per_node: np.ndarray) -> np.ndarray:
@@ -332,29 +334,52 @@ def plan(
                    price_per_device_hour=price_per_device_hour,
                    device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
-    records = [
-        {
-            **base,
-            "world_size": int(ws),
-            "num_nodes": int(n),
-            "batch_size": int(b),
-            "dataset_size": int(dataset_size),
-        }
-        for ws, n, b in grid.itertuples(index=False)
-    ]
-    specs = predictor.parse_workloads(records, source="plan candidate")
-    pred = predictor.predict(specs, coverage=coverage)
-    params = range_features(specs)["parameters"].to_numpy()
-    estimates = [estimate_memory(w, p) for w, p in zip(specs, params, strict=True)]
-    memory = np.array([e.total_bytes for e in estimates])
+    first = {
+        **base,
+        "world_size": int(grid["world_size"].iloc[0]),
+        "num_nodes": int(grid["num_nodes"].iloc[0]),
+        "batch_size": int(grid["batch_size"].iloc[0]),
+        "dataset_size": int(dataset_size),
+    }
+    # Candidates differ from the first only in world size, nodes and batch, which the grid
+    # keeps valid (positive, nodes dividing the world size): one parse checks them all.
+    spec = predictor.parse_workloads([first], source="plan candidate")[0]
+    if coverage is not None:
+        predictor.check_coverage(coverage)
     ranks_per_node = (grid["world_size"] // grid["num_nodes"]).to_numpy()
     if device_memory_gb is None:
-        memory_gb = _default_memory_gb(specs[0].device_name, ranks_per_node)
+        memory_gb = _default_memory_gb(spec.device_name, ranks_per_node)
     else:
         memory_gb = np.full(len(grid), float(device_memory_gb))
-    table = _table(
-        grid, specs, pred, memory, memory_gb, memory_headroom, epochs, price_per_device_hour
-    )
+    parameters = float(range_features([spec])["parameters"].iloc[0])
+    arch = architecture_key(spec)
+    front = ParetoFront()
+    parts, estimates = [], []
+    memo: dict[tuple[int, bool], Any] = {}
+    for start in range(0, len(grid), PLAN_CHUNK):
+        part = grid.iloc[start : start + PLAN_CHUNK].reset_index(drop=True)
+        specs = [
+            spec.model_copy(
+                update={"world_size": int(ws), "num_nodes": int(n), "batch_size": int(b)}
+            )
+            for ws, n, b in part.itertuples(index=False)
+        ]
+        shared = predict_specs(predictor, specs, [arch] * len(specs))
+        for w in specs:
+            key = (w.batch_size, w.world_size > 1)
+            if key not in memo:
+                memo[key] = estimate_memory(w, parameters)
+            estimates.append(memo[key])
+        chunk = _chunk_table(
+            predictor, part, shared, estimates[start:], memory_gb[start : start + len(part)],
+            memory_headroom, epochs, price_per_device_hour, dataset_size, coverage,
+        )  # fmt: skip
+        ok = chunk["fits_memory"].to_numpy()
+        if strict:
+            ok = ok & chunk["in_domain"].to_numpy()
+        front.add(chunk["time_to_train_h"].to_numpy(), chunk["cost"].to_numpy(), ok, start)
+        parts.append(chunk)
+    table = pd.concat(parts, ignore_index=True)
     notes = []
     eligible = table["fits_memory"].to_numpy()
     if strict:
@@ -365,10 +390,10 @@ def plan(
                 f"domain (first reasons: {table['extrapolation'].iloc[0]})"
             )
     if not table["fits_memory"].any():
-        batches = [w.batch_size for w in specs]
+        batches = grid["batch_size"].tolist()
         notes.append(_memory_note(estimates, batches, memory_gb, memory_headroom))
     table["eligible"] = eligible
-    table["pareto"] = pareto_mask(table["time_to_train_h"], table["cost"], eligible)
+    table["pareto"] = front.mask(len(table))
     bound = "time_to_train_h" if coverage is None else "time_to_train_h_high"
     table["meets_deadline"] = table[bound] <= deadline_h if deadline_h is not None else False
     table["chosen"] = False
@@ -475,26 +500,37 @@ def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:
     return dict(model)
 
 
-def _table(grid, specs, pred, memory, memory_gb, headroom, epochs, price) -> pd.DataFrame:
+def _chunk_table(
+    predictor, grid, shared, estimates, memory_gb, headroom, epochs, price, dataset_size, coverage
+) -> pd.DataFrame:
+    """The table rows of a chunk of candidates (before eligibility, front and pick)."""
     table = grid.copy()
-    table["global_batch_size"] = [w.global_batch_size for w in specs]
-    table["steps_per_epoch"] = [w.steps_per_epoch for w in specs]
+    world = grid["world_size"].to_numpy(dtype=np.int64)
+    batch = grid["batch_size"].to_numpy(dtype=np.int64)
+    table["global_batch_size"] = world * batch
+    steps = np.ceil(int(dataset_size) / (world * batch).astype(np.float64)).astype(np.int64)
+    table["steps_per_epoch"] = steps
+    memory = np.array([e.total_bytes for e in estimates[: len(grid)]])
     table["memory_per_rank_gb"] = memory / 1e9
     table["fits_memory"] = [
         fits_memory(m, gb * 1e9, headroom) for m, gb in zip(memory, memory_gb, strict=True)
     ]
-    table["iteration_s"] = pred["iteration_s"].to_numpy()
-    table["epoch_s"] = pred["epoch_s"].to_numpy()
+    guard = guard_columns(shared.reasons)
+    times = epoch_columns(
+        predictor, shared.iteration_s, steps, batch, guard["interval_basis"].tolist(), coverage
+    )
+    table["iteration_s"] = times["iteration_s"]
+    table["epoch_s"] = times["epoch_s"]
     hours = epochs / 3600.0
-    table["time_to_train_h"] = pred["epoch_s"].to_numpy() * hours
-    has = "epoch_s_low" in pred
-    table["time_to_train_h_low"] = pred["epoch_s_low"].to_numpy() * hours if has else np.nan
-    table["time_to_train_h_high"] = pred["epoch_s_high"].to_numpy() * hours if has else np.nan
+    table["time_to_train_h"] = times["epoch_s"] * hours
+    has = coverage is not None
+    table["time_to_train_h_low"] = times["epoch_s_low"] * hours if has else np.nan
+    table["time_to_train_h_high"] = times["epoch_s_high"] * hours if has else np.nan
     table["device_hours"] = table["world_size"] * table["time_to_train_h"]
     table["cost"] = table["device_hours"] * price
     table["cost_high"] = (
         table["world_size"] * table["time_to_train_h_high"] * price if has else np.nan
     )
-    table["in_domain"] = pred["in_domain"].to_numpy()
-    table["extrapolation"] = pred["extrapolation"].to_numpy()
+    table["in_domain"] = guard["in_domain"].to_numpy()
+    table["extrapolation"] = guard["extrapolation"].to_numpy()
     return table

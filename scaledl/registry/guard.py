@@ -121,6 +121,8 @@ def check_domain(
     workloads: list[Workload],
     domain: TrainingDomain | None,
     nodes: pd.DataFrame | None = None,
+    ids: list[str] | None = None,
+    arch_keys: list[str] | None = None,
 ) -> list[list[Extrapolation]]:
     """The reasons each workload lies outside the training domain.
 
@@ -130,6 +132,8 @@ def check_domain(
             recorded) flags every workload.
         nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic``), for
             the layer-type reason.
+        ids: the workloads' ids as ``nodes`` names them (default their ``workload_id``).
+        arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
 
     Returns:
         One list of :class:`Extrapolation` per workload (empty: in domain).
@@ -145,35 +149,54 @@ def check_domain(
             None,
         )
         return [[reason] for _ in workloads]
-    features = range_features(workloads)
+    features = range_features(workloads, arch_keys=arch_keys)
     ranges = [(name, lo, hi) for name, (lo, hi) in domain.ranges.items() if name in features]
     values = features[[name for name, _, _ in ranges]].to_numpy(dtype=float)
     lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
     outside = np.isfinite(values) & ((values < lows) | (values > highs))
     generic = _generic_types(nodes)
+    # Reasons are built once per distinct cause and shared by the workloads they apply to (a
+    # planner's grid repeats each world size, each batch, each set of generic layer types).
+    categorical: dict[tuple, list[Extrapolation]] = {}
+    layer: dict[tuple[str, ...], list[Extrapolation]] = {}
+    sizes: dict[tuple, list[Extrapolation]] = {}
     out = []
     for i, w in enumerate(workloads):
-        reasons = _categorical(w, domain)
-        types = generic.get(w.workload_id, [])
-        if types:
-            never = [t for t in types if t not in domain.layer_types]
-            detail = f"never measured in training: {never}" if never else "too few measured"
-            reasons.append(
-                Extrapolation(
-                    "layer_type",
-                    ",".join(types),
-                    f"predicted by the generic layer model ({detail})",
-                    None,
-                )
-            )
-        for j in np.flatnonzero(outside[i]):
-            name, lo, hi = ranges[j]
-            value = float(values[i, j])
-            side = "above" if value > hi else "below"
-            reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
-            reasons.append(Extrapolation(name, value, reason, "beyond_range"))
-        out.append(reasons)
+        key = (w.family, w.config_path, w.precision, w.mode, w.num_nodes, w.world_size)
+        if key not in categorical:
+            categorical[key] = _categorical(w, domain)
+        types = tuple(generic.get(w.workload_id if ids is None else ids[i], []))
+        if types not in layer:
+            layer[types] = _layer_type_reasons(types, domain)
+        cols = np.flatnonzero(outside[i])
+        size_key = (tuple(cols.tolist()), tuple(values[i, cols].tolist()))
+        if size_key not in sizes:
+            sizes[size_key] = _size_reasons([ranges[j] for j in cols], size_key[1])
+        out.append(categorical[key] + layer[types] + sizes[size_key])
     return out
+
+
+def _layer_type_reasons(types: tuple[str, ...], domain: TrainingDomain) -> list[Extrapolation]:
+    """The reason for layer types predicted by the generic layer model (none: no reason)."""
+    if not types:
+        return []
+    never = [t for t in types if t not in domain.layer_types]
+    detail = f"never measured in training: {never}" if never else "too few measured"
+    return [
+        Extrapolation(
+            "layer_type", ",".join(types), f"predicted by the generic layer model ({detail})", None
+        )
+    ]
+
+
+def _size_reasons(ranges: list[tuple[str, float, float]], values: tuple) -> list[Extrapolation]:
+    """The reasons for size features outside their training range."""
+    reasons = []
+    for (name, lo, hi), value in zip(ranges, values, strict=True):
+        side = "above" if value > hi else "below"
+        reason = f"{side} the training range [{lo:.4g}, {hi:.4g}]"
+        reasons.append(Extrapolation(name, float(value), reason, "beyond_range"))
+    return reasons
 
 
 def interval_basis(reasons: list[Extrapolation]) -> str:
@@ -192,21 +215,30 @@ def guard_columns(reasons: list[list[Extrapolation]]) -> pd.DataFrame:
     Returns:
         One row per workload.
     """
+    texts: dict[int, str] = {}  # reasons are shared by many rows (check_domain): text once
+    for r in reasons:
+        for x in r:
+            if id(x) not in texts:
+                texts[id(x)] = x.text()
     return pd.DataFrame(
         {
             "in_domain": [not r for r in reasons],
-            "extrapolation": ["; ".join(x.text() for x in r) for r in reasons],
+            "extrapolation": ["; ".join([texts[id(x)] for x in r]) for r in reasons],
             "interval_basis": [interval_basis(r) for r in reasons],
         }
     )
 
 
-def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> None:
+def raise_if_outside(
+    reasons: list[list[Extrapolation]], source: str = "", first_row: int = 1
+) -> None:
     """:class:`OutOfDomainError` for the first workload outside the domain (``strict``).
 
     Args:
         reasons: per workload, from :func:`check_domain`.
         source: where the workloads came from (a file), named in the message.
+        first_row: the row number of ``reasons[0]`` in the source (a chunk of a file; the
+            count of other rows outside is then the chunk's).
 
     Raises:
         OutOfDomainError: naming the source, the row (from 1), each field and value, and how
@@ -222,7 +254,8 @@ def raise_if_outside(reasons: list[list[Extrapolation]], source: str = "") -> No
     )
     more = f" ({len(flagged) - 1} more row(s) outside too)" if len(flagged) > 1 else ""
     raise OutOfDomainError(
-        f"{prefix}row {first + 1}: outside the predictor's training domain (strict): {fields}{more}"
+        f"{prefix}row {first + first_row}: outside the predictor's training domain (strict): "
+        f"{fields}{more}"
     )
 
 

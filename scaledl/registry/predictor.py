@@ -21,6 +21,10 @@ carries conformal intervals calibrated on out-of-sample errors of the same kind
 :func:`load_predictor` verifies the bundle and deserialises its files; the GNN module (PyTorch
 Geometric) is built around the loaded weights at the first prediction, so loading in a fresh
 process does not pay for PyTorch Geometric's imports before they are needed.
+
+Predictions without ``detail`` take the batched path of :mod:`scaledl.prediction`: rows are
+parsed, traced and predicted once per distinct spec less its dataset size, the GNN over many
+graphs at once; the numbers are those of the per-workload path.
 """
 
 from __future__ import annotations
@@ -31,12 +35,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from scaledl.graph import trace_cache
 from scaledl.models.features import check_traceable
 from scaledl.models.intervals import CalibrationError
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
+
+#: The trace cache's folder in the predictor's name directory (hidden: listings skip it).
+TRACE_CACHE_DIR = ".trace-cache"
 
 if TYPE_CHECKING:
     from scaledl.models.domain import TrainingDomain
@@ -146,7 +154,11 @@ class Predictor:
                 last guard).
         """
         if coverage is not None:
-            self._check_coverage(coverage)
+            self.check_coverage(coverage)
+        if not detail:
+            from scaledl.prediction.predict import predict_rows
+
+            return predict_rows(self, workloads, source, coverage, strict)
         specs = self._to_workloads(workloads, source)
         result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
@@ -176,8 +188,12 @@ class Predictor:
         result["predictor_version"] = self.version
         return (result, nodes) if detail else result
 
-    def _check_coverage(self, coverage: float) -> None:
-        """Refuse a coverage outside (0, 1) or a bundle without calibration, before predicting."""
+    def check_coverage(self, coverage: float) -> None:
+        """Refuse a coverage outside (0, 1) or a bundle without calibration, before predicting.
+
+        Raises:
+            scaledl.models.intervals.CalibrationError: naming the coverage or the bundle.
+        """
         if not isinstance(coverage, (int, float)) or not 0.0 < coverage < 1.0:
             raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
         if self.calibration is None:
@@ -203,6 +219,25 @@ class Predictor:
         return self._to_workloads(workloads, source)
 
     def _to_workloads(self, workloads: Any, source: str = "") -> list[Workload]:
+        records, table = self.records(workloads, source)
+        parse = self.parse_record(table)
+        prefix = f"{source}: " if source else ""
+        return [parse(rec, f"{prefix}row {i + 1}") for i, rec in enumerate(records)]
+
+    def records(self, workloads: Any, source: str = "") -> tuple[list[Any], bool]:
+        """The rows of :meth:`predict`'s input, and whether they are table rows.
+
+        Args:
+            workloads: as for :meth:`predict`.
+            source: where they came from, named in errors.
+
+        Returns:
+            ``(records, table)``: dicts or ``Workload`` objects, and ``True`` for the rows of
+            a DataFrame (empty cells are fields not given).
+
+        Raises:
+            scaledl.workloads.spec.WorkloadError: a DataFrame column given twice, or no row.
+        """
         table = isinstance(workloads, pd.DataFrame)
         if table:
             duplicated = workloads.columns[workloads.columns.duplicated()].tolist()
@@ -215,22 +250,33 @@ class Predictor:
             records = [workloads]
         else:
             records = list(workloads)
-        specs = []
-        prefix = f"{source}: " if source else ""
-        for i, rec in enumerate(records):
-            where = f"{prefix}row {i + 1}"
-            if isinstance(rec, Workload):
-                w = rec
+        if not records:
+            prefix = f"{source}: " if source else ""
+            raise WorkloadError(f"{prefix}no workload to predict (no row)")
+        return records, table
+
+    def parse_record(self, table: bool):
+        """The parser of one row: validated, device resolved and checked, model traced.
+
+        Args:
+            table: the rows are table rows (:func:`~scaledl.workloads.spec.table_row`).
+
+        Returns:
+            ``parse(record, where) -> Workload``, raising
+            :class:`~scaledl.workloads.spec.WorkloadError` naming ``where``.
+        """
+
+        def parse(record: Any, where: str) -> Workload:
+            if isinstance(record, Workload):
+                w = record
             else:
-                rec = self._with_device(rec, where)
-                w = Workload.from_record(rec, source=where, table=table)
+                w = Workload.from_record(self._with_device(record, where), where, table=table)
             if w.device_name not in self.devices:
                 self._check_unseen_device(w.device_name, where)
             check_traceable(w, where)
-            specs.append(w)
-        if not specs:
-            raise WorkloadError(f"{prefix}no workload to predict (no row)")
-        return specs
+            return w
+
+        return parse
 
     @property
     def predicts_any_device(self) -> bool:
@@ -283,7 +329,12 @@ def load_predictor(path: Path | str) -> Predictor:
     Returns:
         The :class:`Predictor`.
 
+    The traced architectures are cached beside the bundle, in ``<name>/.trace-cache``
+    (:mod:`scaledl.graph.trace_cache`), so the next process does not trace them again.
+
     Raises:
         scaledl.registry.bundle.BundleError: missing, tampered, truncated or incompatible.
     """
-    return Predictor(read_bundle(Path(path)))
+    parts = read_bundle(Path(path))
+    trace_cache.use_directory(parts.path.parent / TRACE_CACHE_DIR)
+    return Predictor(parts)

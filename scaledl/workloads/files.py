@@ -35,10 +35,10 @@ def load_yaml(text: str):
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """A CSV whose separator (``,``, ``;``, tab or ``|``) is sniffed; duplicate columns refused.
+def csv_separator(path: Path) -> str:
+    """The separator of a CSV file (``,``, ``;``, tab or ``|``, sniffed from its header).
 
-    A header csv.Sniffer finds no separator in is one column (``,``-separated).
+    A header csv.Sniffer finds no separator in is one ``,``-separated column.
 
     Raises:
         ValueError: a column given twice in the header.
@@ -47,8 +47,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     import csv
 
     with path.open(newline="", encoding="utf-8") as handle:
-        sample = handle.read(64 * 1024)
-    first = sample.splitlines()[0] if sample else ""
+        first = handle.readline().rstrip("\r\n")
     try:
         dialect = csv.Sniffer().sniff(first, ",;\t|")
     except csv.Error:
@@ -57,8 +56,18 @@ def _read_csv(path: Path) -> pd.DataFrame:
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise ValueError(f"column(s) {duplicated} given twice in the header; keep one each")
+    return dialect.delimiter
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV read with its sniffed separator (:func:`csv_separator`).
+
+    Raises:
+        ValueError: a column given twice in the header.
+        UnicodeDecodeError: the file is not UTF-8.
+    """
     # An empty cell is NaN (a field not given); a written "nan" stays text and is refused.
-    return pd.read_csv(path, sep=dialect.delimiter, keep_default_na=False, na_values=[""])
+    return pd.read_csv(path, sep=csv_separator(path), keep_default_na=False, na_values=[""])
 
 
 def read_workloads_file(path: Path) -> list[dict]:

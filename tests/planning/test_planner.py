@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
 
@@ -182,3 +183,14 @@ def test_a_deadline_far_beyond_every_candidate_is_questioned(predictor):
     fitting = plan(predictor, MODEL, coverage=None, device_memory_gb=100.0,
                    deadline_h=2 * slowest, **ARGS)  # fmt: skip
     assert not any("would be" in n for n in fitting.notes)
+
+
+def test_a_grid_planned_in_chunks_is_the_grid_planned_at_once(predictor, monkeypatch):
+    from scaledl.planning import planner
+
+    args = {**ARGS, "world_sizes": [1, 2, 3, 4, 6, 8], "batch_sizes": [1, 2, 3, 4, 8]}
+    whole = plan(predictor, MODEL, coverage=0.9, device_memory_gb=100.0, deadline_h=1.0, **args)
+    monkeypatch.setattr(planner, "PLAN_CHUNK", 4)
+    chunked = plan(predictor, MODEL, coverage=0.9, device_memory_gb=100.0, deadline_h=1.0, **args)
+    pd.testing.assert_frame_equal(chunked.table, whole.table, rtol=1e-6)
+    assert chunked.table["pareto"].sum() >= 1 and chunked.notes == whole.notes

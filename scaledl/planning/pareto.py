@@ -1,0 +1,64 @@
+"""The Pareto front of time versus cost, computed over all candidates or chunk by chunk.
+
+A candidate is dominated when another has time and cost no larger and one of them smaller; of
+exact duplicates the first (lowest index) is kept. :func:`pareto_sweep` sorts by (time, cost,
+index) and keeps a candidate when its cost is below every cost before it (Kung, Luccio and
+Preparata, J. ACM 1975), vectorised as a running minimum. :class:`ParetoFront` keeps the front
+of the candidates seen so far: the front of (front so far + a new chunk) is the front of
+everything seen, since a candidate dominated in a subset stays dominated, so a planner's grid is
+swept chunk by chunk, never whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pareto_sweep(time: np.ndarray, cost: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Which candidates are non-dominated (ties in time and cost: the lowest index wins).
+
+    Args:
+        time: shape (n,).
+        cost: shape (n,).
+        index: distinct candidate numbers, shape (n,).
+
+    Returns:
+        Bool array, shape (n,).
+    """
+    order = np.lexsort((index, cost, time))
+    sorted_cost = np.asarray(cost, dtype=float)[order]
+    before = np.minimum.accumulate(np.r_[np.inf, sorted_cost[:-1]]) if len(order) else sorted_cost
+    mask = np.zeros(len(order), dtype=bool)
+    mask[order] = sorted_cost < before
+    return mask
+
+
+class ParetoFront:
+    """The front of the eligible candidates added so far (module docstring)."""
+
+    def __init__(self) -> None:
+        self._time = np.zeros(0)
+        self._cost = np.zeros(0)
+        self._index = np.zeros(0, dtype=np.int64)
+
+    def add(self, time: np.ndarray, cost: np.ndarray, eligible: np.ndarray, offset: int) -> None:
+        """Add a chunk of candidates numbered ``offset, offset + 1, ...``.
+
+        Args:
+            time: shape (n,).
+            cost: shape (n,).
+            eligible: shape (n,) bool; ineligible candidates are never on the front.
+            offset: the number of the chunk's first candidate.
+        """
+        keep = np.flatnonzero(np.asarray(eligible, dtype=bool))
+        t = np.r_[self._time, np.asarray(time, dtype=float)[keep]]
+        c = np.r_[self._cost, np.asarray(cost, dtype=float)[keep]]
+        i = np.r_[self._index, keep + offset]
+        on = pareto_sweep(t, c, i)
+        self._time, self._cost, self._index = t[on], c[on], i[on]
+
+    def mask(self, n: int) -> np.ndarray:
+        """Bool array of shape (n,): which of the ``n`` candidates are on the front."""
+        out = np.zeros(n, dtype=bool)
+        out[self._index] = True
+        return out

@@ -1,0 +1,1 @@
+"""Prediction at planner scale: batched, deduplicated, streamed (see :mod:`.predict`)."""

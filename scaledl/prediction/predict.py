@@ -1,0 +1,185 @@
+"""The batched prediction path of :class:`~scaledl.registry.Predictor`: cost per distinct answer.
+
+Rows are parsed once per spec less its dataset size (:mod:`scaledl.prediction.rows`); the
+iteration time, the generic layer model's use and the domain guard's reasons are computed once
+per such spec (:mod:`scaledl.prediction.engine`), and each row gets its own steps per epoch,
+epoch time (:class:`~scaledl.models.epoch.EpochModel`) and intervals. The numbers are those of
+predicting each row alone (``tests/prediction`` pins them against the per-workload path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.features import architecture_key
+from scaledl.prediction.engine import predict_iterations
+from scaledl.prediction.rows import parse_rows
+from scaledl.registry.bundle import BundleError
+from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
+from scaledl.workloads.spec import Workload
+
+if TYPE_CHECKING:
+    from scaledl.registry.predictor import Predictor
+
+
+@dataclass(frozen=True)
+class SpecPredictions:
+    """Per distinct spec (a workload less its dataset size): what every row of it shares.
+
+    Attributes:
+        workloads: the specs.
+        iteration_s: predicted iteration seconds, shape (n,).
+        used_generic: whether a layer type was predicted by the generic layer model, (n,).
+        reasons: the domain guard's reasons per spec (empty: in domain).
+    """
+
+    workloads: list[Workload]
+    iteration_s: np.ndarray
+    used_generic: np.ndarray
+    reasons: list[list[Extrapolation]]
+
+
+def predict_specs(
+    predictor: Predictor, workloads: list[Workload], arch_keys: list[str] | None = None
+) -> SpecPredictions:
+    """Iteration time and domain reasons of distinct specs.
+
+    Args:
+        predictor: the loaded predictor.
+        workloads: distinct specs (already validated and traceable).
+        arch_keys: their architecture keys, when known.
+
+    Returns:
+        The :class:`SpecPredictions`.
+
+    Raises:
+        scaledl.registry.bundle.BundleError: the GNN cannot be built, or a time is not finite.
+    """
+    if arch_keys is None:
+        arch_keys = [architecture_key(w) for w in workloads]
+    iterations = predict_iterations(predictor.method, workloads, arch_keys)
+    iteration_s = iterations.iteration_ms / 1000.0
+    if not np.isfinite(iteration_s).all():
+        raise BundleError(f"{predictor.path}: predictor returned non-finite times")
+    labels = [str(i) for i in range(len(workloads))]
+    reasons = check_domain(
+        workloads, predictor.domain, iterations.generic_nodes(labels), ids=labels,
+        arch_keys=arch_keys,
+    )  # fmt: skip
+    used = np.array([bool(t) for t in iterations.generic_types], dtype=bool)
+    return SpecPredictions(list(workloads), iteration_s, used, reasons)
+
+
+def epoch_columns(
+    predictor: Predictor,
+    iteration_s: np.ndarray,
+    steps: np.ndarray,
+    batch: np.ndarray,
+    basis: list[str],
+    coverage: float | None,
+) -> dict[str, np.ndarray]:
+    """Epoch time and, with ``coverage``, the intervals of iteration and epoch time per row.
+
+    Args:
+        predictor: the loaded predictor.
+        iteration_s: per row, shape (n,).
+        steps: steps per epoch per row.
+        batch: per-rank batch size per row.
+        basis: the interval basis of each row (:func:`~scaledl.registry.guard.guard_columns`).
+        coverage: interval coverage, or ``None``.
+
+    Returns:
+        ``iteration_s``, ``epoch_s`` and with ``coverage`` ``iteration_s_low``,
+        ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high``, in that column order.
+
+    Raises:
+        scaledl.registry.bundle.BundleError: an epoch time is not finite.
+    """
+    epoch_s = predictor.method.epoch_model_.predict(iteration_s, steps, batch)
+    if not np.isfinite(epoch_s).all():
+        raise BundleError(f"{predictor.path}: predictor returned non-finite times")
+    out = {"iteration_s": iteration_s}
+    if coverage is not None:
+        low, high, _ = predictor.calibration.interval("iteration", iteration_s, basis, coverage)
+        out.update(iteration_s_low=low, iteration_s_high=high)
+    out["epoch_s"] = epoch_s
+    if coverage is not None:
+        low, high, _ = predictor.calibration.interval("epoch", epoch_s, basis, coverage)
+        out.update(epoch_s_low=low, epoch_s_high=high)
+    return out
+
+
+def _distinct_specs(workloads: list[Workload]) -> tuple[list[Workload], np.ndarray]:
+    """Merge equal specs (groups keyed by their records may parse to one spec)."""
+    index: dict[tuple, int] = {}
+    of = np.empty(len(workloads), dtype=np.int64)
+    unique = []
+    for g, w in enumerate(workloads):
+        key = tuple(v for k, v in w.__dict__.items() if k != "dataset_size")
+        of[g] = index.setdefault(key, len(unique))
+        if of[g] == len(unique):
+            unique.append(w)
+    return unique, of
+
+
+def predict_rows(
+    predictor: Predictor,
+    workloads: Any,
+    source: str = "",
+    coverage: float | None = None,
+    strict: bool = False,
+    first_row: int = 1,
+) -> pd.DataFrame:
+    """:meth:`Predictor.predict <scaledl.registry.Predictor.predict>` without ``detail``.
+
+    Args:
+        predictor: the loaded predictor.
+        workloads: a DataFrame, a list of ``Workload``s or dicts, one workload or dict.
+        source: where they came from, named in errors.
+        coverage: interval coverage (checked by the caller), or ``None``.
+        strict: raise on the first row outside the training domain.
+        first_row: the number of the first row in ``source`` (a chunk of a file).
+
+    Returns:
+        The predictions frame :meth:`Predictor.predict` documents.
+
+    Raises:
+        scaledl.workloads.spec.WorkloadError: as :meth:`Predictor.predict`.
+        scaledl.registry.guard.OutOfDomainError: ``strict`` and a row lies outside.
+        scaledl.registry.bundle.BundleError: as :meth:`Predictor.predict`.
+    """
+    records, table = predictor.records(workloads, source)
+    parsed = parse_rows(records, predictor.parse_record(table), source, table, first_row)
+    specs, spec_of_group = _distinct_specs(parsed.workloads)
+    shared = predict_specs(predictor, specs)
+    row_spec = spec_of_group[parsed.group]
+    reasons = [shared.reasons[s] for s in row_spec]
+    if strict:
+        raise_if_outside(reasons, source, first_row)
+    guard = guard_columns(shared.reasons)
+    batch = np.array([w.batch_size for w in specs], dtype=np.int64)[row_spec]
+    columns = epoch_columns(
+        predictor, shared.iteration_s[row_spec], parsed.steps_per_epoch, batch,
+        guard["interval_basis"].to_numpy()[row_spec].tolist(), coverage,
+    )  # fmt: skip
+    result = pd.DataFrame(
+        {
+            "workload_id": parsed.workload_ids,
+            "family": np.array([w.family for w in specs], dtype=object)[row_spec],
+            "batch_size": batch,
+            "world_size": np.array([w.world_size for w in specs], dtype=np.int64)[row_spec],
+            **columns,
+            "steps_per_epoch": parsed.steps_per_epoch,
+            "used_generic_layer_model": shared.used_generic[row_spec],
+            "in_domain": guard["in_domain"].to_numpy()[row_spec],
+            "extrapolation": guard["extrapolation"].to_numpy()[row_spec],
+        }
+    )
+    if coverage is not None:
+        result["interval_basis"] = guard["interval_basis"].to_numpy()[row_spec]
+    result["predictor_version"] = predictor.version
+    return result
