@@ -101,6 +101,10 @@ def search_space(settings: ScaledlSettings) -> dg.MaterializeResult:
     )
 
 
+class UnboundedUncertainty(ValueError):
+    """The registered predictor's intervals cannot weight the sequential design."""
+
+
 #: Coverage of the interval whose relative width is the sequential design's uncertainty.
 UNCERTAINTY_COVERAGE = 0.9
 
@@ -108,29 +112,37 @@ UNCERTAINTY_COVERAGE = 0.9
 def registered_uncertainty(registry: Path) -> tuple[Any, str]:
     """The registered predictor's uncertainty about new candidates, for the sequential design.
 
+    Args:
+        registry: the predictor's name directory (``<data>/predictors/scaledl``).
+
     Returns:
         ``(function, reason)``: ``function(workloads) -> (n,)`` relative widths of the
         predictor's calibrated 90% interval of iteration time, or ``None`` (the unweighted
-        matched augmentation) when nothing is registered yet or its intervals are unbounded
-        (too few calibration residuals); ``reason`` says which, for the step's metadata.
+        matched augmentation) when nothing is registered yet; ``reason`` says which, for the
+        step's metadata.
+
+    Raises:
+        scaledl.registry.BundleError: ``latest`` names a broken bundle.
     """
+    from scaledl.registry.bundle import latest_bundle
     from scaledl.registry.predictor import load_predictor
 
-    if not (registry / "latest").is_file():
+    bundle = latest_bundle(registry)
+    if bundle is None:
         return None, "no registered predictor: unweighted augmentation"
-    predictor = load_predictor(registry)
+    predictor = load_predictor(bundle)
 
     def uncertainty(workloads):
         frame = predictor.predict(workloads, coverage=UNCERTAINTY_COVERAGE)
         width = (frame["iteration_s_high"] - frame["iteration_s_low"]) / frame["iteration_s"]
-        return width.to_numpy(dtype=float)
+        width = width.to_numpy(dtype=float)
+        if not (width > 0).all() or not pd.Series(width).map(math.isfinite).all():
+            raise UnboundedUncertainty(
+                f"{bundle}: some 90% intervals are unbounded (too few calibration residuals)"
+            )
+        return width
 
-    return uncertainty, f"weighted by {predictor_label(registry)}'s 90% interval widths"
-
-
-def predictor_label(registry: Path) -> str:
-    """``scaledl/<version>`` of the registry's latest bundle."""
-    return f"{registry.name}/{(registry / 'latest').read_text().strip()}"
+    return uncertainty, f"weighted by {registry.name}/{bundle.name}'s 90% interval widths"
 
 
 @dg.asset(group_name=GROUP, kinds={"python", "parquet"}, deps=["search_space"])
@@ -152,16 +164,16 @@ def workload_design(
     design = preset["design"]
     if same_preset and not config.regenerate and config.augment_k > 0:
         existing = read_design(path)
-        uncertainty, why = registered_uncertainty(settings.predictors_dir / "scaledl")
-        added = augment_design(
-            preset,
-            existing,
-            config.augment_k,
-            seed=int(design["seed"]) + len(existing),
-            device_name=device_name,
-            backend=backend,
-            uncertainty=uncertainty,
-        )
+        uncertainty, why = registered_uncertainty(settings.layout.predictor_dir())
+        augment = dict(seed=int(design["seed"]) + len(existing), device_name=device_name,
+                       backend=backend)  # fmt: skip
+        try:
+            added = augment_design(
+                preset, existing, config.augment_k, uncertainty=uncertainty, **augment
+            )
+        except UnboundedUncertainty as exc:  # said in the metadata, not hidden
+            why = f"{exc}: unweighted augmentation"
+            added = augment_design(preset, existing, config.augment_k, **augment)
         combined = pd.concat([existing, added.table], ignore_index=True)
         result = dataclasses.replace(added, table=combined)
         action = f"augmented by {len(added.table)} workloads ({added.sampler}; {why})"
