@@ -459,7 +459,7 @@ def test_plan_prints_the_front_and_writes_the_figure(calibrated_root, tmp_path):
 
 
 def test_int_lists_take_ranges():
-    from scaledl.cli import _int_list
+    from scaledl.cli.common import int_list as _int_list
 
     assert _int_list("1-3, 8,-2", "--world-sizes") == [1, 2, 3, 8, -2]
     for bad in ("4-2", "1-x", ",", "1--3"):

@@ -219,7 +219,7 @@ def target_summary(metrics_path: Path) -> tuple[bool, dict[str, Any]]:
 @dg.asset_check(asset="evaluation_report")
 def evaluation_report_targets(settings: ScaledlSettings) -> dg.AssetCheckResult:
     """Every accuracy target measured in ``metrics.json`` is reached (a warning otherwise)."""
-    passed, metadata = target_summary(settings.metrics_path)
+    passed, metadata = target_summary(settings.layout.metrics_path)
     return dg.AssetCheckResult(
         passed=passed, severity=dg.AssetCheckSeverity.WARN, metadata=metadata
     )

@@ -34,6 +34,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -318,8 +319,8 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         return np.column_stack([train, np.log(np.maximum(sums, 1e-6)), onehot])
 
     # ------------------------------------------------------------------ prediction
-    def _graph_set(self, workloads: list[Workload]) -> GraphSet:
-        gs = super()._graph_set(workloads)
+    def _graph_set(self, workloads: list[Workload], **keys: Any) -> GraphSet:
+        gs = super()._graph_set(workloads, **keys)
         gs.nodes = pd.concat([gs.nodes, kernel_columns(gs, self.operator_model_)], axis=1)
         return gs
 
@@ -342,11 +343,14 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
                          strict=True))  # fmt: skip
         return np.array([by_id[w.workload_id] for w in workloads])
 
-    def _predict_unique(self, workloads: list[Workload]):
-        """Iteration ms of distinct workloads, their graph set and node predictions."""
+    def _predict_unique(self, workloads: list[Workload], **keys: Any):
+        """Iteration ms of distinct workloads, their graph set and node predictions.
+
+        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.models.features.build_graph_set`.
+        """
         if self.mode != "scaledl" or self.uses_gnn_:
-            return super()._predict_unique(workloads)
-        gs = self._graph_set(workloads)
+            return super()._predict_unique(workloads, **keys)
+        gs = self._graph_set(workloads, **keys)
         preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
         sums = gs.per_graph_sum(preds["total_ms"].to_numpy())
         pred = sums
