@@ -29,8 +29,7 @@ def _curve_rows(curves: dict) -> list[str]:
     rows = [head, "| --- |" + " --- |" * len(sizes)]
     for name, curve in samplers.items():
         cells = [
-            f"{pct(m)} ± {pct(s)}"
-            for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
+            f"{pct(m)} ± {pct(s)}" for m, s in zip(curve["mre_mean"], curve["mre_std"], strict=True)
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return rows

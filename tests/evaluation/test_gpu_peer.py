@@ -85,9 +85,7 @@ def test_peer_rows_are_neusights_files_on_the_same_rows(trimmed):
     assert overall["mre_b"] == pytest.approx(np.mean(expected))
     assert overall["ci_low"] <= overall["mre_difference"] <= overall["ci_high"]
     per_mode = comparison["leave_one_model_out"]["per_mode"]
-    assert per_mode["train"]["n_units"] == 2 and per_mode["train"]["mre_a"] == pytest.approx(
-        0.04
-    )
+    assert per_mode["train"]["n_units"] == 2 and per_mode["train"]["mre_a"] == pytest.approx(0.04)
     assert set(comparison["leave_one_gpu_out"]["per_gpu"]) == {GPU}
     half = comparison["leave_one_model_out"]["half_of_peer"]["overall"]
     assert half["mre_b"] == pytest.approx(0.5 * np.mean(expected))
