@@ -15,26 +15,12 @@ Needs a registered predictor with an interval calibration: ``make run`` first (i
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("SCALEDL_DATA_DIR") or ROOT / "data")
-RESULT = Path(__file__).resolve().parent / "results" / "plan.json"
+from common import DATA, PLAN_MODEL, require_predictor, timed_twice, write_result
+
 TARGET_S = 5.0
-MODEL = {
-    "family": "bert",
-    "hidden_size": 128,
-    "num_layers": 2,
-    "num_heads": 4,
-    "intermediate_size": 512,
-    "vocab_size": 2048,
-    "seq_len": 128,
-}
 ARGS = {
     "dataset_size": 100_000,
     "epochs": 3,
@@ -45,30 +31,22 @@ ARGS = {
     "deadline_h": 1.0,
     "coverage": 0.9,
 }
-# Timed in a fresh interpreter, after loading: what a `scaledl plan` user waits for.
-_FRESH = """
-import time
-import scaledl
-predictor = scaledl.load_predictor({predictor!r})
-times = []
-for _ in range(2):
-    started = time.perf_counter()
-    plan = scaledl.plan(predictor, {model!r}, **{args!r})
-    times.append(time.perf_counter() - started)
-assert len(plan.table) == 500, len(plan.table)
-print(times[0], times[1], int(plan.table["pareto"].sum()), int(plan.table["in_domain"].sum()))
-"""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--predictor", type=Path, default=DATA / "predictors" / "scaledl")
     predictor = parser.parse_args().predictor
-    if not (predictor / "latest").exists() and not (predictor / "manifest.json").exists():
-        raise SystemExit(f"{predictor}: no predictor: run `make run` first")
-    code = _FRESH.format(predictor=str(predictor), model=MODEL, args=ARGS)
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    cold, warm, front, in_domain = (float(v) for v in run.stdout.split())
+    require_predictor(predictor)
+    # Timed in a fresh interpreter, after loading: what a `scaledl plan` user waits for.
+    run = timed_twice(
+        predictor,
+        f"scaledl.plan(predictor, {PLAN_MODEL!r}, **{ARGS!r})",
+        check="assert len(out.table) == 500, len(out.table)",
+        extra='{"front": int(out.table["pareto"].sum()), '
+        '"in_domain": int(out.table["in_domain"].sum())}',
+    )
+    cold, warm = run["cold_s"], run["warm_s"]
     result = {
         "benchmark": "planner",
         "host": platform.node(),
@@ -78,12 +56,10 @@ def main() -> None:
         "plan_seconds_warm": round(warm, 3),
         "target_seconds": TARGET_S,
         "within_target_cold": cold <= TARGET_S,
-        "pareto_front_size": int(front),
-        "in_domain_candidates": int(in_domain),
+        "pareto_front_size": run["front"],
+        "in_domain_candidates": run["in_domain"],
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("plan", result)
 
 
 if __name__ == "__main__":

@@ -20,59 +20,32 @@ Needs ``make run`` first (it reads ``data/validated`` and ``data/predictors`` un
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from common import DATA, fresh_json, timed_twice, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("SCALEDL_DATA_DIR") or ROOT / "data")
-RESULT = Path(__file__).resolve().parent / "results" / "predict.json"
 N_WORKLOADS = 10_000
 PREDICT_TARGET_S = 5.0
 LOAD_TARGET_S = 3.0
 # Timed in a fresh interpreter: the imports are part of what a new process pays.
 _FRESH_LOAD = """
-import time
+import json, time
 started = time.perf_counter()
 import scaledl
 predictor = scaledl.load_predictor({latest!r})
-print(time.perf_counter() - started)
+print(json.dumps({{"seconds": time.perf_counter() - started}}))
 """
 _FRESH_FIRST_PREDICTION = """
-import time
+import json, time
 started = time.perf_counter()
 import scaledl
 predictor = scaledl.load_predictor({latest!r})
 predictor.predict([{row!r}])
-print(time.perf_counter() - started)
+print(json.dumps({{"seconds": time.perf_counter() - started}}))
 """
-_FRESH_BATCH = """
-import sys, time
-sys.path.insert(0, {here!r})
-import scaledl
-from bench_predict import sweep
-predictor = scaledl.load_predictor({latest!r})
-rows = sweep(predictor.devices[0])
-times = []
-for _ in range(2):
-    started = time.perf_counter()
-    out = predictor.predict(rows)
-    times.append(time.perf_counter() - started)
-assert len(out) == len(rows) and out["iteration_s"].notna().all()
-print(times[0], times[1])
-"""
-
-
-def fresh_python(code: str) -> list[float]:
-    """Run ``code`` in a new interpreter and return the numbers it prints."""
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [float(v) for v in run.stdout.split()]
 
 
 def sweep(device_name: str) -> list[dict]:
@@ -127,14 +100,21 @@ def main() -> None:
     latest = str(DATA / "predictors" / "scaledl")
     if not (Path(latest) / "latest").exists() or not (DATA / "validated").exists():
         raise SystemExit(f"{latest}/latest or {DATA / 'validated'} missing: run `make run` first")
-    (load_s,) = fresh_python(_FRESH_LOAD.format(latest=latest))
+    load_s = fresh_json(_FRESH_LOAD.format(latest=latest))["seconds"]
     started = time.perf_counter()
     predictor = scaledl.load_predictor(latest)
     load_warm_s = time.perf_counter() - started
     row = sweep(predictor.devices[0])[0]
-    (first_s,) = fresh_python(_FRESH_FIRST_PREDICTION.format(latest=latest, row=row))
+    first_s = fresh_json(_FRESH_FIRST_PREDICTION.format(latest=latest, row=row))["seconds"]
     here = str(Path(__file__).resolve().parent)
-    predict_s, predict_warm_s = fresh_python(_FRESH_BATCH.format(here=here, latest=latest))
+    batch = timed_twice(
+        latest,
+        "predictor.predict(rows)",
+        setup=f"import sys\nsys.path.insert(0, {here!r})\nfrom bench_predict import sweep\n"
+        "rows = sweep(predictor.devices[0])",
+        check='assert len(out) == len(rows) and out["iteration_s"].notna().all()',
+    )
+    predict_s, predict_warm_s = batch["cold_s"], batch["warm_s"]
 
     data = load_profile_data(DATA / "validated")
     val_ids = stratified_val_ids(data, 0.15, 0)
@@ -159,9 +139,7 @@ def main() -> None:
         "training_workloads": len(data.ids),
         "fit_seconds": fit_s,
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("predict", result)
 
 
 if __name__ == "__main__":

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from common import DATA, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-PROFILES = ROOT / "data" / "imported" / "validated" / "neusight"
-RESULT = Path(__file__).resolve().parent / "results" / "predict_gpu.json"
+PROFILES = DATA / "imported" / "validated" / "neusight"
 N_WORKLOADS = 10_000
 GPUS = (
     "cuda:NVIDIA H100 80GB HBM3",
@@ -102,9 +100,7 @@ def main() -> None:
         "fit_seconds": round(fit_s, 2),
         "training_workloads": len(data.ids),
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("predict_gpu", result)
 
 
 if __name__ == "__main__":

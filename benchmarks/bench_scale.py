@@ -28,46 +28,19 @@ median. Needs a registered predictor with a calibration (``make run`` first, or
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("SCALEDL_DATA_DIR") or ROOT / "data")
-RESULT = Path(__file__).resolve().parent / "results" / "scale.json"
+from common import DATA, PLAN_MODEL, fresh_json, require_predictor, timed_twice, write_result
+
 N_ROWS = 200_000
 N_FIRST = 1_000
 TARGETS = {"predict_warm_s": 20.0, "plan_s": 30.0, "first_prediction_s": 5.0, "peak_gb": 2.0}
-PLAN_MODEL = {
-    "family": "bert",
-    "hidden_size": 128,
-    "num_layers": 2,
-    "num_heads": 4,
-    "intermediate_size": 512,
-    "vocab_size": 2048,
-    "seq_len": 128,
-}
 # Every child prints its figures and its own peak RSS (Linux: KiB) as one JSON line.
-_PREDICT = """
-import json, resource, time
-import pandas as pd
-import scaledl
-predictor = scaledl.load_predictor({predictor!r})
-frame = pd.read_csv({csv!r}, keep_default_na=False, na_values=[""])
-times = []
-for _ in range(2):
-    started = time.perf_counter()
-    out = predictor.predict(frame, coverage=0.9)
-    times.append(time.perf_counter() - started)
-assert len(out) == len(frame) and out["workload_id"].nunique() == len(frame)
-print(json.dumps({{"cold_s": times[0], "warm_s": times[1],
-                  "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))
-"""
 _FIRST = """
 import time
 started = time.perf_counter()
@@ -111,17 +84,6 @@ def preset_rows(device: str, n: int, seed: int):
     return frame
 
 
-def child(code: str, *args: str, env: dict | None = None) -> dict:
-    """Run ``code`` in a fresh interpreter and return the JSON of its last output line."""
-    run = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    if run.returncode:
-        raise SystemExit(f"benchmark child failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 def scaledl_command() -> str:
     return str(Path(sys.executable).with_name("scaledl"))
 
@@ -141,8 +103,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     predictor = str(args.predictor)
-    if not (args.predictor / "latest").exists() and not (args.predictor / "manifest.json").exists():
-        raise SystemExit(f"{predictor}: no predictor: run `make run` first")
+    require_predictor(args.predictor)
     import scaledl
 
     device = scaledl.load_predictor(args.predictor).devices[0]
@@ -154,10 +115,19 @@ def main() -> None:
         spec_columns = [c for c in frame.columns if c != "dataset_size"]
         distinct = int(len(frame.drop_duplicates(spec_columns)))
         del frame
-        warm = [child(_PREDICT.format(predictor=predictor, csv=csv)) for _ in range(args.repeats)]
+        warm = [
+            timed_twice(
+                predictor,
+                "predictor.predict(frame, coverage=0.9)",
+                setup=f"frame = pd.read_csv({csv!r}, keep_default_na=False, na_values=[''])",
+                check="assert len(out) == len(frame)\n"
+                'assert out["workload_id"].nunique() == len(frame)',
+            )
+            for _ in range(args.repeats)
+        ]
         out = str(Path(tmp) / "predictions.parquet")
         streamed = [
-            child(_COMMAND, scaledl_command(), "predict", "--predictor", predictor,
+            fresh_json(_COMMAND, scaledl_command(), "predict", "--predictor", predictor,
                   "--workloads", csv, "--out", out, "--coverage", "0.9")
             for _ in range(args.repeats)
         ]  # fmt: skip
@@ -168,12 +138,13 @@ def main() -> None:
                      "--family", PLAN_MODEL["family"]]  # fmt: skip
         for key, value in PLAN_MODEL.items():
             plan_args += [] if key == "family" else ["--set", f"{key}={value}"]
-        plans = [child(_COMMAND, scaledl_command(), *plan_args) for _ in range(args.repeats)]
+        plans = [fresh_json(_COMMAND, scaledl_command(), *plan_args) for _ in range(args.repeats)]
         first = _FIRST.format(predictor=predictor, csv=first_csv, n=N_FIRST)
-        first_warm = [child(first) for _ in range(args.repeats)]
+        first_warm = [fresh_json(first) for _ in range(args.repeats)]
         empty = str(Path(tmp) / "empty-trace-cache")
         first_cold = [
-            child(first, env={"SCALEDL_TRACE_CACHE": f"{empty}{i}"}) for i in range(args.repeats)
+            fresh_json(first, env={"SCALEDL_TRACE_CACHE": f"{empty}{i}"})
+            for i in range(args.repeats)
         ]
     predict_warm = summary(warm, "warm_s")
     plan_s = summary(plans, "seconds")
@@ -206,9 +177,7 @@ def main() -> None:
             "first_prediction": first_s["median"] <= TARGETS["first_prediction_s"],
         },
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("scale", result)
 
 
 if __name__ == "__main__":

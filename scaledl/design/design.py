@@ -205,6 +205,30 @@ def augment_design(
             model terms; a singular model.
     """
     profiled = workloads_from_table(existing, source="existing design")
+    new = _unprofiled_candidates(preset, profiled, k, device_name, backend)
+    pool = profiled + new
+    numeric, categorical = workload_factors(pool)
+    model = FeatureModel.fit(numeric, categorical, preset["design"]["model"])
+    X = model.transform(numeric, categorical)
+    check_estimable(X, model.terms, source=f"preset {preset.get('name')!r} candidates + existing")
+    starts = int(n_starts if n_starts is not None else preset["design"]["n_starts"])
+    idx, log_det, sampler = _augment_indices(
+        X, pool, len(profiled), k, criterion, uncertainty, seed, starts
+    )
+    chosen = [pool[i] for i in idx]
+    result = _result(chosen, sampler, seed, log_det, model, len(new), len(profiled), preset)
+    result.metadata["log_det_existing"] = log_det_information(X[: len(profiled)])
+    return result
+
+
+def _unprofiled_candidates(
+    preset: dict[str, Any], profiled: list[Workload], k: Any, device_name: str, backend: str
+) -> list[Workload]:
+    """The preset's candidates not profiled yet (by ``workload_id``), at least ``k`` of them.
+
+    Raises:
+        DesignError: ``k`` is not an integer in ``[1, number of new candidates]``.
+    """
     profiled_ids = {w.workload_id for w in profiled}
     new = [
         w
@@ -216,39 +240,61 @@ def augment_design(
             f"preset {preset.get('name')!r}: cannot choose k={k!r} new workloads: "
             f"{len(new)} candidates are not profiled yet"
         )
-    pool = profiled + new
-    numeric, categorical = workload_factors(pool)
-    model = FeatureModel.fit(numeric, categorical, preset["design"]["model"])
-    X = model.transform(numeric, categorical)
-    check_estimable(X, model.terms, source=f"preset {preset.get('name')!r} candidates + existing")
-    starts = int(n_starts if n_starts is not None else preset["design"]["n_starts"])
-    fixed = range(len(profiled))
-    sampler = AUGMENT_SAMPLER
+    return new
+
+
+def _augment_indices(
+    X: np.ndarray,
+    pool: list[Workload],
+    n_profiled: int,
+    k: int,
+    criterion: str,
+    uncertainty: Callable[[list[Workload]], np.ndarray] | None,
+    seed: int,
+    n_starts: int,
+) -> tuple[np.ndarray, float, str]:
+    """The rows of ``pool`` to add to its first ``n_profiled`` (fixed) rows.
+
+    Args:
+        X: the coded response-surface matrix of ``pool``, shape (len(pool), terms).
+        pool: the profiled workloads, then the new candidates.
+        n_profiled: how many leading rows of ``pool`` are profiled (fixed).
+        k: new rows to choose.
+        criterion: ``matched`` or ``surface`` (see :func:`augment_design`).
+        uncertainty: the new candidates' relative uncertainties, or ``None``.
+        seed: random seed.
+        n_starts: random starts of the exchange.
+
+    Returns:
+        ``(indices into pool, log det of the combined response surface, sampler name)``.
+
+    Raises:
+        DesignError: an unknown criterion, or ``uncertainty`` with ``surface``.
+    """
+    fixed = range(n_profiled)
     if criterion == "surface":
         if uncertainty is not None:
             raise DesignError("augment_design: uncertainty needs criterion='matched'")
-        idx, log_det = d_optimal_indices(X, k, seed=seed, n_starts=starts, fixed=fixed)
-    elif criterion == "matched":
-        info = candidate_information(pool)
-        if uncertainty is None:
-            combined, _ = matched_d_optimal_indices(
-                info, len(profiled) + k, seed=seed, n_starts=starts, include=list(fixed)
-            )
-            idx = np.setdiff1d(combined, np.arange(len(profiled)))
-        else:
-            weights = np.ones(len(pool))
-            weights[len(profiled) :] = np.asarray(uncertainty(new), dtype=float)
-            idx = sequential_indices(info, list(fixed), k, weights)
-            sampler = SEQUENTIAL_SAMPLER
-        log_det = log_det_information(np.vstack([X[: len(profiled)], X[idx]]))
-    else:
+        idx, log_det = d_optimal_indices(X, k, seed=seed, n_starts=n_starts, fixed=fixed)
+        return idx, log_det, AUGMENT_SAMPLER
+    if criterion != "matched":
         raise DesignError(
             f"augment_design: criterion must be 'matched' or 'surface', got {criterion!r}"
         )
-    chosen = [pool[i] for i in idx]
-    result = _result(chosen, sampler, seed, log_det, model, len(new), len(profiled), preset)
-    result.metadata["log_det_existing"] = log_det_information(X[: len(profiled)])
-    return result
+    info = candidate_information(pool)
+    sampler = AUGMENT_SAMPLER
+    if uncertainty is None:
+        combined, _ = matched_d_optimal_indices(
+            info, n_profiled + k, seed=seed, n_starts=n_starts, include=list(fixed)
+        )
+        idx = np.setdiff1d(combined, np.arange(n_profiled))
+    else:
+        weights = np.ones(len(pool))
+        weights[n_profiled:] = np.asarray(uncertainty(pool[n_profiled:]), dtype=float)
+        idx = sequential_indices(info, list(fixed), k, weights)
+        sampler = SEQUENTIAL_SAMPLER
+    log_det = log_det_information(np.vstack([X[:n_profiled], X[idx]]))
+    return idx, log_det, sampler
 
 
 def workloads_from_table(table: pd.DataFrame, source: str = "table") -> list[Workload]:

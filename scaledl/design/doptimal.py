@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import numpy as np
 from scipy import linalg
@@ -134,6 +135,33 @@ def d_optimal_indices(
     Shapes:
         F: ``(n_candidates, n_terms)``; indices: ``(n,)``.
     """
+    F, n, fixed_idx = _checked_inputs(F, n, n_starts, fixed)
+    n_cand, p = F.shape
+    rng = np.random.default_rng(seed)
+    best_idx: np.ndarray | None = None
+    best_ld = float("-inf")
+    with _single_threaded_blas():
+        for child in rng.spawn(int(n_starts)):
+            idx, ld = _one_start(F, n, fixed_idx, child, max_passes, tol)
+            if ld > best_ld + 1e-10:
+                best_idx, best_ld = idx, ld
+    if best_idx is None:
+        raise DesignError(
+            f"no nonsingular design of {n} runs found in {n_starts} starts "
+            f"({n_cand} candidates, {p} terms)"
+        )
+    return np.sort(best_idx), best_ld
+
+
+def _checked_inputs(
+    F: np.ndarray, n: Any, n_starts: Any, fixed: Iterable[int] | None
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """The checked inputs of :func:`d_optimal_indices`: ``(F as float64, n, sorted fixed)``.
+
+    Raises:
+        DesignError: as :func:`d_optimal_indices` (a bad matrix, ``n``, ``n_starts`` or fixed
+            indices; too few free candidates or runs; a singular model).
+    """
     F = np.ascontiguousarray(F, dtype=np.float64)
     if F.ndim != 2 or F.shape[0] == 0 or F.shape[1] == 0:
         raise DesignError(f"candidate matrix must be 2-D and non-empty, got shape {F.shape}")
@@ -166,21 +194,7 @@ def d_optimal_indices(
             f"singular model: the candidate matrix has rank {rank} < {p} model terms, so "
             f"{p - rank} term(s) are aliased over the candidate set and no design can estimate them"
         )
-
-    rng = np.random.default_rng(seed)
-    best_idx: np.ndarray | None = None
-    best_ld = float("-inf")
-    with _single_threaded_blas():
-        for child in rng.spawn(int(n_starts)):
-            idx, ld = _one_start(F, n, fixed_idx, child, max_passes, tol)
-            if ld > best_ld + 1e-10:
-                best_idx, best_ld = idx, ld
-    if best_idx is None:
-        raise DesignError(
-            f"no nonsingular design of {n} runs found in {n_starts} starts "
-            f"({n_cand} candidates, {p} terms)"
-        )
-    return np.sort(best_idx), best_ld
+    return F, n, fixed_idx
 
 
 def _one_start(

@@ -163,21 +163,27 @@ class MeanErrorSummary(Section):
     p90_re: float
 
 
-class TargetErrors(Section):
-    """Iteration-time and epoch-time errors."""
+class _IterationHeadline(Section):
+    """The headline numbers of a section with an ``iteration`` error summary."""
 
-    iteration: ErrorSummary
-    epoch: ErrorSummary
+    iteration: ErrorSummary | MeanErrorSummary
 
     @property
     def mre(self) -> float:
-        """Iteration-time MRE (the headline number)."""
+        """Iteration-time MRE (the headline number; over groups: their mean)."""
         return self.iteration.mre
 
     @property
     def rmse_s(self) -> float:
-        """Iteration-time RMSE, seconds."""
+        """Iteration-time RMSE, seconds (over groups: their mean)."""
         return self.iteration.rmse_s
+
+
+class TargetErrors(_IterationHeadline):
+    """Iteration-time and epoch-time errors."""
+
+    iteration: ErrorSummary
+    epoch: ErrorSummary
 
 
 class MethodErrors(TargetErrors):
@@ -186,22 +192,12 @@ class MethodErrors(TargetErrors):
     per_family: dict[str, TargetErrors]
 
 
-class MeanMethodErrors(Section):
+class MeanMethodErrors(_IterationHeadline):
     """One method's errors averaged over groups (OOD: the held-out families)."""
 
     iteration: MeanErrorSummary
     epoch: MeanErrorSummary
     n_groups: int
-
-    @property
-    def mre(self) -> float:
-        """Mean over groups of the iteration-time MRE."""
-        return self.iteration.mre
-
-    @property
-    def rmse_s(self) -> float:
-        """Mean over groups of the iteration-time RMSE, seconds."""
-        return self.iteration.rmse_s
 
 
 class SplitErrors(Section):

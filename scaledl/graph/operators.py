@@ -163,76 +163,113 @@ def aten_descriptors(operators: pd.DataFrame) -> pd.DataFrame:
         One row per operator: ``layer_index``, ``op_index`` and :data:`DESCRIPTOR_COLUMNS`.
     """
     rows = []
-    dropout_shape: tuple | None = None
-    pending_mul = False
+    dropout = _DropoutTail()
     for r in operators.itertuples(index=False):
-        name = r.op
         ins, outs = list(r.input_shapes), list(r.output_shapes)
-        in_sizes, out_sizes = list(r.input_itemsizes), list(r.output_itemsizes)
-        if name in _SHAPE_OPS or not outs:
+        if r.op in _SHAPE_OPS or not outs or dropout.absorbs(r.op, ins, outs):
             continue
-        if dropout_shape is not None:
-            # bernoulli_ (mask) -> div_ (mask / keep probability) -> mul (x * mask)
-            if not pending_mul and name == "div_" and outs[0] == dropout_shape:
-                pending_mul = True
-                continue
-            if pending_mul and name == "mul" and ins.count(dropout_shape) == 2:
-                dropout_shape, pending_mul = None, False
-                continue
-            dropout_shape, pending_mul = None, False
-        item = out_sizes[0] if out_sizes else 4
-        numel_in = sum(math.prod(s) * z for s, z in zip(ins, in_sizes, strict=True))
-        numel_out = sum(math.prod(s) * z for s, z in zip(outs, out_sizes, strict=True))
-        if name in ("mm", "addmm", "bmm", "baddbmm"):
-            bias = math.prod(ins[0]) if name in ("addmm", "baddbmm") else 0
-            a, b = (ins[1], ins[2]) if name in ("addmm", "baddbmm") else (ins[0], ins[1])
-            desc = matmul_descriptor(a, b, item, bias_numel=bias)
-            desc["bytes_in"] = float(numel_in)
-        elif name in ("convolution", "_convolution") and len(ins) >= 2 and len(ins[1]) > 2:
-            # a patch embedding's convolution is a GEMM: output pixels x output channels,
-            # reduced over input channels x kernel window (im2col)
-            out_channels = outs[0][1]
-            desc = descriptor(
-                "matmul",
-                "linear",
-                m=math.prod(outs[0]) // out_channels,
-                n=out_channels,
-                k=math.prod(ins[1][1:]),
-                elements=math.prod(outs[0]),
-                bytes_in=numel_in,
-                bytes_out=numel_out,
-            )
-        elif name == "embedding":
-            weight, index = ins[0], ins[1]
-            desc = descriptor(
-                "embedding",
-                "embedding",
-                elements=math.prod(outs[0]),
-                bytes_in=math.prod(index) * in_sizes[1],
-                bytes_out=numel_out,
-                table_bytes=math.prod(weight) * in_sizes[0],
-                row_len=weight[-1],
-            )
-        else:
-            kind = _ATEN_KINDS.get(name, "mul" if numel_out else None)
-            if kind is None:
-                continue
-            if kind == "dropout":
-                dropout_shape = outs[0]
-                numel_in = math.prod(outs[0]) * item  # reads x, writes y and the mask
-            cls = _CLASS_OF_KIND[kind]
-            row_len = ins[0][-1] if cls == "reduction" and ins and ins[0] else 0
-            desc = descriptor(
-                cls,
-                kind,
-                elements=math.prod(outs[0]),
-                bytes_in=numel_in,
-                bytes_out=numel_out,
-                row_len=row_len,
-            )
+        desc = _aten_descriptor(r.op, ins, outs, list(r.input_itemsizes), list(r.output_itemsizes))
+        if desc is None:
+            continue
+        if desc["op_kind"] == "dropout":
+            dropout.start(outs[0])
         rows.append({"layer_index": int(r.layer_index), "op_index": int(r.op_index), **desc})
     columns = ["layer_index", "op_index", *DESCRIPTOR_COLUMNS]
     return pd.DataFrame(rows, columns=columns)
+
+
+class _DropoutTail:
+    """The CPU/meta tail of a dropout (``div_`` of the mask, then ``mul`` by it), to skip.
+
+    After a dropout of output shape ``s``, a ``div_`` of shape ``s`` and then a ``mul`` of two
+    ``s`` inputs belong to it; any other operator ends the tail.
+    """
+
+    def __init__(self) -> None:
+        self.shape: list | None = None
+        self.pending_mul = False
+
+    def start(self, shape: list) -> None:
+        """A dropout of output ``shape`` was recorded: its tail may follow."""
+        self.shape, self.pending_mul = shape, False
+
+    def absorbs(self, name: str, ins: list, outs: list) -> bool:
+        """Whether operator ``name`` is part of the current dropout's tail (then skip it)."""
+        if self.shape is None:
+            return False
+        # bernoulli_ (mask) -> div_ (mask / keep probability) -> mul (x * mask)
+        if not self.pending_mul and name == "div_" and outs[0] == self.shape:
+            self.pending_mul = True
+            return True
+        absorbed = self.pending_mul and name == "mul" and ins.count(self.shape) == 2
+        self.shape, self.pending_mul = None, False
+        return absorbed
+
+
+def _aten_descriptor(
+    name: str, ins: list, outs: list, in_sizes: list, out_sizes: list
+) -> dict[str, object] | None:
+    """The descriptor of one ATen operator (``None``: no floating or index output to time).
+
+    Args:
+        name: the ATen operator name.
+        ins: input shapes.
+        outs: output shapes (non-empty).
+        in_sizes: input item sizes in bytes.
+        out_sizes: output item sizes in bytes.
+
+    Returns:
+        A :func:`descriptor` row, or ``None`` for an operator that is not timed.
+    """
+    item = out_sizes[0] if out_sizes else 4
+    numel_in = sum(math.prod(s) * z for s, z in zip(ins, in_sizes, strict=True))
+    numel_out = sum(math.prod(s) * z for s, z in zip(outs, out_sizes, strict=True))
+    if name in ("mm", "addmm", "bmm", "baddbmm"):
+        bias = math.prod(ins[0]) if name in ("addmm", "baddbmm") else 0
+        a, b = (ins[1], ins[2]) if name in ("addmm", "baddbmm") else (ins[0], ins[1])
+        desc = matmul_descriptor(a, b, item, bias_numel=bias)
+        desc["bytes_in"] = float(numel_in)
+        return desc
+    if name in ("convolution", "_convolution") and len(ins) >= 2 and len(ins[1]) > 2:
+        # a patch embedding's convolution is a GEMM: output pixels x output channels,
+        # reduced over input channels x kernel window (im2col)
+        out_channels = outs[0][1]
+        return descriptor(
+            "matmul",
+            "linear",
+            m=math.prod(outs[0]) // out_channels,
+            n=out_channels,
+            k=math.prod(ins[1][1:]),
+            elements=math.prod(outs[0]),
+            bytes_in=numel_in,
+            bytes_out=numel_out,
+        )
+    if name == "embedding":
+        weight, index = ins[0], ins[1]
+        return descriptor(
+            "embedding",
+            "embedding",
+            elements=math.prod(outs[0]),
+            bytes_in=math.prod(index) * in_sizes[1],
+            bytes_out=numel_out,
+            table_bytes=math.prod(weight) * in_sizes[0],
+            row_len=weight[-1],
+        )
+    kind = _ATEN_KINDS.get(name, "mul" if numel_out else None)
+    if kind is None:
+        return None
+    if kind == "dropout":
+        numel_in = math.prod(outs[0]) * item  # reads x, writes y and the mask
+    cls = _CLASS_OF_KIND[kind]
+    row_len = ins[0][-1] if cls == "reduction" and ins and ins[0] else 0
+    return descriptor(
+        cls,
+        kind,
+        elements=math.prod(outs[0]),
+        bytes_in=numel_in,
+        bytes_out=numel_out,
+        row_len=row_len,
+    )
 
 
 def at_batch(

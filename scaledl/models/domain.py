@@ -31,18 +31,22 @@ from scaledl.workloads.spec import Workload
 if TYPE_CHECKING:
     from scaledl.models.data import ProfileData
 
-#: Size features whose training range is recorded; a value outside it is an extrapolation in
-#: size, calibrated by the ``beyond_range`` stratum of :mod:`scaledl.models.intervals`.
-#: ``tokens_per_step`` is ``batch_size * seq_len`` per rank, ``flops_per_iteration`` the
-#: forward (+ backward when training) FLOPs of one rank's iteration and ``parameters`` the
-#: model's parameters, both summed over the traced layer graph.
-RANGE_FEATURES = (
+#: The range features that are fields of the workload spec.
+_SPEC_RANGE_FEATURES = (
     "hidden_size",
     "num_layers",
     "num_heads",
     "intermediate_size",
     "seq_len",
     "batch_size",
+)
+#: Size features whose training range is recorded; a value outside it is an extrapolation in
+#: size, calibrated by the ``beyond_range`` stratum of :mod:`scaledl.models.intervals`.
+#: ``tokens_per_step`` is ``batch_size * seq_len`` per rank, ``flops_per_iteration`` the
+#: forward (+ backward when training) FLOPs of one rank's iteration and ``parameters`` the
+#: model's parameters, both summed over the traced layer graph.
+RANGE_FEATURES = (
+    *_SPEC_RANGE_FEATURES,
     "tokens_per_step",
     "flops_per_iteration",
     "parameters",
@@ -97,14 +101,7 @@ def range_features(
                 float("nan") if getattr(w, name) is None else float(getattr(w, name))
                 for w in workloads
             ]
-            for name in (
-                "hidden_size",
-                "num_layers",
-                "num_heads",
-                "intermediate_size",
-                "seq_len",
-                "batch_size",
-            )
+            for name in _SPEC_RANGE_FEATURES
         }
     )
     frame["tokens_per_step"] = frame["batch_size"] * frame["seq_len"]

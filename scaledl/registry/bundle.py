@@ -56,7 +56,7 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -189,10 +189,7 @@ def save_bundle(
     import skops.io as sio
     import torch
 
-    from scaledl.graph.layer_graph import EDGE_TYPES
-    from scaledl.graph.units import LAYER_TYPES
     from scaledl.models.kernel import KernelGraphMethod
-    from scaledl.models.layerwise import LAYER_FEATURES
     from scaledl.models.methods import GraphMethod
 
     if isinstance(method, KernelGraphMethod):
@@ -206,55 +203,131 @@ def save_bundle(
             f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
         )
     method.check_fitted()
+
+    def write_models(tmp: Path) -> None:
+        sio.dump(method.layerwise_.models_, tmp / "layerwise.skops")
+        torch.save(method.gnn_.state_dict(), tmp / "gnn.pt")
+
+    return publish_bundle(
+        root,
+        name,
+        version,
+        write_models=write_models,
+        params=_graph_params(method),
+        manifest=_graph_manifest(method),
+        training_data=training_data,
+        metrics=metrics,
+        calibration=calibration,
+    )
+
+
+def _graph_manifest(method: GraphMethod) -> dict[str, Any]:
+    """The CPU predictor's own manifest fields: its feature schema and training summary."""
+    from scaledl.graph.layer_graph import EDGE_TYPES
+    from scaledl.graph.units import LAYER_TYPES
+    from scaledl.models.layerwise import LAYER_FEATURES
+
+    return {
+        "feature_schema": {
+            "layer_types": list(LAYER_TYPES),
+            "edge_types": list(EDGE_TYPES),
+            "layer_features": list(LAYER_FEATURES),
+            "gnn_in_channels": method.gnn_.in_channels,
+        },
+        "training_summary": {
+            **method.history_,
+            "fit_seconds": method.fit_seconds_,
+            "training_workloads": len(method.training_workload_ids_),
+        },
+    }
+
+
+def _graph_params(method: GraphMethod) -> dict[str, Any]:
+    """``params.json`` of a fitted CPU predictor (see the module docstring)."""
+    return {
+        "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
+        "epoch": method.epoch_model_.to_dict(),
+        "gnn_config": method.gnn_.config(),
+        "gnn_prior": method.prior,
+        "gnn_edges": method.edges,
+        "gnn_system_nodes": method.system_nodes,
+        "layerwise_min_samples": method.layerwise_.min_samples,
+        "training_devices": list(method.training_devices_),
+        "training_workload_ids": list(method.training_workload_ids_),
+        "training_domain": (
+            None if method.training_domain_ is None else method.training_domain_.to_dict()
+        ),
+    }
+
+
+def publish_bundle(
+    root: Path,
+    name: str,
+    version: str | None,
+    *,
+    write_models: Callable[[Path], None],
+    params: dict[str, Any],
+    manifest: dict[str, Any],
+    training_data: dict | None = None,
+    metrics: dict | None = None,
+    calibration: IntervalCalibration | None = None,
+) -> Path:
+    """Publish a new bundle version of any predictor kind and point ``latest`` at it.
+
+    The one writer of bundles (:func:`save_bundle`, and
+    :func:`~scaledl.registry.kernel_bundle.save_kernel_bundle` for the GPU predictor): it
+    writes the model files, ``params.json``, the optional ``calibration.json`` and the
+    manifest (the common fields, the SHA-256 and size of every file) into a temporary folder
+    that becomes ``<root>/<name>/<version>`` durably (:func:`_new_version`).
+
+    Args:
+        root: registry root directory.
+        name: predictor name (a directory under ``root``).
+        version: version string; ``None``: the UTC time ``YYYYMMDDTHHMMSSffffffZ``.
+        write_models: writes the kind's model files into the folder it is given.
+        params: the content of ``params.json``.
+        manifest: the kind's own manifest fields (``feature_schema``, ``training_summary``,
+            ``predictor_kind`` for a kernel bundle), merged with the common ones.
+        training_data: description of the training data (``sha256``, ``workloads``, ...).
+        metrics: evaluation metrics to record in the manifest.
+        calibration: the interval calibration to store, or ``None``.
+
+    Returns:
+        The bundle directory.
+
+    Raises:
+        ValueError: the version exists with another manifest, or the calibration came from
+            other profile tables than ``training_data["sha256"]``.
+        OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
+    """
     check_calibration_data(calibration, (training_data or {}).get("sha256", ""), str(root))
     now = dt.datetime.now(dt.UTC)
     version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
     target = Path(root) / name / version
     with _new_version(target) as tmp:
-        sio.dump(method.layerwise_.models_, tmp / "layerwise.skops")
-        torch.save(method.gnn_.state_dict(), tmp / "gnn.pt")
-        params = {
-            "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
-            "epoch": method.epoch_model_.to_dict(),
-            "gnn_config": method.gnn_.config(),
-            "gnn_prior": method.prior,
-            "gnn_edges": method.edges,
-            "gnn_system_nodes": method.system_nodes,
-            "layerwise_min_samples": method.layerwise_.min_samples,
-            "training_devices": list(method.training_devices_),
-            "training_workload_ids": list(method.training_workload_ids_),
-            "training_domain": (
-                None if method.training_domain_ is None else method.training_domain_.to_dict()
-            ),
-        }
-        (tmp / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
+        write_models(tmp)
+        _write_json(tmp / "params.json", params)
         if calibration is not None:
             calibration.write(tmp / CALIBRATION_FILE)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
-        manifest = {
+        common = {
             "format_version": FORMAT_VERSION,
             "name": name,
             "version": version,
             "created_at": now.isoformat(),
             "training_data": training_data or {},
-            "feature_schema": {
-                "layer_types": list(LAYER_TYPES),
-                "edge_types": list(EDGE_TYPES),
-                "layer_features": list(LAYER_FEATURES),
-                "gnn_in_channels": method.gnn_.in_channels,
-            },
             "library_versions": library_versions(),
             "metrics": metrics or {},
-            "training_summary": {
-                **method.history_,
-                "fit_seconds": method.fit_seconds_,
-                "training_workloads": len(method.training_workload_ids_),
-            },
             "files": files,
             "file_sizes": _file_sizes(tmp, files),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        _write_json(tmp / "manifest.json", {**manifest, **common})
     return target
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """A bundle's JSON file (indented, sorted keys: the bytes its checksum covers)."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
 def check_calibration_data(
@@ -564,8 +637,6 @@ def read_bundle(bundle: Path) -> BundleParts:
     import skops.io as sio
     import torch
 
-    from scaledl.models.domain import TrainingDomain
-    from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
 
     bundle = resolve_bundle(bundle)
@@ -575,21 +646,8 @@ def read_bundle(bundle: Path) -> BundleParts:
 
         return read_kernel_parts(bundle, manifest)
     layer_file = bundle / "layerwise.skops"
-    try:
-        untrusted = sio.get_untrusted_types(file=layer_file)
-    except Exception as exc:
-        raise BundleError(f"{layer_file}: cannot read: {bounded(str(exc), 300)}") from exc
-    refused = sorted(set(untrusted) - TRUSTED_TYPES)
-    if refused:
-        raise BundleError(
-            f"{layer_file}: refuses to load types outside the allow-list: {excerpt(refused)} "
-            f"(allowed beyond skops' defaults: {sorted(TRUSTED_TYPES)})"
-        )
-    params_file = bundle / "params.json"
-    try:
-        params = json.loads(params_file.read_text(), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
+    check_skops_types(layer_file, TRUSTED_TYPES)
+    params = read_params(bundle)
     try:
         models = sio.load(layer_file, trusted=sorted(TRUSTED_TYPES))
         layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
@@ -597,17 +655,73 @@ def read_bundle(bundle: Path) -> BundleParts:
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {bounded(str(exc), 300)}") from exc
     _check_loaded_numbers(bundle, params, layerwise, state)
+    domain, calibration = read_domain_and_calibration(bundle, manifest, params)
+    return BundleParts(bundle, manifest, layerwise, params, state, domain, calibration)
+
+
+def check_skops_types(path: Path, trusted: frozenset[str]) -> None:
+    """Refuse a skops file naming a type beyond skops' safe defaults and ``trusted``.
+
+    Args:
+        path: the ``.skops`` file (verified by :func:`read_manifest`).
+        trusted: the exact type names allowed beyond skops' defaults (no prefixes).
+
+    Raises:
+        BundleError: the file cannot be read, or names types outside the allow-list (listed).
+    """
+    import skops.io as sio
+
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:
+        raise BundleError(f"{path}: cannot read: {bounded(str(exc), 300)}") from exc
+    refused = sorted(set(untrusted) - trusted)
+    if refused:
+        raise BundleError(
+            f"{path}: refuses to load types outside the allow-list: {excerpt(refused)} "
+            f"(allowed beyond skops' defaults: {sorted(trusted)})"
+        )
+
+
+def read_params(bundle: Path) -> dict[str, Any]:
+    """A bundle's ``params.json`` (``NaN`` and infinities refused).
+
+    Raises:
+        BundleError: unreadable, not UTF-8 or not JSON (naming the file).
+    """
+    params_file = bundle / "params.json"
+    try:
+        return json.loads(params_file.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
+
+
+def read_domain_and_calibration(
+    bundle: Path, manifest: dict[str, Any], params: dict[str, Any]
+) -> tuple[TrainingDomain | None, IntervalCalibration | None]:
+    """A bundle's training domain (``params.json``) and interval calibration, when it has them.
+
+    Returns:
+        ``(domain, calibration)``: ``None`` for a domain ``params.json`` does not record and for
+        a calibration the manifest does not list.
+
+    Raises:
+        BundleError: either is malformed (naming the file and field).
+    """
+    from scaledl.models.domain import TrainingDomain
+    from scaledl.models.intervals import IntervalCalibration
+
     domain = calibration = None
     try:
         if params.get("training_domain") is not None:
             domain = TrainingDomain.from_dict(
-                params["training_domain"], source=f"{params_file} key 'training_domain'"
+                params["training_domain"], source=f"{bundle / 'params.json'} key 'training_domain'"
             )
         if CALIBRATION_FILE in manifest["files"]:
             calibration = IntervalCalibration.read(bundle / CALIBRATION_FILE)
     except ValueError as exc:
         raise BundleError(str(exc)) from exc
-    return BundleParts(bundle, manifest, layerwise, params, state, domain, calibration)
+    return domain, calibration
 
 
 def _check_loaded_numbers(bundle: Path, params: dict, layerwise: LayerwiseModel, state) -> None:
@@ -799,7 +913,7 @@ def register_bundle(
             "files": files,
             "file_sizes": _file_sizes(tmp, files),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        _write_json(tmp / "manifest.json", manifest)
     return target
 
 

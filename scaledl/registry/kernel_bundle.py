@@ -29,8 +29,6 @@ refuses it with that reason.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zipfile import ZIP_DEFLATED
@@ -39,18 +37,14 @@ import numpy as np
 
 from scaledl.io.excerpt import bounded, excerpt
 from scaledl.registry.bundle import (
-    CALIBRATION_FILE,
-    FORMAT_VERSION,
     TRUSTED_TYPES,
     BundleError,
     BundleParts,
     _check_regressors,
-    _file_sizes,
-    _new_version,
-    _refuse_constant,
-    check_calibration_data,
-    library_versions,
-    sha256_file,
+    check_skops_types,
+    publish_bundle,
+    read_domain_and_calibration,
+    read_params,
 )
 
 if TYPE_CHECKING:
@@ -116,15 +110,12 @@ def save_kernel_bundle(
             f"correction, trained with >= {method.min_gnn_architectures} architectures, is not "
             "stored by the kernel bundle format)"
         )
-    check_calibration_data(calibration, (training_data or {}).get("sha256", ""), str(root))
-    now = dt.datetime.now(dt.UTC)
-    version = version or now.strftime("%Y%m%dT%H%M%S%fZ")
-    target = Path(root) / name / version
     operators = method.operator_model_
     nested: dict[str, dict[str, Any]] = {}
     for (op_class, direction), reg in operators.models_.items():
         nested.setdefault(op_class, {})[direction] = reg
-    with _new_version(target) as tmp:
+
+    def write_models(tmp: Path) -> None:
         # Deflated: the boosted trees are ~50 MB stored, a few MB compressed.
         sio.dump(method.layerwise_.models_, tmp / "layerwise.skops", compression=ZIP_DEFLATED)
         sio.dump(
@@ -132,56 +123,55 @@ def save_kernel_bundle(
             tmp / "operators.skops",
             compression=ZIP_DEFLATED,
         )
-        params = {
-            "init": _init_params(method),
-            "layerwise_params": _jsonable(method.layerwise_params_),
-            "layerwise_min_samples": method.layerwise_.min_samples,
-            "includes_optimizer": method.includes_optimizer_,
-            "correction_kind": method.correction_kind_,
-            "correction_scores": method.correction_scores_,
-            "correction_devices": list(method.correction_devices_),
-            "operator_fit": {
-                "params": {_key(*k): v for k, v in operators.params_.items()},
-                "inner_mre": {
-                    _key(*k): _finite_or_none(v) for k, v in operators.inner_mre_.items()
-                },
-                "fallback": [_key(*k) for k in operators.fallback_],
-                "clipped_share": {_key(*k): v for k, v in operators.clipped_share_.items()},
-            },
-            "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
-            "epoch": method.epoch_model_.to_dict(),
-            "training_devices": list(method.training_devices_),
-            "training_workload_ids": list(method.training_workload_ids_),
-            "training_domain": method.training_domain_.to_dict(),
-        }
-        (tmp / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
-        if calibration is not None:
-            calibration.write(tmp / CALIBRATION_FILE)
-        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
-        manifest = {
-            "format_version": FORMAT_VERSION,
+
+    return publish_bundle(
+        root,
+        name,
+        version,
+        write_models=write_models,
+        params=_kernel_params(method),
+        manifest={
             "predictor_kind": KIND,
-            "name": name,
-            "version": version,
-            "created_at": now.isoformat(),
-            "training_data": training_data or {},
             "feature_schema": {
                 "layer_features": "kernel (kernel_fwd_ms, kernel_bwd_ms from the operator models)",
                 "operator_models": sorted(_key(*k) for k in operators.models_),
                 "devices": "any GPU of the device table (scaledl devices), from its specs",
             },
-            "library_versions": library_versions(),
-            "metrics": metrics or {},
             "training_summary": {
                 "fit_seconds": method.fit_seconds_,
                 "training_workloads": len(method.training_workload_ids_),
                 "correction": method.correction_kind_,
             },
-            "files": files,
-            "file_sizes": _file_sizes(tmp, files),
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    return target
+        },
+        training_data=training_data,
+        metrics=metrics,
+        calibration=calibration,
+    )
+
+
+def _kernel_params(method: KernelGraphMethod) -> dict[str, Any]:
+    """``params.json`` of a fitted GPU predictor (see the module docstring)."""
+    operators = method.operator_model_
+    return {
+        "init": _init_params(method),
+        "layerwise_params": _jsonable(method.layerwise_params_),
+        "layerwise_min_samples": method.layerwise_.min_samples,
+        "includes_optimizer": method.includes_optimizer_,
+        "correction_kind": method.correction_kind_,
+        "correction_scores": method.correction_scores_,
+        "correction_devices": list(method.correction_devices_),
+        "operator_fit": {
+            "params": {_key(*k): v for k, v in operators.params_.items()},
+            "inner_mre": {_key(*k): _finite_or_none(v) for k, v in operators.inner_mre_.items()},
+            "fallback": [_key(*k) for k in operators.fallback_],
+            "clipped_share": {_key(*k): v for k, v in operators.clipped_share_.items()},
+        },
+        "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
+        "epoch": method.epoch_model_.to_dict(),
+        "training_devices": list(method.training_devices_),
+        "training_workload_ids": list(method.training_workload_ids_),
+        "training_domain": method.training_domain_.to_dict(),
+    }
 
 
 def _init_params(method: KernelGraphMethod) -> dict[str, Any]:
@@ -220,40 +210,26 @@ def read_kernel_parts(bundle: Path, manifest: dict[str, Any]) -> BundleParts:
     """
     import skops.io as sio
 
-    from scaledl.models.domain import TrainingDomain
-    from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
 
     loaded = {}
     for file, trusted in (("layerwise.skops", TRUSTED_TYPES),
                           ("operators.skops", OPERATOR_TRUSTED_TYPES)):  # fmt: skip
         path = bundle / file
-        try:
-            untrusted = sio.get_untrusted_types(file=path)
-        except Exception as exc:
-            raise BundleError(f"{path}: cannot read: {bounded(str(exc), 300)}") from exc
-        refused = sorted(set(untrusted) - trusted)
-        if refused:
-            raise BundleError(
-                f"{path}: refuses to load types outside the allow-list: {excerpt(refused)} "
-                f"(allowed beyond skops' defaults: {sorted(trusted)})"
-            )
+        check_skops_types(path, trusted)
         try:
             loaded[file] = sio.load(path, trusted=sorted(trusted))
         except Exception as exc:
             raise BundleError(f"{path}: cannot load: {bounded(str(exc), 300)}") from exc
     params_file = bundle / "params.json"
+    params = read_params(bundle)
     try:
-        params = json.loads(params_file.read_text(), parse_constant=_refuse_constant)
         layerwise = LayerwiseModel.from_fitted(loaded["layerwise.skops"], **_layerwise_init(params))
-        domain = TrainingDomain.from_dict(
-            params["training_domain"], source=f"{params_file} key 'training_domain'"
-        )
-        calibration = None
-        if CALIBRATION_FILE in manifest["files"]:
-            calibration = IntervalCalibration.read(bundle / CALIBRATION_FILE)
-    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{params_file}: unreadable: {bounded(str(exc), 300)}") from exc
+    domain, calibration = read_domain_and_calibration(bundle, manifest, params)
+    if domain is None:
+        raise BundleError(f"{params_file}: field 'training_domain': missing")
     _check_regressors(bundle / "layerwise.skops", layerwise.models_)
     _check_operators(bundle / "operators.skops", loaded["operators.skops"])
     return BundleParts(

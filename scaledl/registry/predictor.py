@@ -159,6 +159,12 @@ class Predictor:
             from scaledl.prediction.predict import predict_rows
 
             return predict_rows(self, workloads, source, coverage, strict)
+        return self._predict_detail(workloads, source, coverage, strict)
+
+    def _predict_detail(
+        self, workloads: Any, source: str, coverage: float | None, strict: bool
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """:meth:`predict` with ``detail``: the per-workload path, with the per-node frame."""
         specs = self._to_workloads(workloads, source)
         result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
@@ -176,17 +182,20 @@ class Predictor:
         result["in_domain"] = guard["in_domain"].to_numpy()
         result["extrapolation"] = guard["extrapolation"].to_numpy()
         if coverage is not None:
-            basis = guard["interval_basis"].tolist()
-            for target in ("epoch", "iteration"):  # inserted after each point prediction
-                low, high, _ = self.calibration.interval(
-                    target, result[f"{target}_s"].to_numpy(), basis, coverage
-                )
-                at = result.columns.get_loc(f"{target}_s") + 1
-                result.insert(at, f"{target}_s_low", low)
-                result.insert(at + 1, f"{target}_s_high", high)
-            result["interval_basis"] = basis
+            self._insert_intervals(result, guard["interval_basis"].tolist(), coverage)
         result["predictor_version"] = self.version
-        return (result, nodes) if detail else result
+        return result, nodes
+
+    def _insert_intervals(self, result: pd.DataFrame, basis: list[str], coverage: float) -> None:
+        """Insert ``<target>_s_low``/``_high`` after each time, then ``interval_basis``."""
+        for target in ("epoch", "iteration"):  # inserted after each point prediction
+            low, high, _ = self.calibration.interval(
+                target, result[f"{target}_s"].to_numpy(), basis, coverage
+            )
+            at = result.columns.get_loc(f"{target}_s") + 1
+            result.insert(at, f"{target}_s_low", low)
+            result.insert(at + 1, f"{target}_s_high", high)
+        result["interval_basis"] = basis
 
     def check_coverage(self, coverage: float) -> None:
         """Refuse a coverage outside (0, 1) or a bundle without calibration, before predicting.

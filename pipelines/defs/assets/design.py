@@ -40,6 +40,20 @@ def read_search_space(settings: ScaledlSettings) -> dict[str, Any]:
         raise dg.Failure(f"{path}: unreadable ({exc}); materialise 'search_space' first") from exc
 
 
+def external_data_skipped(search_space: dict[str, Any]) -> str | None:
+    """Why the preset leaves out the imported GPU data, or ``None`` when it uses it.
+
+    Args:
+        search_space: the preset (:func:`read_search_space`).
+
+    Returns:
+        The reason (``evaluation.include_external`` is false), or ``None``.
+    """
+    if search_space.get("evaluation", {}).get("include_external", True):
+        return None
+    return f"preset {search_space['name']!r} sets evaluation.include_external: false"
+
+
 def read_design_table(settings: ScaledlSettings) -> pd.DataFrame:
     """The design written by ``workload_design``.
 

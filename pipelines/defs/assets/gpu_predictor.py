@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.defs.assets.design import read_search_space
+from pipelines.defs.assets.design import external_data_skipped, read_search_space
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.resources import LocalPredictorStore
 
@@ -66,8 +66,8 @@ def gpu_predictor(
     from scaledl.registry import save_bundle, tables_sha256
 
     search_space = read_search_space(settings)
-    if not search_space.get("evaluation", {}).get("include_external", True):
-        reason = f"preset {search_space['name']!r} sets evaluation.include_external: false"
+    reason = external_data_skipped(search_space)
+    if reason:
         context.log.info(f"GPU predictor not trained: {reason}")
         return dg.MaterializeResult(metadata={"skipped": reason})
     layout = settings.layout

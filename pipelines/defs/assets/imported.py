@@ -8,7 +8,7 @@ the evaluation asset reads them from there.
 import dagster as dg
 import pandas as pd
 
-from pipelines.defs.assets.design import read_search_space
+from pipelines.defs.assets.design import external_data_skipped, read_search_space
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.metadata import md_table
 
@@ -24,8 +24,8 @@ def imported_profiles(
     from scaledl.validation import ValidationError, validate_profiles
 
     search_space = read_search_space(settings)
-    if not search_space.get("evaluation", {}).get("include_external", True):
-        reason = f"preset {search_space['name']!r} sets evaluation.include_external: false"
+    reason = external_data_skipped(search_space)
+    if reason:
         context.log.info(f"imported profiles not built: {reason}")
         return dg.MaterializeResult(metadata={"skipped": reason})
     from scaledl.layout import neusight_root
