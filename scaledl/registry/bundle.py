@@ -72,7 +72,9 @@ from scaledl.io.excerpt import bounded, excerpt
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
     import torch
 
+    from scaledl.models.allreduce import AlphaBetaAllReduce
     from scaledl.models.domain import TrainingDomain
+    from scaledl.models.epoch import EpochModel
     from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.methods import GraphMethod
@@ -800,8 +802,6 @@ def build_method(parts: BundleParts) -> GraphMethod:
     Raises:
         BundleError: the saved weights do not fit the GNN of the saved configuration.
     """
-    from scaledl.models.allreduce import AlphaBetaAllReduce
-    from scaledl.models.epoch import EpochModel
     from scaledl.models.gnn import RuntimeGNN
     from scaledl.models.methods import GraphMethod
 
@@ -818,10 +818,7 @@ def build_method(parts: BundleParts) -> GraphMethod:
         missing, unexpected = gnn.load_state_dict(parts.gnn_state, strict=False)
         if unexpected or set(missing) - _OPTIONAL_GNN_BUFFERS:
             raise ValueError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-        allreduce = (
-            AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
-        )
-        epoch_model = EpochModel.from_dict(params["epoch"])
+        allreduce, epoch_model = system_models(params)
     except Exception as exc:
         raise BundleError(f"{parts.path / 'gnn.pt'}: cannot build predictor: {exc}") from exc
     gnn.eval()
@@ -841,6 +838,22 @@ def build_method(parts: BundleParts) -> GraphMethod:
         history=parts.manifest.get("training_summary"),
         training_domain=parts.domain,
     )
+
+
+def system_models(params: dict[str, Any]) -> tuple[AlphaBetaAllReduce | None, EpochModel]:
+    """The all-reduce model (``None``: trained without communication) and the epoch model.
+
+    Args:
+        params: a bundle's ``params.json``.
+
+    Raises:
+        ValueError: a malformed model (naming the field and value); KeyError: one is missing.
+    """
+    from scaledl.models.allreduce import AlphaBetaAllReduce
+    from scaledl.models.epoch import EpochModel
+
+    allreduce = AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
+    return allreduce, EpochModel.from_dict(params["epoch"])
 
 
 def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:

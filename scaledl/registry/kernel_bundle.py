@@ -45,6 +45,7 @@ from scaledl.registry.bundle import (
     publish_bundle,
     read_domain_and_calibration,
     read_params,
+    system_models,
 )
 
 if TYPE_CHECKING:
@@ -294,8 +295,6 @@ def build_kernel_method(parts: BundleParts) -> KernelGraphMethod:
     Raises:
         BundleError: the parameters do not build the method.
     """
-    from scaledl.models.allreduce import AlphaBetaAllReduce
-    from scaledl.models.epoch import EpochModel
     from scaledl.models.gnn_training import GNNTrainConfig
     from scaledl.models.kernel import KernelGraphMethod
     from scaledl.models.operators import OperatorTimeModel
@@ -324,9 +323,7 @@ def build_kernel_method(parts: BundleParts) -> KernelGraphMethod:
         method.layerwise_params_ = _layerwise_init(params)
         method.layerwise_params_.pop("min_samples")
         method.layerwise_ = parts.layerwise
-        method.allreduce_ = (
-            AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
-        )
+        method.allreduce_, method.epoch_model_ = system_models(params)
         method.gnn_, method.history_ = None, {}
         method.uses_gnn_ = False
         method.includes_optimizer_ = bool(params["includes_optimizer"])
@@ -334,7 +331,6 @@ def build_kernel_method(parts: BundleParts) -> KernelGraphMethod:
         method.correction_kind_ = params["correction_kind"]
         method.correction_scores_ = dict(params["correction_scores"])
         method.correction_devices_ = list(params["correction_devices"])
-        method.epoch_model_ = EpochModel.from_dict(params["epoch"])
         method.training_devices_ = list(params["training_devices"])
         method.training_workload_ids_ = list(params["training_workload_ids"])
         method.training_domain_ = parts.domain
