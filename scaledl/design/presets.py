@@ -10,30 +10,79 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import Field, PlainValidator, StrictInt
 
 from scaledl.design.errors import PresetError
 from scaledl.design.features import ORDERS
+from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")
 SUPPORTED_FAMILIES = ("bert", "vit", "t5", "llama", "deit")
 
-DESIGN_DEFAULTS: dict[str, Any] = {
-    "n_workloads": 10,
-    "sampler": "doptimal",
-    "seed": 0,
-    "n_starts": 10,
-    "steps_per_epoch": 4,
-    "max_tokens_per_step": None,
-    "memory_budget_bytes": None,
-    "max_flops_per_step": None,
-    "gpus_per_node": None,
-    "model": "full",
-}
+
+def _positive_number(value: Any) -> int | float:
+    """A positive finite number, kept as given (an ``int`` stays an ``int``).
+
+    PyYAML reads ``2.0e9`` (no exponent sign) as a string, so a numeric string is parsed.
+
+    Raises:
+        ValueError: a bool, a non-numeric value, or a number not finite or not positive.
+    """
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError("must be a positive number") from None
+    if not _is_number(value) or value <= 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
+PositiveNumber = Annotated[int | float, PlainValidator(_positive_number)]
+PositiveCount = Annotated[StrictInt, Field(ge=1)]
+
+
+class DesignSettings(Artefact):
+    """A preset's ``design:`` section (every key optional; the defaults are these fields').
+
+    Attributes:
+        n_workloads: workloads to choose.
+        sampler: one of :data:`SAMPLERS`.
+        seed: random seed, >= 0.
+        n_starts: random starts of the exchange algorithm.
+        steps_per_epoch: ``dataset_size = steps_per_epoch * batch_size * world_size``.
+        max_tokens_per_step: constraint on ``batch_size * seq_len`` per rank (``None``: none).
+        memory_budget_bytes: constraint on the estimated peak memory per rank, bytes.
+        max_flops_per_step: constraint on the estimated FLOPs per rank per step.
+        gpus_per_node: ``num_nodes = ceil(world_size / gpus_per_node)`` (``None``: 1 node).
+        model: the response-surface order, one of :data:`~scaledl.design.features.ORDERS`.
+    """
+
+    n_workloads: PositiveCount = 10
+    sampler: Literal[SAMPLERS] = "doptimal"
+    seed: Annotated[StrictInt, Field(ge=0)] = 0
+    n_starts: PositiveCount = 10
+    steps_per_epoch: PositiveCount = 4
+    max_tokens_per_step: PositiveNumber | None = None
+    memory_budget_bytes: PositiveNumber | None = None
+    max_flops_per_step: PositiveNumber | None = None
+    gpus_per_node: PositiveCount | None = None
+    model: Literal[ORDERS] = "full"
+
+
+class _DesignSection(Artefact):
+    """The ``design`` key alone, so that errors name ``design.<field>``."""
+
+    design: DesignSettings
+
+
+#: The ``design:`` defaults (:class:`DesignSettings`).
+DESIGN_DEFAULTS: dict[str, Any] = DesignSettings().model_dump()
 
 # Family keys: Workload fields that may be given as a scalar or levels, plus helper keys.
 _INT_KEYS = (*ARCHITECTURE_FIELDS, "head_dim", "seq_len", "batch_size", "world_size", "num_nodes")
@@ -126,38 +175,18 @@ def _resolve(name_or_path: str | Path) -> Path:
 
 
 def _validate_design(design: Any, source: str) -> dict[str, Any]:
-    if design is None:
-        design = {}
-    if not isinstance(design, dict):
-        raise PresetError(f"{source}: field 'design' must be a mapping, got {design!r}")
-    unknown = sorted(set(design) - set(DESIGN_DEFAULTS))
-    if unknown:
-        raise PresetError(
-            f"{source}: unknown field(s) design.{unknown}; allowed: {sorted(DESIGN_DEFAULTS)}"
+    """The ``design:`` section with its defaults filled in (:class:`DesignSettings`).
+
+    Raises:
+        PresetError: naming ``source``, the field ``design.<key>`` and the value.
+    """
+    try:
+        section = parse_artefact(
+            _DesignSection, {"design": {} if design is None else design}, source
         )
-    out = {**DESIGN_DEFAULTS, **design}
-    for key in ("n_workloads", "n_starts", "steps_per_epoch"):
-        if not _is_int(out[key]) or out[key] < 1:
-            raise PresetError(f"{source}: design.{key} must be a positive integer: {out[key]!r}")
-    if not _is_int(out["seed"]) or out["seed"] < 0:
-        raise PresetError(f"{source}: design.seed must be a non-negative integer: {out['seed']!r}")
-    for key in ("max_tokens_per_step", "memory_budget_bytes", "max_flops_per_step"):
-        value = out[key]
-        if isinstance(value, str):  # PyYAML reads 2.0e9 (no exponent sign) as a string
-            try:
-                value = out[key] = float(value)
-            except ValueError:
-                pass
-        if value is not None and not (_is_number(value) and value > 0):
-            raise PresetError(f"{source}: design.{key} must be a positive number: {value!r}")
-    gpn = out["gpus_per_node"]
-    if gpn is not None and not (_is_int(gpn) and gpn >= 1):
-        raise PresetError(f"{source}: design.gpus_per_node must be a positive integer: {gpn!r}")
-    if out["sampler"] not in SAMPLERS:
-        raise PresetError(f"{source}: design.sampler must be one of {SAMPLERS}: {out['sampler']!r}")
-    if out["model"] not in ORDERS:
-        raise PresetError(f"{source}: design.model must be one of {ORDERS}: {out['model']!r}")
-    return out
+    except ValueError as exc:
+        raise PresetError(str(exc)) from None
+    return section.design.model_dump()
 
 
 def _validate_family(family: Any, spec: Any, source: str) -> None:

@@ -4,7 +4,7 @@ Preset format (``scaledl/presets/<name>.yaml``; loaded by :func:`scaledl.design.
 
     name: quick                      # optional, defaults to the file stem
     description: ...                 # optional, free text
-    design:                          # all keys optional (defaults in presets.DESIGN_DEFAULTS)
+    design:                          # all keys optional (defaults: presets.DesignSettings)
       n_workloads: 72                # workloads to choose
       sampler: doptimal              # doptimal (matched) | doptimal-surface | random | lhs
       seed: 0

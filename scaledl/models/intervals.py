@@ -41,15 +41,20 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
+
+from scaledl.io.schema import Artefact, parse_artefact
 
 #: Strata, from the closest to the training data to the farthest.
-STRATA = ("in_domain", "unseen_family", "beyond_range", "unseen_device")
+Stratum = Literal["in_domain", "unseen_family", "beyond_range", "unseen_device"]
+STRATA: tuple[str, ...] = get_args(Stratum)
 #: The targets calibrated, as named in prediction frames (``iteration_s``, ``epoch_s``).
-TARGETS = ("iteration", "epoch")
+Target = Literal["iteration", "epoch"]
+TARGETS: tuple[str, ...] = get_args(Target)
 #: Split name prefix of the evaluation's predictions -> stratum.
 SPLIT_STRATA = {"id": "in_domain", "ood/": "unseen_family", "extrapolation": "beyond_range"}
 SCORE = "abs log ratio |log(measured) - log(predicted)|"
@@ -247,72 +252,38 @@ class IntervalCalibration:
             return predicted * np.exp(-q), predicted * np.exp(q), q
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON mapping stored as a bundle's ``calibration.json``."""
-        return {
-            "format": FORMAT,
-            "score": SCORE,
-            "library": crepes_version(),
-            "method": self.method,
-            "training_data_sha256": self.training_data_sha256,
-            "source": self.source,
-            "residuals": {
+        """The JSON mapping stored as a bundle's ``calibration.json`` (:class:`CalibrationFile`)."""
+        return CalibrationFile(
+            format=FORMAT,
+            score=SCORE,
+            library=crepes_version(),
+            method=self.method,
+            training_data_sha256=self.training_data_sha256,
+            source=self.source,
+            residuals={
                 t: {s: [float(x) for x in r] for s, r in by.items()}
                 for t, by in self.residuals.items()
             },
-        }
+        ).model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<calibration>") -> IntervalCalibration:
         """The calibration of a :meth:`to_dict` mapping.
 
         Raises:
-            CalibrationError: a key is missing, unknown or malformed (naming ``source`` and the
-                key).
+            CalibrationError: not a :class:`CalibrationFile` (a key missing or unknown, another
+                format, an unknown target or stratum, a residual list empty or not of finite
+                numbers, no ``iteration`` stratum), naming ``source``, the field and the value.
         """
-        keys = {
-            "format",
-            "score",
-            "library",
-            "method",
-            "training_data_sha256",
-            "source",
-            "residuals",
+        try:
+            parsed = parse_artefact(CalibrationFile, data, source)
+        except ValueError as exc:
+            raise CalibrationError(str(exc)) from None
+        residuals = {
+            t: {s: np.asarray(r, dtype=float) for s, r in by.items()}
+            for t, by in parsed.residuals.items()
         }
-        if not isinstance(data, dict):
-            raise CalibrationError(f"{source}: expected a JSON object")
-        missing, unknown = sorted(keys - set(data)), sorted(set(data) - keys)
-        if missing or unknown:
-            raise CalibrationError(f"{source}: missing key(s) {missing}, unknown key(s) {unknown}")
-        if data["format"] != FORMAT:
-            raise CalibrationError(
-                f"{source}: key 'format' is {data['format']!r}, expected {FORMAT}"
-            )
-        residuals: dict[str, dict[str, np.ndarray]] = {}
-        raw = data["residuals"]
-        if not isinstance(raw, dict) or "iteration" not in raw:
-            raise CalibrationError(
-                f"{source}: key 'residuals': expected a mapping with 'iteration'"
-            )
-        for target, by in raw.items():
-            if target not in TARGETS or not isinstance(by, dict):
-                raise CalibrationError(f"{source}: key 'residuals.{target}': unknown target")
-            residuals[target] = {}
-            for stratum, values in by.items():
-                where = f"{source}: key 'residuals.{target}.{stratum}'"
-                if stratum not in STRATA:
-                    raise CalibrationError(f"{where}: unknown stratum (strata: {STRATA})")
-                try:
-                    array = np.asarray(values, dtype=float)
-                except (TypeError, ValueError):
-                    raise CalibrationError(f"{where}: not a list of numbers") from None
-                if array.ndim != 1 or not len(array) or not np.isfinite(array).all():
-                    raise CalibrationError(f"{where}: expected a non-empty list of finite numbers")
-                residuals[target][stratum] = array
-        if not residuals["iteration"]:
-            raise CalibrationError(f"{source}: key 'residuals.iteration': no stratum")
-        return cls(
-            residuals, str(data["method"]), str(data["training_data_sha256"]), str(data["source"])
-        )
+        return cls(residuals, parsed.method, parsed.training_data_sha256, parsed.source)
 
     def write(self, path: Path) -> Path:
         """Write :meth:`to_dict` as JSON, atomically and durably (:mod:`scaledl.io.atomic`).
@@ -339,6 +310,35 @@ class IntervalCalibration:
         except (OSError, ValueError) as exc:
             raise CalibrationError(f"{path}: cannot read calibration: {exc}") from None
         return cls.from_dict(data, source=str(path))
+
+
+class CalibrationFile(Artefact):
+    """A bundle's ``calibration.json``: the residuals of :class:`IntervalCalibration`.
+
+    Attributes:
+        format: the format version (:data:`FORMAT`).
+        score: the non-conformity score (:data:`SCORE`).
+        library: the conformal library and its version (``crepes X.Y.Z``).
+        method: the method whose predictions were scored.
+        training_data_sha256: SHA-256 of the profile tables (``""``: unknown).
+        source: where the residuals came from.
+        residuals: target -> stratum -> signed log residuals (finite, at least one each);
+            ``iteration`` has at least one stratum.
+    """
+
+    format: Literal[1]
+    score: str
+    library: str
+    method: str
+    training_data_sha256: str
+    source: str
+    residuals: dict[Target, dict[Stratum, Annotated[list[float], Field(min_length=1)]]]
+
+    @model_validator(mode="after")
+    def _iteration_calibrated(self) -> CalibrationFile:
+        if not self.residuals.get("iteration"):
+            raise ValueError("field 'residuals.iteration': no stratum (nothing calibrated)")
+        return self
 
 
 def crepes_version() -> str:

@@ -137,9 +137,25 @@ def test_bad_yaml_names_the_file(tmp_path):
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"design": {"n_workload": 3}}, r"unknown field\(s\) design.\['n_workload'\]"),
-        ({"design": {"sampler": "sobol"}}, r"design.sampler .*'sobol'"),
-        ({"design": {"memory_budget_bytes": "lots"}}, r"design.memory_budget_bytes .*'lots'"),
+        ({"design": {"n_workload": 3}}, r"field 'design.n_workload' \(value 3\): unknown field"),
+        (
+            {"design": {"sampler": "sobol"}},
+            r"field 'design.sampler' \(value 'sobol'\): Input should be",
+        ),
+        (
+            {"design": {"memory_budget_bytes": "lots"}},
+            r"field 'design.memory_budget_bytes' \(value 'lots'\): must be a positive number",
+        ),
+        (
+            {"design": {"n_starts": True}},
+            r"field 'design.n_starts' \(value True\): Input should be",
+        ),
+        ({"design": {"seed": -1}}, r"field 'design.seed' \(value -1\): Input should be greater"),
+        (
+            {"design": {"max_flops_per_step": 0}},
+            r"'design.max_flops_per_step' \(value 0\): must be",
+        ),
+        ({"design": [1]}, r"field 'design' \(value \[1\]\): Input should be a valid dictionary"),
         ({"families": {"gpt": {"batch_size": 1}}}, r"families.gpt: unknown family 'gpt'"),
         (
             {

@@ -126,12 +126,29 @@ def test_round_trip_and_malformed_files(tmp_path):
     data = json.loads(path.read_text())
     assert data["library"].startswith("crepes ")
     bad = {**data, "residuals": {"iteration": {"in_domain": ["x"]}}}
-    with pytest.raises(CalibrationError, match="residuals.iteration.in_domain"):
+    with pytest.raises(
+        CalibrationError, match=r"^f.json: field 'residuals.iteration.in_domain.0' \(value 'x'\)"
+    ):
         IntervalCalibration.from_dict(bad, "f.json")
-    with pytest.raises(CalibrationError, match="unknown stratum"):
+    with pytest.raises(
+        CalibrationError,
+        match=r"^f: field 'residuals.iteration.x.\[key\]' \(value 'x'\): Input should be 'in_do",
+    ):
         IntervalCalibration.from_dict({**data, "residuals": {"iteration": {"x": [0.1]}}}, "f")
-    with pytest.raises(CalibrationError, match="missing key"):
+    with pytest.raises(CalibrationError, match="^f: field 'method': missing$"):
         IntervalCalibration.from_dict({k: v for k, v in data.items() if k != "method"}, "f")
+    with pytest.raises(CalibrationError, match="^f: field 'extra': unknown field"):
+        IntervalCalibration.from_dict({**data, "extra": 1}, "f")
+    with pytest.raises(CalibrationError, match=r"^f: field 'format' \(value 2\)"):
+        IntervalCalibration.from_dict({**data, "format": 2}, "f")
+    empty = {**data, "residuals": {"iteration": {"in_domain": []}}}
+    with pytest.raises(CalibrationError, match="residuals.iteration.in_domain' .*at least 1 item"):
+        IntervalCalibration.from_dict(empty, "f")
+    with pytest.raises(CalibrationError, match="^f: field 'residuals.iteration': no stratum"):
+        IntervalCalibration.from_dict({**data, "residuals": {"epoch": {"in_domain": [0.1]}}}, "f")
+    nan = {**data, "residuals": {"iteration": {"in_domain": [float("nan")]}}}
+    with pytest.raises(CalibrationError, match="residuals.iteration.in_domain.0' .*finite"):
+        IntervalCalibration.from_dict(nan, "f")
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(CalibrationError, match="broken.json"):
         IntervalCalibration.read(tmp_path / "broken.json")

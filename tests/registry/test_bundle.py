@@ -328,5 +328,5 @@ def test_a_malformed_listed_calibration_names_the_file(bundle):
     path = bundle / "calibration.json"
     path.write_text(json.dumps({"format": 1}))
     edit_manifest(bundle, files={**read_files(bundle), "calibration.json": sha256_file(path)})
-    with pytest.raises(BundleError, match="calibration.json: missing key"):
+    with pytest.raises(BundleError, match="calibration.json: field 'score': missing"):
         load_predictor(bundle)
