@@ -649,16 +649,18 @@ def read_bundle(bundle: Path) -> BundleParts:
         return read_kernel_parts(bundle, manifest)
     layer_file = bundle / "layerwise.skops"
     check_skops_types(layer_file, TRUSTED_TYPES)
-    params = read_params(bundle)
+    params, checked = read_params(bundle)
     try:
         models = sio.load(layer_file, trusted=sorted(TRUSTED_TYPES))
         layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {bounded(str(exc), 300)}") from exc
-    _check_loaded_numbers(bundle, params, layerwise, state)
-    domain, calibration = read_domain_and_calibration(bundle, manifest, params)
-    return BundleParts(bundle, manifest, layerwise, params, state, domain, calibration)
+    _check_loaded_numbers(bundle, layerwise, state)
+    calibration = read_calibration(bundle, manifest)
+    return BundleParts(
+        bundle, manifest, layerwise, params, state, checked.training_domain, calibration
+    )
 
 
 def check_skops_types(path: Path, trusted: frozenset[str]) -> None:
@@ -685,72 +687,64 @@ def check_skops_types(path: Path, trusted: frozenset[str]) -> None:
         )
 
 
-def read_params(bundle: Path) -> dict[str, Any]:
-    """A bundle's ``params.json`` (``NaN`` and infinities refused).
+def read_params(bundle: Path, kind: str = "graph") -> tuple[dict[str, Any], Any]:
+    """A bundle's ``params.json``, validated as its kind's model (:mod:`scaledl.registry.params`).
 
-    Raises:
-        BundleError: unreadable, not UTF-8 or not JSON (naming the file).
-    """
-    params_file = bundle / "params.json"
-    try:
-        return json.loads(params_file.read_text(), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
-
-
-def read_domain_and_calibration(
-    bundle: Path, manifest: dict[str, Any], params: dict[str, Any]
-) -> tuple[TrainingDomain | None, IntervalCalibration | None]:
-    """A bundle's training domain (``params.json``) and interval calibration, when it has them.
+    Args:
+        bundle: the bundle directory.
+        kind: the manifest's ``predictor_kind``.
 
     Returns:
-        ``(domain, calibration)``: ``None`` for a domain ``params.json`` does not record and for
-        a calibration the manifest does not list.
+        ``(params, model)``: the decoded mapping and its validated
+        :class:`~scaledl.registry.params.GraphParams` or ``KernelParams``.
 
     Raises:
-        BundleError: either is malformed (naming the file and field).
+        BundleError: unreadable, not UTF-8, not JSON, a non-finite number, or not the model
+            (naming the file, the field and the value).
     """
-    from scaledl.models.domain import TrainingDomain
+    from scaledl.registry.params import check_params
+
+    params_file = bundle / "params.json"
+    try:
+        params = json.loads(params_file.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
+    try:
+        return params, check_params(params, kind, str(params_file))
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def read_calibration(bundle: Path, manifest: dict[str, Any]) -> IntervalCalibration | None:
+    """A bundle's interval calibration (``None`` when the manifest does not list one).
+
+    Raises:
+        BundleError: the calibration is malformed (naming the file and field).
+    """
     from scaledl.models.intervals import IntervalCalibration
 
-    domain = calibration = None
+    if CALIBRATION_FILE not in manifest["files"]:
+        return None
     try:
-        if params.get("training_domain") is not None:
-            domain = TrainingDomain.from_dict(
-                params["training_domain"], source=f"{bundle / 'params.json'} key 'training_domain'"
-            )
-        if CALIBRATION_FILE in manifest["files"]:
-            calibration = IntervalCalibration.read(bundle / CALIBRATION_FILE)
+        return IntervalCalibration.read(bundle / CALIBRATION_FILE)
     except ValueError as exc:
         raise BundleError(str(exc)) from exc
-    return domain, calibration
 
 
-def _check_loaded_numbers(bundle: Path, params: dict, layerwise: LayerwiseModel, state) -> None:
-    """Refuse loaded numbers that are not finite or out of their range.
+def _check_loaded_numbers(bundle: Path, layerwise: LayerwiseModel, state) -> None:
+    """Refuse loaded model numbers that are not finite or out of their range.
 
-    ``params.json`` holds no ``NaN``/``Infinity`` (refused when parsed); here: the epoch
-    model's overhead coefficients and the all-reduce model's latency and per-byte cost are
-    non-negative (:class:`~scaledl.models.epoch.EpochModel`,
-    :class:`~scaledl.models.allreduce.AlphaBetaAllReduce` check them), every layer regressor's
-    fitted arrays are finite with non-negative work coefficients and positive scales, and every
-    GNN tensor is finite (the clamp buffers ``delta_min``/``delta_max`` may be infinite, an open
-    clamp, never NaN).
+    ``params.json`` is checked when read (:func:`read_params`: no ``NaN``/``Infinity``, the
+    epoch model's overhead coefficients and the all-reduce model's latency and per-byte cost
+    non-negative); here: every layer regressor's fitted arrays are finite with non-negative
+    work coefficients and positive scales, and every GNN tensor is finite (the clamp buffers
+    ``delta_min``/``delta_max`` may be infinite, an open clamp, never NaN).
 
     Raises:
         BundleError: naming the file, the field and a bounded excerpt of the value.
     """
     import torch
 
-    from scaledl.models.allreduce import AlphaBetaAllReduce
-    from scaledl.models.epoch import EpochModel
-
-    try:
-        EpochModel.from_dict(params["epoch"])
-        if params.get("allreduce"):
-            AlphaBetaAllReduce.from_dict(params["allreduce"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BundleError(f"{bundle / 'params.json'}: {bounded(str(exc), 300)}") from exc
     _check_regressors(bundle / "layerwise.skops", layerwise.models_)
     if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
         raise BundleError(f"{bundle / 'gnn.pt'}: not a state dict of tensors")

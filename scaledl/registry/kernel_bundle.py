@@ -43,7 +43,7 @@ from scaledl.registry.bundle import (
     _check_regressors,
     check_skops_types,
     publish_bundle,
-    read_domain_and_calibration,
+    read_calibration,
     read_params,
     system_models,
 )
@@ -223,14 +223,12 @@ def read_kernel_parts(bundle: Path, manifest: dict[str, Any]) -> BundleParts:
         except Exception as exc:
             raise BundleError(f"{path}: cannot load: {bounded(str(exc), 300)}") from exc
     params_file = bundle / "params.json"
-    params = read_params(bundle)
+    params, checked = read_params(bundle, KIND)
     try:
         layerwise = LayerwiseModel.from_fitted(loaded["layerwise.skops"], **_layerwise_init(params))
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{params_file}: unreadable: {bounded(str(exc), 300)}") from exc
-    domain, calibration = read_domain_and_calibration(bundle, manifest, params)
-    if domain is None:
-        raise BundleError(f"{params_file}: field 'training_domain': missing")
+    domain, calibration = checked.training_domain, read_calibration(bundle, manifest)
     _check_regressors(bundle / "layerwise.skops", layerwise.models_)
     _check_operators(bundle / "operators.skops", loaded["operators.skops"])
     return BundleParts(

@@ -188,10 +188,38 @@ def edit_params(bundle: Path, edit, raw: str | None = None) -> None:
 
 def test_a_negative_epoch_overhead_is_refused(bundle):
     edit_params(bundle, lambda p: p["epoch"]["coef"].__setitem__(0, -1000.0))
-    with pytest.raises(
-        BundleError, match=r"params.json: epoch model: field 'coef.0' \(value -1000.0\)"
-    ):
+    with pytest.raises(BundleError, match=r"params.json: field 'epoch.coef.0' \(value -1000.0\)"):
         load_predictor(bundle)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda p: p.__setitem__("extra", 1), r"field 'extra' \(value 1\): unknown field"),
+        (lambda p: p.pop("training_devices"), r"field 'training_devices': missing"),
+        (
+            lambda p: p.__setitem__("layerwise_min_samples", -1),
+            r"'layerwise_min_samples' \(value -1\)",
+        ),
+        (lambda p: p.__setitem__("gnn_edges", "maybe"), r"field 'gnn_edges' \(value 'maybe'\)"),
+    ],
+)
+def test_params_json_is_validated_field_by_field(bundle, edit, match):
+    edit_params(bundle, edit)
+    with pytest.raises(BundleError, match=r"params.json: " + match):
+        load_predictor(bundle)
+
+
+def test_params_of_older_bundles_load_with_the_recorded_defaults(bundle):
+    def edit(params):
+        for key in ("gnn_prior", "gnn_edges", "gnn_system_nodes", "training_workload_ids",
+                    "training_domain"):  # fmt: skip
+            params.pop(key)
+
+    edit_params(bundle, edit)
+    predictor = load_predictor(bundle)
+    assert predictor.domain is None and predictor.training_workload_ids == []
+    assert predictor.method.prior == "sum" and predictor.method.edges
 
 
 @pytest.mark.parametrize("where", ["epoch", "training_domain"])
