@@ -34,8 +34,9 @@ from scaledl.profiling.store import consolidate
 from scaledl.workloads.spec import Workload
 
 # A tiny workload takes < 2 s in the worker (first one of a launch included); the slow one runs
-# for hours. The timer starts when the worker names the workload (marker file), after imports.
-TIMEOUT_S = 20.0
+# for hours. The timer starts when the worker names the workload (marker file), after imports,
+# so 10 s is five times a tiny workload's time and the slow one costs the session 10 s.
+TIMEOUT_S = 10.0
 SETTINGS = ProfileSettings(
     warmup_steps=1,
     instrumented_steps=2,

@@ -38,7 +38,7 @@ def slow_preset(directory: Path) -> Path:
 
 def start_profile(tmp_path: Path, out: Path) -> subprocess.Popen:
     workloads = tmp_path / "w.yaml"
-    specs = [tiny("bert", batch_size=b).to_record() for b in (2, 4, 6)]
+    specs = [tiny("bert", batch_size=b).to_record() for b in (2, 4)]
     workloads.write_text(yaml.safe_dump([{k: v for k, v in s.items() if k != "workload_id"}
                                          for s in specs]))  # fmt: skip
     preset = slow_preset(tmp_path)
@@ -89,6 +89,8 @@ def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, cod
     assert len(ok) >= 1 and len(interrupted) == 1
     run = read_run(out / "parts" / interrupted[0][0] / "r0")
     assert signal.Signals(signum).name in run["error"]
+    if send != "group":
+        return  # the stored parts are the same whichever signal stopped it: resumed once below
     # Resuming keeps the finished parts and measures the rest, the interrupted one included.
     first = {key: statuses[key][1] for key in ok}
     again = start_profile(tmp_path, out)
@@ -96,7 +98,7 @@ def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, cod
     assert again.returncode == 0, err
     after = part_statuses(out)
     assert all(after[key][1] == run_id for key, run_id in first.items())
-    assert all(status == "ok" for status, _ in after.values()) and len(after) == 3
+    assert all(status == "ok" for status, _ in after.values()) and len(after) == 2
 
 
 def test_second_profiler_into_one_directory_exits_2_naming_the_holder(tmp_path):
