@@ -137,7 +137,7 @@ def test_round_trip_and_malformed_files(tmp_path):
         IntervalCalibration.from_dict({**data, "residuals": {"iteration": {"x": [0.1]}}}, "f")
     with pytest.raises(CalibrationError, match="^f: field 'method': missing$"):
         IntervalCalibration.from_dict({k: v for k, v in data.items() if k != "method"}, "f")
-    with pytest.raises(CalibrationError, match="^f: field 'extra': unknown field"):
+    with pytest.raises(CalibrationError, match=r"^f: field 'extra' \(value 1\): unknown field$"):
         IntervalCalibration.from_dict({**data, "extra": 1}, "f")
     with pytest.raises(CalibrationError, match=r"^f: field 'format' \(value 2\)"):
         IntervalCalibration.from_dict({**data, "format": 2}, "f")

@@ -199,7 +199,7 @@ def test_a_negative_epoch_overhead_is_refused(bundle):
         (lambda p: p.pop("training_devices"), r"field 'training_devices': missing"),
         (
             lambda p: p.__setitem__("layerwise_min_samples", -1),
-            r"'layerwise_min_samples' \(value -1\)",
+            r"field 'layerwise_min_samples' \(value -1\): Input should be greater than or equal",
         ),
         (lambda p: p.__setitem__("gnn_edges", "maybe"), r"field 'gnn_edges' \(value 'maybe'\)"),
     ],
