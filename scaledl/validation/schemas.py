@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
+from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 
 Kind = Literal["str", "int", "number"]
@@ -142,6 +143,15 @@ _SPEC_COLUMNS = (
     ColumnSpec("dataset_size", "int", min_value=0, strict_min=True),
     ColumnSpec("device_name", "str"),
     ColumnSpec("backend", "str", value_set=BACKENDS),
+    # The layout: absent (or empty) for plain-DDP workloads (scaledl.workloads.parallelism).
+    *(
+        ColumnSpec(name, "int", required=False, nullable=True, min_value=0, strict_min=True)
+        for name in ("dp_size", "tp_size", "pp_size", "micro_batches")
+    ),
+    ColumnSpec(
+        "pipeline_schedule", "str", required=False, nullable=True, value_set=PIPELINE_SCHEDULES
+    ),
+    ColumnSpec("sharding", "str", required=False, nullable=True, value_set=SHARDINGS),
 )
 
 WORKLOADS = TableSpec("workloads", (ColumnSpec("workload_id", "str", unique=True), *_SPEC_COLUMNS))

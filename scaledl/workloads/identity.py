@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+from scaledl.workloads.parallelism import LAYOUT_FIELDS
 from scaledl.workloads.spec import FAMILIES, Workload
 
 #: Spec fields that do not change the layer graph's structure (the batch only scales it).
@@ -27,6 +28,7 @@ _NOT_ARCHITECTURE = {
     "dataset_size",
     "device_name",
     "backend",
+    *LAYOUT_FIELDS,
 }
 #: The built-in families, which are also transformers model types.
 BUILTIN_FAMILIES = tuple(f for f in FAMILIES if f != "hf")

@@ -27,7 +27,11 @@ Decisions (written here because nobody answers questions):
   other's fields empty, except in :data:`SCALE_FIELDS`, the numbers every workload has, where
   it is an error (:func:`table_row`).
 * ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
-  (fields equal to their default included), so it is stable across processes and releases.
+  (fields equal to their default included, except the layout fields of a plain-DDP workload),
+  so it is stable across processes and releases.
+* Tensor, pipeline and sharded data parallelism are the layout fields ``dp_size``, ``tp_size``,
+  ``pp_size``, ``micro_batches``, ``pipeline_schedule`` and ``sharding``; their defaults are
+  plain DDP (:mod:`scaledl.workloads.parallelism`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scaledl.io.excerpt import excerpt
+from scaledl.workloads.parallelism import (
+    LAYOUT_FIELDS,
+    PipelineSchedule,
+    Sharding,
+    check_layout,
+    fill_layout,
+    is_data_parallel,
+)
 
 FAMILIES = ("bert", "vit", "t5", "llama", "deit", "hf")
 VISION_FAMILIES = ("vit", "deit")
@@ -111,8 +123,8 @@ class Workload(BaseModel):
         decoder_seq_len: decoder tokens (``t5``).
         config_path: Hugging Face config JSON (``family="hf"``).
         seq_len: tokens per sample (patches + special tokens for vision, derived).
-        batch_size: samples per rank per iteration.
-        world_size: data-parallel ranks in total.
+        batch_size: samples per data-parallel replica per iteration (per rank for plain DDP).
+        world_size: ranks in total, ``dp_size * tp_size * pp_size``.
         num_nodes: nodes the ranks span.
         precision: ``fp32``, ``bf16`` or ``fp16``.
         mode: ``train`` (forward + backward + all-reduce + AdamW step) or ``infer`` (forward).
@@ -120,6 +132,13 @@ class Workload(BaseModel):
         device_name: the device the workload runs on (``cpu:<model>`` or ``cuda:<GPU name>``);
             default this host's device, bare ``cpu``/``cuda`` normalised (module docstring).
         backend: ``gloo`` or ``nccl``; default ``nccl`` on CUDA devices, ``gloo`` otherwise.
+        dp_size: data-parallel replicas (derived from ``world_size`` when not given).
+        tp_size: tensor-parallel ranks per replica.
+        pp_size: pipeline stages per replica.
+        micro_batches: micro-batches per iteration of a pipeline.
+        pipeline_schedule: ``gpipe`` or ``1f1b``.
+        sharding: ``none`` (DDP), ``zero1``, ``zero2`` or ``fsdp`` (ZeRO-3; alias ``zero3``).
+            The layout fields and their rules: :mod:`scaledl.workloads.parallelism`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -148,6 +167,12 @@ class Workload(BaseModel):
     dataset_size: int = Field(default=256, gt=0)
     device_name: str  # filled by _fill_defaults: this host's device when not given
     backend: Literal["gloo", "nccl"] = "gloo"
+    dp_size: int = Field(gt=0)  # filled by _fill_defaults from world_size
+    tp_size: int = Field(default=1, gt=0)
+    pp_size: int = Field(default=1, gt=0)
+    micro_batches: int = Field(default=1, gt=0)
+    pipeline_schedule: PipelineSchedule = "1f1b"
+    sharding: Sharding = "none"
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +194,7 @@ class Workload(BaseModel):
         if family == "llama":
             data.setdefault("num_kv_heads", data.get("num_heads"))
         _fill_device(data)
+        fill_layout(data)
         if family == "hf" and data.get("config_path"):
             from scaledl.workloads.hf import fill_hf_workload
 
@@ -204,6 +230,7 @@ class Workload(BaseModel):
             raise ValueError(
                 f"backend='nccl' needs a CUDA device, got device_name={self.device_name!r}"
             )
+        check_layout(self)
         return self
 
     def _check_architecture(self) -> None:
@@ -239,17 +266,26 @@ class Workload(BaseModel):
     @property
     def workload_id(self) -> str:
         """Stable 16-hex-digit id: SHA-256 of the normalised spec as sorted JSON."""
-        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        payload = json.dumps(self.spec_dict(), sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready fields; a plain-DDP workload leaves out the layout fields.
+
+        What ``workload_id`` hashes and :meth:`to_record` writes, so DDP workloads keep the ids
+        and rows they had before layouts existed (:mod:`scaledl.workloads.parallelism`).
+        """
+        exclude = set(LAYOUT_FIELDS) if is_data_parallel(self) else None
+        return self.model_dump(mode="json", exclude=exclude)
 
     @property
     def global_batch_size(self) -> int:
-        """Samples per iteration over all ranks."""
-        return self.batch_size * self.world_size
+        """Samples per iteration over all data-parallel replicas (``batch_size * dp_size``)."""
+        return self.batch_size * self.dp_size
 
     @property
     def steps_per_epoch(self) -> int:
-        """Iterations in one epoch: ``ceil(dataset_size / (batch_size * world_size))``."""
+        """Iterations in one epoch: ``ceil(dataset_size / (batch_size * dp_size))``."""
         return math.ceil(self.dataset_size / self.global_batch_size)
 
     @property
@@ -261,7 +297,7 @@ class Workload(BaseModel):
 
     def to_record(self) -> dict[str, Any]:
         """The spec as a flat dict with ``workload_id`` first (one row of the workloads table)."""
-        return {"workload_id": self.workload_id, **self.model_dump(mode="json")}
+        return {"workload_id": self.workload_id, **self.spec_dict()}
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "<input>") -> Workload:
