@@ -57,8 +57,16 @@ from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
 
 
+def needs_layout_session(workload) -> bool:
+    """Whether a workload is profiled here: sharded, tensor- or pipeline-parallel.
+
+    (Any other workload runs as plain DDP, whatever its unused layout fields say.)
+    """
+    return workload.tp_size > 1 or workload.pp_size > 1 or workload.sharding != "none"
+
+
 class LayoutSession(_Session):
-    """A workload whose layout is not plain DDP (:mod:`scaledl.workloads.parallelism`).
+    """A sharded, tensor- or pipeline-parallel workload (:mod:`scaledl.workloads.parallelism`).
 
     Args:
         workload: the workload (``world_size`` ranks in this launch).
@@ -106,15 +114,12 @@ class LayoutSession(_Session):
         self.groups = {"dp": None, "tp": None, "pp": None}
         if w.tp_size > 1:
             self._tensor_parallel()
-        if w.pp_size > 1:
+        elif w.pp_size > 1:
             units = self._pipeline(units)
         elif w.sharding == "zero1":
             self._zero1()
-        elif w.sharding in ("zero2", "fsdp"):
-            self._fsdp(reshard=w.sharding == "fsdp")
         else:
-            self.net = self.model
-            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+            self._fsdp(reshard=w.sharding == "fsdp")
         self.units = units
         self.shards = self._tp_shards(units)
         gen = torch.Generator().manual_seed(1000 + self.replica_rank)

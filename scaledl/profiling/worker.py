@@ -90,7 +90,6 @@ from scaledl.profiling.store import (
 )
 from scaledl.profiling.timers import Clock
 from scaledl.workloads.builders import build_model, make_batch, training_loss
-from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
 #: Probes taken at the start of a launch; the fastest figures are its baseline.
@@ -341,7 +340,7 @@ def profile_workload(
         device: this rank's device.
         interleave: the concurrent reference run between label epochs (``None``: none).
 
-    A workload whose layout is not plain DDP is measured by
+    A sharded, tensor- or pipeline-parallel workload is measured by
     :class:`scaledl.profiling.layout_session.LayoutSession` (the same steps, on the layout's
     parallel model).
 
@@ -358,12 +357,12 @@ def profile_workload(
             build (names the field, the value and the family).
         RuntimeError: the instrumented rounds did not time every layer call of the graph.
     """
-    if is_data_parallel(workload):
-        session = _Session(workload, settings, device)
-    else:
-        from scaledl.profiling.layout_session import LayoutSession  # imports this module
+    from scaledl.profiling.layout_session import LayoutSession, needs_layout_session
 
+    if needs_layout_session(workload):  # (a local import: layout_session imports this module)
         session = LayoutSession(workload, settings, device)
+    else:
+        session = _Session(workload, settings, device)
     session.warmup()
     result = session.instrumented()
     labels = session.labels(stop_rule_of(settings), interleave)
