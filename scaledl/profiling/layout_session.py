@@ -378,13 +378,13 @@ class LayoutSession(_Session):
         self.optimizer_step()
         t1 = self.clock.mark()
         self.clock.synchronize()
+        if record:
+            self._plan_step_collectives()
         self.recorder.enabled = self.log.enabled = False
         pipe = self.pipe_log or []
         bounds = tuple(p["end"] for p in pipe if p["phase"] == "backward")
         rows = self._layer_rows(inst.layer_times_ms(step_start=t0, backward_end=t_bwd,
                                                     bounds=bounds))  # fmt: skip
-        if record:
-            self._plan_step_collectives()
         result = {
             "rows": rows,
             "iteration_ms": self.clock.elapsed_ms(t0, t1),
