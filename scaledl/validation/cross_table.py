@@ -551,6 +551,7 @@ def _check_steps_per_epoch(alive, failures) -> ExpectationOutcome:
             int(row.batch_size),
             int(row.replicas),
         )
+        replicas = "world_size" if world == int(row.world_size) else "dp_size"
         expected = math.ceil(dataset / (batch * world))
         if int(row.dataset_size) != dataset:
             detail = (
@@ -560,7 +561,7 @@ def _check_steps_per_epoch(alive, failures) -> ExpectationOutcome:
         elif int(row.steps_per_epoch) != expected:
             detail = (
                 f"run {row.run_id} rank {int(row.rank)}: steps_per_epoch {row.steps_per_epoch} != "
-                f"ceil(dataset_size {dataset} / (batch_size {batch} x replicas {world})) = "
+                f"ceil(dataset_size {dataset} / (batch_size {batch} x {replicas} {world})) = "
                 f"{expected}: ratio {row.steps_per_epoch / expected:.4g}"
             )
         else:
