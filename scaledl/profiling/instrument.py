@@ -136,12 +136,18 @@ class LayerInstrument:
     def _kept(self, index: int) -> bool:
         return self.phase is None or index % self.stride == self.phase
 
-    def layer_times_ms(self, step_start: Any, backward_end: Any) -> list[dict[str, Any]]:
+    def layer_times_ms(
+        self, step_start: Any, backward_end: Any, bounds: tuple[Any, ...] = ()
+    ) -> list[dict[str, Any]]:
         """Per-call forward and backward milliseconds of the last iteration's phase.
 
         Args:
             step_start: the mark taken when the iteration began (reference of all marks).
             backward_end: the mark taken when the whole backward pass returned.
+            bounds: further marks that end the backward of a call without an input gradient
+                when they come before the next gradient hook: the ends of a pipeline stage's
+                per-micro-batch backward passes (another micro-batch's forward, or the wait
+                for its gradient, may run before the next gradient hook fires).
 
         Returns:
             One dict per call of this phase (every call in the calibration iteration), in
@@ -153,7 +159,9 @@ class LayerInstrument:
             return self.clock.elapsed_ms(step_start, mark)
 
         end_all = at(backward_end)
-        marks = sorted(at(m) for c in self.calls for m in c.marks.values())
+        marks = sorted(
+            [at(m) for c in self.calls for m in c.marks.values()] + [at(b) for b in bounds]
+        )
         rows = []
         for c in sorted(self.calls, key=lambda call: call.index):
             if not self._kept(c.index):

@@ -32,6 +32,21 @@ Tables (units in names):
   ``optimizer_ms``, ``allreduce_ms``, ``allreduce_bytes``.
 * ``epochs``: ``run_id``, ``workload_id``, ``rank``, ``epoch`` (index within the launch),
   ``epoch_s``, ``steps_per_epoch``, ``dataset_size``.
+
+Optional tables (written when some run has rows for them: training at world size > 1):
+
+* ``collective_timings``: ``run_id``, ``workload_id``, ``rank``, ``step``,
+  ``collective_index`` (order within the step), ``collective`` (``all_reduce``,
+  ``all_gather``, ``reduce_scatter``, ``broadcast``, ``send``, ``recv``), ``group`` (``dp``,
+  ``tp``, ``pp``), ``group_size``, ``collective_bytes``, ``collective_ms``, ``source``
+  (``measured``/``microbenchmark``: :mod:`scaledl.profiling.collectives`).
+* ``pipeline_timings`` (``pp_size > 1``): ``run_id``, ``workload_id``, ``rank``, ``step``,
+  ``stage``, ``micro_batch``, ``phase`` (``forward``/``backward``), ``start_ms``, ``end_ms``
+  from the start of the instrumented iteration.
+
+Layout runs add ``micro_batch`` (pipeline) and ``tp_shards`` (tensor parallelism) to
+``layer_timings``, whose features are then those of the rank's own call
+(:func:`local_layer_features`); plain-DDP tables have neither column.
 """
 
 from __future__ import annotations
@@ -65,7 +80,14 @@ _PART_FILES = {
     "iterations": "iteration_timings",
     "allreduce": "allreduce_timings",
     "epoch": "epochs",
+    "collectives": "collective_timings",
+    "pipeline": "pipeline_timings",
 }
+#: Part tables written only when the launch produced rows for them (a part without the file
+#: is complete: parts written before these tables existed stay usable).
+_OPTIONAL_PART_TABLES = ("collective_timings", "pipeline_timings")
+#: Columns of ``layer_timings`` present only for layouts that need them.
+_LAYOUT_LAYER_COLUMNS = ("micro_batch", "tp_shards")
 _COLUMNS = {
     "layer_timings": [
         "run_id", "workload_id", "rank", "step", "layer_index", "layer_name", "layer_type",
@@ -82,6 +104,14 @@ _COLUMNS = {
     ],
     "epochs": [
         "run_id", "workload_id", "rank", "epoch", "epoch_s", "steps_per_epoch", "dataset_size",
+    ],
+    "collective_timings": [
+        "run_id", "workload_id", "rank", "step", "collective_index", "collective", "group",
+        "group_size", "collective_bytes", "collective_ms", "source",
+    ],
+    "pipeline_timings": [
+        "run_id", "workload_id", "rank", "step", "stage", "micro_batch", "phase", "start_ms",
+        "end_ms",
     ],
 }  # fmt: skip
 
@@ -221,6 +251,7 @@ def write_part(
         frames[table] = frame
     if run["status"] == "ok":
         frames["layer_timings"] = _with_layer_features(frames["layer_timings"], workload)
+        frames["layer_timings"] = local_layer_features(frames["layer_timings"], workload)
         frames["epochs"]["dataset_size"] = workload.dataset_size
         run.update(_run_summary(frames["iteration_timings"]))
     else:
@@ -232,8 +263,12 @@ def write_part(
                 "iteration_cv": np.nan,
             }
         )
-    for table, frame in frames.items():
-        frames[table] = frame.reindex(columns=_COLUMNS[table])
+    for table, frame in list(frames.items()):
+        extra = [c for c in _LAYOUT_LAYER_COLUMNS if table == "layer_timings" and c in frame]
+        if table in _OPTIONAL_PART_TABLES and frame.empty:
+            del frames[table]
+        else:
+            frames[table] = frame.reindex(columns=_COLUMNS[table] + extra)
 
     final = part_path(out_dir, workload.workload_id, run["repeat"])
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -249,6 +284,46 @@ def write_part(
 def _with_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFrame:
     features = build_layer_graph(workload).layers[["layer_index", *LAYER_FEATURE_COLUMNS]]
     return frame.merge(features, on="layer_index", how="left", validate="many_to_one")
+
+
+def local_layer_features(frame: pd.DataFrame, workload: Workload) -> pd.DataFrame:
+    """The analytical features of the call each layout row timed, not of the full model's.
+
+    * Pipeline parallelism (rows with ``micro_batch``): a call processes
+      ``batch_size / micro_batches`` samples, so its features are those of the layer graph of
+      that batch size (traced again; parameters unchanged).
+    * Tensor parallelism (rows with ``tp_shards > 1``): the unit's FLOPs (forward, backward)
+      and parameters are divided by ``tp_shards``: every matrix product of a Megatron-split
+      attention or feed-forward unit is split evenly (projections by columns or rows, the
+      attention scores by heads); the norms, residual adds and row-wise biases inside the unit
+      are replicated, a small share the division leaves out. Input and output bytes are
+      unchanged (the unit's input is replicated and its output all-reduced).
+
+    Rows of a plain-DDP workload, or of sharded data parallelism, are returned unchanged.
+
+    Args:
+        frame: ``layer_timings`` rows of one run, with the full model's features.
+        workload: the run's workload.
+
+    Returns:
+        The rows with the local features.
+    """
+    out = frame
+    if "micro_batch" in out and workload.micro_batches > 1:
+        micro_batch_size = workload.batch_size // workload.micro_batches
+        micro = workload.model_copy(update={"batch_size": micro_batch_size})
+        features = build_layer_graph(micro).layers.set_index("layer_index")
+        columns = [c for c in LAYER_FEATURE_COLUMNS if c != "params"]
+        out = out.copy()
+        for column in columns:
+            out[column] = out["layer_index"].map(features[column]).to_numpy()
+    if "tp_shards" in out and (out["tp_shards"] > 1).any():
+        out = out.copy()
+        shards = out["tp_shards"].astype(float)
+        for column in ("fwd_flops", "bwd_flops"):
+            out[column] = out[column] / shards
+        out["params"] = (out["params"] // out["tp_shards"]).astype("int64")
+    return out
 
 
 def _run_summary(iterations: pd.DataFrame) -> dict[str, Any]:
@@ -333,6 +408,8 @@ def part_problem(part: Path) -> str | None:
             return f"{part / name}: not a run record"
     for table in _COLUMNS:
         path = part / f"{table}.parquet"
+        if table in _OPTIONAL_PART_TABLES and not path.exists():
+            continue
         try:
             pq.read_metadata(path)
         except Exception as exc:  # pyarrow raises OSError, ArrowInvalid...: all unreadable
@@ -411,10 +488,17 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
                 collected["workloads"].append(pd.DataFrame([record]))
             collected["runs"].append(pd.DataFrame([run]))
             for table in _COLUMNS:
-                collected[table].append(pd.read_parquet(part / f"{table}.parquet"))
+                path = part / f"{table}.parquet"
+                if table in _OPTIONAL_PART_TABLES and not path.exists():
+                    continue
+                collected.setdefault(table, []).append(pd.read_parquet(path))
         except Exception as exc:
             raise ProfileStoreError(f"{part}: unreadable part: {exc}") from exc
     tables = {}
+    for table in _OPTIONAL_PART_TABLES:
+        if not any(len(f) for f in collected.get(table, [])):
+            collected.pop(table, None)
+            (Path(out_dir) / f"{table}.parquet").unlink(missing_ok=True)  # no stale table
     for table, frames in collected.items():
         frames = [f for f in frames if len(f)]
         columns = _COLUMNS.get(table)

@@ -142,6 +142,8 @@ class _Session:
         torch.manual_seed(settings.get("seed", 0))
         self.workload, self.settings, self.device = workload, settings, device
         self.train = workload.mode == "train"
+        # The label epochs' sampler: every rank is a data-parallel replica of its own.
+        self.replicas, self.replica_rank = self.world, self.rank
         self.clock = Clock(device)
         self.model = build_model(workload, device=device)
         self.units = find_units(self.model)
@@ -209,7 +211,27 @@ class _Session:
                         "allreduce_bytes": sum(b["allreduce_bytes"] for b in round_buckets),
                     }
                 )
-        return {"layers": layers, "iterations": iterations, "allreduce": allreduce}
+        collectives = [
+            {
+                "rank": b["rank"],
+                "step": b["step"],
+                "collective_index": b["bucket_index"],
+                "collective": "all_reduce",
+                "group": "dp",
+                "group_size": self.world,
+                "collective_bytes": b["allreduce_bytes"],
+                "collective_ms": b["allreduce_ms"],
+                "source": "measured",
+            }
+            for b in allreduce
+        ]
+        return {
+            "layers": layers,
+            "iterations": iterations,
+            "allreduce": allreduce,
+            "collectives": collectives,
+            "pipeline": [],
+        }
 
     def _timed_iteration(self, inst: LayerInstrument, record_allreduce: bool):
         self.recorder.records.clear()
@@ -237,7 +259,7 @@ class _Session:
         """
         dataset = SyntheticDataset(self.workload)
         sampler = DistributedSampler(
-            dataset, num_replicas=self.world, rank=self.rank, shuffle=True, seed=0
+            dataset, num_replicas=self.replicas, rank=self.replica_rank, shuffle=True, seed=0
         )
         loader = DataLoader(
             dataset, batch_size=self.workload.batch_size, sampler=sampler, num_workers=0
@@ -318,18 +340,29 @@ def profile_workload(
         device: this rank's device.
         interleave: the concurrent reference run between label epochs (``None``: none).
 
+    A sharded, tensor- or pipeline-parallel workload is measured by
+    :class:`scaledl.profiling.layout_session.LayoutSession` (the same steps, on the layout's
+    parallel model).
+
     Returns:
         A dict of record lists for this rank (``layers``, ``iterations``, ``allreduce``,
-        ``epoch``) and the label measurement's ``label_steps``, ``label_halfwidth``
-        (relative 95% half-width of the label statistic), ``label_stop_reason``,
+        ``collectives``, ``pipeline``, ``epoch``) and the label measurement's
+        ``label_steps``, ``label_halfwidth`` (relative 95% half-width of the label
+        statistic), ``label_stop_reason``,
         ``label_epochs``, and the means of the interleaved reference ``label_probe_gemm_ms``
         and ``label_probe_memory_ms`` (``nan`` without one) over ``label_probes`` blocks.
 
     Raises:
-        ValueError: the world size does not match the launch.
+        ValueError: the world size does not match the launch; a layout this profiler does not
+            build (names the field, the value and the family).
         RuntimeError: the instrumented rounds did not time every layer call of the graph.
     """
-    session = _Session(workload, settings, device)
+    from scaledl.profiling.layout_session import LayoutSession, needs_layout_session
+
+    if needs_layout_session(workload):  # (a local import: layout_session imports this module)
+        session = LayoutSession(workload, settings, device)
+    else:
+        session = _Session(workload, settings, device)
     session.warmup()
     result = session.instrumented()
     labels = session.labels(stop_rule_of(settings), interleave)
@@ -613,6 +646,8 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         "layers": [],
         "iterations": [],
         "allreduce": [],
+        "collectives": [],
+        "pipeline": [],
         "epoch": [],
     }
     run = {

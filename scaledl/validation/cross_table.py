@@ -21,13 +21,15 @@ Two kinds of rules:
   check (a NaN or negative time, a conflicting duplicate key, ...) would leave a step without
   one of its layers, buckets or iterations, so it is quarantined whole, naming the lost row
   (:func:`lost_row_failures`). The surviving rows must also form a full grid: every rank has
-  every instrumented step, every instrumented step every ``layer_index`` ``0..max`` (and every
-  all-reduce ``bucket_index`` when the run has buckets), and every rank a gap-free run of label
-  steps (:func:`run_failures`).
+  every instrumented step, every instrumented step every ``layer_index`` ``0..max`` (under
+  pipeline parallelism: each rank its own stage's consecutive layers, for every
+  ``micro_batch``) (and every all-reduce ``bucket_index`` when the run has buckets), and every
+  rank a gap-free run of label steps (:func:`run_failures`).
 * **Epoch consistency**: ``epoch_s`` of each rank, divided by ``steps_per_epoch`` x the median
   label ``iteration_ms`` of that rank, must lie in ``[epoch_ratio_min, epoch_ratio_max]`` (an
   epoch written in milliseconds is 1000x off), and ``steps_per_epoch`` must equal
-  ``ceil(dataset_size / (batch_size x world_size))`` of the workload, with the epoch row's
+  ``ceil(dataset_size / (batch_size x dp_size))`` of the workload (``dp_size``: the world
+  size for plain DDP), with the epoch row's
   ``dataset_size`` the workload's. Failures carry the measured ratio.
 
 A run the profiler's interference guard recorded as still disturbed after its retries
@@ -297,7 +299,7 @@ def _check_allreduce(alive, failures, config: ValidationConfig) -> ExpectationOu
     tol = config.allreduce_bytes_tolerance
     for run, wid in zip(alive["runs"]["run_id"], alive["runs"]["workload_id"], strict=True):
         spec = workloads.loc[wid]
-        if spec["mode"] != "train" or int(spec["world_size"]) <= 1:
+        if spec["mode"] != "train" or int(spec["world_size"]) <= 1 or not _all_reduces(spec):
             continue
         checked += 1
         n_params = float(params.get(wid, 0))
@@ -325,6 +327,25 @@ def _check_allreduce(alive, failures, config: ValidationConfig) -> ExpectationOu
         "allreduce_bytes",
         checked,
         bad,
+    )
+
+
+def _layout_value(spec: pd.Series, name: str, default):
+    """A layout field of a workload row (absent or empty: the plain-DDP default)."""
+    value = spec.get(name, default)
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _all_reduces(spec: pd.Series) -> bool:
+    """Whether the layout all-reduces every gradient over the ranks (plain DDP and ZeRO-1).
+
+    FSDP/ZeRO-2 reduce-scatter instead, and a tensor- or pipeline-parallel rank holds only its
+    shard or stage (their collectives are in ``collective_timings``).
+    """
+    return (
+        _layout_value(spec, "sharding", "none") in ("none", "zero1")
+        and int(_layout_value(spec, "tp_size", 1)) == 1
+        and int(_layout_value(spec, "pp_size", 1)) == 1
     )
 
 
@@ -428,9 +449,7 @@ def _check_steps_complete(alive, failures) -> ExpectationOutcome:
         layers = g["layer_timings"]
         if len(layers) and steps:
             axes = {"rank": ranks, "step": steps}
-            indices = list(range(int(layers["layer_index"].max()) + 1))
-            missing = _first_missing(layers, {**axes, "layer_index": indices})
-            detail = missing and f"layer_timings lacks {missing}"
+            detail = _layer_grid_missing(layers, ranks, steps)
             if detail is None:
                 missing = _first_missing(g["instrumented"], axes)
                 detail = missing and f"iteration_timings (instrumented) lacks {missing}"
@@ -455,13 +474,41 @@ def _check_steps_complete(alive, failures) -> ExpectationOutcome:
     return _outcome("runs", "cross_table", RUN_COMPLETE, "step", len(runs), bad)
 
 
+def _layer_grid_missing(layers: pd.DataFrame, ranks: list[int], steps: list[int]) -> str | None:
+    """The first missing cell of a run's layer rows, or None.
+
+    Every rank times every ``layer_index`` ``0..max`` at every step; under pipeline
+    parallelism (rows with ``micro_batch``) each rank times its own stage's consecutive layers,
+    each at every step and for every micro-batch.
+    """
+    if "micro_batch" not in layers or layers["micro_batch"].isna().all():
+        indices = list(range(int(layers["layer_index"].max()) + 1))
+        missing = _first_missing(layers, {"rank": ranks, "step": steps, "layer_index": indices})
+        return missing and f"layer_timings lacks {missing}"
+    micro = list(range(int(layers["micro_batch"].max()) + 1))
+    for rank in ranks:
+        own = layers[layers["rank"] == rank]
+        if own.empty:
+            return f"layer_timings lacks rank {rank}"
+        indices = list(range(int(own["layer_index"].min()), int(own["layer_index"].max()) + 1))
+        axes = {"step": steps, "layer_index": indices, "micro_batch": micro}
+        missing = _first_missing(own, axes)
+        if missing:
+            return f"layer_timings lacks rank {rank} {missing}"
+    return None
+
+
 def _epoch_frame(alive) -> pd.DataFrame:
     """Epoch rows joined with their workload and their rank's median label iteration."""
     iters = alive["iteration_timings"]
     label = iters[iters["phase"] == "label"]
     median = label.groupby(["run_id", "rank"])["iteration_ms"].median().rename("median_ms")
-    spec = alive["workloads"][["workload_id", "batch_size", "world_size", "dataset_size"]]
+    workloads = alive["workloads"]
+    spec = workloads[["workload_id", "batch_size", "world_size", "dataset_size"]].copy()
     spec = spec.rename(columns={"dataset_size": "workload_dataset_size"})
+    # Data-parallel replicas: the ranks of a tensor- or pipeline-parallel group share samples.
+    replicas = workloads["dp_size"] if "dp_size" in workloads else spec["world_size"]
+    spec["replicas"] = replicas.fillna(spec["world_size"]).astype(int)
     epochs = alive["epochs"].merge(spec, on="workload_id", how="inner")
     return epochs.merge(median.reset_index(), on=["run_id", "rank"], how="left")
 
@@ -502,8 +549,9 @@ def _check_steps_per_epoch(alive, failures) -> ExpectationOutcome:
         dataset, batch, world = (
             int(row.workload_dataset_size),
             int(row.batch_size),
-            int(row.world_size),
+            int(row.replicas),
         )
+        replicas = "world_size" if world == int(row.world_size) else "dp_size"
         expected = math.ceil(dataset / (batch * world))
         if int(row.dataset_size) != dataset:
             detail = (
@@ -513,7 +561,7 @@ def _check_steps_per_epoch(alive, failures) -> ExpectationOutcome:
         elif int(row.steps_per_epoch) != expected:
             detail = (
                 f"run {row.run_id} rank {int(row.rank)}: steps_per_epoch {row.steps_per_epoch} != "
-                f"ceil(dataset_size {dataset} / (batch_size {batch} x world_size {world})) = "
+                f"ceil(dataset_size {dataset} / (batch_size {batch} x {replicas} {world})) = "
                 f"{expected}: ratio {row.steps_per_epoch / expected:.4g}"
             )
         else:

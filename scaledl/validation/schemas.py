@@ -203,8 +203,12 @@ LAYER_TIMINGS = TableSpec(
         _count("params"),
         ColumnSpec("input_bytes", "number", min_value=0),
         ColumnSpec("output_bytes", "number", min_value=0),
+        # Parallel layouts only (absent for plain DDP): the pipeline micro-batch of the call
+        # and the tensor-parallel split of the unit's weights (scaledl.profiling.layout_session).
+        _count("micro_batch", nullable=True, required=False),
+        _count("tp_shards", 1, nullable=True, required=False),
     ),
-    unique_together=("run_id", "rank", "step", "layer_index"),
+    unique_together=("run_id", "rank", "step", "layer_index", "micro_batch"),
 )
 
 ALLREDUCE_TIMINGS = TableSpec(
@@ -278,9 +282,48 @@ OPERATOR_TIMINGS = TableSpec(
     allow_empty=True,
 )
 
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
+COLLECTIVE_TIMINGS = TableSpec(
+    "collective_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        _count("collective_index"),
+        ColumnSpec("collective", "str", value_set=COLLECTIVES),
+        ColumnSpec("group", "str", value_set=("dp", "tp", "pp")),
+        ColumnSpec("group_size", "int", min_value=1, strict_min=True),
+        ColumnSpec("collective_bytes", "number", min_value=0, strict_min=True),
+        _ms("collective_ms"),
+        ColumnSpec("source", "str", value_set=("measured", "microbenchmark")),
+    ),
+    unique_together=("run_id", "rank", "step", "collective_index"),
+    allow_empty=True,
+)
+
+PIPELINE_TIMINGS = TableSpec(
+    "pipeline_timings",
+    (
+        _ID,
+        _WID,
+        _RANK,
+        _STEP,
+        _count("stage"),
+        _count("micro_batch"),
+        ColumnSpec("phase", "str", value_set=("forward", "backward")),
+        _ms("start_ms", positive=False),
+        _ms("end_ms"),
+    ),
+    unique_together=("run_id", "rank", "step", "micro_batch", "phase"),
+    allow_empty=True,
+)
+
 #: Tables validated when their file exists (per-operator timings of an import or a profiler
-#: that records them).
-OPTIONAL_PROFILE_TABLES: dict[str, TableSpec] = {OPERATOR_TIMINGS.name: OPERATOR_TIMINGS}
+#: that records them; the collectives and pipeline micro-batches of the parallel layouts).
+OPTIONAL_PROFILE_TABLES: dict[str, TableSpec] = {
+    t.name: t for t in (OPERATOR_TIMINGS, COLLECTIVE_TIMINGS, PIPELINE_TIMINGS)
+}
 
 #: The profile tables in dependency order (parents first).
 PROFILE_TABLES: dict[str, TableSpec] = {

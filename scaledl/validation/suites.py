@@ -121,14 +121,20 @@ def row_level_suite(
         if col.name in columns
         for expectation in _column_expectations(col, config)
     ]
-    if spec.unique_together and all(c in columns for c in spec.unique_together):
+    # A key column that is optional (``required=False``) takes part only when present.
+    key = [c for c in spec.unique_together if c in columns or not _is_optional(spec, c)]
+    if key and all(c in columns for c in key):
         expectations.append(
             gxe.ExpectCompoundColumnsToBeUnique(
-                column_list=list(spec.unique_together),
-                meta=_meta("row", ",".join(spec.unique_together)),
+                column_list=key,
+                meta=_meta("row", ",".join(key)),
             )
         )
     return gx.ExpectationSuite(name=f"{spec.name}.rows", expectations=expectations)
+
+
+def _is_optional(spec: TableSpec, name: str) -> bool:
+    return any(c.name == name and not c.required for c in spec.columns)
 
 
 def integral_failures(spec: TableSpec, frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, int]]:

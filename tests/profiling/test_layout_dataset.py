@@ -1,0 +1,39 @@
+"""The committed layout dataset: its datasheet matches its tables, it validates, it is complete."""
+
+from pathlib import Path
+
+from scaledl.models.data import read_tables
+from scaledl.profiling.datasheet import check_datasheet
+from scaledl.validation.pipeline import validate_profiles
+from scaledl.workloads.parallelism import layout_label
+from scaledl.workloads.spec import Workload
+
+LAYOUTS = Path(__file__).resolve().parents[2] / "datasets" / "layouts-cpu"
+EXPECTED = {"dp2", "dp2-zero1", "dp2-zero2", "dp2-fsdp", "tp2", "pp2-gpipe-m2", "pp2-gpipe-m4",
+            "pp2-1f1b-m4"}  # fmt: skip
+
+
+def test_committed_datasheet_matches_the_committed_tables():
+    check_datasheet(LAYOUTS / "DATASHEET.md", LAYOUTS / "validated")
+
+
+def test_layout_dataset_passes_the_product_validation(tmp_path):
+    validated = LAYOUTS / "validated"
+    report = validate_profiles(validated, tmp_path / "v", tmp_path / "q", tmp_path / "r")
+    assert report.quarantined_rows == 0
+
+
+def test_every_layout_has_two_launches_of_both_architectures():
+    tables = read_tables(LAYOUTS / "validated")
+    records = tables["workloads"].to_dict("records")
+    labels = {r["workload_id"]: layout_label(Workload.from_record(r)) for r in records}
+    runs = tables["runs"].assign(layout=tables["runs"]["workload_id"].map(labels))
+    assert set(runs["layout"]) == EXPECTED
+    assert (runs.groupby("workload_id").size() == 2).all()
+    families = tables["workloads"].set_index("workload_id")["family"]
+    assert (runs.assign(family=runs["workload_id"].map(families))
+            .groupby("layout")["family"].nunique() == 2).all()  # fmt: skip
+    pipelined = {w for w, label in labels.items() if label.startswith("pp")}
+    assert set(tables["pipeline_timings"]["workload_id"]) == pipelined
+    collectives = tables["collective_timings"]
+    assert set(collectives["workload_id"]) == set(labels)
