@@ -27,11 +27,17 @@ class IdTemplate:
         fields: integer fields that vary (e.g. ``("dataset_size",)``).
 
     Raises:
-        ValueError: a field is not an integer field of the spec.
+        ValueError: a field is not an integer field of the spec's JSON (a plain-DDP workload
+            leaves its layout fields out: :meth:`Workload.spec_dict`), or ``world_size`` varies
+            alone in a layout workload, whose ``dp_size`` follows it.
     """
 
     def __init__(self, workload: Workload, fields: tuple[str, ...]) -> None:
-        record = workload.model_dump(mode="json")
+        record = workload.spec_dict()
+        if "dp_size" in record and "world_size" in fields and "dp_size" not in fields:
+            raise ValueError(
+                "IdTemplate: world_size varies in a layout workload; vary dp_size with it"
+            )
         for i, name in enumerate(fields):
             if not isinstance(record.get(name), int):
                 raise ValueError(f"IdTemplate: field {name!r} is not an integer field")
