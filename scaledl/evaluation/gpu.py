@@ -26,6 +26,7 @@ product's meta-device tracer and the methods are the product's classes. Protocol
 Methods: ``scaledl`` (:class:`~scaledl.models.kernel.KernelGraphMethod`: operator models,
 kernel-aware layer-wise models, GNN correction or, with fewer than ``min_gnn_architectures``
 training architectures, the ridge fallback: every fold here, the data has four models),
+``scaledl_v1`` (the recipe before issue 25b, a baseline column: :data:`V1_PARAMS`),
 ``additive`` (the same layer-wise sum, no correction) and ``analytical`` (FLOPs of one
 iteration / (the device's peak FP32 FLOP/s x a utilisation per mode, the median over the
 training workloads), the baseline of the issue). MRE = mean(|pred - true| / true).
@@ -63,6 +64,12 @@ from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")
+#: The kernel-aware recipe before issue 25b: device-absolute operator features, and the
+#: training devices' correction applied to GPUs never trained on.
+V1_PARAMS = {
+    "unseen_device_correction": "training_devices",
+    "operator_params": {"device_features": "absolute"},
+}
 #: Vidur system whose NCCL all-reduce times stand for a GPU's 4-GPU data-parallel runs.
 VIDUR_SYSTEM = {"NVIDIA H100 80GB HBM3": "h100_dgx", "NVIDIA A100-SXM4-40GB": "a100_dgx"}
 
@@ -83,6 +90,10 @@ class GpuEvaluationConfig:
             (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
             (default :func:`scaledl.layout.neusight_root`).
+        baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
+            arguments}``, each fitted in every fold like ``scaledl`` and reported as a column
+            (default: ``scaledl_v1``, :data:`V1_PARAMS`); their ``operator_params`` update
+            ``operator_params``.
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -93,11 +104,20 @@ class GpuEvaluationConfig:
     operator_params: dict = field(default_factory=dict)
     peer_root: Path | None = None
     neusight_root: Path | None = None
+    baselines: dict[str, dict] = field(default_factory=lambda: {"scaledl_v1": V1_PARAMS})
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]
         if unknown:
             raise ValueError(f"GpuEvaluationConfig: unknown method(s) {unknown}; {GPU_METHODS}")
+        clash = sorted(set(self.baselines) & {*GPU_METHODS, PEER_METHOD})
+        if clash:
+            raise ValueError(f"GpuEvaluationConfig: baseline name(s) {clash} are method names")
+
+    @property
+    def all_methods(self) -> tuple[str, ...]:
+        """The methods and the baselines, in that order."""
+        return (*self.methods, *self.baselines)
 
 
 def model_name(workload: Workload) -> str:
@@ -147,13 +167,19 @@ class AnalyticalRoofline:
         return self._ideal_ms(workloads) / util
 
 
+def _fit_kind(method: str) -> str:
+    """Methods sharing one fit: ``additive`` is ScaleDL's layer sum."""
+    return {"additive": "scaledl"}.get(method, method)
+
+
 def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     if method == "analytical":
         return AnalyticalRoofline().fit(train)
+    params = dict(config.baselines.get(method, {}))
+    # The config's operator settings are shared; a baseline's own override them.
+    params["operator_params"] = {**config.operator_params, **params.get("operator_params", {})}
     method = KernelGraphMethod(
-        mode="scaledl",
-        min_gnn_architectures=config.min_gnn_architectures,
-        operator_params=dict(config.operator_params),
+        mode="scaledl", min_gnn_architectures=config.min_gnn_architectures, **params
     )
     # The GNN (when used) stops early on 15% of the training workloads, as in the main splits.
     return method.fit(train, list(validation_ids(train.ids, 0.15, 0)))
@@ -228,8 +254,9 @@ def leave_one_out(
     Returns:
         ``(predictions, operator_errors, folds)``: one row per (held-out workload, method);
         per-operator errors of the folds' operator models (LOMO only, else empty); per fold
-        the ScaleDL correction used (with the inner-validation MRE of every candidate) and the
-        seconds per method (``additive`` shares ScaleDL's fit: its layer sum).
+        the ScaleDL correction used (with the inner-validation MRE of every candidate; and on
+        the held-out GPUs, the unseen-device correction) and the seconds per method
+        (``additive`` shares ScaleDL's fit: its layer sum).
     """
     groups = np.array([key(data.workloads[i]) for i in data.ids])
     frames, op_frames, folds = [], [], {}
@@ -239,23 +266,33 @@ def leave_one_out(
         workloads = [test.workloads[i] for i in test.ids]
         folds[held] = {}
         fitted_by_kind: dict[str, object] = {}
-        for method in config.methods:
-            kind = "analytical" if method == "analytical" else "kernel"
+        for method in config.all_methods:
+            kind = _fit_kind(method)
             started = time.perf_counter()
             if kind not in fitted_by_kind:
-                fitted_by_kind[kind] = _fit(method, train, config)
+                fitted_by_kind[kind] = _fit(kind, train, config)
             fitted = fitted_by_kind[kind]
             pred = _predict(method, fitted, workloads)
             frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
             folds[held][method] = {"fit_predict_s": time.perf_counter() - started}
-        kernel = fitted_by_kind.get("kernel")
+        kernel = fitted_by_kind.get("scaledl")
         if kernel is not None:
-            folds[held]["correction"] = "gnn" if kernel.uses_gnn_ else kernel.correction_kind_
-            folds[held]["correction_inner_mre"] = kernel.correction_scores_
+            folds[held].update(_fold_correction(kernel))
             if protocol == "leave_one_model_out":
                 op_frames.append(_operator_errors(kernel, test, held))
     ops = pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame()
     return pd.concat(frames, ignore_index=True), ops, folds
+
+
+def _fold_correction(kernel: KernelGraphMethod) -> dict:
+    """The fold's ScaleDL correction, its candidates' inner MREs, the unseen-device one."""
+    if kernel.uses_gnn_:
+        return {"correction": "gnn", "correction_inner_mre": {}}
+    return {
+        "correction": kernel.correction_kind_,
+        "correction_inner_mre": kernel.correction_scores_,
+        "unseen_device_correction": kernel.unseen_correction_kind_,
+    }
 
 
 def _per_gpu(pred: pd.DataFrame) -> dict:
@@ -394,50 +431,25 @@ def evaluate_gpu(
         "n_workloads": len(data.ids),
         "gpus": sorted({gpu_name(w) for w in data.workloads.values()}),
         "models": sorted({model_name(w) for w in data.workloads.values()}),
-        "methods": list(config.methods),
+        "methods": list(config.all_methods),
         "notes": [],
     }
-    lomo, ops, lomo_folds = leave_one_out(data, "leave_one_model_out", model_name, config)
-    frames = [lomo]
+    protocols = [("leave_one_model_out", model_name)]
     if config.leave_one_gpu_out:
-        logo, _, logo_folds = leave_one_out(data, "leave_one_gpu_out", gpu_name, config)
-        frames.append(logo)
+        protocols.append(("leave_one_gpu_out", gpu_name))
+    frames, ops = [], pd.DataFrame()
+    for protocol, key in protocols:
+        rows, protocol_ops, folds = leave_one_out(data, protocol, key, config)
+        frames.append(rows)
+        metrics[protocol] = {"folds": folds}
+        ops = protocol_ops if len(protocol_ops) else ops
     predictions = pd.concat(frames, ignore_index=True)
     if config.peer_root is not None:
-        peer = load_peer_predictions(config.peer_root, config.neusight_root)
-        rows, unmatched = peer_rows(predictions, peer)
-        predictions = pd.concat([predictions, rows], ignore_index=True)
-        metrics["peer"] = {
-            "source": PEER_SOURCE,
-            "method": PEER_METHOD,
-            "paired_rows": {p: int(n) for p, n in rows.groupby("protocol").size().items()},
-            "unmatched": unmatched,
-            "comparisons": peer_comparison(predictions),
-        }
-    by_protocol = dict(tuple(predictions.groupby("protocol", sort=False)))
-    metrics["leave_one_model_out"] = {
-        **_per_gpu(by_protocol["leave_one_model_out"]),
-        "folds": lomo_folds,
-    }
+        predictions = _add_peer(metrics, predictions, config)
+    for protocol, rows in predictions.groupby("protocol", sort=False):
+        metrics[str(protocol)] = {**_per_gpu(rows), **metrics[str(protocol)]}
     metrics["operators"] = operator_metrics(ops) if len(ops) else {}
-    if config.leave_one_gpu_out:
-        metrics["leave_one_gpu_out"] = {
-            **_per_gpu(by_protocol["leave_one_gpu_out"]),
-            "folds": logo_folds,
-        }
-    corrections = {
-        f["correction"]
-        for key in ("leave_one_model_out", "leave_one_gpu_out")
-        for f in metrics.get(key, {}).get("folds", {}).values()
-        if "correction" in f
-    }
-    if corrections - {"gnn"}:
-        metrics["notes"].append(
-            f"ScaleDL's GNN correction needs at least {config.min_gnn_architectures} training "
-            "architectures; the folds have fewer (the data has four models), so the documented "
-            "fallback is used: a log-space correction chosen per fold by inner "
-            f"leave-one-architecture-out validation (chosen: {sorted(corrections - {'gnn'})})"
-        )
+    metrics["notes"] += _correction_notes(metrics, config)
     if config.parallel_labels is not None and config.vidur_root is not None:
         metrics["data_parallel"] = data_parallel(
             data, pd.read_parquet(config.parallel_labels), Path(config.vidur_root), config
@@ -451,3 +463,45 @@ def evaluate_gpu(
     metrics["targets"] = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
     metrics["runtime_s"] = time.perf_counter() - started
     return metrics, predictions
+
+
+def _add_peer(metrics: dict, predictions: pd.DataFrame, config: GpuEvaluationConfig):
+    """Add the peer's rows to ``predictions`` and its paired comparisons to ``metrics``."""
+    peer = load_peer_predictions(config.peer_root, config.neusight_root)
+    rows, unmatched = peer_rows(predictions, peer)
+    predictions = pd.concat([predictions, rows], ignore_index=True)
+    metrics["peer"] = {
+        "source": PEER_SOURCE,
+        "method": PEER_METHOD,
+        "paired_rows": {p: int(n) for p, n in rows.groupby("protocol").size().items()},
+        "unmatched": unmatched,
+        "comparisons": peer_comparison(predictions),
+    }
+    return predictions
+
+
+def _correction_notes(metrics: dict, config: GpuEvaluationConfig) -> list[str]:
+    """The note saying which fallback correction the folds used, when not the GNN."""
+    corrections = {
+        f["correction"]
+        for key in ("leave_one_model_out", "leave_one_gpu_out")
+        for f in metrics.get(key, {}).get("folds", {}).values()
+        if "correction" in f
+    }
+    if not corrections - {"gnn"}:
+        return []
+    unseen = sorted(
+        {
+            f["unseen_device_correction"]
+            for f in metrics.get("leave_one_gpu_out", {}).get("folds", {}).values()
+            if "unseen_device_correction" in f
+        }
+    )
+    return [
+        f"ScaleDL's GNN correction needs at least {config.min_gnn_architectures} training "
+        "architectures; the folds have fewer (the data has four models), so the documented "
+        "fallback is used: a log-space correction chosen per fold by inner "
+        f"leave-one-architecture-out validation (chosen: {sorted(corrections - {'gnn'})}); on "
+        "a held-out GPU, that correction or none, chosen by inner leave-one-GPU-out "
+        f"validation (chosen: {unseen or ['n/a']})"
+    ]
