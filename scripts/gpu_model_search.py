@@ -18,7 +18,8 @@ NeuSight's own predictions (and with half of them: the issue's 0.5x target) and 
 each a paired BCa bootstrap interval (:func:`scaledl.evaluation.significance.paired_comparison`).
 
 Run (under the CPU lock): ``python scripts/gpu_model_search.py --profiles
-data/imported/validated/neusight --out benchmarks/results/gpu_models.json``.
+data/imported/validated/neusight --out benchmarks/results/gpu_models.json``; the held-out
+predictions go next to it (``gpu_models.predictions.csv``).
 """
 
 import argparse
@@ -94,15 +95,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", type=Path, default=Path("data/imported/validated/neusight"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/gpu_models.json"))
+    parser.add_argument(
+        "--from-predictions",
+        action="store_true",
+        help="recompute the comparisons from the predictions CSV a previous run wrote",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    data = load_profile_data(args.profiles)
-    config = GpuEvaluationConfig(methods=(), baselines=VARIANTS)
-    frames, folds = [], {}
-    for protocol, key in PROTOCOLS.items():
-        rows, _, folds[protocol] = leave_one_out(data, protocol, key, config)
-        frames.append(rows)
-    predictions = pd.concat(frames, ignore_index=True)
+    saved = args.out.with_suffix(".predictions.csv")
+    folds: dict = {}
+    if args.from_predictions:
+        predictions = pd.read_csv(saved)
+        folds = json.loads(args.out.read_text()).get("folds", {}) if args.out.exists() else {}
+    else:
+        data = load_profile_data(args.profiles)
+        config = GpuEvaluationConfig(methods=(), baselines=VARIANTS)
+        frames = []
+        for protocol, key in PROTOCOLS.items():
+            rows, _, folds[protocol] = leave_one_out(data, protocol, key, config)
+            frames.append(rows)
+        predictions = pd.concat(frames, ignore_index=True)
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        predictions.to_csv(saved, index=False)
     peer, unmatched = peer_rows(
         predictions, load_peer_predictions(neusight_peer_root(), neusight_root()), method="v1"
     )

@@ -34,6 +34,7 @@ training workloads), the baseline of the issue). MRE = mean(|pred - true| / true
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -167,22 +168,43 @@ class AnalyticalRoofline:
         return self._ideal_ms(workloads) / util
 
 
-def _fit_kind(method: str) -> str:
-    """Methods sharing one fit: ``additive`` is ScaleDL's layer sum."""
-    return {"additive": "scaledl"}.get(method, method)
+def _kernel_params(method: str, config: GpuEvaluationConfig) -> dict:
+    """KernelGraphMethod keyword arguments of a kernel-aware method (``additive``: ScaleDL's)."""
+    params = dict(config.baselines.get(method, {}))
+    # The config's operator settings are shared; a baseline's own override them.
+    params["operator_params"] = {**config.operator_params, **params.get("operator_params", {})}
+    return {"mode": "scaledl", "min_gnn_architectures": config.min_gnn_architectures, **params}
+
+
+def _fit_key(method: str, config: GpuEvaluationConfig) -> str:
+    """The fit a method shares: one per key.
+
+    ``additive`` is ScaleDL's layer sum, and methods differing only in
+    ``unseen_device_correction`` fit identically (the fit scores every unseen-device
+    candidate; the setting is read when predicting).
+    """
+    if method == "analytical":
+        return method
+    params = _kernel_params(method, config)
+    params.pop("unseen_device_correction", None)
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     if method == "analytical":
         return AnalyticalRoofline().fit(train)
-    params = dict(config.baselines.get(method, {}))
-    # The config's operator settings are shared; a baseline's own override them.
-    params["operator_params"] = {**config.operator_params, **params.get("operator_params", {})}
-    method = KernelGraphMethod(
-        mode="scaledl", min_gnn_architectures=config.min_gnn_architectures, **params
-    )
+    params = _kernel_params(method, config)
+    params.pop("unseen_device_correction", None)
     # The GNN (when used) stops early on 15% of the training workloads, as in the main splits.
-    return method.fit(train, list(validation_ids(train.ids, 0.15, 0)))
+    return KernelGraphMethod(**params).fit(train, list(validation_ids(train.ids, 0.15, 0)))
+
+
+def _as_method(fitted, method: str, config: GpuEvaluationConfig):
+    """The shared fit with ``method``'s prediction-time setting (a shallow copy)."""
+    if not isinstance(fitted, KernelGraphMethod):
+        return fitted
+    unseen = _kernel_params(method, config).get("unseen_device_correction", "auto")
+    return copy.copy(fitted).set_params(unseen_device_correction=unseen)
 
 
 def _predict(method: str, fitted, workloads: list[Workload]) -> np.ndarray:
@@ -265,17 +287,18 @@ def leave_one_out(
         test = data.subset(np.array(data.ids)[groups == held])
         workloads = [test.workloads[i] for i in test.ids]
         folds[held] = {}
-        fitted_by_kind: dict[str, object] = {}
+        fitted_by_key: dict[str, object] = {}
+        fitted_by_method: dict[str, object] = {}
         for method in config.all_methods:
-            kind = _fit_kind(method)
+            key_ = _fit_key(method, config)
             started = time.perf_counter()
-            if kind not in fitted_by_kind:
-                fitted_by_kind[kind] = _fit(kind, train, config)
-            fitted = fitted_by_kind[kind]
+            if key_ not in fitted_by_key:
+                fitted_by_key[key_] = _fit(method, train, config)
+            fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
             pred = _predict(method, fitted, workloads)
             frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
             folds[held][method] = {"fit_predict_s": time.perf_counter() - started}
-        kernel = fitted_by_kind.get("scaledl")
+        kernel = fitted_by_method.get("scaledl")
         if kernel is not None:
             folds[held].update(_fold_correction(kernel))
             if protocol == "leave_one_model_out":

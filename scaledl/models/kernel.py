@@ -360,8 +360,14 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
 
         Raises:
             sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: an unknown ``unseen_device_correction``.
         """
         self.check_fitted()
+        if self.unseen_device_correction not in UNSEEN_DEVICE_CORRECTIONS:
+            raise ValueError(
+                f"unseen_device_correction must be one of {UNSEEN_DEVICE_CORRECTIONS}, "
+                f"got {self.unseen_device_correction!r}"
+            )
         if self.correction_ is None or self.unseen_device_correction == "none":
             return "none"
         if self.unseen_device_correction == "training_devices":
