@@ -65,8 +65,8 @@ from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")
-#: The kernel-aware recipe before issue 25b: device-absolute operator features, and the
-#: training devices' correction applied to GPUs never trained on.
+#: The kernel-aware recipe before issue 25b: device-absolute operator features (ScaleDL's are
+#: device-relative), the training devices' correction applied to GPUs never trained on.
 V1_PARAMS = {
     "unseen_device_correction": "training_devices",
     "operator_params": {"device_features": "absolute"},
@@ -203,7 +203,8 @@ def _as_method(fitted, method: str, config: GpuEvaluationConfig):
     """The shared fit with ``method``'s prediction-time setting (a shallow copy)."""
     if not isinstance(fitted, KernelGraphMethod):
         return fitted
-    unseen = _kernel_params(method, config).get("unseen_device_correction", "auto")
+    default = KernelGraphMethod.unseen_device_correction  # the dataclass field's default
+    unseen = _kernel_params(method, config).get("unseen_device_correction", default)
     return copy.copy(fitted).set_params(unseen_device_correction=unseen)
 
 

@@ -20,12 +20,13 @@ layer-wise models fed by the operator models of :mod:`scaledl.models.operators`:
    (each training architecture's sum predicted by models fitted without it), or no correction:
    whichever has the lowest error in leave-one-architecture-out validation on the training
    data (:meth:`KernelGraphMethod._fit_correction`);
-5. on a device never trained on, the correction is applied only where it helps: the training
-   devices' correction (its device one-hot all zero) or none, whichever has the lower error in
-   *leave-one-device-out* validation on the training data (each training device's labels
-   predicted from its trace times the bias learned on the other devices). How a held-out
-   GPU's label differs from its trace does not transfer from four architectures on a few
-   GPUs (``scripts/gpu_trace_ceiling.py``), so the choice is measured, not assumed.
+5. on a device never trained on, the training devices' correction applies with its device
+   one-hot all zero, or, with ``unseen_device_correction="auto"``, only where it helps: that
+   correction or none, whichever has the lower error in *leave-one-device-out* validation on
+   the training data (each training device's labels predicted from its trace times the bias
+   learned on the other devices; ``scripts/gpu_trace_ceiling.py`` found the bias does not
+   transfer across GPUs). On the NeuSight data ``auto`` was measured and lost (LOGO MRE
+   10.4% against 10.2%, ``benchmarks/results/gpu_models.json``), so it is an option.
 
 A device is described by its specs (:mod:`scaledl.devices`), so the method predicts for any
 device in the device table; predictions on devices absent from the training data are flagged
@@ -186,10 +187,11 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         min_gnn_architectures: fewest distinct training architectures for the GNN correction;
             below it the ridge fallback is used (``uses_gnn_`` says which).
         unseen_device_correction: the fallback's correction on a device never trained on
-            (:data:`UNSEEN_DEVICE_CORRECTIONS`): ``training_devices`` (the seen devices'
-            correction with an all-zero device one-hot, the recipe before issue 25b),
-            ``none``, or ``auto``: whichever of the two has the lower inner
-            leave-one-device-out MRE (``unseen_correction_kind_``).
+            (:data:`UNSEEN_DEVICE_CORRECTIONS`): ``training_devices`` (the default: the seen
+            devices' correction with an all-zero device one-hot), ``none``, or ``auto``:
+            whichever of the two has the lower inner leave-one-device-out MRE
+            (``unseen_correction_kind_``). ``auto`` was measured and did not win on the
+            NeuSight data (``benchmarks/results/gpu_models.json``), so it is not the default.
 
     Attributes:
         operator_model_: the fitted :class:`OperatorTimeModel`.
@@ -215,7 +217,7 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
 
     operator_params: dict = field(default_factory=dict)
     min_gnn_architectures: int = 8
-    unseen_device_correction: str = "auto"
+    unseen_device_correction: str = "training_devices"
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: ProfileData, val_ids: list[str], stage=None) -> None:

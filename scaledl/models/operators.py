@@ -180,7 +180,7 @@ def operator_features(
     op_class: str,
     direction: str = "forward",
     tile: int = DEFAULT_TILE,
-    device_features: str = "absolute",
+    device_features: str = "relative",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features of one class's operators for its utilisation model.
 
@@ -278,7 +278,9 @@ class OperatorTimeModel(BaseEstimator):
         grid: candidate hyper-parameters of each regressor.
         min_rows: fewest training rows for a class and direction to get its own model (else
             the roofline time alone, utilisation 1, is predicted and flagged in ``fallback_``).
-        device_features: how the device enters the features (:func:`operator_features`).
+        device_features: how the device enters the features (:func:`operator_features`);
+            ``relative`` by default: it had the lower held-out error in both GPU protocols
+            (``scripts/gpu_model_search.py``, ``benchmarks/results/gpu_models.json``).
 
     Attributes:
         models_: ``{(op_class, direction): regressor}`` after :meth:`fit`.
@@ -295,7 +297,7 @@ class OperatorTimeModel(BaseEstimator):
         tile: int = DEFAULT_TILE,
         grid: tuple[dict, ...] = DEFAULT_GRID,
         min_rows: int = 10,
-        device_features: str = "absolute",
+        device_features: str = "relative",
     ) -> None:
         self.tile = tile
         self.grid = grid

@@ -24,7 +24,7 @@ def _on(workload: Workload, device: str) -> Workload:
 
 
 def test_a_bias_shared_by_every_device_is_carried_to_an_unseen_one(tmp_path_factory):
-    data, method = _fit(tmp_path_factory, {H100: 1.25, V100: 1.25})
+    data, method = _fit(tmp_path_factory, {H100: 1.25, V100: 1.25}, unseen_device_correction="auto")
     assert method.correction_ is not None  # instrumented or out-of-architecture: both learn it
     scores = method.correction_scores_
     assert scores[UNSEEN_PREFIX + "training_devices"] < scores[UNSEEN_PREFIX + "none"]
@@ -35,7 +35,7 @@ def test_a_bias_shared_by_every_device_is_carried_to_an_unseen_one(tmp_path_fact
 
 
 def test_a_bias_that_differs_per_device_is_not_carried_to_an_unseen_one(tmp_path_factory):
-    data, method = _fit(tmp_path_factory, {H100: 0.8, V100: 1.4})
+    data, method = _fit(tmp_path_factory, {H100: 0.8, V100: 1.4}, unseen_device_correction="auto")
     assert method.correction_ is not None  # instrumented or out-of-architecture: both learn it
     assert method.unseen_correction_kind_ == "none"
     seen = [data.workloads[i] for i in data.ids[:6]]
