@@ -59,7 +59,7 @@ from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.domain import family_key
 from scaledl.models.features import build_graph_set, workload_frame
-from scaledl.models.kernel import KernelGraphMethod, operator_rows
+from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
@@ -86,7 +86,8 @@ class GpuEvaluationConfig:
             skips the data-parallel evaluation.
         vidur_root: Vidur ``network`` folder (all-reduce times for the data-parallel labels).
         leave_one_gpu_out: run the LOGO protocol.
-        operator_params: keyword arguments of the operator models (default: theirs).
+        operator_params: keyword arguments of the operator models, updating
+            :data:`~scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`.
         peer_root: NeuSight's own predictions (``external/neusight_peer``), the peer column
             (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
@@ -171,8 +172,12 @@ class AnalyticalRoofline:
 def _kernel_params(method: str, config: GpuEvaluationConfig) -> dict:
     """KernelGraphMethod keyword arguments of a kernel-aware method (``additive``: ScaleDL's)."""
     params = dict(config.baselines.get(method, {}))
-    # The config's operator settings are shared; a baseline's own override them.
-    params["operator_params"] = {**config.operator_params, **params.get("operator_params", {})}
+    # The product's operator settings, updated by the config's (shared), then a baseline's.
+    params["operator_params"] = {
+        **DEFAULT_OPERATOR_PARAMS,
+        **config.operator_params,
+        **params.get("operator_params", {}),
+    }
     return {"mode": "scaledl", "min_gnn_architectures": config.min_gnn_architectures, **params}
 
 

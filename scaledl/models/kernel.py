@@ -68,6 +68,10 @@ CORRECTIONS = ("none", "instrumented", "out_of_architecture")
 #: What a workload on a device never trained on gets (see :meth:`KernelGraphMethod.fit`):
 #: ``auto`` chooses between the two others by inner leave-one-device-out validation.
 UNSEEN_DEVICE_CORRECTIONS = ("auto", "training_devices", "none")
+#: The operator models' settings of kernel-aware ScaleDL: device-relative features, which had
+#: the lower held-out error than the devices' absolute specs in both GPU protocols
+#: (``scripts/gpu_model_search.py``, ``benchmarks/results/gpu_models.json``).
+DEFAULT_OPERATOR_PARAMS = {"device_features": "relative"}
 #: Prefix of the unseen-device candidates' inner MREs in ``correction_scores_``.
 UNSEEN_PREFIX = "unseen_device/"
 
@@ -183,7 +187,8 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
     """Device-aware ScaleDL (see the module docstring).
 
     Args:
-        operator_params: keyword arguments of the :class:`OperatorTimeModel`.
+        operator_params: keyword arguments of the :class:`OperatorTimeModel` (default
+            :data:`DEFAULT_OPERATOR_PARAMS`).
         min_gnn_architectures: fewest distinct training architectures for the GNN correction;
             below it the ridge fallback is used (``uses_gnn_`` says which).
         unseen_device_correction: the fallback's correction on a device never trained on
@@ -215,7 +220,7 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
     ``fit`` raises :class:`sklearn.exceptions.NotFittedError`.
     """
 
-    operator_params: dict = field(default_factory=dict)
+    operator_params: dict = field(default_factory=lambda: dict(DEFAULT_OPERATOR_PARAMS))
     min_gnn_architectures: int = 8
     unseen_device_correction: str = "training_devices"
 

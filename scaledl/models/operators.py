@@ -180,7 +180,7 @@ def operator_features(
     op_class: str,
     direction: str = "forward",
     tile: int = DEFAULT_TILE,
-    device_features: str = "relative",
+    device_features: str = "absolute",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features of one class's operators for its utilisation model.
 
@@ -278,9 +278,10 @@ class OperatorTimeModel(BaseEstimator):
         grid: candidate hyper-parameters of each regressor.
         min_rows: fewest training rows for a class and direction to get its own model (else
             the roofline time alone, utilisation 1, is predicted and flagged in ``fallback_``).
-        device_features: how the device enters the features (:func:`operator_features`);
-            ``relative`` by default: it had the lower held-out error in both GPU protocols
-            (``scripts/gpu_model_search.py``, ``benchmarks/results/gpu_models.json``).
+        device_features: how the device enters the features (:func:`operator_features`).
+            The GPU predictor uses ``relative``
+            (:data:`scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`); ``absolute`` stays this
+            class's default so that bundles stored before it load as they were fitted.
 
     Attributes:
         models_: ``{(op_class, direction): regressor}`` after :meth:`fit`.
@@ -297,7 +298,7 @@ class OperatorTimeModel(BaseEstimator):
         tile: int = DEFAULT_TILE,
         grid: tuple[dict, ...] = DEFAULT_GRID,
         min_rows: int = 10,
-        device_features: str = "relative",
+        device_features: str = "absolute",
     ) -> None:
         self.tile = tile
         self.grid = grid

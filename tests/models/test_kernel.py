@@ -62,3 +62,24 @@ def test_unknown_unseen_device_correction_is_refused(tmp_path_factory):
     _, data = write_synthetic(tmp_path_factory.mktemp("bad"))
     with pytest.raises(ValueError, match="unseen_device_correction must be one of"):
         KernelGraphMethod(**PARAMS, unseen_device_correction="sometimes").fit(data, [])
+
+
+def test_the_products_recipe_round_trips_through_the_kernel_bundle(tmp_path_factory, tmp_path):
+    from scaledl.registry import load_predictor, save_bundle
+
+    params = {"operator_params": {**PARAMS["operator_params"], "device_features": "relative"},
+              "unseen_device_correction": "auto"}  # fmt: skip
+    data, method = _fit(tmp_path_factory, {H100: 0.8, V100: 1.4}, **params)
+    save_bundle(method, tmp_path, "scaledl-gpu", version="v1")
+    loaded = load_predictor(tmp_path / "scaledl-gpu").method
+    assert loaded.operator_model_.device_features == "relative"
+    assert loaded.unseen_correction_kind_ == method.unseen_correction_kind_
+    workloads = [data.workloads[i] for i in data.ids[:4]]
+    workloads += [_on(w, UNSEEN) for w in workloads]
+    np.testing.assert_allclose(
+        loaded.predict_iteration_ms(workloads), method.predict_iteration_ms(workloads), rtol=1e-9
+    )
+
+
+def test_the_default_operator_features_are_device_relative():
+    assert KernelGraphMethod().operator_params == {"device_features": "relative"}

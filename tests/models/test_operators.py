@@ -115,7 +115,7 @@ def test_operator_model_follows_the_estimator_contract():
     grid = ({"n_estimators": 5, "max_depth": 2, "learning_rate": 0.3, "min_samples_leaf": 2},)
     model = OperatorTimeModel(tile=64, grid=grid, min_rows=5)
     assert model.get_params() == {"tile": 64, "grid": grid, "min_rows": 5,
-                                  "device_features": "relative"}  # fmt: skip
+                                  "device_features": "absolute"}  # fmt: skip
     assert not [k for k in vars(model) if k.endswith("_")]  # no fitted state before fit
     model.fit(_synthetic(40, seed=0))
     copy = clone(model)
