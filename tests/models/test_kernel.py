@@ -16,7 +16,7 @@ PARAMS = {"operator_params": {"grid": TINY_GRID, "min_rows": 5}}
 
 def _fit(tmp_path_factory, biases, **params):
     _, data = write_synthetic(tmp_path_factory.mktemp("kernel"), biases)
-    return data, KernelGraphMethod(**PARAMS, **params).fit(data, [])
+    return data, KernelGraphMethod(**{**PARAMS, **params}).fit(data, [])
 
 
 def _on(workload: Workload, device: str) -> Workload:
