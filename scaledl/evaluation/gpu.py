@@ -531,6 +531,6 @@ def _correction_notes(metrics: dict, config: GpuEvaluationConfig) -> list[str]:
         "architectures; the folds have fewer (the data has four models), so the documented "
         "fallback is used: a log-space correction chosen per fold by inner "
         f"leave-one-architecture-out validation (chosen: {sorted(corrections - {'gnn'})}); on "
-        "a held-out GPU, that correction or none, chosen by inner leave-one-GPU-out "
-        f"validation (chosen: {unseen or ['n/a']})"
+        f"a held-out GPU: {unseen or ['n/a']} (unseen_device_correction: the training GPUs' "
+        "correction, none, or 'auto': whichever has the lower inner leave-one-GPU-out error)"
     ]
