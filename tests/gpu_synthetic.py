@@ -31,12 +31,12 @@ def _configs(directory: Path) -> dict[str, Path]:
     return paths
 
 
-def _tables(directory: Path) -> dict[str, pd.DataFrame]:
+def _tables(directory: Path, biases: dict[str, float]) -> dict[str, pd.DataFrame]:
     """Operators timed at 1/0.6 of their roofline (+4 us); labels = instrumented x device bias."""
     rows = {k: [] for k in ("workloads", "runs", "layer_timings", "iteration_timings",
                             "operator_timings")}  # fmt: skip
     for path in _configs(directory).values():
-        for device, bias in DEVICES.items():
+        for device, bias in biases.items():
             for batch in (2, 4):
                 for mode in ("train", "infer"):
                     w = Workload.parse({"family": "hf", "config_path": str(path), "seq_len": 32,
@@ -90,9 +90,12 @@ def _add(rows: dict, w: Workload, bias: float) -> None:
         rows["operator_timings"].append({"run_id": run, "workload_id": w.workload_id, **op})
 
 
-def write_synthetic(directory: Path):
-    """Write the synthetic tables as parquet into ``directory``; return it and their data."""
-    tables = _tables(directory)
+def write_synthetic(directory: Path, biases: dict[str, float] | None = None):
+    """Write the synthetic tables as parquet into ``directory``; return it and their data.
+
+    ``biases``: label over instrumented sum per device (default :data:`DEVICES`).
+    """
+    tables = _tables(directory, DEVICES if biases is None else biases)
     for name, frame in tables.items():
         frame.to_parquet(directory / f"{name}.parquet", index=False)
     return directory, profile_data_from_tables(tables, source=str(directory))

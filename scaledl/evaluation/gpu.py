@@ -26,6 +26,7 @@ product's meta-device tracer and the methods are the product's classes. Protocol
 Methods: ``scaledl`` (:class:`~scaledl.models.kernel.KernelGraphMethod`: operator models,
 kernel-aware layer-wise models, GNN correction or, with fewer than ``min_gnn_architectures``
 training architectures, the ridge fallback: every fold here, the data has four models),
+``scaledl_v1`` (the recipe before issue 25b, a baseline column: :data:`V1_PARAMS`),
 ``additive`` (the same layer-wise sum, no correction) and ``analytical`` (FLOPs of one
 iteration / (the device's peak FP32 FLOP/s x a utilisation per mode, the median over the
 training workloads), the baseline of the issue). MRE = mean(|pred - true| / true).
@@ -33,6 +34,7 @@ training workloads), the baseline of the issue). MRE = mean(|pred - true| / true
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -57,12 +59,18 @@ from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.domain import family_key
 from scaledl.models.features import build_graph_set, workload_frame
-from scaledl.models.kernel import KernelGraphMethod, operator_rows
+from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")
+#: The kernel-aware recipe before issue 25b: device-absolute operator features (ScaleDL's are
+#: device-relative), the training devices' correction applied to GPUs never trained on.
+V1_PARAMS = {
+    "unseen_device_correction": "training_devices",
+    "operator_params": {"device_features": "absolute"},
+}
 #: Vidur system whose NCCL all-reduce times stand for a GPU's 4-GPU data-parallel runs.
 VIDUR_SYSTEM = {"NVIDIA H100 80GB HBM3": "h100_dgx", "NVIDIA A100-SXM4-40GB": "a100_dgx"}
 
@@ -78,11 +86,16 @@ class GpuEvaluationConfig:
             skips the data-parallel evaluation.
         vidur_root: Vidur ``network`` folder (all-reduce times for the data-parallel labels).
         leave_one_gpu_out: run the LOGO protocol.
-        operator_params: keyword arguments of the operator models (default: theirs).
+        operator_params: keyword arguments of the operator models, updating
+            :data:`~scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`.
         peer_root: NeuSight's own predictions (``external/neusight_peer``), the peer column
             (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
             (default :func:`scaledl.layout.neusight_root`).
+        baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
+            arguments}``, each fitted in every fold like ``scaledl`` and reported as a column
+            (default: ``scaledl_v1``, :data:`V1_PARAMS`); their ``operator_params`` update
+            ``operator_params``.
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -93,11 +106,20 @@ class GpuEvaluationConfig:
     operator_params: dict = field(default_factory=dict)
     peer_root: Path | None = None
     neusight_root: Path | None = None
+    baselines: dict[str, dict] = field(default_factory=lambda: {"scaledl_v1": V1_PARAMS})
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]
         if unknown:
             raise ValueError(f"GpuEvaluationConfig: unknown method(s) {unknown}; {GPU_METHODS}")
+        clash = sorted(set(self.baselines) & {*GPU_METHODS, PEER_METHOD})
+        if clash:
+            raise ValueError(f"GpuEvaluationConfig: baseline name(s) {clash} are method names")
+
+    @property
+    def all_methods(self) -> tuple[str, ...]:
+        """The methods and the baselines, in that order."""
+        return (*self.methods, *self.baselines)
 
 
 def model_name(workload: Workload) -> str:
@@ -147,16 +169,48 @@ class AnalyticalRoofline:
         return self._ideal_ms(workloads) / util
 
 
+def _kernel_params(method: str, config: GpuEvaluationConfig) -> dict:
+    """KernelGraphMethod keyword arguments of a kernel-aware method (``additive``: ScaleDL's)."""
+    params = dict(config.baselines.get(method, {}))
+    # The product's operator settings, updated by the config's (shared), then a baseline's.
+    params["operator_params"] = {
+        **DEFAULT_OPERATOR_PARAMS,
+        **config.operator_params,
+        **params.get("operator_params", {}),
+    }
+    return {"mode": "scaledl", "min_gnn_architectures": config.min_gnn_architectures, **params}
+
+
+def _fit_key(method: str, config: GpuEvaluationConfig) -> str:
+    """The fit a method shares: one per key.
+
+    ``additive`` is ScaleDL's layer sum, and methods differing only in
+    ``unseen_device_correction`` fit identically (the fit scores every unseen-device
+    candidate; the setting is read when predicting).
+    """
+    if method == "analytical":
+        return method
+    params = _kernel_params(method, config)
+    params.pop("unseen_device_correction", None)
+    return json.dumps(params, sort_keys=True, default=str)
+
+
 def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     if method == "analytical":
         return AnalyticalRoofline().fit(train)
-    method = KernelGraphMethod(
-        mode="scaledl",
-        min_gnn_architectures=config.min_gnn_architectures,
-        operator_params=dict(config.operator_params),
-    )
+    params = _kernel_params(method, config)
+    params.pop("unseen_device_correction", None)
     # The GNN (when used) stops early on 15% of the training workloads, as in the main splits.
-    return method.fit(train, list(validation_ids(train.ids, 0.15, 0)))
+    return KernelGraphMethod(**params).fit(train, list(validation_ids(train.ids, 0.15, 0)))
+
+
+def _as_method(fitted, method: str, config: GpuEvaluationConfig):
+    """The shared fit with ``method``'s prediction-time setting (a shallow copy)."""
+    if not isinstance(fitted, KernelGraphMethod):
+        return fitted
+    default = KernelGraphMethod.unseen_device_correction  # the dataclass field's default
+    unseen = _kernel_params(method, config).get("unseen_device_correction", default)
+    return copy.copy(fitted).set_params(unseen_device_correction=unseen)
 
 
 def _predict(method: str, fitted, workloads: list[Workload]) -> np.ndarray:
@@ -228,8 +282,9 @@ def leave_one_out(
     Returns:
         ``(predictions, operator_errors, folds)``: one row per (held-out workload, method);
         per-operator errors of the folds' operator models (LOMO only, else empty); per fold
-        the ScaleDL correction used (with the inner-validation MRE of every candidate) and the
-        seconds per method (``additive`` shares ScaleDL's fit: its layer sum).
+        the ScaleDL correction used (with the inner-validation MRE of every candidate; and on
+        the held-out GPUs, the unseen-device correction) and the seconds per method
+        (``additive`` shares ScaleDL's fit: its layer sum).
     """
     groups = np.array([key(data.workloads[i]) for i in data.ids])
     frames, op_frames, folds = [], [], {}
@@ -238,24 +293,35 @@ def leave_one_out(
         test = data.subset(np.array(data.ids)[groups == held])
         workloads = [test.workloads[i] for i in test.ids]
         folds[held] = {}
-        fitted_by_kind: dict[str, object] = {}
-        for method in config.methods:
-            kind = "analytical" if method == "analytical" else "kernel"
+        fitted_by_key: dict[str, object] = {}
+        fitted_by_method: dict[str, object] = {}
+        for method in config.all_methods:
+            key_ = _fit_key(method, config)
             started = time.perf_counter()
-            if kind not in fitted_by_kind:
-                fitted_by_kind[kind] = _fit(method, train, config)
-            fitted = fitted_by_kind[kind]
+            if key_ not in fitted_by_key:
+                fitted_by_key[key_] = _fit(method, train, config)
+            fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
             pred = _predict(method, fitted, workloads)
             frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
             folds[held][method] = {"fit_predict_s": time.perf_counter() - started}
-        kernel = fitted_by_kind.get("kernel")
+        kernel = fitted_by_method.get("scaledl")
         if kernel is not None:
-            folds[held]["correction"] = "gnn" if kernel.uses_gnn_ else kernel.correction_kind_
-            folds[held]["correction_inner_mre"] = kernel.correction_scores_
+            folds[held].update(_fold_correction(kernel))
             if protocol == "leave_one_model_out":
                 op_frames.append(_operator_errors(kernel, test, held))
     ops = pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame()
     return pd.concat(frames, ignore_index=True), ops, folds
+
+
+def _fold_correction(kernel: KernelGraphMethod) -> dict:
+    """The fold's ScaleDL correction, its candidates' inner MREs, the unseen-device one."""
+    if kernel.uses_gnn_:
+        return {"correction": "gnn", "correction_inner_mre": {}}
+    return {
+        "correction": kernel.correction_kind_,
+        "correction_inner_mre": kernel.correction_scores_,
+        "unseen_device_correction": kernel.unseen_correction_kind_,
+    }
 
 
 def _per_gpu(pred: pd.DataFrame) -> dict:
@@ -394,50 +460,25 @@ def evaluate_gpu(
         "n_workloads": len(data.ids),
         "gpus": sorted({gpu_name(w) for w in data.workloads.values()}),
         "models": sorted({model_name(w) for w in data.workloads.values()}),
-        "methods": list(config.methods),
+        "methods": list(config.all_methods),
         "notes": [],
     }
-    lomo, ops, lomo_folds = leave_one_out(data, "leave_one_model_out", model_name, config)
-    frames = [lomo]
+    protocols = [("leave_one_model_out", model_name)]
     if config.leave_one_gpu_out:
-        logo, _, logo_folds = leave_one_out(data, "leave_one_gpu_out", gpu_name, config)
-        frames.append(logo)
+        protocols.append(("leave_one_gpu_out", gpu_name))
+    frames, ops = [], pd.DataFrame()
+    for protocol, key in protocols:
+        rows, protocol_ops, folds = leave_one_out(data, protocol, key, config)
+        frames.append(rows)
+        metrics[protocol] = {"folds": folds}
+        ops = protocol_ops if len(protocol_ops) else ops
     predictions = pd.concat(frames, ignore_index=True)
     if config.peer_root is not None:
-        peer = load_peer_predictions(config.peer_root, config.neusight_root)
-        rows, unmatched = peer_rows(predictions, peer)
-        predictions = pd.concat([predictions, rows], ignore_index=True)
-        metrics["peer"] = {
-            "source": PEER_SOURCE,
-            "method": PEER_METHOD,
-            "paired_rows": {p: int(n) for p, n in rows.groupby("protocol").size().items()},
-            "unmatched": unmatched,
-            "comparisons": peer_comparison(predictions),
-        }
-    by_protocol = dict(tuple(predictions.groupby("protocol", sort=False)))
-    metrics["leave_one_model_out"] = {
-        **_per_gpu(by_protocol["leave_one_model_out"]),
-        "folds": lomo_folds,
-    }
+        predictions = _add_peer(metrics, predictions, config)
+    for protocol, rows in predictions.groupby("protocol", sort=False):
+        metrics[str(protocol)] = {**_per_gpu(rows), **metrics[str(protocol)]}
     metrics["operators"] = operator_metrics(ops) if len(ops) else {}
-    if config.leave_one_gpu_out:
-        metrics["leave_one_gpu_out"] = {
-            **_per_gpu(by_protocol["leave_one_gpu_out"]),
-            "folds": logo_folds,
-        }
-    corrections = {
-        f["correction"]
-        for key in ("leave_one_model_out", "leave_one_gpu_out")
-        for f in metrics.get(key, {}).get("folds", {}).values()
-        if "correction" in f
-    }
-    if corrections - {"gnn"}:
-        metrics["notes"].append(
-            f"ScaleDL's GNN correction needs at least {config.min_gnn_architectures} training "
-            "architectures; the folds have fewer (the data has four models), so the documented "
-            "fallback is used: a log-space correction chosen per fold by inner "
-            f"leave-one-architecture-out validation (chosen: {sorted(corrections - {'gnn'})})"
-        )
+    metrics["notes"] += _correction_notes(metrics, config)
     if config.parallel_labels is not None and config.vidur_root is not None:
         metrics["data_parallel"] = data_parallel(
             data, pd.read_parquet(config.parallel_labels), Path(config.vidur_root), config
@@ -451,3 +492,45 @@ def evaluate_gpu(
     metrics["targets"] = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
     metrics["runtime_s"] = time.perf_counter() - started
     return metrics, predictions
+
+
+def _add_peer(metrics: dict, predictions: pd.DataFrame, config: GpuEvaluationConfig):
+    """Add the peer's rows to ``predictions`` and its paired comparisons to ``metrics``."""
+    peer = load_peer_predictions(config.peer_root, config.neusight_root)
+    rows, unmatched = peer_rows(predictions, peer)
+    predictions = pd.concat([predictions, rows], ignore_index=True)
+    metrics["peer"] = {
+        "source": PEER_SOURCE,
+        "method": PEER_METHOD,
+        "paired_rows": {p: int(n) for p, n in rows.groupby("protocol").size().items()},
+        "unmatched": unmatched,
+        "comparisons": peer_comparison(predictions),
+    }
+    return predictions
+
+
+def _correction_notes(metrics: dict, config: GpuEvaluationConfig) -> list[str]:
+    """The note saying which fallback correction the folds used, when not the GNN."""
+    corrections = {
+        f["correction"]
+        for key in ("leave_one_model_out", "leave_one_gpu_out")
+        for f in metrics.get(key, {}).get("folds", {}).values()
+        if "correction" in f
+    }
+    if not corrections - {"gnn"}:
+        return []
+    unseen = sorted(
+        {
+            f["unseen_device_correction"]
+            for f in metrics.get("leave_one_gpu_out", {}).get("folds", {}).values()
+            if "unseen_device_correction" in f
+        }
+    )
+    return [
+        f"ScaleDL's GNN correction needs at least {config.min_gnn_architectures} training "
+        "architectures; the folds have fewer (the data has four models), so the documented "
+        "fallback is used: a log-space correction chosen per fold by inner "
+        f"leave-one-architecture-out validation (chosen: {sorted(corrections - {'gnn'})}); on "
+        f"a held-out GPU: {unseen or ['n/a']} (unseen_device_correction: the training GPUs' "
+        "correction, none, or 'auto': whichever has the lower inner leave-one-GPU-out error)"
+    ]

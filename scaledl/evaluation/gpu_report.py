@@ -1,13 +1,28 @@
 """The GPU evaluation's targets and report section, from the ``gpu`` block of ``metrics.json``.
 
 Pure functions of the metrics dict (no model imports), so reading a report never loads the
-models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`.
+models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`. The HTML
+section is the jinja2 template ``gpu_section.html.j2`` (:mod:`scaledl.report.templating`); the
+README block is markdown; both take their cells from the same table functions here, numbers
+written by :mod:`scaledl.report.formatting`.
 """
 
 from __future__ import annotations
 
-import html
 import json
+from typing import Any
+
+from scaledl.report.formatting import pct, reached_text
+from scaledl.report.templating import render
+
+#: The two protocols: key in the metrics, HTML title, short name in the README block.
+PROTOCOLS = (
+    ("leave_one_model_out", "Leave one model out (MRE per GPU)", "LOMO"),
+    ("leave_one_gpu_out", "Leave one GPU out (held-out GPU from its specs only)", "LOGO"),
+)
+DP_HEADER = ["GPU", "model", "global batch", "true ms", "compute ms", "all-reduce ms",
+             "GPU trained on"]  # fmt: skip
+OPERATOR_HEADER = ["class", "direction", "MRE", "time-weighted", "n"]
 
 
 def gpu_targets(metrics: dict) -> list[dict]:
@@ -47,74 +62,46 @@ def gpu_targets(metrics: dict) -> list[dict]:
     return rows
 
 
-def gpu_report_html(gpu: dict) -> str:
-    """The report section of the GPU evaluation (HTML fragment)."""
-    parts = [
-        "<h2>Real GPU data through the pipeline (NeuSight, imported as profiles)</h2>",
-        f"<p>Data: {html.escape(gpu['source'])}; {gpu['n_workloads']} workloads, GPUs "
-        f"{html.escape(', '.join(gpu['gpus']))}, models {html.escape(', '.join(gpu['models']))}. "
-        f"{html.escape(' '.join(gpu.get('notes', [])))}</p>",
+def _methods(block: dict) -> list[str]:
+    """A protocol's methods, ScaleDL first (the metrics store them in any order)."""
+    return sorted(block["mean_over_gpus"], key=lambda m: m != "scaledl")
+
+
+def protocol_rows(block: dict) -> list[list[Any]]:
+    """One protocol's table: a row per GPU (MRE per method, workloads), mean and worst GPU.
+
+    Args:
+        block: ``leave_one_model_out`` or ``leave_one_gpu_out`` of the GPU metrics.
+
+    Returns:
+        Rows ``[GPU, *MRE per method of _methods(block), n]``.
+    """
+    methods = _methods(block)
+    rows: list[list[Any]] = [
+        [g, *(pct(v[m]["mre"]) for m in methods), v[methods[0]]["n"]]
+        for g, v in block["per_gpu"].items()
     ]
-    for key, title in (
-        ("leave_one_model_out", "Leave one model out (MRE per GPU)"),
-        ("leave_one_gpu_out", "Leave one GPU out (held-out GPU from its specs only)"),
-    ):
-        block = gpu.get(key)
-        if not block:
-            continue
-        methods = list(block["mean_over_gpus"])
-        rows = [
-            [html.escape(g), *(f"{v[m]['mre']:.1%}" for m in methods), v[methods[0]]["n"]]
-            for g, v in block["per_gpu"].items()
-        ]
-        rows.append(["mean over GPUs", *(f"{block['mean_over_gpus'][m]:.1%}" for m in methods), ""])
-        rows.append(["worst GPU", *(f"{block['max_over_gpus'][m]:.1%}" for m in methods), ""])
-        parts.append(f"<h3>{title}</h3>" + _html_table(["GPU", *methods, "n"], rows))
-    ops = gpu.get("operators")
-    if ops:
-        rows = [
-            [c, d, f"{v['mre']:.1%}", f"{v['time_weighted']:.1%}", v["n"]]
-            for c, per in ops["per_class"].items()
-            for d, v in per.items()
-        ]
-        parts.append(
-            "<h3>Operators of held-out models (leave one model out)</h3>"
-            + _html_table(["class", "direction", "MRE", "time-weighted", "n"], rows)
-        )
-    dp = gpu.get("data_parallel")
-    if dp and dp.get("rows"):
-        rows = [
-            [r["gpu"], r["model"], r["global_batch_size"], f"{r['true_ms']:.1f}",
-             f"{r['compute_ms']:.1f}", f"{r['allreduce_ms']:.1f}", r["device_seen"]]
-            for r in dp["rows"]
-        ]  # fmt: skip
-        parts.append(
-            "<h3>Data parallel (-dp4): per-rank compute + all-reduce (Vidur NCCL)</h3>"
-            + _html_table(
-                [
-                    "GPU",
-                    "model",
-                    "global batch",
-                    "true ms",
-                    "compute ms",
-                    "all-reduce ms",
-                    "GPU trained on",
-                ],
-                rows,
-            )  # fmt: skip
-            + f"<p>MRE: {html.escape(json.dumps(dp.get('mre', {})))}; not modelled: "
-            f"{html.escape(', '.join(dp['not_modelled']))}</p>"
-        )
-    peer = gpu.get("peer")
-    if peer:
-        parts.append(
-            f"<h3>ScaleDL vs {html.escape(peer['method'])}, paired on the same rows</h3>"
-            f"<p>{html.escape(peer['source'])}; paired 95% bootstrap interval of the MRE "
-            "difference (negative: ScaleDL lower).</p>" + _html_table(PEER_HEADER, peer_table(peer))
-        )
-    rows = [[t["target"], t["measured"], t["reached"]] for t in gpu.get("targets", [])]
-    parts.append("<h3>Targets</h3>" + _html_table(["target", "measured", "reached"], rows))
-    return "\n".join(parts)
+    rows.append(["mean over GPUs", *(pct(block["mean_over_gpus"][m]) for m in methods), ""])
+    rows.append(["worst GPU", *(pct(block["max_over_gpus"][m]) for m in methods), ""])
+    return rows
+
+
+def operator_rows(ops: dict) -> list[list[Any]]:
+    """Rows of :data:`OPERATOR_HEADER`: held-out models' operator errors per class, direction."""
+    return [
+        [c, d, pct(v["mre"]), pct(v["time_weighted"]), v["n"]]
+        for c, per in ops["per_class"].items()
+        for d, v in per.items()
+    ]
+
+
+def data_parallel_rows(dp: dict) -> list[list[Any]]:
+    """Rows of :data:`DP_HEADER`: each data-parallel label and its prediction."""
+    return [
+        [r["gpu"], r["model"], r["global_batch_size"], f"{r['true_ms']:.1f}",
+         f"{r['compute_ms']:.1f}", f"{r['allreduce_ms']:.1f}", r["device_seen"]]
+        for r in dp["rows"]
+    ]  # fmt: skip
 
 
 PEER_HEADER = ["protocol", "rows", "n", "ScaleDL", "peer", "difference", "95% CI", "verdict"]
@@ -139,11 +126,108 @@ def peer_table(peer: dict) -> list[list]:
                 rows.append([protocol, label, "", "", "", "", "", c["skipped"]])
                 continue
             rows.append(
-                [protocol, label, c["n_units"], f"{c['mre_a']:.1%}", f"{c['mre_b']:.1%}",
+                [protocol, label, c["n_units"], pct(c["mre_a"]), pct(c["mre_b"]),
                  f"{100 * c['mre_difference']:+.1f} pt",
                  f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f}", c["verdict"]]
             )  # fmt: skip
     return rows
+
+
+def gpu_report_html(gpu: dict) -> str:
+    """The report section of the GPU evaluation (HTML fragment, ``gpu_section.html.j2``).
+
+    Args:
+        gpu: the ``gpu`` section of ``metrics.json``.
+
+    Returns:
+        The escaped HTML fragment.
+    """
+    protocols = [
+        {"title": title, "header": ["GPU", *_methods(gpu[key]), "n"],
+         "rows": protocol_rows(gpu[key])}
+        for key, title, _ in PROTOCOLS
+        if gpu.get(key)
+    ]  # fmt: skip
+    dp, peer = gpu.get("data_parallel"), gpu.get("peer")
+    return render(
+        "gpu_section.html.j2",
+        gpu=gpu,
+        protocols=protocols,
+        operators={"header": OPERATOR_HEADER, "rows": operator_rows(gpu["operators"])}
+        if gpu.get("operators")
+        else None,
+        data_parallel={
+            "header": DP_HEADER,
+            "rows": data_parallel_rows(dp),
+            "mre": json.dumps(dp.get("mre", {})),
+            "not_modelled": ", ".join(dp["not_modelled"]),
+        }
+        if dp and dp.get("rows")
+        else None,
+        peer={**peer, "header": PEER_HEADER, "rows": peer_table(peer)} if peer else None,
+        targets=[
+            [t["target"], t["measured"], reached_text(t["reached"])] for t in gpu.get("targets", [])
+        ],
+    )
+
+
+def _markdown_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table; an empty cell is written ``| |``."""
+
+    def line(cells: list[Any]) -> str:
+        return "|" + "".join(f" {c} |" if str(c) else " |" for c in cells)
+
+    return [line(header), line(["---"] * len(header)), *(line(row) for row in rows)]
+
+
+def _markdown_errors(gpu: dict) -> list[str]:
+    """The README's per-GPU table: both protocols side by side, ScaleDL's columns first."""
+    blocks = {name: gpu[key] for key, _, name in PROTOCOLS if gpu.get(key)}
+    columns = [(name, m) for name, block in blocks.items() for m in _methods(block)]
+    rows = []
+    for g, per in gpu["leave_one_model_out"]["per_gpu"].items():
+        cells = []
+        for name, m in columns:
+            entry = blocks[name]["per_gpu"].get(g, {}).get(m)
+            cells.append("n/a" if entry is None else pct(entry["mre"]))
+        rows.append([g, *cells, next(iter(per.values()))["n"]])
+    for label, key in (("**mean over GPUs**", "mean_over_gpus"), ("worst GPU", "max_over_gpus")):
+        cells = [pct(blocks[name][key][m]) for name, m in columns]
+        if label.startswith("**"):
+            cells = [f"**{c}**" for c in cells]
+        rows.append([label, *cells, ""])
+    header = ["GPU", *(f"{name} {m}" for name, m in columns), "workloads"]
+    return _markdown_table(header, rows)
+
+
+def _markdown_operators(ops: dict) -> list[str]:
+    per = "; ".join(
+        f"{c} {d} {pct(v['mre'])} / {pct(v['time_weighted'])}"
+        for c, dirs in ops["per_class"].items()
+        for d, v in dirs.items()
+    )
+    o = ops["overall"]
+    return [
+        "",
+        "Operators of held-out models (LOMO, MRE / time-weighted error): "
+        f"{per}; all {o['n']} operators {pct(o['mre'])} / {pct(o['time_weighted'])}.",
+    ]
+
+
+def _markdown_data_parallel(dp: dict) -> list[str]:
+    rows = ", ".join(
+        f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
+        f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
+        + ("" if r["device_seen"] else " (GPU never trained on)")
+        for r in dp["rows"]
+    )
+    mre = dp.get("mre", {})
+    return [
+        "",
+        f"Data parallel ({rows}): MRE {pct(mre.get('compute_plus_allreduce', float('nan')))} "
+        f"with the all-reduce added, {pct(mre.get('compute_only', float('nan')))} with it fully "
+        f"overlapped. Not modelled: {', '.join(dp['not_modelled'])}.",
+    ]
 
 
 def gpu_markdown(gpu: dict) -> str:
@@ -155,65 +239,20 @@ def gpu_markdown(gpu: dict) -> str:
     Returns:
         Markdown: the iteration MRE per GPU and method under leave one model out (LOMO) and
         leave one GPU out (LOGO) with the mean and worst GPU, the operators of held-out models,
-        the data-parallel labels and the targets, every number from ``gpu``.
+        the data-parallel labels, the paired peer table and the targets, every number from
+        ``gpu``.
     """
-    lomo, logo = gpu["leave_one_model_out"], gpu.get("leave_one_gpu_out")
-    protocols = [("LOMO", lomo)] + ([("LOGO", logo)] if logo else [])
-    columns = [
-        (name, m)
-        for name, block in protocols
-        for m in sorted(block["mean_over_gpus"], key=lambda m: m != "scaledl")  # ScaleDL first
-    ]
-    header = ["GPU", *(f"{name} {m}" for name, m in columns), "workloads"]
     lines = [
         f"Data: {gpu['source']}; {gpu['n_workloads']} imported workloads. Iteration MRE per GPU "
         "(LOMO: leave one model out; LOGO: leave one GPU out, the held-out GPU from its specs):",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join("---" for _ in header) + " |",
+        *_markdown_errors(gpu),
     ]
-    blocks = dict(protocols)
-    for g, per in lomo["per_gpu"].items():
-        cells = []
-        for name, m in columns:
-            entry = blocks[name]["per_gpu"].get(g, {}).get(m)
-            cells.append("n/a" if entry is None else f"{entry['mre']:.1%}")
-        n = next(iter(per.values()))["n"]
-        lines.append(f"| {g} | " + " | ".join(cells) + f" | {n} |")
-    for label, key in (("**mean over GPUs**", "mean_over_gpus"), ("worst GPU", "max_over_gpus")):
-        cells = [f"{blocks[name][key][m]:.1%}" for name, m in columns]
-        if label.startswith("**"):
-            cells = [f"**{c}**" for c in cells]
-        lines.append(f"| {label} | " + " | ".join(cells) + " | |")
-    ops = gpu.get("operators")
-    if ops:
-        per = "; ".join(
-            f"{c} {d} {v['mre']:.1%} / {v['time_weighted']:.1%}"
-            for c, dirs in ops["per_class"].items()
-            for d, v in dirs.items()
-        )
-        o = ops["overall"]
-        lines += [
-            "",
-            "Operators of held-out models (LOMO, MRE / time-weighted error): "
-            f"{per}; all {o['n']} operators {o['mre']:.1%} / {o['time_weighted']:.1%}.",
-        ]
+    if gpu.get("operators"):
+        lines += _markdown_operators(gpu["operators"])
     dp = gpu.get("data_parallel")
     if dp and dp.get("rows"):
-        rows = ", ".join(
-            f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
-            f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
-            + ("" if r["device_seen"] else " (GPU never trained on)")
-            for r in dp["rows"]
-        )
-        mre = dp.get("mre", {})
-        lines += [
-            "",
-            f"Data parallel ({rows}): MRE {mre.get('compute_plus_allreduce', float('nan')):.1%} "
-            "with the all-reduce added, "
-            f"{mre.get('compute_only', float('nan')):.1%} with it fully overlapped. Not modelled: "
-            f"{', '.join(dp['not_modelled'])}.",
-        ]
+        lines += _markdown_data_parallel(dp)
     peer = gpu.get("peer")
     if peer:
         lines += [
@@ -221,21 +260,11 @@ def gpu_markdown(gpu: dict) -> str:
             f"ScaleDL vs {peer['method']} ({peer['source']}), paired on the same rows (95% "
             "bootstrap interval of the MRE difference):",
             "",
-            "| " + " | ".join(PEER_HEADER) + " |",
-            "| " + " | ".join("---" for _ in PEER_HEADER) + " |",
-            *("| " + " | ".join(str(c) for c in row) + " |" for row in peer_table(peer)),
+            *_markdown_table(PEER_HEADER, peer_table(peer)),
         ]
-    lines += ["", "| target (GPU) | measured | reached |", "| --- | --- | --- |"]
-    reached = {True: "yes", False: "no", None: "n/a"}
-    lines += [
-        f"| {t['target']} | {t['measured']} | {reached[t['reached']]} |" for t in gpu["targets"]
+    targets = [
+        [t["target"], t["measured"], reached_text(t["reached"], markdown=True)]
+        for t in gpu["targets"]
     ]
+    lines += ["", *_markdown_table(["target (GPU)", "measured", "reached"], targets)]
     return "\n".join(lines)
-
-
-def _html_table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"

@@ -805,6 +805,75 @@ def _consistency(
     }
 
 
+def _parallel_row(path: Path, m: re.Match, label: dict[str, float]) -> dict[str, Any]:
+    """One row of :attr:`NeusightData.parallel`: a multi-GPU label (not a workload)."""
+    return {
+        "gpu": path.parent.name,
+        "model": m["model"],
+        "mode": _MODES[m["mode"]],
+        "seq_len": int(m["seq_len"]),
+        "global_batch_size": int(m["batch"]),
+        "strategy": m["strategy"],
+        "degree": int(m["degree"]),
+        "microbatches": int(m["micro"] or 1),
+        "iteration_ms": label["e2e_latency"],
+        "file": str(path),
+    }
+
+
+def _model_config(root: Path, model: str, label_path: Path) -> dict[str, int]:
+    """``model_configs/<model>.json`` of a label (:func:`read_model_config`)."""
+    cfg_path = root / "model_configs" / f"{model}.json"
+    if not cfg_path.exists():
+        raise NeusightFormatError(f"{label_path}: no model config {cfg_path}")
+    return read_model_config(cfg_path)
+
+
+def _traced_workload(
+    path: Path, m: re.Match, label: dict[str, float], cfg: dict[str, int], dev: pd.Series
+) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """A single-GPU label with its trace: workload, layer, operator and consistency rows.
+
+    Raises:
+        NeusightFormatError: the label's ``num_layer`` disagrees with the model config.
+    """
+    gpu, model, mode = path.parent.name, m["model"], _MODES[m["mode"]]
+    seq_len, batch = int(m["seq_len"]), int(m["batch"])
+    num_layers = int(label["num_layer"])
+    if num_layers != cfg["num_layers"]:
+        raise NeusightFormatError(
+            f"{path}: key 'num_layer' = {num_layers} but {model}.json has {cfg['num_layers']}"
+        )
+    wid = workload_id(gpu, model, mode, seq_len, batch)
+    csv = path.with_suffix(".csv")
+    nodes = read_trace(csv)
+    unit_rows = trace_layers(nodes, cfg, num_layers, train=mode == "train")
+    unit_rows.insert(0, "workload_id", wid)
+    op_rows = trace_operators(nodes, cfg, train=mode == "train")
+    op_rows.insert(0, "workload_id", wid)
+    op_rows.insert(1, "file", str(csv))
+    workload = {
+        "workload_id": wid,
+        "gpu": gpu,
+        "model": model,
+        "family": model,
+        "mode": mode,
+        "seq_len": seq_len,
+        "batch_size": batch,
+        "hidden_size": cfg["hidden_size"],
+        "num_layers": num_layers,
+        "num_heads": cfg["num_heads"],
+        "intermediate_size": cfg["intermediate_size"],
+        "vocab_size": cfg["vocab_size"],
+        **{col: float(dev[col]) for col in _DEVICE_KEYS.values()},
+        "iteration_ms": label["e2e_latency"],
+        "forward_ms_total": label["fw_latency"],
+        "backward_ms_total": label["bwall_latency"],
+        "trace_file": str(csv),
+    }
+    return workload, unit_rows, op_rows, _consistency(wid, csv, mode, unit_rows, label)
+
+
 def load_neusight(root: Path | str | None = None) -> NeusightData:
     """Import the NeuSight labels and traces.
 
@@ -840,75 +909,25 @@ def load_neusight(root: Path | str | None = None) -> NeusightData:
             raise NeusightFormatError(f"{path}: file name does not match <model>-<mode>-<seq>-<b>")
         if gpu not in device_by_gpu.index:
             raise NeusightFormatError(f"{path}: no device_configs/{gpu}.json")
-        model, mode = m["model"], _MODES[m["mode"]]
-        seq_len, batch = int(m["seq_len"]), int(m["batch"])
         if m["suffix"] == "fusion":
             skipped.append({"file": str(path), "reason": _FUSION})
             continue
         label = _read_label(path)
         if m["strategy"]:
-            parallel.append(
-                {
-                    "gpu": gpu,
-                    "model": model,
-                    "mode": mode,
-                    "seq_len": seq_len,
-                    "global_batch_size": batch,
-                    "strategy": m["strategy"],
-                    "degree": int(m["degree"]),
-                    "microbatches": int(m["micro"] or 1),
-                    "iteration_ms": label["e2e_latency"],
-                    "file": str(path),
-                }
-            )
+            parallel.append(_parallel_row(path, m, label))
             continue
-        csv = path.with_suffix(".csv")
-        if not csv.exists():
+        if not path.with_suffix(".csv").exists():
             skipped.append({"file": str(path), "reason": "no trace (its .csv is missing)"})
             continue
-        if model not in configs:
-            cfg_path = root / "model_configs" / f"{model}.json"
-            if not cfg_path.exists():
-                raise NeusightFormatError(f"{path}: no model config {cfg_path}")
-            configs[model] = read_model_config(cfg_path)
-        cfg = configs[model]
-        num_layers = int(label["num_layer"])
-        if num_layers != cfg["num_layers"]:
-            raise NeusightFormatError(
-                f"{path}: key 'num_layer' = {num_layers} but {model}.json has {cfg['num_layers']}"
-            )
-        wid = workload_id(gpu, model, mode, seq_len, batch)
-        nodes = read_trace(csv)
-        unit_rows = trace_layers(nodes, cfg, num_layers, train=mode == "train")
-        unit_rows.insert(0, "workload_id", wid)
-        layers.append(unit_rows)
-        op_rows = trace_operators(nodes, cfg, train=mode == "train")
-        op_rows.insert(0, "workload_id", wid)
-        op_rows.insert(1, "file", str(csv))
-        operators.append(op_rows)
-        dev = device_by_gpu.loc[gpu]
-        workloads.append(
-            {
-                "workload_id": wid,
-                "gpu": gpu,
-                "model": model,
-                "family": model,
-                "mode": mode,
-                "seq_len": seq_len,
-                "batch_size": batch,
-                "hidden_size": cfg["hidden_size"],
-                "num_layers": num_layers,
-                "num_heads": cfg["num_heads"],
-                "intermediate_size": cfg["intermediate_size"],
-                "vocab_size": cfg["vocab_size"],
-                **{col: float(dev[col]) for col in _DEVICE_KEYS.values()},
-                "iteration_ms": label["e2e_latency"],
-                "forward_ms_total": label["fw_latency"],
-                "backward_ms_total": label["bwall_latency"],
-                "trace_file": str(csv),
-            }
+        if m["model"] not in configs:
+            configs[m["model"]] = _model_config(root, m["model"], path)
+        workload, unit_rows, op_rows, check = _traced_workload(
+            path, m, label, configs[m["model"]], device_by_gpu.loc[gpu]
         )
-        consistency.append(_consistency(wid, csv, mode, unit_rows, label))
+        workloads.append(workload)
+        layers.append(unit_rows)
+        operators.append(op_rows)
+        consistency.append(check)
     if not workloads:
         raise NeusightFormatError(f"{label_dir}: no <model>-<mode>-<seq>-<batch> CSV/JSON pair")
     return NeusightData(

@@ -297,61 +297,12 @@ def neusight_tables(
         units = layers_by_wid[row["workload_id"]]
         trace_fw = float((units["forward_kernel_ms"] * units["block_repeat"]).sum())
         trace_bw = float((units["backward_kernel_ms"] * units["block_repeat"]).sum())
-        runs.append(
-            {
-                "run_id": run_id,
-                "workload_id": wid,
-                "status": "ok",
-                "error": None,
-                "host": f"{SOURCE}:{row['gpu']}",
-                "device_name": spec.device_name,
-                "world_size": 1,
-                "torch_version": "unknown (not recorded by NeuSight)",
-                "warmup_steps": 0,
-                "instrumented_steps": 1,
-                "measured_steps": LABEL_STEPS,
-                "started_at": "unknown",
-                "finished_at": "unknown",
-                "instrumentation_overhead": (trace_fw + trace_bw) / label["iteration_ms"] - 1.0,
-                "iteration_cv": np.nan,
-                "source": SOURCE,
-                "source_file": str(row["trace_file"]),
-            }
-        )
-        train = row["mode"] == "train"
-        for phase, total, fw, bw in (
-            ("label", label["iteration_ms"], label["forward_ms_total"],
-             label["backward_ms_total"] if train else 0.0),
-            ("instrumented", trace_fw + trace_bw, trace_fw, trace_bw),
-        ):  # fmt: skip
-            iterations.append(
-                {
-                    "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0, "phase": phase,
-                    "iteration_ms": total, "forward_ms": fw, "backward_ms": bw,
-                    "optimizer_ms": np.nan, "allreduce_ms": np.nan, "allreduce_bytes": np.nan,
-                }
-            )  # fmt: skip
+        runs.append(_run_row(spec, row, (trace_fw + trace_bw) / label["iteration_ms"] - 1.0))
+        iterations += _iteration_rows(spec, label, trace_fw, trace_bw, row["mode"] == "train")
         graph = workload_graph(spec).layers
         by_layer, traced = _match_layers(list(units["layer_name"]), graph)
         unmatched |= set(units["layer_name"]) - set(traced)
-        unit_rows = units.set_index("layer_name")
-        for node in graph.itertuples(index=False):
-            if node.layer_index not in by_layer:
-                continue
-            unit_name, replicated = by_layer[node.layer_index]
-            unit = unit_rows.loc[unit_name]
-            if unit["forward_kernel_ms"] <= 0:
-                continue
-            layer_rows.append(
-                {
-                    "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0,
-                    "layer_index": node.layer_index, "layer_name": node.layer_name,
-                    "layer_type": node.layer_type, "forward_ms": unit["forward_kernel_ms"],
-                    "backward_ms": unit["backward_kernel_ms"],
-                    **{c: getattr(node, c) for c in LAYER_FEATURE_COLUMNS},
-                    "trace_unit": unit_name, "replicated": replicated,
-                }
-            )  # fmt: skip
+        layer_rows += _layer_rows(run_id, wid, units, graph, by_layer)
         ops = ops_by_wid[row["workload_id"]].copy()
         ops["layer_index"] = ops["layer_name"].map(traced).fillna(-1).astype(int)
         ops["run_id"], ops["workload_id"], ops["rank"], ops["step"] = run_id, wid, 0, 0
@@ -366,10 +317,88 @@ def neusight_tables(
         "operator_timings": pd.concat(op_rows, ignore_index=True),
         "parallel_labels": _parallel_labels(data, devices, config_paths),
     }
-    manifest = {
+    return tables, _manifest(data, root, tables, unmatched, classes)
+
+
+def _run_row(spec: Workload, row: pd.Series, overhead: float) -> dict[str, Any]:
+    """The ``runs`` row of an imported workload (``overhead``: trace sum / label - 1)."""
+    return {
+        "run_id": f"{spec.workload_id}-{SOURCE}",
+        "workload_id": spec.workload_id,
+        "status": "ok",
+        "error": None,
+        "host": f"{SOURCE}:{row['gpu']}",
+        "device_name": spec.device_name,
+        "world_size": 1,
+        "torch_version": "unknown (not recorded by NeuSight)",
+        "warmup_steps": 0,
+        "instrumented_steps": 1,
+        "measured_steps": LABEL_STEPS,
+        "started_at": "unknown",
+        "finished_at": "unknown",
+        "instrumentation_overhead": overhead,
+        "iteration_cv": np.nan,
+        "source": SOURCE,
+        "source_file": str(row["trace_file"]),
+    }
+
+
+def _iteration_rows(
+    spec: Workload, label: pd.Series, trace_fw: float, trace_bw: float, train: bool
+) -> list[dict[str, Any]]:
+    """The ``label`` (NeuSight's measured latency) and ``instrumented`` (trace sum) rows."""
+    rows = []
+    for phase, total, fw, bw in (
+        ("label", label["iteration_ms"], label["forward_ms_total"],
+         label["backward_ms_total"] if train else 0.0),
+        ("instrumented", trace_fw + trace_bw, trace_fw, trace_bw),
+    ):  # fmt: skip
+        rows.append(
+            {
+                "run_id": f"{spec.workload_id}-{SOURCE}", "workload_id": spec.workload_id,
+                "rank": 0, "step": 0, "phase": phase, "iteration_ms": total, "forward_ms": fw,
+                "backward_ms": bw, "optimizer_ms": np.nan, "allreduce_ms": np.nan,
+                "allreduce_bytes": np.nan,
+            }
+        )  # fmt: skip
+    return rows
+
+
+def _layer_rows(
+    run_id: str, wid: str, units: pd.DataFrame, graph: pd.DataFrame, by_layer: dict
+) -> list[dict[str, Any]]:
+    """``layer_timings`` rows: each product layer timed by its matched trace unit."""
+    rows = []
+    unit_rows = units.set_index("layer_name")
+    for node in graph.itertuples(index=False):
+        if node.layer_index not in by_layer:
+            continue
+        unit_name, replicated = by_layer[node.layer_index]
+        unit = unit_rows.loc[unit_name]
+        if unit["forward_kernel_ms"] <= 0:
+            continue
+        rows.append(
+            {
+                "run_id": run_id, "workload_id": wid, "rank": 0, "step": 0,
+                "layer_index": node.layer_index, "layer_name": node.layer_name,
+                "layer_type": node.layer_type, "forward_ms": unit["forward_kernel_ms"],
+                "backward_ms": unit["backward_kernel_ms"],
+                **{c: getattr(node, c) for c in LAYER_FEATURE_COLUMNS},
+                "trace_unit": unit_name, "replicated": replicated,
+            }
+        )  # fmt: skip
+    return rows
+
+
+def _manifest(
+    data: NeusightData, root: Path, tables: dict, unmatched: set[str], classes: dict
+) -> dict[str, Any]:
+    """The import manifest: source, counts, what was not carried or imported, and why."""
+    w = data.workloads
+    return {
         "source": "NeuSight (sitar-lab/NeuSight, ASPLOS 2025, MIT licence)",
         "root": str(root),
-        "workloads": len(specs),
+        "workloads": len(tables["workloads"]),
         "gpus": sorted(w["gpu"].unique()),
         "models": sorted(w["model"].unique()),
         "rows": {name: len(frame) for name, frame in tables.items()},
@@ -380,7 +409,6 @@ def neusight_tables(
         "skipped_labels": skipped_labels(data.skipped),
         "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in sorted(classes.items())},
     }
-    return tables, manifest
 
 
 def skipped_labels(skipped: pd.DataFrame) -> dict[str, Any]:

@@ -19,7 +19,14 @@ layer-wise models fed by the operator models of :mod:`scaledl.models.operators`:
    differs from the timings the layer models learn from) or on *out-of-architecture* sums
    (each training architecture's sum predicted by models fitted without it), or no correction:
    whichever has the lowest error in leave-one-architecture-out validation on the training
-   data (:meth:`KernelGraphMethod._fit_correction`).
+   data (:meth:`KernelGraphMethod._fit_correction`);
+5. on a device never trained on, the training devices' correction applies with its device
+   one-hot all zero, or, with ``unseen_device_correction="auto"``, only where it helps: that
+   correction or none, whichever has the lower error in *leave-one-device-out* validation on
+   the training data (each training device's labels predicted from its trace times the bias
+   learned on the other devices; ``scripts/gpu_trace_ceiling.py`` found the bias does not
+   transfer across GPUs). On the NeuSight data ``auto`` was measured and lost (LOGO MRE
+   10.4% against 10.2%, ``benchmarks/results/gpu_models.json``), so it is an option.
 
 A device is described by its specs (:mod:`scaledl.devices`), so the method predicts for any
 device in the device table; predictions on devices absent from the training data are flagged
@@ -58,6 +65,15 @@ KERNEL_COLUMNS = ("kernel_fwd_ms", "kernel_bwd_ms")
 RIDGE_ALPHAS = (0.1, 1.0, 10.0)
 #: Candidate corrections of the fallback (see :meth:`KernelGraphMethod._fit_correction`).
 CORRECTIONS = ("none", "instrumented", "out_of_architecture")
+#: What a workload on a device never trained on gets (see :meth:`KernelGraphMethod.fit`):
+#: ``auto`` chooses between the two others by inner leave-one-device-out validation.
+UNSEEN_DEVICE_CORRECTIONS = ("auto", "training_devices", "none")
+#: The operator models' settings of kernel-aware ScaleDL: device-relative features, which had
+#: the lower held-out error than the devices' absolute specs in both GPU protocols
+#: (``scripts/gpu_model_search.py``, ``benchmarks/results/gpu_models.json``).
+DEFAULT_OPERATOR_PARAMS = {"device_features": "relative"}
+#: Prefix of the unseen-device candidates' inner MREs in ``correction_scores_``.
+UNSEEN_PREFIX = "unseen_device/"
 
 
 @lru_cache(maxsize=4096)
@@ -171,9 +187,16 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
     """Device-aware ScaleDL (see the module docstring).
 
     Args:
-        operator_params: keyword arguments of the :class:`OperatorTimeModel`.
+        operator_params: keyword arguments of the :class:`OperatorTimeModel` (default
+            :data:`DEFAULT_OPERATOR_PARAMS`).
         min_gnn_architectures: fewest distinct training architectures for the GNN correction;
             below it the ridge fallback is used (``uses_gnn_`` says which).
+        unseen_device_correction: the fallback's correction on a device never trained on
+            (:data:`UNSEEN_DEVICE_CORRECTIONS`): ``training_devices`` (the default: the seen
+            devices' correction with an all-zero device one-hot), ``none``, or ``auto``:
+            whichever of the two has the lower inner leave-one-device-out MRE
+            (``unseen_correction_kind_``). ``auto`` was measured and did not win on the
+            NeuSight data (``benchmarks/results/gpu_models.json``), so it is not the default.
 
     Attributes:
         operator_model_: the fitted :class:`OperatorTimeModel`.
@@ -182,7 +205,10 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         correction_: the fallback's ridge, ``None`` for no correction or with the GNN.
         correction_kind_: the fallback chosen (``none``, ``instrumented``,
             ``out_of_architecture``).
-        correction_scores_: every fallback candidate's inner MRE.
+        correction_scores_: every fallback candidate's inner MRE; the unseen-device
+            candidates' leave-one-device-out MREs under ``unseen_device/<candidate>``.
+        unseen_correction_kind_: the correction a device never trained on gets
+            (``training_devices`` or ``none``; a property of the stored scores).
         correction_devices_: devices of the correction's one-hot features.
         layerwise_params_: the layer-wise models' settings ``fit`` used: ``layerwise_params``
             with the kernel features, the unmeasured optimizer and an unpenalised ridge.
@@ -194,8 +220,9 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
     ``fit`` raises :class:`sklearn.exceptions.NotFittedError`.
     """
 
-    operator_params: dict = field(default_factory=dict)
+    operator_params: dict = field(default_factory=lambda: dict(DEFAULT_OPERATOR_PARAMS))
     min_gnn_architectures: int = 8
+    unseen_device_correction: str = "training_devices"
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: ProfileData, val_ids: list[str], stage=None) -> None:
@@ -203,6 +230,11 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
             raise ValueError(
                 "KernelGraphMethod fits its own layer-wise stage (on the operator model's "
                 "kernel features): pass no stage"
+            )
+        if self.unseen_device_correction not in UNSEEN_DEVICE_CORRECTIONS:
+            raise ValueError(
+                f"unseen_device_correction must be one of {UNSEEN_DEVICE_CORRECTIONS}, "
+                f"got {self.unseen_device_correction!r}"
             )
         self.correction_, self.correction_kind_ = None, "none"
         self.correction_scores_, self.correction_devices_ = {}, []
@@ -299,6 +331,62 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
                 workloads, bases[self.correction_kind_], labels, np.ones(len(ids), bool)
             )
         )
+        if self.correction_ is not None:
+            self._score_unseen_device(workloads, bases[self.correction_kind_], labels)
+
+    def _score_unseen_device(self, workloads: list[Workload], base, labels) -> None:
+        """Leave-one-device-out MRE of each unseen-device candidate, into the scores.
+
+        For each training device, its workloads' labels are predicted from ``base`` (the
+        chosen correction's: the instrumented pass or the out-of-architecture sums) with no
+        correction (``none``) or times the correction fitted on the other devices, the held
+        device's one-hot all zero (``training_devices``). Needs two training devices.
+        """
+        devices = np.array([w.device_name for w in workloads])
+        if len(np.unique(devices)) < 2:
+            return
+        pred = np.empty(len(workloads))
+        for device in np.unique(devices):
+            test = devices == device
+            ridge = self._ridge(workloads, base, labels, ~test)
+            held = [workloads[i] for i in np.flatnonzero(test)]
+            X = self._correction_features(held, base[test], unseen=True)
+            pred[test] = base[test] * np.exp(ridge.predict(X))
+        for kind, values in (("none", base), ("training_devices", pred)):
+            self.correction_scores_[UNSEEN_PREFIX + kind] = float(
+                np.mean(np.abs(values - labels) / labels)
+            )
+
+    @property
+    def unseen_correction_kind_(self) -> str:
+        """The correction of a device never trained on: ``training_devices`` or ``none``.
+
+        ``none`` without a fitted correction; else the constructor's choice, or for ``auto``
+        the candidate with the lower ``unseen_device/`` inner MRE (``none`` on a tie, and
+        when fewer than two training devices left nothing to validate it on).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: an unknown ``unseen_device_correction``.
+        """
+        self.check_fitted()
+        if self.unseen_device_correction not in UNSEEN_DEVICE_CORRECTIONS:
+            raise ValueError(
+                f"unseen_device_correction must be one of {UNSEEN_DEVICE_CORRECTIONS}, "
+                f"got {self.unseen_device_correction!r}"
+            )
+        if self.correction_ is None or self.unseen_device_correction == "none":
+            return "none"
+        if self.unseen_device_correction == "training_devices":
+            return "training_devices"
+        scores = {
+            k.removeprefix(UNSEEN_PREFIX): v
+            for k, v in self.correction_scores_.items()
+            if k.startswith(UNSEEN_PREFIX)
+        }
+        if not scores:
+            return "none"
+        return min(("none", "training_devices"), key=lambda k: scores[k])
 
     def _ridge(self, workloads, base, labels, mask) -> RidgeCV:
         chosen = [w for w, m in zip(workloads, mask, strict=True) if m]
@@ -310,12 +398,16 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         chosen = list(self.operator_model_.params_.values())
         return max(chosen, key=lambda p: chosen.count(p)) if chosen else {}
 
-    def _correction_features(self, workloads: list[Workload], sums: np.ndarray) -> np.ndarray:
+    def _correction_features(
+        self, workloads: list[Workload], sums: np.ndarray, unseen: bool = False
+    ) -> np.ndarray:
+        """``[train, log sum, device one-hot]``; ``unseen``: the one-hot all zero."""
         train = np.array([w.mode == "train" for w in workloads], dtype=float)
         onehot = np.array(
-            [[w.device_name == d for d in self.correction_devices_] for w in workloads],
+            [[w.device_name == d and not unseen for d in self.correction_devices_]
+             for w in workloads],
             dtype=float,
-        ).reshape(len(workloads), len(self.correction_devices_))
+        ).reshape(len(workloads), len(self.correction_devices_))  # fmt: skip
         return np.column_stack([train, np.log(np.maximum(sums, 1e-6)), onehot])
 
     # ------------------------------------------------------------------ prediction
@@ -353,11 +445,21 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         gs = self._graph_set(workloads, **keys)
         preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
         sums = gs.per_graph_sum(preds["total_ms"].to_numpy())
-        pred = sums
-        if self.correction_ is not None:
-            X = self._correction_features(workloads, sums)
-            pred = sums * np.exp(self.correction_.predict(X))
-        return pred, gs, preds
+        return sums * self._correction_factor(workloads, sums), gs, preds
+
+    def _correction_factor(self, workloads: list[Workload], sums: np.ndarray) -> np.ndarray:
+        """The fallback's multiplicative correction of each layer sum (1: none)."""
+        factor = np.ones(len(workloads))
+        if self.correction_ is None:
+            return factor
+        seen = np.array([w.device_name in self.training_devices_ for w in workloads], bool)
+        if self.unseen_correction_kind_ == "training_devices":
+            seen[:] = True  # the seen devices' correction, the unseen one-hot all zero
+        if seen.any():
+            chosen = [w for w, s in zip(workloads, seen, strict=True) if s]
+            X = self._correction_features(chosen, sums[seen])
+            factor[seen] = np.exp(self.correction_.predict(X))
+        return factor
 
     def predict(self, workloads: list[Workload]) -> pd.DataFrame:
         """Iteration and epoch predictions, with ``device_seen`` (device in the training data).

@@ -40,6 +40,8 @@ from scaledl.graph.operators import OP_CLASSES, OP_KINDS
 #: Device columns the features read (see :func:`device_columns`).
 DEVICE_COLUMNS = ("peak_tflops", "mem_bandwidth_gbps", "num_sms", "l2_mb", "clock_mhz")
 DEFAULT_TILE = 128
+#: How the device enters the operator features (see :func:`operator_features`).
+DEVICE_FEATURES = ("absolute", "relative")
 _DIRECTIONS = ("forward", "backward")
 #: FLOPs per output element of the non-matmul kinds (forward), a nominal count for the roofline.
 _FLOPS_PER_ELEMENT = {"softmax": 5.0, "layer_norm": 8.0, "reduce": 1.0, "activation": 4.0}
@@ -174,7 +176,11 @@ def roofline_terms(
 
 
 def operator_features(
-    ops: pd.DataFrame, op_class: str, direction: str = "forward", tile: int = DEFAULT_TILE
+    ops: pd.DataFrame,
+    op_class: str,
+    direction: str = "forward",
+    tile: int = DEFAULT_TILE,
+    device_features: str = "absolute",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features of one class's operators for its utilisation model.
 
@@ -183,15 +189,27 @@ def operator_features(
         op_class: one of :data:`OP_CLASSES`.
         direction: ``forward`` or ``backward``.
         tile: matmul tile side.
+        device_features: how the device enters (:data:`DEVICE_FEATURES`): ``absolute``, log2
+            of its peak, bandwidth, SMs, L2, clock and machine balance (peak / bandwidth);
+            ``relative``, only the operator's intensity over the machine balance and the
+            balance itself (the device is otherwise seen through the waves, the bytes over L2
+            and the roofline times, quantities that exist on any device: NeuSight's argument
+            for predicting utilisation per wave rather than per device).
 
     Returns:
         ``(X, roofline_ms)``: X of shape (n_ops, n_features), float64: log2 of compute, memory
         and roofline time, arithmetic intensity, bytes over L2, elements, waves, the wave
         efficiency ``tiles / (waves x SMs)``, ``1 / waves``, log2 of the matmul dimensions
-        (M, N, K, batch) or the reduction row length, log2 of the device's peak, bandwidth,
-        SMs, L2, clock and machine balance (peak / bandwidth), and one-hot kinds;
+        (M, N, K, batch) or the reduction row length, the device features and one-hot kinds;
         roofline_ms of shape (n_ops,).
+
+    Raises:
+        ValueError: an unknown ``device_features``.
     """
+    if device_features not in DEVICE_FEATURES:
+        raise ValueError(
+            f"device_features must be one of {DEVICE_FEATURES}, got {device_features!r}"
+        )
     t = roofline_terms(ops, direction, tile)
     log = np.log2
     l2_bytes = ops["l2_mb"].to_numpy(np.float64) * 2**20
@@ -218,14 +236,18 @@ def operator_features(
         cols.append(log(ops["row_len"].to_numpy(np.float64) + 1.0))
     elif op_class == "embedding":
         cols.append(log(ops["table_bytes"].to_numpy(np.float64) + 1.0))
-    cols += [
-        log(peak),
-        log(bw),
-        log(sms),
-        log(ops["l2_mb"].to_numpy(np.float64)),
-        log(ops["clock_mhz"].to_numpy(np.float64)),
-        log(peak * 1e3 / bw),
-    ]
+    balance = peak * 1e3 / bw  # FLOP per byte at which the device turns compute-bound
+    if device_features == "absolute":
+        cols += [
+            log(peak),
+            log(bw),
+            log(sms),
+            log(ops["l2_mb"].to_numpy(np.float64)),
+            log(ops["clock_mhz"].to_numpy(np.float64)),
+            log(balance),
+        ]
+    else:  # relative: the operator measured against its device, nothing device-absolute
+        cols += [log((t.flops + 1.0) / (t.bytes + 1.0) / balance), log(balance)]
     kinds = ops["op_kind"].to_numpy()
     cols += [(kinds == kind).astype(np.float64) for kind in OP_KINDS[op_class]]
     return np.column_stack(cols), t.roofline_ms
@@ -256,6 +278,10 @@ class OperatorTimeModel(BaseEstimator):
         grid: candidate hyper-parameters of each regressor.
         min_rows: fewest training rows for a class and direction to get its own model (else
             the roofline time alone, utilisation 1, is predicted and flagged in ``fallback_``).
+        device_features: how the device enters the features (:func:`operator_features`).
+            The GPU predictor uses ``relative``
+            (:data:`scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`); ``absolute`` stays this
+            class's default so that bundles stored before it load as they were fitted.
 
     Attributes:
         models_: ``{(op_class, direction): regressor}`` after :meth:`fit`.
@@ -268,11 +294,16 @@ class OperatorTimeModel(BaseEstimator):
     """
 
     def __init__(
-        self, tile: int = DEFAULT_TILE, grid: tuple[dict, ...] = DEFAULT_GRID, min_rows: int = 10
+        self,
+        tile: int = DEFAULT_TILE,
+        grid: tuple[dict, ...] = DEFAULT_GRID,
+        min_rows: int = 10,
+        device_features: str = "absolute",
     ) -> None:
         self.tile = tile
         self.grid = grid
         self.min_rows = min_rows
+        self.device_features = device_features
 
     def fit(self, ops: pd.DataFrame) -> OperatorTimeModel:
         """Fit the utilisation regressors on measured operators.
@@ -309,7 +340,9 @@ class OperatorTimeModel(BaseEstimator):
                 if len(rows) < self.min_rows:
                     self.fallback_.append(key)
                     continue
-                X, roof = operator_features(rows, op_class, direction, self.tile)
+                X, roof = operator_features(
+                    rows, op_class, direction, self.tile, self.device_features
+                )
                 slowdown = np.log(target[mask] / roof)
                 self.clipped_share_[key] = float(np.mean(slowdown < 0))
                 y = np.maximum(slowdown, 0.0)
@@ -358,7 +391,9 @@ class OperatorTimeModel(BaseEstimator):
             mask = classes == op_class
             if not mask.any():
                 continue
-            X, roof = operator_features(ops[mask], op_class, direction, self.tile)
+            X, roof = operator_features(
+                ops[mask], op_class, direction, self.tile, self.device_features
+            )
             model = self.models_.get((op_class, direction))
             slowdown = np.maximum(model.predict(X), 0.0) if model is not None else 0.0
             out[mask] = roof * np.exp(slowdown)

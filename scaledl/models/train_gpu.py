@@ -1,8 +1,10 @@
 """Train the GPU predictor: kernel-aware ScaleDL on imported GPU profiles (all of them).
 
 The recipe is the GPU evaluation's (:func:`scaledl.evaluation.gpu.evaluate_gpu`, which measures
-it out of sample): a :class:`~scaledl.models.kernel.KernelGraphMethod` with its defaults, the
-GNN (when it has enough architectures) stopping early on a seeded 15% of the workloads
+it out of sample): a :class:`~scaledl.models.kernel.KernelGraphMethod` with its defaults
+(device-relative operator features, :data:`~scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`;
+the training GPUs' correction on a GPU never trained on), the GNN (when it has enough
+architectures) stopping early on a seeded 15% of the workloads
 (:func:`scaledl.evaluation.splits.validation_ids`), here fitted on every workload.
 """
 

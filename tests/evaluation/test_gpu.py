@@ -28,7 +28,7 @@ def test_leave_one_model_out_predicts_each_workload_once_per_method(synthetic):
     pred, ops, folds = leave_one_out(data, "leave_one_model_out", lambda w: Path(
         w.config_path).stem.split("-")[0], CONFIG)  # fmt: skip
     assert set(folds) == {"tiny_a", "tiny_b", "tiny_c"}
-    assert len(pred) == 3 * len(data.ids)
+    assert len(pred) == len(CONFIG.all_methods) * len(data.ids)
     for method, group in pred.groupby("method"):
         assert sorted(group["workload_id"]) == sorted(data.ids), method
         assert (group["held_out"] == group["model"]).all()
@@ -50,7 +50,7 @@ def test_leave_one_gpu_out_predicts_from_specs_only(synthetic):
                                      lambda w: w.device_name.split(":", 1)[1], CONFIG)  # fmt: skip
     assert set(folds) == {d.split(":", 1)[1] for d in DEVICES}
     assert not pred[pred["method"] != "analytical"]["device_seen"].any()
-    assert ops.empty and len(pred) == 3 * len(data.ids)
+    assert ops.empty and len(pred) == len(CONFIG.all_methods) * len(data.ids)
 
 
 def test_evaluate_gpu_writes_metrics_targets_and_report(synthetic):
@@ -58,7 +58,10 @@ def test_evaluate_gpu_writes_metrics_targets_and_report(synthetic):
     metrics, pred = evaluate_gpu(directory, CONFIG)
     lomo = metrics["leave_one_model_out"]
     assert set(lomo["per_gpu"]) == {"NVIDIA H100 80GB HBM3", "Tesla V100-PCIE-32GB"}
-    assert set(lomo["mean_over_gpus"]) == {"scaledl", "additive", "analytical"}
+    assert set(lomo["mean_over_gpus"]) == {"scaledl", "additive", "analytical", "scaledl_v1"}
+    assert metrics["methods"] == list(CONFIG.all_methods)
+    logo_folds = metrics["leave_one_gpu_out"]["folds"].values()
+    assert {f["unseen_device_correction"] for f in logo_folds} <= {"none", "training_devices"}
     assert metrics["operators"]["overall"]["n"] > 0
     assert {t["target"].split(",")[0] for t in metrics["targets"]} >= {
         "GPU leave-one-model-out MRE", "GPU leave-one-GPU-out MRE"}  # fmt: skip
@@ -95,3 +98,8 @@ def test_enough_architectures_train_scaledls_gnn_on_kernel_aware_layers(syntheti
     workloads = [data.workloads[i] for i in data.ids[:4]]
     pred = method.predict_iteration_ms(workloads)
     assert np.isfinite(pred).all() and (pred > 0).all()
+
+
+def test_baseline_names_must_not_shadow_methods():
+    with pytest.raises(ValueError, match="baseline name"):
+        GpuEvaluationConfig(baselines={"additive": {}})

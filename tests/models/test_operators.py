@@ -114,7 +114,8 @@ def test_operator_model_needs_data():
 def test_operator_model_follows_the_estimator_contract():
     grid = ({"n_estimators": 5, "max_depth": 2, "learning_rate": 0.3, "min_samples_leaf": 2},)
     model = OperatorTimeModel(tile=64, grid=grid, min_rows=5)
-    assert model.get_params() == {"tile": 64, "grid": grid, "min_rows": 5}
+    assert model.get_params() == {"tile": 64, "grid": grid, "min_rows": 5,
+                                  "device_features": "absolute"}  # fmt: skip
     assert not [k for k in vars(model) if k.endswith("_")]  # no fitted state before fit
     model.fit(_synthetic(40, seed=0))
     copy = clone(model)
@@ -122,3 +123,35 @@ def test_operator_model_follows_the_estimator_contract():
     with pytest.raises(NotFittedError):
         copy.predict(_synthetic(5, seed=2), "forward")
     assert len(model.predict(_synthetic(5, seed=2), "forward")) == 5
+
+
+def _waves_bound(devices, n=300, seed=0):
+    """Matmuls whose utilisation grows with their waves on the device: 0.45 to 0.9."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        m, nn, k = (int(2 ** rng.uniform(8, 13)) for _ in range(3))
+        rows.append(matmul_descriptor((m, k), (k, nn), 4))
+    names = [devices[i % len(devices)] for i in range(n)]
+    ops = pd.concat([pd.DataFrame(rows), device_columns(names, ["fp32"] * n)], axis=1)
+    for d in ("forward", "backward"):
+        terms = roofline_terms(ops, d)
+        util = 0.9 - 0.45 / np.maximum(terms.waves, 1.0)
+        ops[f"{d}_ms"] = terms.roofline_ms / util
+    ops["group"] = np.arange(n) % 3
+    return ops
+
+
+def test_relative_device_features_carry_utilisation_to_an_unseen_gpu():
+    train = _waves_bound(["cuda:NVIDIA H100 80GB HBM3", "cuda:Tesla V100-PCIE-32GB",
+                          "cuda:Tesla T4"])  # fmt: skip
+    unseen = _waves_bound(["cuda:NVIDIA A100-SXM4-40GB"], n=120, seed=1)
+    grid = ({"n_estimators": 80, "max_depth": 3, "learning_rate": 0.2, "min_samples_leaf": 3},)
+    model = OperatorTimeModel(grid=grid, min_rows=5, device_features="relative").fit(train)
+    for d in ("forward", "backward"):
+        true = unseen[f"{d}_ms"].to_numpy()
+        mre = np.mean(np.abs(model.predict(unseen, d) - true) / true)
+        roofline = np.mean(np.abs(roofline_terms(unseen, d).roofline_ms - true) / true)
+        assert mre < 0.05 and roofline > 0.15, (d, mre, roofline)
+    with pytest.raises(ValueError, match="device_features must be one of"):
+        OperatorTimeModel(device_features="both").fit(train)
