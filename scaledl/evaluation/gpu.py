@@ -410,7 +410,9 @@ def data_parallel(
             allreduce.predict_ms(buckets["allreduce_bytes"], buckets["world_size"],
                                  buckets["num_nodes"]).sum()
         )  # fmt: skip
-        single = spec.model_copy(update={"world_size": 1, "dataset_size": spec.batch_size})
+        single = spec.model_copy(
+            update={"world_size": 1, "dp_size": 1, "dataset_size": spec.batch_size}
+        )
         with single_threaded():
             compute = float(method.predict_iteration_ms([Workload.parse(single.model_dump())])[0])
         rows.append(

@@ -446,7 +446,13 @@ def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict)
                 ),
                 devices.loc[r.gpu],
                 config_paths[(r.model, r.mode)],
-            ).model_copy(update={"world_size": r.degree, "dataset_size": r.global_batch_size})
+            ).model_copy(
+                update={
+                    "world_size": r.degree,
+                    "dp_size": r.degree,
+                    "dataset_size": r.global_batch_size,
+                }
+            )
             record["workload"] = json.dumps(Workload.parse(spec.model_dump()).to_record())
         rows.append(record)
     return pd.DataFrame(rows)
