@@ -131,15 +131,30 @@ def plan(
     png: Annotated[Path | None, typer.Option(help="Write the Pareto-front figure here")] = None,
     out: Annotated[Path | None, typer.Option(help="Write every candidate (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every candidate")] = False,
+    layouts: Annotated[
+        bool, typer.Option(help="Search parallel layouts too (tensor, pipeline, sharding)")
+    ] = False,
+    tp_sizes: Annotated[
+        str, typer.Option(help="With --layouts: tensor-parallel sizes")
+    ] = "1,2,4,8",
+    pp_sizes: Annotated[str, typer.Option(help="With --layouts: pipeline stages")] = "1,2,4",
+    micro_batches: Annotated[str, typer.Option(help="With --layouts: micro-batches")] = "1,2,4,8",
+    shardings: Annotated[
+        str, typer.Option(help="With --layouts: none,zero1,zero2,fsdp (comma-separated)")
+    ] = "none,zero1,zero2,fsdp",
+    schedules: Annotated[str, typer.Option(help="With --layouts: gpipe,1f1b")] = "gpipe,1f1b",
 ) -> None:
     """Plan a training run: the cheapest world size, nodes and batch size meeting a deadline.
 
     Predicts every candidate (world sizes x nodes x per-rank batch sizes) of the model, drops
     those that do not fit in memory, and prints the Pareto front of time to train vs cost and
-    the cheapest candidate whose interval's upper bound meets ``--deadline-h``.
+    the cheapest candidate whose interval's upper bound meets ``--deadline-h``. With
+    ``--layouts`` every valid data x tensor x pipeline layout of each world size is a candidate
+    too (batch sizes are then per data-parallel replica), and the fastest layout per world size
+    is printed.
     """
     from scaledl.models.intervals import CalibrationError
-    from scaledl.planning import PlanError
+    from scaledl.planning import LayoutSpace, PlanError
     from scaledl.planning import plan as make_plan
     from scaledl.registry import BundleError, load_predictor
     from scaledl.workloads.spec import WorkloadError
@@ -147,6 +162,15 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
+        space = None
+        if layouts:
+            space = LayoutSpace(
+                tp_sizes=tuple(int_list(tp_sizes, "--tp-sizes")),
+                pp_sizes=tuple(int_list(pp_sizes, "--pp-sizes")),
+                micro_batches=tuple(int_list(micro_batches, "--micro-batches")),
+                schedules=tuple(v.strip() for v in schedules.split(",") if v.strip()),
+                shardings=tuple(v.strip() for v in shardings.split(",") if v.strip()),
+            )
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -164,6 +188,7 @@ def plan(
             coverage=coverage or None,
             devices_per_node=devices_per_node,
             strict=strict,
+            layouts=space,
         )
     except (PlanError, CalibrationError, ValueError, WorkloadError, BundleError) as exc:
         fail(str(exc))
