@@ -20,7 +20,7 @@ calibration stratum, so its interval is the widest.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -97,16 +97,18 @@ def predict_layouts(
     if getattr(method, "layerwise_", None) is None:
         raise ValueError("layout prediction needs a method with layer-wise models")
     cm = collectives or CollectiveModel.from_allreduce(method.allreduce_)
+    keys = [architecture_key(w) for w in workloads] if arch_keys is None else list(arch_keys)
+    layers = _LayerTimes(method, workloads, keys)
+    groups: dict[tuple, list[int]] = {}
+    for i, w in enumerate(workloads):
+        groups.setdefault(structure_key(w, keys[i]), []).append(i)
+    inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], cm) for m in groups.values()]
+    steps = layers.optimizer_ms([x for x, _ in inputs])
     names = [k for k in LayoutPredictions.__dataclass_fields__ if k != "generic_types"]
     out = {k: np.empty(len(workloads)) for k in names}
     generic: list[tuple[str, ...]] = [()] * len(workloads)
-    groups: dict[tuple, list[int]] = {}
-    for i, w in enumerate(workloads):
-        key = structure_key(w, None if arch_keys is None else arch_keys[i])
-        groups.setdefault(key, []).append(i)
-    for members in groups.values():
-        inputs, types = _inputs(method, [workloads[i] for i in members], cm)
-        result = compose(inputs, cm)
+    for members, (x, types), step in zip(groups.values(), inputs, steps, strict=True):
+        result = compose(replace(x, optimizer_ms=step), cm)
         for name in names:
             out[name][members] = np.broadcast_to(getattr(result, name), (len(members),))
         for i in members:
@@ -114,72 +116,108 @@ def predict_layouts(
     return LayoutPredictions(**out, generic_types=generic)
 
 
-def _rank_layers(w: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stage, unit and block of each layer of the workload's architecture (cached traces)."""
-    layers = architecture_graphs(w)[0].layers
-    block = block_ordinal(layers["block"])
-    return stage_of_layers(block, w.pp_size), unit_of_layers(block), block
+class _LayerTimes:
+    """Layer-wise predictions of every (architecture, ``tp``, micro-batch) the workloads need.
 
-
-def _inputs(
-    method, members: list[Workload], cm: CollectiveModel
-) -> tuple[LayoutInputs, tuple[str, ...]]:
-    """The :class:`LayoutInputs` of workloads of one structure (one column per workload).
-
-    Returns:
-        The inputs and the layer types the generic layer model predicted.
+    One graph set per architecture (one graph per micro-batch size), every tensor-parallel
+    split of it predicted in one call of the layer-wise models; the optimizer steps of every
+    structure in one more call (:meth:`optimizer_ms`).
     """
-    w0 = members[0]
-    stage, unit, block = _rank_layers(w0)
-    micro = sorted({w.batch_size // w.micro_batches for w in members})
-    gs = build_graph_set([base_workload(w0, b) for b in micro])
-    nodes = gs.nodes
-    is_layer = (nodes["node_kind"] == "layer").to_numpy()
-    sharded = shard_tensor_parallel(nodes[is_layer], w0.tp_size)
-    preds = node_predictions(method.layerwise_, None, sharded)
-    graph = gs.graph[is_layer]
-    col = np.searchsorted(micro, [w.batch_size // w.micro_batches for w in members])
-    per = lambda v: np.stack([v[graph == g] for g in range(len(micro))], axis=1)[:, col]  # noqa: E731
-    forward = per(preds["forward_ms"].to_numpy())
-    backward = per(preds["backward_ms"].to_numpy())
-    tp_bytes = np.stack(
-        [tensor_parallel_collective_bytes(sharded[graph == g], block) for g in range(len(micro))],
-        axis=1,
-    )[:, col]
-    tp_ms = cm.predict_ms("all_reduce", tp_bytes, w0.tp_size)
-    first = sharded[graph == 0]
-    params = first["params"].to_numpy(dtype=np.float64)
-    params[first["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeat calls
-    param_bytes = params * PRECISION_BYTES[w0.precision]
-    out_bytes = per(sharded["output_bytes"].to_numpy(dtype=np.float64))
-    last = [np.flatnonzero(stage == s)[-1] for s in range(w0.pp_size - 1)]
-    dp = np.array([w.dp_size for w in members], dtype=np.float64)
-    train = w0.mode == "train"
-    optimizer = _optimizer_ms(method, nodes, stage, params, dp, w0) if train else np.zeros(1)
-    types = tuple(sorted(set(sharded.loc[preds["used_generic"].to_numpy(bool), "layer_type"])))
-    inputs = LayoutInputs(
-        stage=stage, unit=unit, forward_ms=forward, backward_ms=backward, tp_allreduce_ms=tp_ms,
-        param_bytes=param_bytes, boundary_bytes=out_bytes[last], optimizer_ms=optimizer,
-        dp_size=dp, micro_batches=w0.micro_batches, schedule=w0.pipeline_schedule,
-        sharding=w0.sharding, train=train,
-    )  # fmt: skip
-    return inputs, types
 
+    def __init__(self, method, workloads: Sequence[Workload], keys: list[str]) -> None:
+        self.method = method
+        first: dict[str, Workload] = {}
+        micro: dict[str, set[int]] = {}
+        splits: dict[str, set[int]] = {}
+        for w, key in zip(workloads, keys, strict=True):
+            first.setdefault(key, w)
+            micro.setdefault(key, set()).add(w.batch_size // w.micro_batches)
+            splits.setdefault(key, set()).add(w.tp_size)
+        self.micro = {k: sorted(v) for k, v in micro.items()}
+        frames, self.optimizer_row, self.blocks = [], {}, {}
+        for key, w in first.items():
+            gs = build_graph_set(
+                [base_workload(w, b) for b in self.micro[key]],
+                arch_keys=[key] * len(self.micro[key]),
+            )
+            nodes = gs.nodes.assign(graph=gs.graph)
+            self.optimizer_row[key] = nodes[(nodes["node_kind"] == "optimizer").to_numpy()][:1]
+            layers = nodes[(nodes["node_kind"] == "layer").to_numpy()]
+            self.blocks[key] = block_ordinal(architecture_graphs(w)[0].layers["block"])
+            for tp in sorted(splits[key]):
+                frames.append(shard_tensor_parallel(layers, tp).assign(arch=key, tp=tp))
+        self.layers = pd.concat(frames, ignore_index=True)
+        preds = node_predictions(method.layerwise_, None, self.layers)
+        self.layers[["forward_ms", "backward_ms", "used_generic"]] = preds[
+            ["forward_ms", "backward_ms", "used_generic"]
+        ].to_numpy()
+        self.index = {k: g.index.to_numpy() for k, g in self.layers.groupby(["arch", "tp"])}
 
-def _optimizer_ms(method, nodes, stage, params, dp, w0) -> np.ndarray:
-    """The optimizer step of each stage's parameters on one rank, shape (p, n).
+    def inputs(
+        self, key: str, members: list[Workload], cm: CollectiveModel
+    ) -> tuple[LayoutInputs, tuple[str, ...]]:
+        """The :class:`LayoutInputs` of workloads of one structure (one column per workload).
 
-    The layer-wise ``optimizer`` model on the parameters the rank updates: its stage's
-    (tensor-parallel shard), ``1/dp`` of them with ZeRO or FSDP sharding.
-    """
-    template = nodes[(nodes["node_kind"] == "optimizer").to_numpy()].iloc[[0]]
-    share = 1.0 / dp if w0.sharding != "none" else np.ones_like(dp)
-    stage_params = np.array([params[stage == s].sum() for s in range(w0.pp_size)])
-    counts = np.rint(stage_params[:, None] * share[None, :]).ravel()
-    rows = template.loc[template.index.repeat(len(counts))].reset_index(drop=True)
-    rows["params"] = counts
-    step = node_predictions(method.layerwise_, None, rows)["forward_ms"].to_numpy()
-    return step.reshape(w0.pp_size, len(dp))
+        ``optimizer_ms`` holds the parameter counts each stage's step updates, shape (p, n),
+        until :meth:`optimizer_ms` predicts them.
+
+        Returns:
+            The inputs and the layer types the generic layer model predicted.
+        """
+        w0 = members[0]
+        rows = self.layers.loc[self.index[(key, w0.tp_size)]]
+        graph = rows["graph"].to_numpy()
+        block = self.blocks[key]
+        stage, unit = stage_of_layers(block, w0.pp_size), unit_of_layers(block)
+        col = np.searchsorted(self.micro[key], [w.batch_size // w.micro_batches for w in members])
+        n_graphs = len(self.micro[key])
+
+        def per(values: np.ndarray) -> np.ndarray:  # (n_layers, n_members)
+            return np.stack([values[graph == g] for g in range(n_graphs)], axis=1)[:, col]
+
+        tp_bytes = per(tensor_parallel_collective_bytes(rows, np.tile(block, n_graphs)))
+        first = rows[graph == 0]
+        params = first["params"].to_numpy(dtype=np.float64).copy()
+        params[first["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeats
+        out_bytes = per(rows["output_bytes"].to_numpy(dtype=np.float64))
+        last = [np.flatnonzero(stage == s)[-1] for s in range(w0.pp_size - 1)]
+        dp = np.array([w.dp_size for w in members], dtype=np.float64)
+        share = 1.0 / dp if w0.sharding != "none" else np.ones_like(dp)
+        stage_params = np.array([params[stage == s].sum() for s in range(w0.pp_size)])
+        generic = rows.loc[rows["used_generic"].astype(bool), "layer_type"]
+        inputs = LayoutInputs(
+            stage=stage, unit=unit, forward_ms=per(rows["forward_ms"].to_numpy(float)),
+            backward_ms=per(rows["backward_ms"].to_numpy(float)),
+            tp_allreduce_ms=cm.predict_ms("all_reduce", tp_bytes, w0.tp_size),
+            param_bytes=params * PRECISION_BYTES[w0.precision], boundary_bytes=out_bytes[last],
+            optimizer_ms=np.rint(stage_params[:, None] * share[None, :]), dp_size=dp,
+            micro_batches=w0.micro_batches, schedule=w0.pipeline_schedule,
+            sharding=w0.sharding, train=w0.mode == "train",
+        )  # fmt: skip
+        return inputs, tuple(sorted(set(generic.astype(str))))
+
+    def optimizer_ms(self, inputs: list[LayoutInputs]) -> list[np.ndarray]:
+        """The optimizer step of every structure's stages, from their parameter counts.
+
+        The layer-wise ``optimizer`` model on the parameters a rank updates: its stage's
+        (tensor-parallel shard), ``1/dp`` of them with ZeRO or FSDP sharding; 0 for inference.
+        """
+        template = next((r for r in self.optimizer_row.values() if len(r)), None)
+        counts = np.concatenate([x.optimizer_ms.ravel() for x in inputs if x.train] or [[]])
+        steps = np.zeros(0)
+        if len(counts) and template is not None:
+            rows = template.loc[template.index.repeat(len(counts))].reset_index(drop=True)
+            rows["params"] = counts
+            steps = node_predictions(self.method.layerwise_, None, rows)["forward_ms"].to_numpy()
+        out, start = [], 0
+        for x in inputs:
+            if not x.train:
+                out.append(np.zeros_like(x.optimizer_ms))
+                continue
+            n = x.optimizer_ms.size
+            out.append(steps[start : start + n].reshape(x.optimizer_ms.shape))
+            start += n
+        return out
 
 
 def layout_reasons(workloads: Sequence[Workload]) -> list[list[Extrapolation]]:
