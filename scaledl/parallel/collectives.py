@@ -6,7 +6,8 @@ for a buffer of ``B`` bytes (the full, unsharded tensor), each rank sends
 
 * all-gather and reduce-scatter: ``(n - 1) / n * B`` in ``n - 1`` steps;
 * all-reduce (a reduce-scatter then an all-gather): ``2 (n - 1) / n * B``;
-* send/recv (point to point, pipeline stages): ``B``, one message.
+* broadcast (pipelined from the root, ZeRO-1's parameter partitions) and send/recv (point to
+  point, pipeline stages): ``B``, one message.
 
 so with the latency ``alpha`` and the per-byte cost ``beta`` of the alpha-beta model
 (:class:`~scaledl.models.allreduce.AlphaBetaAllReduce`), ``t = alpha + factor(n) * B * beta``.
@@ -27,7 +28,7 @@ from scipy.optimize import nnls
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send", "recv")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
 #: Columns of the profiler's ``collective_timings`` table this model reads.
 TIMING_COLUMNS = ("collective", "group_size", "collective_bytes", "collective_ms")
 
@@ -40,8 +41,8 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
         group_size: ranks ``n`` in the group (>= 1), any shape.
 
     Returns:
-        ``2(n-1)/n`` (all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (send/recv;
-        0 for ``n == 1``), float array.
+        ``2(n-1)/n`` (all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (broadcast,
+        send/recv; 0 for ``n == 1``), float array.
 
     Raises:
         ValueError: an unknown collective.
@@ -51,7 +52,7 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
         return 2.0 * (n - 1.0) / n
     if collective in ("all_gather", "reduce_scatter"):
         return (n - 1.0) / n
-    if collective in ("send", "recv"):
+    if collective in ("broadcast", "send", "recv"):
         return np.where(n > 1, 1.0, 0.0)
     raise ValueError(f"field 'collective' must be one of {COLLECTIVES}, got {collective!r}")
 

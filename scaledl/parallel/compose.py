@@ -22,8 +22,9 @@ one structure), :mod:`scaledl.parallel.lanes` replays them all at once. Per stag
 5. **pipeline**: the stages' forward and backward per micro-batch, with the activation transfer
    between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`;
 6. **optimizer step** on the stage's parameters (``1/dp`` of them with any sharding), then for
-   ``zero1`` the all-gather of the updated parameters (ZeRO-1, PyTorch
-   ``ZeroRedundancyOptimizer``); ``zero2``/``fsdp`` gather them in the next forward.
+   ``zero1`` the updated partitions sent to every rank: PyTorch's ``ZeroRedundancyOptimizer``
+   broadcasts each rank's ``1/dp`` partition in turn (``dp`` broadcasts); ``zero2``/``fsdp``
+   gather them in the next forward.
 
 The iteration ends when the slowest stage has synchronised, stepped and gathered. With the
 defaults (one stage, one micro-batch, no sharding) this is the critical path of
@@ -90,7 +91,7 @@ class LayoutIteration:
         pipeline_ms: the pipeline replay's makespan (forwards, backwards, transfers).
         bubble_fraction: idle share of the busiest stage in the pipeline replay.
         exposed_sync_ms: the gradient synchronisation outlasting the backward (slowest stage).
-        optimizer_ms: optimizer step and, for ``zero1``, the parameter all-gather (slowest).
+        optimizer_ms: optimizer step and, for ``zero1``, the parameter broadcasts (slowest).
     """
 
     iteration_ms: Times
@@ -220,8 +221,8 @@ def compose(x: LayoutInputs, cm: CollectiveModel) -> LayoutIteration:
     for s in range(stages):
         step = x.optimizer_ms[s]
         if x.sharding == "zero1":
-            stage_bytes = x.param_bytes[x.stage == s].sum()
-            step = step + cm.predict_ms("all_gather", stage_bytes, x.dp_size)
+            partition = x.param_bytes[x.stage == s].sum() / x.dp_size
+            step = step + x.dp_size * cm.predict_ms("broadcast", partition, x.dp_size)
         steps.append(step)
         ends.append(pipe.stage_end_ms[s] + tails[s] + step)
     iteration = np.maximum.reduce(ends)

@@ -37,7 +37,7 @@ from scipy.stats import kendalltau
 from sklearn.linear_model import Ridge
 
 from scaledl.evaluation.significance import paired_comparison
-from scaledl.models.data import profile_data_from_tables, read_tables
+from scaledl.models.data import launch_labels, profile_data_from_tables, read_tables
 from scaledl.models.layerwise_stage import fit_layerwise_stage
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.predict import LayoutPredictions, predict_layouts
@@ -100,15 +100,21 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
         ValueError: no data-parallel workload to fit the layer-wise models on, or no layout.
     """
     tables = read_tables(Path(directory))
-    data = profile_data_from_tables(tables, source=str(directory))
-    labels = data.labels.set_index("workload_id")["iteration_ms"]
-    ws = {wid: data.workloads[wid] for wid in data.ids}
+    labels = launch_labels(tables).groupby("workload_id")["iteration_ms"].median()
+    records = tables["workloads"].set_index("workload_id")
+    ids = [wid for wid in records.index if wid in labels.index]
+    ws = {wid: Workload.from_record(records.loc[wid].to_dict(),
+                                    source=f"{directory}/workloads.parquet row {wid}")
+          for wid in ids}  # fmt: skip
     kinds = {wid: layout_kind(w) for wid, w in ws.items()}
-    ddp = [wid for wid in data.ids if kinds[wid] == "ddp"]
+    ddp = [wid for wid in ids if kinds[wid] == "ddp"]
     if not ddp or len(ddp) == len(ws):
         raise ValueError(f"{directory}: need both data-parallel and layout workloads")
-    stage = _Stage(fit_layerwise_stage(data.subset(ddp), folds=1))
-    ids = list(data.ids)
+    # The layer-wise models see the data-parallel workloads' tables only.
+    ddp_tables = {name: frame[frame["workload_id"].isin(ddp)] if "workload_id" in frame
+                  else frame for name, frame in tables.items()}  # fmt: skip
+    data = profile_data_from_tables(ddp_tables, source=str(directory))
+    stage = _Stage(fit_layerwise_stage(data, folds=1))
     measured = labels.loc[ids].to_numpy(dtype=float)
     composed, corrected = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
     folds = {}

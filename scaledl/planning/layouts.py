@@ -75,17 +75,24 @@ class LayoutSpace:
             )
 
 
-def _valid(spec: Workload, world: int, batch: int, layout: dict) -> bool:
+def _valid(spec: Workload, world: int, batch: int, layout: dict, memo: dict) -> bool:
+    """Whether the workload validation accepts the layout.
+
+    Memoised: the rules read only the layout, the batch and whether ``dp_size >= 2``.
+    """
     model_ranks = layout["tp_size"] * layout["pp_size"]
     if world % model_ranks:
         return False
-    view = SimpleNamespace(**{**spec.__dict__, **layout, "batch_size": batch,
-                              "dp_size": world // model_ranks})  # fmt: skip
-    try:
-        check_layout(view)
-    except ValueError:
-        return False
-    return True
+    dp = world // model_ranks
+    key = (*layout.values(), batch, min(dp, 2))
+    if key not in memo:
+        view = SimpleNamespace(**{**spec.__dict__, **layout, "batch_size": batch, "dp_size": dp})
+        try:
+            check_layout(view)
+            memo[key] = True
+        except ValueError:
+            memo[key] = False
+    return memo[key]
 
 
 def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.DataFrame:
@@ -107,11 +114,12 @@ def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.Da
             continue
         layouts.append({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
                         "pipeline_schedule": sched, "sharding": shard})  # fmt: skip
+    memo: dict[tuple, bool] = {}
     rows = [
         (ws, n, b, ws // (lay["tp_size"] * lay["pp_size"]), *lay.values())
         for ws, n, b in grid[["world_size", "num_nodes", "batch_size"]].itertuples(index=False)
         for lay in layouts
-        if _valid(spec, int(ws), int(b), lay)
+        if _valid(spec, int(ws), int(b), lay, memo)
     ]
     columns = ["world_size", "num_nodes", "batch_size", "dp_size", *layouts[0]] if layouts else []
     return pd.DataFrame(rows, columns=columns)

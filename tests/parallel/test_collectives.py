@@ -11,8 +11,9 @@ def test_ring_factors():
     assert bytes_factor("all_gather", 4) == pytest.approx(0.75)
     assert bytes_factor("reduce_scatter", 2) == pytest.approx(0.5)
     assert bytes_factor("send", 2) == 1.0
+    assert bytes_factor("broadcast", 4) == 1.0
     with pytest.raises(ValueError, match="collective"):
-        bytes_factor("broadcast", 2)
+        bytes_factor("gather", 2)
 
 
 def test_derived_from_allreduce_halves_the_bandwidth_term():

@@ -57,12 +57,12 @@ def test_zero2_gathers_in_forward_only():
     assert it.iteration_ms == pytest.approx(3.6 + 6.0 + 0.6 + 0.5)
 
 
-def test_zero1_adds_the_parameter_all_gather_after_the_step():
-    # DDP: one 2e6-byte bucket (under 1 MiB? no: 1e6 < 1 MiB, 2e6 >= 1 MiB) ready at 9,
-    # all-reduce 0.1 + 2e6 * 1e-6 = 2.1; step 0.5; all-gather of 2e6 bytes: 0.1 + 1.0.
+def test_zero1_broadcasts_the_partitions_after_the_step():
+    # DDP: one bucket of 2e6 bytes (1e6 < 1 MiB <= 2e6) ready at 9, all-reduce
+    # 0.1 + 2e6 * 1e-6 = 2.1; step 0.5; 2 broadcasts of a 1e6-byte partition: 2 * (0.1 + 1.0).
     it = compose(inputs(sharding="zero1"), CM)
-    assert it.iteration_ms == pytest.approx(9.0 + 2.1 + 0.5 + 1.1)
-    assert it.optimizer_ms == pytest.approx(0.5 + 1.1)
+    assert it.iteration_ms == pytest.approx(9.0 + 2.1 + 0.5 + 2.2)
+    assert it.optimizer_ms == pytest.approx(0.5 + 2.2)
 
 
 def test_pipeline_of_two_equal_stages_and_vector_candidates():

@@ -70,3 +70,25 @@ def test_layouts_are_flagged():
     reasons = layout_reasons([ddp, fsdp])
     assert reasons[0] == []
     assert reasons[1][0].field == "layout" and reasons[1][0].value == "dp2-fsdp"
+
+
+@pytest.mark.slow
+def test_predictor_answers_layout_workloads_flagged(registry_root):
+    from tiny_specs import tiny_spec
+
+    from scaledl.registry import load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    predictor = load_predictor(registry_root / "scaledl")
+    ddp = tiny_spec("bert", num_layers=2, world_size=2)
+    rows = [ddp, {**ddp, "tp_size": 2}, {**ddp, "sharding": "fsdp"},
+            {**ddp, "pp_size": 2, "micro_batches": 2}]  # fmt: skip
+    out = predictor.predict(rows)
+    assert (out["iteration_s"] > 0).all()
+    assert out["world_size"].tolist() == [2, 2, 2, 2]
+    layout = out.iloc[1:]
+    assert layout["extrapolation"].str.contains("layout=").all()
+    assert not layout["in_domain"].any()
+    assert "layout=" not in out["extrapolation"].iloc[0]
+    with pytest.raises(WorkloadError, match="row 2: layout 'tp2'"):
+        predictor.predict(rows, detail=True)
