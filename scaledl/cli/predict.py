@@ -134,15 +134,10 @@ def plan(
     layouts: Annotated[
         bool, typer.Option(help="Search parallel layouts too (tensor, pipeline, sharding)")
     ] = False,
-    tp_sizes: Annotated[
-        str, typer.Option(help="With --layouts: tensor-parallel sizes")
-    ] = "1,2,4,8",
-    pp_sizes: Annotated[str, typer.Option(help="With --layouts: pipeline stages")] = "1,2,4",
-    micro_batches: Annotated[str, typer.Option(help="With --layouts: micro-batches")] = "1,2,4,8",
-    shardings: Annotated[
-        str, typer.Option(help="With --layouts: none,zero1,zero2,fsdp (comma-separated)")
-    ] = "none,zero1,zero2,fsdp",
-    schedules: Annotated[str, typer.Option(help="With --layouts: gpipe,1f1b")] = "gpipe,1f1b",
+    layout_set: Annotated[
+        list[str] | None,
+        typer.Option("--layout-set", help="With --layouts: field=a,b of the space (repeat)"),
+    ] = None,
 ) -> None:
     """Plan a training run: the cheapest world size, nodes and batch size meeting a deadline.
 
@@ -151,10 +146,11 @@ def plan(
     the cheapest candidate whose interval's upper bound meets ``--deadline-h``. With
     ``--layouts`` every valid data x tensor x pipeline layout of each world size is a candidate
     too (batch sizes are then per data-parallel replica), and the fastest layout per world size
-    is printed.
+    is printed; ``--layout-set tp_sizes=1,2`` (``pp_sizes``, ``micro_batches``, ``schedules``,
+    ``shardings``) narrows the space.
     """
     from scaledl.models.intervals import CalibrationError
-    from scaledl.planning import LayoutSpace, PlanError
+    from scaledl.planning import PlanError
     from scaledl.planning import plan as make_plan
     from scaledl.registry import BundleError, load_predictor
     from scaledl.workloads.spec import WorkloadError
@@ -162,15 +158,7 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
-        space = None
-        if layouts:
-            space = LayoutSpace(
-                tp_sizes=tuple(int_list(tp_sizes, "--tp-sizes")),
-                pp_sizes=tuple(int_list(pp_sizes, "--pp-sizes")),
-                micro_batches=tuple(int_list(micro_batches, "--micro-batches")),
-                schedules=tuple(v.strip() for v in schedules.split(",") if v.strip()),
-                shardings=tuple(v.strip() for v in shardings.split(",") if v.strip()),
-            )
+        space = _layout_space(layout_set or []) if layouts else None
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -192,6 +180,11 @@ def plan(
         )
     except (PlanError, CalibrationError, ValueError, WorkloadError, BundleError) as exc:
         fail(str(exc))
+    _show_plan(result, all_rows, png, out)
+
+
+def _show_plan(result, all_rows: bool, png: Path | None, out: Path | None) -> None:
+    """Print the plan; write its figure and table when asked."""
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         typer.echo(result.to_text(all_rows=all_rows))
     if png is not None:
@@ -199,3 +192,29 @@ def plan(
     if out is not None:
         write_table(result.table, out)
         typer.echo(f"table: {out}")
+
+
+def _layout_space(pairs: list[str]):
+    """The :class:`~scaledl.planning.LayoutSpace` of ``--layout-set field=a,b`` options.
+
+    Raises:
+        ValueError: a pair without ``=``, an unknown field or a bad value (named).
+    """
+    from dataclasses import fields
+
+    from scaledl.planning import LayoutSpace
+
+    known = {f.name: f for f in fields(LayoutSpace)}
+    values = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or name.strip() not in known:
+            raise ValueError(
+                f"--layout-set {pair!r}: expected field=values with field one of {list(known)}"
+            )
+        name = name.strip()
+        if name in ("schedules", "shardings"):
+            values[name] = tuple(v.strip() for v in text.split(",") if v.strip())
+        else:
+            values[name] = tuple(int_list(text, f"--layout-set {name}"))
+    return LayoutSpace(**values)

@@ -381,18 +381,7 @@ def plan(
                    price_per_device_hour=price_per_device_hour,
                    device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
-    first = {
-        **base,
-        "dataset_size": int(dataset_size),
-        **{k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")},
-    }
-    # Candidates differ from the first only in world size, nodes and batch (and layout), which
-    # the grid keeps valid: one parse checks them all.
-    spec = predictor.parse_workloads([first], source="plan candidate")[0]
-    if layouts is not None:
-        grid = layout_grid(grid, layouts, spec)
-        if grid.empty:
-            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
+    spec, grid = _first_spec(predictor, base, grid, dataset_size, layouts)
     if coverage is not None:
         predictor.check_coverage(coverage)
     settings = _Settings(float(epochs), float(price_per_device_hour), int(dataset_size),
@@ -405,13 +394,30 @@ def plan(
                                      memory_headroom))  # fmt: skip
     table = table.sort_values(["time_to_train_h", "cost"]).reset_index(drop=True)
     columns = list(PLAN_COLUMNS)
+    columns[2:2] = LAYOUT_COLUMNS if layouts is not None else ()
+    return Plan(table[columns], base, int(dataset_size), float(epochs),
+                float(price_per_device_hour), deadline_h, coverage, float(np.min(memory_gb)),
+                notes)  # fmt: skip
+
+
+def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, layouts):
+    """The parsed first candidate and the grid (expanded into layouts when asked).
+
+    Candidates differ from the first only in world size, nodes and batch (and layout), which
+    the grid keeps valid: one parse checks them all.
+
+    Raises:
+        PlanError: no valid layout.
+        scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
+    """
+    sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
+    first = {**base, "dataset_size": int(dataset_size), **sizes}
+    spec = predictor.parse_workloads([first], source="plan candidate")[0]
     if layouts is not None:
-        columns[2:2] = LAYOUT_COLUMNS
-    return Plan(
-        table=table[columns], model=base, dataset_size=int(dataset_size), epochs=float(epochs),
-        price_per_device_hour=float(price_per_device_hour), deadline_h=deadline_h,
-        coverage=coverage, device_memory_gb=float(np.min(memory_gb)), notes=notes,
-    )  # fmt: skip
+        grid = layout_grid(grid, layouts, spec)
+        if grid.empty:
+            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
+    return spec, grid
 
 
 def _memory_per_rank(grid: pd.DataFrame, spec: Workload, device_memory_gb) -> np.ndarray:
