@@ -131,9 +131,7 @@ def plan(
     png: Annotated[Path | None, typer.Option(help="Write the Pareto-front figure here")] = None,
     out: Annotated[Path | None, typer.Option(help="Write every candidate (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every candidate")] = False,
-    layouts: Annotated[
-        bool, typer.Option(help="Search parallel layouts too (tensor, pipeline, sharding)")
-    ] = False,
+    layouts: Annotated[bool, typer.Option(help="Search tensor/pipeline/sharded layouts")] = False,
     layout_set: Annotated[
         list[str] | None,
         typer.Option("--layout-set", help="With --layouts: field=a,b of the space (repeat)"),
