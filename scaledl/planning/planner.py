@@ -448,8 +448,13 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
         else:
             specs = [
                 spec.model_copy(
-                    update={"world_size": int(ws), "num_nodes": int(n), "batch_size": int(b)}
-                )
+                    update={
+                        "world_size": int(ws),
+                        "dp_size": int(ws),
+                        "num_nodes": int(n),
+                        "batch_size": int(b),
+                    }
+                )  # fmt: skip
                 for ws, n, b in part.itertuples(index=False)
             ]
             shared = predict_specs(predictor, specs, [arch] * len(specs))

@@ -56,3 +56,12 @@ def test_plan_with_layouts_shows_the_fastest_layout_per_world_size(registry_root
         plan(predictor, {**MODEL, "mode": "infer"}, world_sizes=[3], batch_sizes=[2],
              **{k: v for k, v in args.items() if k not in ("world_sizes", "batch_sizes")},
              layouts=LayoutSpace(tp_sizes=(2,), pp_sizes=(1,), shardings=("fsdp",)))  # fmt: skip
+
+
+def test_cli_layout_set_parses_fields_and_names_a_bad_one():
+    from scaledl.cli.predict import _layout_space
+
+    space = _layout_space(["tp_sizes=1,2", "shardings=none,fsdp"])
+    assert space.tp_sizes == (1, 2) and space.shardings == ("none", "fsdp")
+    with pytest.raises(ValueError, match="tp_size=2"):
+        _layout_space(["tp_size=2"])
