@@ -31,7 +31,7 @@ class IdTemplate:
     """
 
     def __init__(self, workload: Workload, fields: tuple[str, ...]) -> None:
-        record = workload.model_dump(mode="json")
+        record = workload.spec_dict()  # what workload_id hashes (DDP: no layout fields)
         for i, name in enumerate(fields):
             if not isinstance(record.get(name), int):
                 raise ValueError(f"IdTemplate: field {name!r} is not an integer field")
