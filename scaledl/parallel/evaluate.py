@@ -100,6 +100,9 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
         ValueError: no data-parallel workload to fit the layer-wise models on, or no layout.
     """
     tables = read_tables(Path(directory))
+    collectives = Path(directory) / "collective_timings.parquet"
+    if "collective_timings" not in tables and collectives.exists():  # the layout profiler's
+        tables["collective_timings"] = pd.read_parquet(collectives)
     labels = launch_labels(tables).groupby("workload_id")["iteration_ms"].median()
     records = tables["workloads"].set_index("workload_id")
     ids = [wid for wid in records.index if wid in labels.index]
