@@ -212,6 +212,18 @@ def _plan(r: _Result) -> str:
     )
 
 
+def _plan_layouts(r: _Result) -> str:
+    warm = ", ".join(f"{run['warm_s']:.1f}" for run in r["runs"])
+    return (
+        f"Layout planner (`bench_plan_layouts.py`): {r['n_candidates']:,} candidates (data x "
+        f"tensor x pipeline x micro-batches x schedule x sharding x batch) planned in {warm} s "
+        f"warm over {len(r['runs'])} runs (target {r['target_seconds']:.0f} s for "
+        f"{r['target_candidates']:,}: {_yes(r['within_target'])}); {r['fitting_candidates']:,} "
+        f"fit in memory, Pareto front of {r['pareto_front_size']}, a fastest layout for "
+        f"{r['world_sizes_with_a_best_layout']} world sizes."
+    )
+
+
 def _scale(r: _Result) -> str:
     within, targets = r["within_target"], r["targets"]
     return (
@@ -243,6 +255,7 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
     "predict.json": _predict,
     "predict_gpu.json": _predict_gpu,
     "plan.json": _plan,
+    "plan_layouts.json": _plan_layouts,
     "scale.json": _scale,
 }
 

@@ -17,6 +17,7 @@ BENCHMARKS = (
     "bench_predict.py",
     "bench_predict_gpu.py",
     "bench_plan.py",
+    "bench_plan_layouts.py",
     "bench_scale.py",
 )
 

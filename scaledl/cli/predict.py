@@ -131,12 +131,21 @@ def plan(
     png: Annotated[Path | None, typer.Option(help="Write the Pareto-front figure here")] = None,
     out: Annotated[Path | None, typer.Option(help="Write every candidate (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every candidate")] = False,
+    layouts: Annotated[bool, typer.Option(help="Search tensor/pipeline/sharded layouts")] = False,
+    layout_set: Annotated[
+        list[str] | None,
+        typer.Option("--layout-set", help="With --layouts: field=a,b of the space (repeat)"),
+    ] = None,
 ) -> None:
     """Plan a training run: the cheapest world size, nodes and batch size meeting a deadline.
 
     Predicts every candidate (world sizes x nodes x per-rank batch sizes) of the model, drops
     those that do not fit in memory, and prints the Pareto front of time to train vs cost and
-    the cheapest candidate whose interval's upper bound meets ``--deadline-h``.
+    the cheapest candidate whose interval's upper bound meets ``--deadline-h``. With
+    ``--layouts`` every valid data x tensor x pipeline layout of each world size is a candidate
+    too (batch sizes are then per data-parallel replica), and the fastest layout per world size
+    is printed; ``--layout-set tp_sizes=1,2`` (``pp_sizes``, ``micro_batches``, ``schedules``,
+    ``shardings``) narrows the space.
     """
     from scaledl.models.intervals import CalibrationError
     from scaledl.planning import PlanError
@@ -147,6 +156,7 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
+        space = _layout_space(layout_set or []) if layouts else None
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -164,9 +174,15 @@ def plan(
             coverage=coverage or None,
             devices_per_node=devices_per_node,
             strict=strict,
+            layouts=space,
         )
     except (PlanError, CalibrationError, ValueError, WorkloadError, BundleError) as exc:
         fail(str(exc))
+    _show_plan(result, all_rows, png, out)
+
+
+def _show_plan(result, all_rows: bool, png: Path | None, out: Path | None) -> None:
+    """Print the plan; write its figure and table when asked."""
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         typer.echo(result.to_text(all_rows=all_rows))
     if png is not None:
@@ -174,3 +190,29 @@ def plan(
     if out is not None:
         write_table(result.table, out)
         typer.echo(f"table: {out}")
+
+
+def _layout_space(pairs: list[str]):
+    """The :class:`~scaledl.planning.LayoutSpace` of ``--layout-set field=a,b`` options.
+
+    Raises:
+        ValueError: a pair without ``=``, an unknown field or a bad value (named).
+    """
+    from dataclasses import fields
+
+    from scaledl.planning import LayoutSpace
+
+    known = {f.name: f for f in fields(LayoutSpace)}
+    values = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or name.strip() not in known:
+            raise ValueError(
+                f"--layout-set {pair!r}: expected field=values with field one of {list(known)}"
+            )
+        name = name.strip()
+        if name in ("schedules", "shardings"):
+            values[name] = tuple(v.strip() for v in text.split(",") if v.strip())
+        else:
+            values[name] = tuple(int_list(text, f"--layout-set {name}"))
+    return LayoutSpace(**values)

@@ -20,8 +20,9 @@ def plan_figure(plan: Plan, path: Path) -> Path:
 
     Candidates that fit in memory are dots (hollow when out of the training domain), those that
     do not are grey crosses; the Pareto front is a line through its points with the time
-    interval as horizontal error bars, each labelled ``ranks x batch``; the deadline is a
-    vertical line and the cheapest configuration meeting it a star.
+    interval as horizontal error bars, each labelled ``ranks x batch`` (with layouts, the
+    layout too); the deadline is a vertical line and the cheapest configuration meeting it a
+    star.
 
     Args:
         plan: the planner's result.
@@ -30,71 +31,15 @@ def plan_figure(plan: Plan, path: Path) -> Path:
     Returns:
         ``path``.
     """
-    t = plan.table
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    fit = t["fits_memory"].to_numpy()
-    inside = t["in_domain"].to_numpy()
-    ax.scatter(
-        t.loc[~fit, "time_to_train_h"],
-        t.loc[~fit, "cost"],
-        marker="x",
-        c="0.7",
-        s=14,
-        label="does not fit in memory",
-    )
-    ax.scatter(
-        t.loc[fit & inside, "time_to_train_h"],
-        t.loc[fit & inside, "cost"],
-        s=14,
-        c="tab:blue",
-        label="fits, in domain",
-    )
-    ax.scatter(
-        t.loc[fit & ~inside, "time_to_train_h"],
-        t.loc[fit & ~inside, "cost"],
-        s=14,
-        facecolors="none",
-        edgecolors="tab:blue",
-        label="fits, out of domain",
-    )
-    front = plan.pareto
-    if not front.empty:
-        x = front["time_to_train_h"].to_numpy()
-        y = front["cost"].to_numpy()
-        lo, hi = front["time_to_train_h_low"].to_numpy(), front["time_to_train_h_high"].to_numpy()
-        xerr = None if np.isnan(lo).all() else np.vstack([x - lo, np.minimum(hi - x, 1e12)])
-        ax.errorbar(
-            x,
-            y,
-            xerr=xerr,
-            fmt="-o",
-            c="tab:orange",
-            ms=4,
-            lw=1.2,
-            capsize=2,
-            label="Pareto front (time interval)",
-        )
-        for row in front.itertuples():
-            ax.annotate(
-                f"{row.world_size}x{row.batch_size}",
-                (row.time_to_train_h, row.cost),
-                fontsize=6,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
+    _candidates(ax, plan.table)
+    _front(ax, plan.pareto)
     if plan.deadline_h is not None:
         ax.axvline(plan.deadline_h, c="tab:red", ls="--", lw=1, label="deadline")
     choice = plan.choice
     if choice is not None:
-        ax.scatter(
-            [choice["time_to_train_h"]],
-            [choice["cost"]],
-            marker="*",
-            s=160,
-            c="tab:red",
-            zorder=5,
-            label="cheapest meeting the deadline",
-        )
+        ax.scatter([choice["time_to_train_h"]], [choice["cost"]], marker="*", s=160,
+                   c="tab:red", zorder=5, label="cheapest meeting the deadline")  # fmt: skip
     ax.set(
         xscale="log",
         yscale="log",
@@ -108,3 +53,33 @@ def plan_figure(plan: Plan, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _candidates(ax, t) -> None:
+    """Every candidate: grey crosses (does not fit), dots (hollow: out of domain)."""
+    fit = t["fits_memory"].to_numpy()
+    inside = t["in_domain"].to_numpy()
+    x, y = t["time_to_train_h"], t["cost"]
+    ax.scatter(x[~fit], y[~fit], marker="x", c="0.7", s=14, label="does not fit in memory")
+    ax.scatter(x[fit & inside], y[fit & inside], s=14, c="tab:blue", label="fits, in domain")
+    ax.scatter(x[fit & ~inside], y[fit & ~inside], s=14, facecolors="none",
+               edgecolors="tab:blue", label="fits, out of domain")  # fmt: skip
+
+
+def _front(ax, front) -> None:
+    """The Pareto front with the time interval as error bars, each point labelled."""
+    if front.empty:
+        return
+    x = front["time_to_train_h"].to_numpy()
+    y = front["cost"].to_numpy()
+    lo, hi = front["time_to_train_h_low"].to_numpy(), front["time_to_train_h_high"].to_numpy()
+    xerr = None if np.isnan(lo).all() else np.vstack([x - lo, np.minimum(hi - x, 1e12)])
+    ax.errorbar(x, y, xerr=xerr, fmt="-o", c="tab:orange", ms=4, lw=1.2, capsize=2,
+                label="Pareto front (time interval)")  # fmt: skip
+    layouts = front["layout"] if "layout" in front else None
+    for i, row in enumerate(front.itertuples()):
+        label = f"{row.world_size}x{row.batch_size}"
+        if layouts is not None:
+            label += f" {layouts.iloc[i]}"
+        ax.annotate(label, (row.time_to_train_h, row.cost), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")  # fmt: skip

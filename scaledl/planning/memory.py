@@ -22,6 +22,14 @@ the precision (4 for ``fp32``, 2 for ``bf16``/``fp16``) and ``P`` parameters:
   its cross-attention, ``(p / 2) * (11 s_d b h + 5 a s_d s b)``; text models add the logits
   and the fp32 loss softmax, ``(p + 4) s b V`` for a vocabulary of ``V`` (Korthikanti Sec. 4.3).
 
+Layouts (:mod:`scaledl.workloads.parallelism`, :func:`estimate_layout_memory`): a rank holds its
+pipeline stage's parameters, attention and feed-forward split over ``tp_size`` ranks, its model
+states sharded over ``dp_size`` ranks by ZeRO / FSDP, and activations with Korthikanti's
+tensor-parallel split (Eq. 2, no sequence parallelism: ``10 s b h`` replicated, the rest divided
+by ``t``: ``(p / 2) * (10 s b h + (8 s b h + 4 s b i + 5 a s^2 b) / t)``; the cross-attention's
+``11 s_d b h`` split the same way, 3 replicated and 8 sharded) for the micro-batches in flight on
+its stage (:func:`in_flight_micro_batches`).
+
 Inference holds the weights and one layer's activations at a time (the largest layer's term
 above) plus the logits. What the estimate leaves out (the framework's workspace, allocator
 fragmentation, the CUDA context, embedding dropout masks) is what the planner's memory
@@ -64,49 +72,93 @@ class MemoryEstimate:
         )
 
 
-def _layer_activation_bytes(w: Workload, seq: int, p: int) -> float:
-    """Korthikanti Eq. 1, generalised to a feed-forward width ``i`` (module docstring)."""
+def _layer_activation_bytes(w: Workload, seq: int, p: int, batch: float, tp: int = 1) -> float:
+    """Korthikanti Eq. 1 / Eq. 2 (tensor parallel), feed-forward width ``i`` (module docstring)."""
     h = float(w.hidden_size or 0)
     i = float(w.intermediate_size or 4 * h)
     a = float(w.num_heads or 1)
-    s, b = float(seq), float(w.batch_size)
-    return (p / 2.0) * (18 * s * b * h + 4 * s * b * i + 5 * a * s * s * b)
+    s, b = float(seq), float(batch)
+    return (p / 2.0) * (10 * s * b * h + (8 * s * b * h + 4 * s * b * i + 5 * a * s * s * b) / tp)
+
+
+def _cross_activation_bytes(w: Workload, p: int, batch: float, tp: int = 1) -> float:
+    """A decoder layer's cross-attention: ``(p/2)(3 s_d b h + (8 s_d b h + 5 a s_d s b) / t)``."""
+    h, a, b = float(w.hidden_size or 0), float(w.num_heads or 1), float(batch)
+    sd, s = float(w.decoder_seq_len), float(w.seq_len or 1)
+    return (p / 2.0) * (3 * sd * b * h + (8 * sd * b * h + 5 * a * sd * s * b) / tp)
+
+
+def _logits_bytes(w: Workload, p: int, batch: float) -> float:
+    if w.is_vision or not w.vocab_size:
+        return 0.0
+    out_seq = int(w.decoder_seq_len) if w.decoder_num_layers and w.decoder_seq_len else w.seq_len
+    return (p + 4.0) * float(out_seq or 1) * batch * w.vocab_size
+
+
+def in_flight_micro_batches(w: Workload, stage: int) -> int:
+    """Micro-batches whose activations stage ``stage`` holds at its peak.
+
+    GPipe runs every forward before the first backward: ``m``; 1F1B starts its first backward
+    after ``p - stage`` forwards: ``min(m, p - stage)`` (Narayanan et al. 2021, Sec. 2.2).
+    """
+    m, p = w.micro_batches, w.pp_size
+    return m if w.pipeline_schedule == "gpipe" else min(m, p - stage)
+
+
+def stage_activation_bytes(w: Workload, stage: int = 0) -> float:
+    """Activation bytes one rank of pipeline stage ``stage`` holds (module docstring).
+
+    The stage holds its blocks' activations (``num_layers`` encoder then decoder blocks, split
+    evenly over ``pp_size`` stages) for :func:`in_flight_micro_batches` micro-batches of
+    ``batch_size / micro_batches`` samples, sharded by ``tp_size`` as Korthikanti Eq. 2; the
+    last stage adds the logits. Inference holds the largest layer's of one micro-batch.
+
+    Args:
+        w: the workload (``batch_size`` per data-parallel replica).
+        stage: ``0 <= stage < pp_size``.
+
+    Returns:
+        Bytes.
+
+    Raises:
+        ValueError: ``stage`` outside the pipeline.
+    """
+    if not 0 <= stage < w.pp_size:
+        raise ValueError(f"stage={stage} outside the {w.pp_size} pipeline stages")
+    p, tp = PRECISION_BYTES[w.precision], w.tp_size
+    b = w.batch_size / w.micro_batches
+    encoder = _layer_activation_bytes(w, int(w.seq_len or 1), p, b, tp)
+    enc_layers = int(w.num_layers or 1)
+    dec_layers = int(w.decoder_num_layers or 0) if w.decoder_seq_len else 0
+    decoder = 0.0
+    if dec_layers:
+        sd = int(w.decoder_seq_len)
+        decoder = _layer_activation_bytes(w, sd, p, b, tp) + _cross_activation_bytes(w, p, b, tp)
+    last = stage == w.pp_size - 1
+    logits = _logits_bytes(w, p, b) if last else 0.0
+    if w.mode == "infer":
+        return max(encoder, decoder) + logits
+    per_stage = (enc_layers + dec_layers) // w.pp_size
+    blocks = range(stage * per_stage, (stage + 1) * per_stage)
+    n_enc = sum(1 for k in blocks if k < enc_layers)
+    held = n_enc * encoder + (per_stage - n_enc) * decoder + logits
+    return in_flight_micro_batches(w, stage) * held
 
 
 def activation_bytes(w: Workload) -> float:
     """Activation bytes one rank holds (training: saved for backward; inference: peak layer).
 
     Args:
-        w: the workload (per-rank ``batch_size``).
+        w: the workload (per-rank ``batch_size``); with a layout, its most loaded stage.
 
     Returns:
         Bytes.
     """
-    p = PRECISION_BYTES[w.precision]
-    s = int(w.seq_len or 1)
-    layers = int(w.num_layers or 1)
-    encoder = _layer_activation_bytes(w, s, p)
-    decoder_layers = int(w.decoder_num_layers or 0) if w.decoder_seq_len else 0
-    decoder = 0.0
-    out_seq = s
-    if decoder_layers:
-        sd = int(w.decoder_seq_len)
-        h, a, b = float(w.hidden_size or 0), float(w.num_heads or 1), float(w.batch_size)
-        cross = (p / 2.0) * (11 * sd * b * h + 5 * a * sd * s * b)
-        decoder = _layer_activation_bytes(w, sd, p) + cross
-        out_seq = sd
-    logits = (
-        0.0
-        if w.is_vision or not w.vocab_size
-        else (p + 4.0) * out_seq * w.batch_size * (w.vocab_size)
-    )
-    if w.mode == "infer":
-        return max(encoder, decoder) + logits
-    return layers * encoder + decoder_layers * decoder + logits
+    return max(stage_activation_bytes(w, s) for s in range(w.pp_size))
 
 
 def estimate_memory(w: Workload, parameters: float) -> MemoryEstimate:
-    """The memory one rank of a workload needs (module docstring).
+    """The memory one rank of a data-parallel workload needs (module docstring).
 
     Args:
         w: the workload.
@@ -116,18 +168,63 @@ def estimate_memory(w: Workload, parameters: float) -> MemoryEstimate:
     Returns:
         The :class:`MemoryEstimate`.
     """
-    p = PRECISION_BYTES[w.precision]
-    weights = p * parameters
+    return estimate_layout_memory(w, [parameters], 0.0, stage=0)
+
+
+def estimate_layout_memory(
+    w: Workload,
+    stage_parameters: list[float],
+    largest_unit_parameters: float,
+    stage: int | None = None,
+) -> MemoryEstimate:
+    """The memory one rank of a layout needs: its stage's states and activations.
+
+    With ``P`` the parameters one rank of the stage holds (its stage's, attention and
+    feed-forward divided by ``tp_size``), ``p`` bytes per element, ``d = dp_size`` and ``U`` the
+    largest sharding unit's parameters (one rank's):
+
+    * ``none``: weights ``p P``, gradients ``p P`` (+ ``p P`` of DDP buckets when ``d > 1``),
+      optimizer ``2 p P``;
+    * ``zero1`` (ZeRO stage 1, optimizer states sharded): optimizer ``2 p P / d``;
+    * ``zero2`` (+ gradients sharded): gradients ``p P / d`` (no buckets);
+    * ``fsdp`` (ZeRO-3, + parameters sharded): weights ``p P / d + 2 p U`` (the unit computing
+      and the one prefetched, gathered in full; Zhao et al., VLDB 2023).
+
+    (Rajbhandari et al. 2020, Sec. 5, Fig. 1, in the precision itself as the profiler trains.)
+
+    Args:
+        w: the workload.
+        stage_parameters: per pipeline stage, the parameters one of its ranks holds.
+        largest_unit_parameters: ``U`` (read for ``fsdp`` only).
+        stage: the stage (``None``: the stage needing the most memory).
+
+    Returns:
+        The :class:`MemoryEstimate` of that stage's ranks.
+
+    Raises:
+        ValueError: ``stage_parameters`` does not have ``pp_size`` entries.
+    """
+    if len(stage_parameters) != w.pp_size:
+        raise ValueError(
+            f"stage_parameters has {len(stage_parameters)} entries, pp_size={w.pp_size}"
+        )
+    if stage is None:
+        estimates = [estimate_layout_memory(w, stage_parameters, largest_unit_parameters, s)
+                     for s in range(w.pp_size)]  # fmt: skip
+        return max(estimates, key=lambda e: e.total_bytes)
+    p, d, params = PRECISION_BYTES[w.precision], w.dp_size, float(stage_parameters[stage])
+    weights = p * params
+    activations = stage_activation_bytes(w, stage)
     if w.mode == "infer":
-        return MemoryEstimate(parameters, weights, 0.0, 0.0, activation_bytes(w))
-    buckets = p * parameters if w.world_size > 1 else 0.0
-    return MemoryEstimate(
-        parameters=parameters,
-        weights_bytes=weights,
-        gradients_bytes=p * parameters + buckets,
-        optimizer_bytes=2 * p * parameters,
-        activations_bytes=activation_bytes(w),
-    )
+        return MemoryEstimate(params, weights, 0.0, 0.0, activations)
+    sharding = w.sharding
+    gradients = p * params / d if sharding in ("zero2", "fsdp") else p * params
+    if sharding in ("none", "zero1") and d > 1:
+        gradients += p * params  # DDP's bucket copies
+    optimizer = 2 * p * params / (d if sharding != "none" else 1)
+    if sharding == "fsdp":
+        weights = p * params / d + 2 * p * float(largest_unit_parameters)
+    return MemoryEstimate(params, weights, gradients, optimizer, activations)
 
 
 def fits_memory(total_bytes: float, memory_bytes: float, headroom: float = 0.1) -> bool:

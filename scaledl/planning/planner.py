@@ -40,6 +40,15 @@ import pandas as pd
 
 from scaledl.models.domain import range_features
 from scaledl.models.features import architecture_key
+from scaledl.planning.layouts import (
+    LAYOUT_COLUMNS,
+    LayoutSpace,
+    layout_grid,
+    layout_labels,
+    layout_memory,
+    layout_specs,
+    predict_layout_candidates,
+)
 from scaledl.planning.memory import estimate_memory, fits_memory
 from scaledl.planning.pareto import ParetoFront
 from scaledl.prediction.predict import epoch_columns, predict_specs
@@ -117,11 +126,20 @@ class Plan:
         chosen = self.table[self.table["chosen"]]
         return None if chosen.empty else chosen.iloc[0]
 
+    @property
+    def best_per_world_size(self) -> pd.DataFrame:
+        """The fastest eligible candidate of each world size (a layout search's answer)."""
+        eligible = self.table[self.table["eligible"]]
+        if eligible.empty:
+            return eligible
+        best = eligible.sort_values(["time_to_train_h", "cost"]).groupby("world_size").head(1)
+        return best.sort_values("world_size")
+
     def to_text(self, all_rows: bool = False) -> str:
         """A readable table: the Pareto front and the choice (or every candidate), and notes.
 
         With no candidate eligible (the front is empty), every candidate is listed, with the
-        memory per rank it needs.
+        memory per rank it needs. A layout search adds the fastest layout per world size.
 
         Args:
             all_rows: list every candidate, not only the front.
@@ -132,27 +150,6 @@ class Plan:
         t = self.table if all_rows else self.table[self.table["pareto"] | self.table["chosen"]]
         if t.empty:  # no eligible candidate, no front: list every one, with what it needs
             t = self.table
-        shown = pd.DataFrame(
-            {
-                "ranks": t["world_size"].astype(str) + " on " + t["num_nodes"].astype(str),
-                "batch/rank": t["batch_size"],
-                "mem/rank GB": t["memory_per_rank_gb"].map("{:.2f}".format),
-                "fits": t["fits_memory"].map({True: "yes", False: "NO"}),
-                "time to train": [
-                    _time_text(a, lo, hi)
-                    for a, lo, hi in zip(
-                        t["time_to_train_h"],
-                        t["time_to_train_h_low"],
-                        t["time_to_train_h_high"],
-                        strict=True,
-                    )
-                ],
-                "device-h": t["device_hours"].map("{:.3g}".format),
-                "cost": t["cost"].map("{:.4g}".format),
-                "in domain": t["in_domain"].map({True: "yes", False: "no"}),
-                "": np.where(t["chosen"], "<- chosen", np.where(t["pareto"], "front", "")),
-            }
-        )
         n = len(self.table)
         head = (
             f"{n} candidates, {int(self.table['fits_memory'].sum())} fit in "
@@ -161,23 +158,12 @@ class Plan:
             f"samples at {self.price_per_device_hour:g} per device-hour"
             + (f"; intervals at {self.coverage:.0%}" if self.coverage is not None else "")
         )
-        lines = [head, shown.to_string(index=False)]
-        choice = self.choice
+        lines = [head, _shown(t).to_string(index=False)]
+        if "layout" in self.table and not self.best_per_world_size.empty:
+            lines += ["fastest layout per world size:",
+                      _shown(self.best_per_world_size).to_string(index=False)]  # fmt: skip
         if self.deadline_h is not None:
-            if choice is None:
-                lines.append(f"no eligible candidate meets the deadline of {self.deadline_h:g} h")
-            else:
-                lines.append(
-                    f"cheapest meeting {self.deadline_h:g} h: {choice['world_size']} ranks on "
-                    f"{choice['num_nodes']} node(s), batch {choice['batch_size']} per rank: "
-                    f"{_time_text(choice['time_to_train_h'], choice['time_to_train_h_low'], choice['time_to_train_h_high'])}"  # noqa: E501
-                    f", cost {choice['cost']:.4g}"
-                    + (
-                        ""
-                        if choice["in_domain"]
-                        else f" (OUT OF DOMAIN: {choice['extrapolation']})"
-                    )
-                )
+            lines.append(_choice_line(self.choice, self.deadline_h))
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -196,6 +182,50 @@ def _time_text(point: float, low: float, high: float) -> str:
     if np.isnan(low):
         return f"{point:.3g} h"
     return f"{point:.3g} h [{low:.3g}, {high:.3g}]"
+
+
+def _shown(t: pd.DataFrame) -> pd.DataFrame:
+    """The displayed columns of plan rows."""
+    shown = {"ranks": t["world_size"].astype(str) + " on " + t["num_nodes"].astype(str)}
+    if "layout" in t:
+        shown["layout"] = t["layout"]
+    shown.update(
+        {
+            "batch/rank": t["batch_size"],
+            "mem/rank GB": t["memory_per_rank_gb"].map("{:.2f}".format),
+            "fits": t["fits_memory"].map({True: "yes", False: "NO"}),
+            "time to train": [
+                _time_text(a, lo, hi)
+                for a, lo, hi in zip(
+                    t["time_to_train_h"],
+                    t["time_to_train_h_low"],
+                    t["time_to_train_h_high"],
+                    strict=True,
+                )  # fmt: skip
+            ],
+            "device-h": t["device_hours"].map("{:.3g}".format),
+            "cost": t["cost"].map("{:.4g}".format),
+            "in domain": t["in_domain"].map({True: "yes", False: "no"}),
+            "": np.where(t["chosen"], "<- chosen", np.where(t["pareto"], "front", "")),
+        }
+    )
+    return pd.DataFrame(shown)
+
+
+def _choice_line(choice: pd.Series | None, deadline_h: float) -> str:
+    """The deadline's answer in words."""
+    if choice is None:
+        return f"no eligible candidate meets the deadline of {deadline_h:g} h"
+    layout = f" ({choice['layout']})" if "layout" in choice else ""
+    when = _time_text(
+        choice["time_to_train_h"], choice["time_to_train_h_low"], choice["time_to_train_h_high"]
+    )
+    return (
+        f"cheapest meeting {deadline_h:g} h: {choice['world_size']} ranks on "
+        f"{choice['num_nodes']} node(s){layout}, batch {choice['batch_size']} per rank: {when}"
+        f", cost {choice['cost']:.4g}"
+        + ("" if choice["in_domain"] else f" (OUT OF DOMAIN: {choice['extrapolation']})")
+    )
 
 
 def candidate_grid(
@@ -278,6 +308,19 @@ def _default_memory_gb(device_name: str, ranks_per_node: np.ndarray) -> np.ndarr
     return np.full(len(ranks_per_node), spec.memory_gb)
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """What every chunk of a plan shares (the arguments of :func:`plan` after checking)."""
+
+    epochs: float
+    price: float
+    dataset_size: int
+    coverage: float | None
+    headroom: float
+    strict: bool
+    layouts: LayoutSpace | None
+
+
 def plan(
     predictor: Any,
     model: dict[str, Any] | Workload,
@@ -293,6 +336,7 @@ def plan(
     devices_per_node: int | None = None,
     memory_headroom: float = 0.1,
     strict: bool = False,
+    layouts: LayoutSpace | None = None,
 ) -> Plan:
     """Plan the training of a model: predict every candidate configuration, pick the cheapest.
 
@@ -305,7 +349,7 @@ def plan(
         dataset_size: samples per epoch.
         epochs: epochs to train.
         world_sizes: candidate world sizes.
-        batch_sizes: candidate per-rank batch sizes.
+        batch_sizes: candidate per-rank batch sizes (per data-parallel replica with layouts).
         price_per_device_hour: price of one device-hour (any currency).
         nodes: candidate node counts.
         device_memory_gb: memory per rank, GB; default the device table's memory of the
@@ -315,6 +359,9 @@ def plan(
         devices_per_node: devices per node (``None``: no limit).
         memory_headroom: share of the memory kept free for what the estimate leaves out.
         strict: only in-domain candidates are eligible (module docstring).
+        layouts: search these parallel layouts too (:mod:`scaledl.planning.layouts`; every
+            candidate is then predicted by the layout composition); ``None``: data parallel
+            only, predicted by the predictor's own method.
 
     Returns:
         The :class:`Plan`.
@@ -334,67 +381,120 @@ def plan(
                    price_per_device_hour=price_per_device_hour,
                    device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
-    first = {
-        **base,
-        "world_size": int(grid["world_size"].iloc[0]),
-        "num_nodes": int(grid["num_nodes"].iloc[0]),
-        "batch_size": int(grid["batch_size"].iloc[0]),
-        "dataset_size": int(dataset_size),
-    }
-    # Candidates differ from the first only in world size, nodes and batch, which the grid
-    # keeps valid (positive, nodes dividing the world size): one parse checks them all.
-    spec = predictor.parse_workloads([first], source="plan candidate")[0]
+    spec, grid = _first_spec(predictor, base, grid, dataset_size, layouts)
     if coverage is not None:
         predictor.check_coverage(coverage)
+    settings = _Settings(float(epochs), float(price_per_device_hour), int(dataset_size),
+                         coverage, memory_headroom, strict, layouts)  # fmt: skip
+    memory_gb = _memory_per_rank(grid, spec, device_memory_gb)
+    table, estimates, front = _predict_grid(predictor, spec, grid, memory_gb, settings)
+    table, notes = _decide(table, front, settings, deadline_h)
+    if not table["fits_memory"].any():
+        notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
+                                     memory_headroom))  # fmt: skip
+    table = table.sort_values(["time_to_train_h", "cost"]).reset_index(drop=True)
+    columns = list(PLAN_COLUMNS)
+    columns[2:2] = LAYOUT_COLUMNS if layouts is not None else ()
+    return Plan(table[columns], base, int(dataset_size), float(epochs),
+                float(price_per_device_hour), deadline_h, coverage, float(np.min(memory_gb)),
+                notes)  # fmt: skip
+
+
+def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, layouts):
+    """The parsed first candidate and the grid (expanded into layouts when asked).
+
+    Candidates differ from the first only in world size, nodes and batch (and layout), which
+    the grid keeps valid: one parse checks them all.
+
+    Raises:
+        PlanError: no valid layout.
+        scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
+    """
+    sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
+    first = {**base, "dataset_size": int(dataset_size), **sizes}
+    spec = predictor.parse_workloads([first], source="plan candidate")[0]
+    if layouts is not None:
+        grid = layout_grid(grid, layouts, spec)
+        if grid.empty:
+            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
+    return spec, grid
+
+
+def _memory_per_rank(grid: pd.DataFrame, spec: Workload, device_memory_gb) -> np.ndarray:
+    """Memory per rank of each candidate, GB: given, or the device table's."""
+    if device_memory_gb is not None:
+        return np.full(len(grid), float(device_memory_gb))
     ranks_per_node = (grid["world_size"] // grid["num_nodes"]).to_numpy()
-    if device_memory_gb is None:
-        memory_gb = _default_memory_gb(spec.device_name, ranks_per_node)
-    else:
-        memory_gb = np.full(len(grid), float(device_memory_gb))
-    parameters = float(range_features([spec])["parameters"].iloc[0])
+    return _default_memory_gb(spec.device_name, ranks_per_node)
+
+
+def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, settings: _Settings):
+    """Predict every candidate, :data:`PLAN_CHUNK` at a time.
+
+    Returns:
+        ``(table, memory estimates, Pareto front over the eligible candidates)``.
+    """
     arch = architecture_key(spec)
+    parameters = None
     front = ParetoFront()
     parts, estimates = [], []
     memo: dict[tuple[int, bool], Any] = {}
     for start in range(0, len(grid), PLAN_CHUNK):
         part = grid.iloc[start : start + PLAN_CHUNK].reset_index(drop=True)
-        specs = [
-            spec.model_copy(
-                update={"world_size": int(ws), "num_nodes": int(n), "batch_size": int(b)}
-            )
-            for ws, n, b in part.itertuples(index=False)
-        ]
-        shared = predict_specs(predictor, specs, [arch] * len(specs))
-        for w in specs:
-            key = (w.batch_size, w.world_size > 1)
-            if key not in memo:
-                memo[key] = estimate_memory(w, parameters)
-            estimates.append(memo[key])
-        chunk = _chunk_table(
-            predictor, part, shared, estimates[start:], memory_gb[start : start + len(part)],
-            memory_headroom, epochs, price_per_device_hour, dataset_size, coverage,
-        )  # fmt: skip
+        if settings.layouts is not None:
+            specs = layout_specs(spec, part)
+            shared = predict_layout_candidates(predictor, specs, arch)
+            estimates += layout_memory(specs)
+        else:
+            specs = [
+                spec.model_copy(
+                    update={
+                        "world_size": int(ws),
+                        "dp_size": int(ws),
+                        "num_nodes": int(n),
+                        "batch_size": int(b),
+                    }
+                )  # fmt: skip
+                for ws, n, b in part.itertuples(index=False)
+            ]
+            shared = predict_specs(predictor, specs, [arch] * len(specs))
+            if parameters is None:
+                parameters = float(range_features([spec])["parameters"].iloc[0])
+            for w in specs:
+                key = (w.batch_size, w.world_size > 1)
+                if key not in memo:
+                    memo[key] = estimate_memory(w, parameters)
+                estimates.append(memo[key])
+        chunk = _chunk_table(predictor, part, shared, estimates[start:],
+                             memory_gb[start : start + len(part)], settings)  # fmt: skip
+        if settings.layouts is not None:
+            chunk.insert(2, "layout", layout_labels(specs))
         ok = chunk["fits_memory"].to_numpy()
-        if strict:
+        if settings.strict:
             ok = ok & chunk["in_domain"].to_numpy()
         front.add(chunk["time_to_train_h"].to_numpy(), chunk["cost"].to_numpy(), ok, start)
         parts.append(chunk)
-    table = pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True), estimates, front
+
+
+def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadline_h):
+    """Eligibility, the front, the deadline and the pick, with the notes they raise.
+
+    Raises:
+        PlanError: strict and no candidate that fits lies in the training domain.
+    """
     notes = []
     eligible = table["fits_memory"].to_numpy()
-    if strict:
+    if settings.strict:
         eligible = eligible & table["in_domain"].to_numpy()
         if not eligible.any():
             raise PlanError(
                 "strict: no candidate that fits in memory lies in the predictor's training "
                 f"domain (first reasons: {table['extrapolation'].iloc[0]})"
             )
-    if not table["fits_memory"].any():
-        batches = grid["batch_size"].tolist()
-        notes.append(_memory_note(estimates, batches, memory_gb, memory_headroom))
     table["eligible"] = eligible
     table["pareto"] = front.mask(len(table))
-    bound = "time_to_train_h" if coverage is None else "time_to_train_h_high"
+    bound = "time_to_train_h" if settings.coverage is None else "time_to_train_h_high"
     table["meets_deadline"] = table[bound] <= deadline_h if deadline_h is not None else False
     table["chosen"] = False
     feasible = table[eligible & table["meets_deadline"].to_numpy()]
@@ -402,7 +502,7 @@ def plan(
         fastest = table.loc[eligible, bound].min()
         notes.append(
             f"no eligible candidate meets {deadline_h:g} h: the fastest needs {fastest:.3g} h"
-            + (" (upper bound of its interval)" if coverage is not None else "")
+            + (" (upper bound of its interval)" if settings.coverage is not None else "")
         )
     if deadline_h is not None and eligible.any():
         notes += _implausible_deadline(deadline_h, table.loc[eligible, bound].max())
@@ -415,18 +515,7 @@ def plan(
             "predictor's training domain (column extrapolation): their predictions are "
             "extrapolations"
         )
-    table = table.sort_values(["time_to_train_h", "cost"]).reset_index(drop=True)
-    return Plan(
-        table=table[list(PLAN_COLUMNS)],
-        model=base,
-        dataset_size=int(dataset_size),
-        epochs=float(epochs),
-        price_per_device_hour=float(price_per_device_hour),
-        deadline_h=deadline_h,
-        coverage=coverage,
-        device_memory_gb=float(np.min(memory_gb)),
-        notes=notes,
-    )
+    return table, notes
 
 
 def _check_numbers(**values: float | None) -> None:
@@ -500,36 +589,37 @@ def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:
     return dict(model)
 
 
-def _chunk_table(
-    predictor, grid, shared, estimates, memory_gb, headroom, epochs, price, dataset_size, coverage
-) -> pd.DataFrame:
+def _chunk_table(predictor, grid, shared, estimates, memory_gb, settings: _Settings):
     """The table rows of a chunk of candidates (before eligibility, front and pick)."""
     table = grid.copy()
     world = grid["world_size"].to_numpy(dtype=np.int64)
+    replicas = grid["dp_size"].to_numpy(dtype=np.int64) if "dp_size" in grid else world
     batch = grid["batch_size"].to_numpy(dtype=np.int64)
-    table["global_batch_size"] = world * batch
-    steps = np.ceil(int(dataset_size) / (world * batch).astype(np.float64)).astype(np.int64)
+    table["global_batch_size"] = replicas * batch
+    steps = np.ceil(settings.dataset_size / (replicas * batch).astype(np.float64))
+    steps = steps.astype(np.int64)
     table["steps_per_epoch"] = steps
     memory = np.array([e.total_bytes for e in estimates[: len(grid)]])
     table["memory_per_rank_gb"] = memory / 1e9
     table["fits_memory"] = [
-        fits_memory(m, gb * 1e9, headroom) for m, gb in zip(memory, memory_gb, strict=True)
+        fits_memory(m, gb * 1e9, settings.headroom) for m, gb in zip(memory, memory_gb, strict=True)
     ]
     guard = guard_columns(shared.reasons)
+    coverage = settings.coverage
     times = epoch_columns(
         predictor, shared.iteration_s, steps, batch, guard["interval_basis"].tolist(), coverage
     )
     table["iteration_s"] = times["iteration_s"]
     table["epoch_s"] = times["epoch_s"]
-    hours = epochs / 3600.0
+    hours = settings.epochs / 3600.0
     table["time_to_train_h"] = times["epoch_s"] * hours
     has = coverage is not None
     table["time_to_train_h_low"] = times["epoch_s_low"] * hours if has else np.nan
     table["time_to_train_h_high"] = times["epoch_s_high"] * hours if has else np.nan
     table["device_hours"] = table["world_size"] * table["time_to_train_h"]
-    table["cost"] = table["device_hours"] * price
+    table["cost"] = table["device_hours"] * settings.price
     table["cost_high"] = (
-        table["world_size"] * table["time_to_train_h_high"] * price if has else np.nan
+        table["world_size"] * table["time_to_train_h_high"] * settings.price if has else np.nan
     )
     table["in_domain"] = guard["in_domain"].to_numpy()
     table["extrapolation"] = guard["extrapolation"].to_numpy()

@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import architecture_key
-from scaledl.prediction.engine import predict_iterations
+from scaledl.parallel.predict import layout_reasons, predict_layouts
+from scaledl.prediction.engine import IterationPredictions, predict_iterations
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
 from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
+from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
@@ -48,6 +50,11 @@ def predict_specs(
 ) -> SpecPredictions:
     """Iteration time and domain reasons of distinct specs.
 
+    Plain data-parallel specs take the predictor's method (the GNN on the layer graph); specs
+    with a tensor, pipeline or sharded layout the layout composition of
+    :mod:`scaledl.parallel.predict` from the same layer-wise and all-reduce models, flagged by
+    the domain guard (field ``layout``).
+
     Args:
         predictor: the loaded predictor.
         workloads: distinct specs (already validated and traceable).
@@ -61,16 +68,33 @@ def predict_specs(
     """
     if arch_keys is None:
         arch_keys = [architecture_key(w) for w in workloads]
-    iterations = predict_iterations(predictor.method, workloads, arch_keys)
-    iteration_s = iterations.iteration_ms / 1000.0
+    layout = np.array([not is_data_parallel(w) for w in workloads], dtype=bool)
+    ddp = np.flatnonzero(~layout)
+    iteration_ms = np.empty(len(workloads))
+    generic: list[tuple[str, ...]] = [()] * len(workloads)
+    if len(ddp):
+        iterations = predict_iterations(
+            predictor.method, [workloads[i] for i in ddp], [arch_keys[i] for i in ddp]
+        )
+        iteration_ms[ddp] = iterations.iteration_ms
+        for i, types in zip(ddp, iterations.generic_types, strict=True):
+            generic[i] = types
+    if layout.any():  # tensor/pipeline/sharded layouts: the composition (scaledl.parallel)
+        rows = np.flatnonzero(layout)
+        composed = predict_layouts(
+            predictor.method, [workloads[i] for i in rows], arch_keys=[arch_keys[i] for i in rows]
+        )
+        iteration_ms[rows] = composed.iteration_ms
+        for i, types in zip(rows, composed.generic_types, strict=True):
+            generic[i] = types
+    iteration_s = iteration_ms / 1000.0
     if not np.isfinite(iteration_s).all():
         raise BundleError(f"{predictor.path}: predictor returned non-finite times")
     labels = [str(i) for i in range(len(workloads))]
-    reasons = check_domain(
-        workloads, predictor.domain, iterations.generic_nodes(labels), ids=labels,
-        arch_keys=arch_keys,
-    )  # fmt: skip
-    used = np.array([bool(t) for t in iterations.generic_types], dtype=bool)
+    nodes = IterationPredictions(iteration_ms, generic).generic_nodes(labels)
+    reasons = check_domain(workloads, predictor.domain, nodes, ids=labels, arch_keys=arch_keys)
+    reasons = [r + extra for r, extra in zip(reasons, layout_reasons(workloads), strict=True)]
+    used = np.array([bool(t) for t in generic], dtype=bool)
     return SpecPredictions(list(workloads), iteration_s, used, reasons)
 
 

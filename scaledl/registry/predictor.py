@@ -166,6 +166,7 @@ class Predictor:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """:meth:`predict` with ``detail``: the per-workload path, with the per-node frame."""
         specs = self._to_workloads(workloads, source)
+        _refuse_layouts(specs, source)
         result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
         result.insert(1, "family", [w.family for w in specs])
@@ -347,3 +348,20 @@ def load_predictor(path: Path | str) -> Predictor:
     parts = read_bundle(Path(path))
     trace_cache.use_directory(parts.path.parent / TRACE_CACHE_DIR)
     return Predictor(parts)
+
+
+def _refuse_layouts(specs: list[Workload], source: str) -> None:
+    """Per-node detail is the layer graph's: refuse a tensor/pipeline/sharded layout.
+
+    Raises:
+        WorkloadError: naming the row and the layout.
+    """
+    from scaledl.workloads.parallelism import is_data_parallel, layout_label
+
+    for i, w in enumerate(specs):
+        if not is_data_parallel(w):
+            raise WorkloadError(
+                f"{source + ': ' if source else ''}row {i + 1}: layout {layout_label(w)!r}: "
+                "per-node detail covers data-parallel workloads only; predict layouts without "
+                "detail (scaledl.parallel composes them)"
+            )

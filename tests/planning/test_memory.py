@@ -1,7 +1,14 @@
 import pytest
+from tiny_specs import tiny
 
 from scaledl.models.domain import range_features
-from scaledl.planning.memory import activation_bytes, estimate_memory, fits_memory
+from scaledl.planning.memory import (
+    activation_bytes,
+    estimate_layout_memory,
+    estimate_memory,
+    fits_memory,
+    stage_activation_bytes,
+)
 from scaledl.workloads.spec import Workload
 
 #: BERT-base (Devlin et al. 2019): 12 layers, width 768, 12 heads, feed-forward 3072.
@@ -78,3 +85,50 @@ def test_t5_decoder_adds_cross_attention():
     cross = (p / 2) * (11 * sd * b * h + 5 * a * sd * s * b)
     expected = 2 * layer(s) + 2 * (layer(sd) + cross) + (p + 4) * sd * b * 100
     assert activation_bytes(t5) == pytest.approx(expected)
+
+
+# --- layouts (hand-computed; tiny BERT: h=32, i=64, a=2, s=16, V=100, fp32) -------------------
+def _layout(**fields):
+    return tiny("bert", num_layers=2, **fields)
+
+
+def test_tensor_parallel_activations_and_states_by_hand():
+    w = _layout(batch_size=4, tp_size=2, world_size=2)
+    # per layer 2 * (10*16*4*32 + (8*16*4*32 + 4*16*4*64 + 5*2*256*4) / 2) = 83968; two layers
+    # and logits (4 + 4) * 16 * 4 * 100 = 51200
+    e = estimate_layout_memory(w, [1000.0], 0.0)
+    assert e.activations_bytes == 2 * 83968 + 51200
+    assert (e.weights_bytes, e.gradients_bytes, e.optimizer_bytes) == (4000, 4000, 8000)
+
+
+@pytest.mark.parametrize(
+    ("sharding", "expected"),
+    [
+        ("none", (4000, 8000, 8000)),
+        ("zero1", (4000, 8000, 2000)),
+        ("zero2", (4000, 1000, 2000)),
+        ("fsdp", (1000 + 2 * 4 * 300, 1000, 2000)),
+    ],
+)
+def test_zero_stages_by_hand(sharding, expected):
+    w = _layout(batch_size=4, world_size=4, sharding=sharding)
+    e = estimate_layout_memory(w, [1000.0], 300.0)
+    assert (e.weights_bytes, e.gradients_bytes, e.optimizer_bytes) == expected
+
+
+@pytest.mark.parametrize(
+    ("schedule", "stage0", "stage1"),
+    [("1f1b", 2 * 63488, 63488 + 25600), ("gpipe", 4 * 63488, 4 * (63488 + 25600))],
+)
+def test_pipeline_stage_activations_by_hand(schedule, stage0, stage1):
+    # batch 8 in 4 micro-batches of 2: per layer 2 * (18*16*2*32 + 4*16*2*64 + 5*2*256*2)
+    # = 63488; logits of a micro-batch 8 * 16 * 2 * 100 = 25600 on the last stage; 1F1B holds
+    # min(4, 2 - s) micro-batches, GPipe 4.
+    w = _layout(batch_size=8, pp_size=2, world_size=2, micro_batches=4,
+                pipeline_schedule=schedule)  # fmt: skip
+    assert stage_activation_bytes(w, 0) == stage0
+    assert stage_activation_bytes(w, 1) == stage1
+    peak = estimate_layout_memory(w, [10.0, 10.0], 0.0)
+    assert peak.activations_bytes == max(stage0, stage1)
+    with pytest.raises(ValueError, match="stage_parameters has 1"):
+        estimate_layout_memory(w, [10.0], 0.0)

@@ -1,0 +1,171 @@
+"""Cost of the collectives of a layout: all-reduce, all-gather, reduce-scatter, send/recv.
+
+Ring algorithms over a group of ``n`` ranks (Thakur, Rabenseifner & Gropp, "Optimization of
+Collective Communication Operations in MPICH", IJHPCA 2005, Sec. 4; Patarasuk & Yuan 2009):
+for a buffer of ``B`` bytes (the full, unsharded tensor), each rank sends
+
+* all-gather and reduce-scatter: ``(n - 1) / n * B`` in ``n - 1`` steps;
+* all-reduce (a reduce-scatter then an all-gather): ``2 (n - 1) / n * B``;
+* broadcast (pipelined from the root, ZeRO-1's parameter partitions) and send/recv (point to
+  point, pipeline stages): ``B``, one message.
+
+so with the latency ``alpha`` and the per-byte cost ``beta`` of the alpha-beta model
+(:class:`~scaledl.models.allreduce.AlphaBetaAllReduce`), ``t = alpha + factor(n) * B * beta``.
+:class:`CollectiveModel` holds one (alpha, beta) per collective: fitted on measured
+``collective_timings`` rows (the profiler's table, ``collective`` / ``group_size`` /
+``collective_bytes`` / ``collective_ms``) where a collective has at least two of them, derived
+from the fitted all-reduce model otherwise (same alpha and beta: the same links and
+algorithm family, one half of the all-reduce for all-gather and reduce-scatter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from scaledl.models.allreduce import AlphaBetaAllReduce
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
+#: Columns of the profiler's ``collective_timings`` table this model reads.
+TIMING_COLUMNS = ("collective", "group_size", "collective_bytes", "collective_ms")
+
+
+def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
+    """The share of the buffer each rank sends in the ring algorithm of a collective.
+
+    Args:
+        collective: one of :data:`COLLECTIVES`.
+        group_size: ranks ``n`` in the group (>= 1), any shape.
+
+    Returns:
+        ``2(n-1)/n`` (all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (broadcast,
+        send/recv; 0 for ``n == 1``), float array.
+
+    Raises:
+        ValueError: an unknown collective.
+    """
+    n = np.asarray(group_size, dtype=float)
+    if collective == "all_reduce":
+        return 2.0 * (n - 1.0) / n
+    if collective in ("all_gather", "reduce_scatter"):
+        return (n - 1.0) / n
+    if collective in ("broadcast", "send", "recv"):
+        return np.where(n > 1, 1.0, 0.0)
+    raise ValueError(f"field 'collective' must be one of {COLLECTIVES}, got {collective!r}")
+
+
+class CollectiveModel:
+    """Alpha-beta cost of every collective (module docstring).
+
+    Args:
+        params: ``{collective: (alpha_ms, ms_per_byte)}`` for every collective of
+            :data:`COLLECTIVES`.
+        source: ``{collective: "measured" | "derived"}``, where each pair came from.
+    """
+
+    def __init__(self, params: dict[str, tuple[float, float]], source: dict[str, str]) -> None:
+        missing = [c for c in COLLECTIVES if c not in params]
+        if missing:
+            raise ValueError(f"collective model: no parameters for {missing}")
+        self.params = dict(params)
+        self.source = dict(source)
+
+    @classmethod
+    def from_allreduce(cls, allreduce: AlphaBetaAllReduce | None) -> CollectiveModel:
+        """Every collective from a fitted all-reduce model (``None``: free communication).
+
+        The all-reduce's first fitted group (single node, smallest message regime) gives
+        alpha and beta: a layout's groups of 2 to 8 ranks within a node.
+        """
+        if allreduce is None:
+            return cls(dict.fromkeys(COLLECTIVES, (0.0, 0.0)), dict.fromkeys(COLLECTIVES, "none"))
+        alpha = float(allreduce.alpha_ms_)
+        beta = 1.0 / allreduce.bandwidth_bytes_per_ms_
+        return cls(dict.fromkeys(COLLECTIVES, (alpha, beta)), dict.fromkeys(COLLECTIVES, "derived"))
+
+    @classmethod
+    def fit(
+        cls, timings: pd.DataFrame | None, allreduce: AlphaBetaAllReduce | None
+    ) -> CollectiveModel:
+        """Fit each collective on its measured rows; derive the others from ``allreduce``.
+
+        Args:
+            timings: ``collective_timings`` rows (:data:`TIMING_COLUMNS`), or ``None``; rows
+                with ``group_size`` 1 are skipped (nothing is sent).
+            allreduce: the fitted all-reduce model (or ``None``) for collectives without data.
+
+        Returns:
+            The model.
+
+        Raises:
+            ValueError: a missing column, an unknown collective, or a non-positive size or
+                time (naming the field and the value).
+        """
+        model = cls.from_allreduce(allreduce)
+        if timings is None or timings.empty:
+            return model
+        missing = [c for c in TIMING_COLUMNS if c not in timings]
+        if missing:
+            raise ValueError(f"collective_timings: missing column(s) {missing}")
+        rows = timings[timings["group_size"] > 1]
+        for name in ("collective_bytes", "collective_ms"):
+            bad = rows[~(rows[name] > 0)]
+            if len(bad):
+                raise ValueError(f"collective_timings: field {name!r} value {bad[name].iloc[0]!r}")
+        for collective, group in rows.groupby("collective"):
+            if collective not in COLLECTIVES:
+                raise ValueError(f"collective_timings: field 'collective' value {collective!r}")
+            if len(group) < 2:
+                continue
+            x = bytes_factor(collective, group["group_size"]) * group["collective_bytes"]
+            y = group["collective_ms"].to_numpy(dtype=float)
+            design = np.column_stack([np.ones(len(y)), np.asarray(x, dtype=float)]) / y[:, None]
+            coef, _ = nnls(design, np.ones(len(y)))  # relative-error weighting, as all-reduce
+            model.params[collective] = (float(coef[0]), float(coef[1]))
+            model.source[collective] = "measured"
+        return model
+
+    def predict_ms(self, collective: str, nbytes: Any, group_size: Any) -> np.ndarray:
+        """Time of one collective of ``nbytes`` (the full buffer) over ``group_size`` ranks.
+
+        Args:
+            collective: one of :data:`COLLECTIVES`.
+            nbytes: buffer bytes (>= 0), any shape.
+            group_size: ranks (>= 1); a group of one costs 0.
+
+        Returns:
+            Milliseconds, the broadcast shape of the inputs.
+
+        Raises:
+            ValueError: an unknown collective, a negative size or a group below 1.
+        """
+        nbytes = np.asarray(nbytes, dtype=float)
+        n = np.asarray(group_size, dtype=float)
+        if np.any(nbytes < 0) or np.any(n < 1):
+            raise ValueError(f"collective {collective}: bytes {nbytes!r}, group {n!r}")
+        factor = bytes_factor(collective, n)
+        alpha, beta = self.params[collective]
+        return np.where(n > 1, alpha + factor * nbytes * beta, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe parameters (``from_dict`` reads them back)."""
+        return {
+            "kind": "collective_model",
+            "params": {c: list(p) for c, p in self.params.items()},
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CollectiveModel:
+        """Rebuild from :meth:`to_dict`.
+
+        Raises:
+            ValueError: not a collective model mapping.
+        """
+        if not isinstance(data, dict) or data.get("kind") != "collective_model":
+            raise ValueError(f"collective model: field 'kind' value {data!r:.60}")
+        return cls({c: (float(a), float(b)) for c, (a, b) in data["params"].items()},
+                   dict(data["source"]))  # fmt: skip

@@ -1,0 +1,242 @@
+"""Iteration time of layout workloads from a predictor's layer-wise and all-reduce models.
+
+For each layout workload (``tp_size``, ``pp_size``, ``micro_batches``, ``sharding`` beyond plain
+DDP) the single-rank layer graph of one micro-batch (:func:`~scaledl.parallel.shard.base_workload`)
+is split as one rank runs it (:mod:`scaledl.parallel.shard`), its layers are predicted by the
+fitted layer-wise models (:func:`~scaledl.models.layerwise_stage.node_predictions`), the
+collectives by :class:`~scaledl.parallel.collectives.CollectiveModel` (derived from the fitted
+all-reduce model, or fitted on measured ``collective_timings``), and the iteration is composed by
+:func:`scaledl.parallel.compose.compose`. Workloads of one *structure* (architecture, mode,
+``tp``, ``pp``, ``m``, schedule, sharding) are composed together, one array entry per workload,
+whatever their ``dp``, batch and nodes.
+
+The GNN of a :class:`~scaledl.models.methods.GraphMethod` corrects DDP graphs only: its graphs
+have no tensor-parallel, pipeline or sharding nodes. A layout prediction is the composition, and
+:func:`layout_reasons` flags every layout as outside the training domain (the layer-wise models
+were fitted on other shapes' ranks, the composition is not learned): an extrapolation without a
+calibration stratum, so its interval is the widest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.models.layerwise_stage import node_predictions
+from scaledl.parallel.collectives import CollectiveModel
+from scaledl.parallel.compose import LayoutInputs, compose
+from scaledl.parallel.shard import (
+    base_workload,
+    block_ordinal,
+    shard_tensor_parallel,
+    stage_of_layers,
+    tensor_parallel_collective_bytes,
+    unit_of_layers,
+)
+from scaledl.registry.guard import Extrapolation
+from scaledl.workloads.identity import architecture_key
+from scaledl.workloads.parallelism import is_data_parallel, layout_label
+from scaledl.workloads.spec import PRECISION_BYTES, Workload
+
+
+@dataclass(frozen=True)
+class LayoutPredictions:
+    """Composed iterations of layout workloads, in input order.
+
+    Attributes:
+        iteration_ms: shape (n,).
+        pipeline_ms: the pipeline replay's makespan, shape (n,).
+        bubble_fraction: idle share of the busiest stage, shape (n,).
+        exposed_sync_ms: gradient synchronisation not hidden by the backward, shape (n,).
+        optimizer_ms: optimizer step (and ZeRO-1's parameter all-gather), shape (n,).
+        generic_types: per workload, the layer types the generic layer model predicted.
+    """
+
+    iteration_ms: np.ndarray
+    pipeline_ms: np.ndarray
+    bubble_fraction: np.ndarray
+    exposed_sync_ms: np.ndarray
+    optimizer_ms: np.ndarray
+    generic_types: list[tuple[str, ...]]
+
+    def frame(self) -> pd.DataFrame:
+        """The time columns as a DataFrame."""
+        return pd.DataFrame({k: v for k, v in self.__dict__.items() if k != "generic_types"})
+
+
+def structure_key(w: Workload, arch_key: str | None = None) -> tuple:
+    """What fixes the replay's structure: architecture, mode and every layout field but dp."""
+    return (arch_key or architecture_key(w), w.mode, w.tp_size, w.pp_size, w.micro_batches,
+            w.pipeline_schedule, w.sharding)  # fmt: skip
+
+
+def predict_layouts(
+    method,
+    workloads: Sequence[Workload],
+    collectives: CollectiveModel | None = None,
+    arch_keys: Sequence[str] | None = None,
+) -> LayoutPredictions:
+    """Compose the iteration of every workload (any layout, plain DDP included).
+
+    Args:
+        method: a fitted method with layer-wise models (``layerwise_``, ``allreduce_``).
+        workloads: the workloads.
+        collectives: the collective model (default: derived from ``method.allreduce_``).
+        arch_keys: the workloads' architecture keys, when the caller knows them.
+
+    Returns:
+        The :class:`LayoutPredictions`.
+
+    Raises:
+        ValueError: the method has no layer-wise models.
+    """
+    if getattr(method, "layerwise_", None) is None:
+        raise ValueError("layout prediction needs a method with layer-wise models")
+    cm = collectives or CollectiveModel.from_allreduce(method.allreduce_)
+    keys = [architecture_key(w) for w in workloads] if arch_keys is None else list(arch_keys)
+    layers = _LayerTimes(method, workloads, keys)
+    groups: dict[tuple, list[int]] = {}
+    for i, w in enumerate(workloads):
+        groups.setdefault(structure_key(w, keys[i]), []).append(i)
+    inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], cm) for m in groups.values()]
+    steps = layers.optimizer_ms([x for x, _ in inputs])
+    names = [k for k in LayoutPredictions.__dataclass_fields__ if k != "generic_types"]
+    out = {k: np.empty(len(workloads)) for k in names}
+    generic: list[tuple[str, ...]] = [()] * len(workloads)
+    for members, (x, types), step in zip(groups.values(), inputs, steps, strict=True):
+        result = compose(replace(x, optimizer_ms=step), cm)
+        for name in names:
+            out[name][members] = np.broadcast_to(getattr(result, name), (len(members),))
+        for i in members:
+            generic[i] = types
+    return LayoutPredictions(**out, generic_types=generic)
+
+
+class _LayerTimes:
+    """Layer-wise predictions of every (architecture, ``tp``, micro-batch) the workloads need.
+
+    One graph set per architecture (one graph per micro-batch size), every tensor-parallel
+    split of it predicted in one call of the layer-wise models; the optimizer steps of every
+    structure in one more call (:meth:`optimizer_ms`).
+    """
+
+    def __init__(self, method, workloads: Sequence[Workload], keys: list[str]) -> None:
+        self.method = method
+        first: dict[str, Workload] = {}
+        micro: dict[str, set[int]] = {}
+        splits: dict[str, set[int]] = {}
+        for w, key in zip(workloads, keys, strict=True):
+            first.setdefault(key, w)
+            micro.setdefault(key, set()).add(w.batch_size // w.micro_batches)
+            splits.setdefault(key, set()).add(w.tp_size)
+        self.micro = {k: sorted(v) for k, v in micro.items()}
+        frames, self.optimizer_row, self.blocks = [], {}, {}
+        for key, w in first.items():
+            gs = build_graph_set(
+                [base_workload(w, b) for b in self.micro[key]],
+                arch_keys=[key] * len(self.micro[key]),
+            )
+            nodes = gs.nodes.assign(graph=gs.graph)
+            self.optimizer_row[key] = nodes[(nodes["node_kind"] == "optimizer").to_numpy()][:1]
+            layers = nodes[(nodes["node_kind"] == "layer").to_numpy()]
+            self.blocks[key] = block_ordinal(architecture_graphs(w)[0].layers["block"])
+            for tp in sorted(splits[key]):
+                frames.append(shard_tensor_parallel(layers, tp).assign(arch=key, tp=tp))
+        self.layers = pd.concat(frames, ignore_index=True)
+        preds = node_predictions(method.layerwise_, None, self.layers)
+        self.layers[["forward_ms", "backward_ms", "used_generic"]] = preds[
+            ["forward_ms", "backward_ms", "used_generic"]
+        ].to_numpy()
+        self.index = {k: g.index.to_numpy() for k, g in self.layers.groupby(["arch", "tp"])}
+
+    def inputs(
+        self, key: str, members: list[Workload], cm: CollectiveModel
+    ) -> tuple[LayoutInputs, tuple[str, ...]]:
+        """The :class:`LayoutInputs` of workloads of one structure (one column per workload).
+
+        ``optimizer_ms`` holds the parameter counts each stage's step updates, shape (p, n),
+        until :meth:`optimizer_ms` predicts them.
+
+        Returns:
+            The inputs and the layer types the generic layer model predicted.
+        """
+        w0 = members[0]
+        rows = self.layers.loc[self.index[(key, w0.tp_size)]]
+        graph = rows["graph"].to_numpy()
+        block = self.blocks[key]
+        stage, unit = stage_of_layers(block, w0.pp_size), unit_of_layers(block)
+        col = np.searchsorted(self.micro[key], [w.batch_size // w.micro_batches for w in members])
+        n_graphs = len(self.micro[key])
+
+        def per(values: np.ndarray) -> np.ndarray:  # (n_layers, n_members)
+            return np.stack([values[graph == g] for g in range(n_graphs)], axis=1)[:, col]
+
+        tp_bytes = per(tensor_parallel_collective_bytes(rows, np.tile(block, n_graphs)))
+        first = rows[graph == 0]
+        params = first["params"].to_numpy(dtype=np.float64).copy()
+        params[first["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeats
+        out_bytes = per(rows["output_bytes"].to_numpy(dtype=np.float64))
+        last = [np.flatnonzero(stage == s)[-1] for s in range(w0.pp_size - 1)]
+        dp = np.array([w.dp_size for w in members], dtype=np.float64)
+        share = 1.0 / dp if w0.sharding != "none" else np.ones_like(dp)
+        stage_params = np.array([params[stage == s].sum() for s in range(w0.pp_size)])
+        generic = rows.loc[rows["used_generic"].astype(bool), "layer_type"]
+        inputs = LayoutInputs(
+            stage=stage, unit=unit, forward_ms=per(rows["forward_ms"].to_numpy(float)),
+            backward_ms=per(rows["backward_ms"].to_numpy(float)),
+            tp_allreduce_ms=cm.predict_ms("all_reduce", tp_bytes, w0.tp_size),
+            param_bytes=params * PRECISION_BYTES[w0.precision], boundary_bytes=out_bytes[last],
+            optimizer_ms=np.rint(stage_params[:, None] * share[None, :]), dp_size=dp,
+            micro_batches=w0.micro_batches, schedule=w0.pipeline_schedule,
+            sharding=w0.sharding, train=w0.mode == "train",
+        )  # fmt: skip
+        return inputs, tuple(sorted(set(generic.astype(str))))
+
+    def optimizer_ms(self, inputs: list[LayoutInputs]) -> list[np.ndarray]:
+        """The optimizer step of every structure's stages, from their parameter counts.
+
+        The layer-wise ``optimizer`` model on the parameters a rank updates: its stage's
+        (tensor-parallel shard), ``1/dp`` of them with ZeRO or FSDP sharding; 0 for inference.
+        """
+        template = next((r for r in self.optimizer_row.values() if len(r)), None)
+        counts = np.concatenate([x.optimizer_ms.ravel() for x in inputs if x.train] or [[]])
+        steps = np.zeros(0)
+        if len(counts) and template is not None:
+            rows = template.loc[template.index.repeat(len(counts))].reset_index(drop=True)
+            rows["params"] = counts
+            steps = node_predictions(self.method.layerwise_, None, rows)["forward_ms"].to_numpy()
+        out, start = [], 0
+        for x in inputs:
+            if not x.train:
+                out.append(np.zeros_like(x.optimizer_ms))
+                continue
+            n = x.optimizer_ms.size
+            out.append(steps[start : start + n].reshape(x.optimizer_ms.shape))
+            start += n
+        return out
+
+
+def layout_reasons(workloads: Sequence[Workload]) -> list[list[Extrapolation]]:
+    """The domain guard's reason for each layout workload (empty for plain DDP).
+
+    Returns:
+        One list per workload.
+    """
+    return [
+        []
+        if is_data_parallel(w)
+        else [
+            Extrapolation(
+                "layout",
+                layout_label(w),
+                "composed from the layer-wise models (tensor/pipeline/sharding replay), "
+                "no layout profile corrects it",
+                None,
+            )
+        ]
+        for w in workloads
+    ]

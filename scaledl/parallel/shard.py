@@ -1,0 +1,164 @@
+"""What one rank of a layout runs: tensor-parallel shards, pipeline stages and sharding units.
+
+* **Tensor parallelism** (Megatron-LM, Shoeybi et al. 2019, arXiv 1909.08053, Sec. 3; the
+  column/row-wise plans of ``torch.distributed.tensor.parallel``): each attention and
+  feed-forward unit is split over ``t`` ranks, the first linear layer column-wise and the
+  second row-wise. A rank holds ``1/t`` of the unit's weights (heads / t, intermediate / t) and
+  does ``1/t`` of its FLOPs; its input is the full, replicated activation and its output the
+  full activation after the all-reduce (so the unit's input and output bytes and its operator
+  count are those of the whole unit). Embeddings, norms, the pooler and the head stay
+  replicated (the plans shard attention and MLP only). Each block needs one all-reduce of its
+  output activation after its attention (each of self- and cross-attention) and one after its
+  feed-forward, in forward (Megatron's ``g``) and one each in backward (``f``: the gradient of
+  the replicated input): :func:`tensor_parallel_collective_bytes`.
+* **Pipeline stages**: stage ``s`` of ``p`` holds blocks ``[s k, (s + 1) k)`` of the model's
+  ``p k`` blocks (encoder then decoder blocks), the layers before the first block (embeddings)
+  on the first stage and every layer outside a block after a block on that block's stage (final
+  norm, head: the last stage; :func:`stage_of_layers`).
+* **Sharding units** (FSDP / ZeRO-2): every block is one unit (``fully_shard`` on each block),
+  the remaining layers the root unit (:func:`unit_of_layers`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from scaledl.workloads.parallelism import LAYOUT_DEFAULTS
+from scaledl.workloads.spec import Workload
+
+#: Layer types split by the tensor-parallel plans.
+TENSOR_PARALLEL_TYPES = ("attention", "cross-attention", "feed-forward")
+_SHARDED_COLUMNS = ("fwd_flops", "bwd_flops", "params", "kernel_fwd_ms", "kernel_bwd_ms")
+
+
+def base_workload(w: Workload, batch_size: int) -> Workload:
+    """The single-rank workload whose layer graph a layout's rank shards (one micro-batch).
+
+    Args:
+        w: the layout workload.
+        batch_size: samples of one micro-batch (``w.batch_size / w.micro_batches``).
+
+    Returns:
+        ``w`` with the default layout, one rank on one node and ``batch_size``.
+    """
+    update = {**LAYOUT_DEFAULTS, "dp_size": 1, "world_size": 1, "num_nodes": 1}
+    return w.model_copy(update={**update, "batch_size": int(batch_size)})
+
+
+def block_ordinal(blocks: pd.Series) -> np.ndarray:
+    """Index of each layer's block in order of first appearance (-1: outside any block).
+
+    Args:
+        blocks: the ``block`` column of the layer nodes, in execution order.
+
+    Returns:
+        int array, shape (n_layers,).
+    """
+    order: dict[str, int] = {}
+    out = np.full(len(blocks), -1, dtype=np.int64)
+    for i, b in enumerate(blocks.astype(str).tolist()):
+        if b:
+            out[i] = order.setdefault(b, len(order))
+    return out
+
+
+def stage_of_layers(block: np.ndarray, stages: int) -> np.ndarray:
+    """The pipeline stage of each layer (module docstring).
+
+    Args:
+        block: :func:`block_ordinal` per layer, in execution order.
+        stages: ``p``; must divide the number of blocks.
+
+    Returns:
+        int array, shape (n_layers,), values in ``[0, p)``.
+
+    Raises:
+        ValueError: ``p`` does not divide the blocks.
+    """
+    n_blocks = int(block.max()) + 1 if len(block) and block.max() >= 0 else 0
+    if stages < 1 or (stages > 1 and (n_blocks == 0 or n_blocks % stages)):
+        raise ValueError(f"pp_size={stages} must divide the {n_blocks} blocks of the model")
+    if stages == 1:
+        return np.zeros(len(block), dtype=np.int64)
+    per_stage = n_blocks // stages
+    current = np.maximum.accumulate(np.where(block >= 0, block, -1))
+    return np.where(current >= 0, current // per_stage, 0).astype(np.int64)
+
+
+def unit_of_layers(block: np.ndarray) -> np.ndarray:
+    """The sharding unit of each layer: its block, -1 for the root unit (module docstring)."""
+    return np.asarray(block, dtype=np.int64).copy()
+
+
+def shard_tensor_parallel(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
+    """The layer nodes one tensor-parallel rank runs (module docstring).
+
+    Args:
+        layers: layer nodes (``layer_type`` and the layer feature columns).
+        tp_size: ``t`` >= 1.
+
+    Returns:
+        A copy with FLOPs, parameters (and the kernel-model times, when present) of the
+        attention and feed-forward units divided by ``t``.
+    """
+    out = layers.copy()
+    if tp_size == 1:
+        return out
+    split = out["layer_type"].isin(TENSOR_PARALLEL_TYPES).to_numpy()
+    for column in _SHARDED_COLUMNS:
+        if column in out:
+            values = out[column].to_numpy(dtype=np.float64).copy()
+            values[split] /= tp_size
+            out[column] = values
+    return out
+
+
+def tensor_parallel_collective_bytes(layers: pd.DataFrame, block: np.ndarray) -> np.ndarray:
+    """Bytes of the all-reduce after each layer in forward (and before it in backward).
+
+    One per attention unit (its output) and one per block after its last feed-forward unit
+    (a feed-forward split in two units, BERT's intermediate and output, has one all-reduce).
+
+    Args:
+        layers: layer nodes in execution order (``layer_type``, ``output_bytes``).
+        block: :func:`block_ordinal` per layer.
+
+    Returns:
+        float array, shape (n_layers,): 0 where no all-reduce follows.
+    """
+    types = layers["layer_type"].astype(str).to_numpy()
+    out_bytes = layers["output_bytes"].to_numpy(dtype=np.float64)
+    result = np.where(np.isin(types, ("attention", "cross-attention")), out_bytes, 0.0)
+    ff = types == "feed-forward"
+    for i in np.flatnonzero(ff):
+        nxt = i + 1
+        last_of_block = nxt >= len(types) or not ff[nxt] or block[nxt] != block[i]
+        if last_of_block:
+            result[i] = out_bytes[i]
+    return result
+
+
+def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[list[float], float]:
+    """Parameters one rank holds per pipeline stage, and the largest sharding unit's.
+
+    Args:
+        layers: the layer nodes of the model (``block``, ``layer_type``, ``layer_name``,
+            ``params``), in execution order; a repeated call (``name#k``) holds no parameters
+            of its own.
+        tp_size: tensor-parallel ranks.
+        pp_size: pipeline stages.
+
+    Returns:
+        ``(per stage parameters, largest unit parameters)``, one rank's (after the TP split).
+
+    Raises:
+        ValueError: ``pp_size`` does not divide the blocks.
+    """
+    block = block_ordinal(layers["block"])
+    stage = stage_of_layers(block, pp_size)
+    params = shard_tensor_parallel(layers, tp_size)["params"].to_numpy(dtype=np.float64).copy()
+    params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0
+    unit = unit_of_layers(block)
+    largest = max(float(params[unit == u].sum()) for u in np.unique(unit))
+    return [float(params[stage == s].sum()) for s in range(pp_size)], largest

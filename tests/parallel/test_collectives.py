@@ -1,0 +1,50 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.parallel.collectives import CollectiveModel, bytes_factor
+
+
+def test_ring_factors():
+    assert bytes_factor("all_reduce", 4) == pytest.approx(1.5)
+    assert bytes_factor("all_gather", 4) == pytest.approx(0.75)
+    assert bytes_factor("reduce_scatter", 2) == pytest.approx(0.5)
+    assert bytes_factor("send", 2) == 1.0
+    assert bytes_factor("broadcast", 4) == 1.0
+    with pytest.raises(ValueError, match="collective"):
+        bytes_factor("gather", 2)
+
+
+def test_derived_from_allreduce_halves_the_bandwidth_term():
+    ar = AlphaBetaAllReduce(weighting="none").fit([1e6, 2e6, 4e6], [2, 2, 2], [1.1, 2.1, 4.1])
+    cm = CollectiveModel.from_allreduce(ar)
+    assert cm.source["all_gather"] == "derived"
+    # alpha 0.1 ms, beta 1e-6 ms/byte: all-reduce of 1 MB over 2 = 0.1 + 1.0
+    assert cm.predict_ms("all_reduce", 1e6, 2) == pytest.approx(1.1, rel=1e-6)
+    assert cm.predict_ms("all_gather", 1e6, 2) == pytest.approx(0.6, rel=1e-6)
+    assert cm.predict_ms("send", 1e6, 2) == pytest.approx(1.1, rel=1e-6)
+    assert cm.predict_ms("all_gather", 1e6, 1) == 0.0
+    np.testing.assert_allclose(
+        cm.predict_ms("reduce_scatter", [1e6, 1e6], [2, 4]), [0.6, 0.85], rtol=1e-6
+    )
+
+
+def test_fit_on_measured_timings_and_round_trip():
+    sizes = np.array([1e5, 1e6, 1e7, 1e5, 1e6, 1e7])
+    groups = np.array([2, 2, 2, 4, 4, 4])
+    ms = 0.05 + (groups - 1) / groups * sizes * 2e-7
+    timings = pd.DataFrame(
+        {"collective": "all_gather", "group_size": groups, "collective_bytes": sizes,
+         "collective_ms": ms}
+    )  # fmt: skip
+    cm = CollectiveModel.fit(timings, None)
+    assert cm.source == {**{c: "none" for c in cm.source}, "all_gather": "measured"}
+    assert cm.params["all_gather"] == pytest.approx((0.05, 2e-7), rel=1e-4)
+    again = CollectiveModel.from_dict(cm.to_dict())
+    assert again.params == cm.params
+    bad = timings.assign(collective_ms=0.0)
+    with pytest.raises(ValueError, match="collective_ms"):
+        CollectiveModel.fit(bad, None)
+    with pytest.raises(ValueError, match="missing column"):
+        CollectiveModel.fit(timings.drop(columns="group_size"), None)

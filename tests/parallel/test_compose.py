@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+
+from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
+from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets
+
+MIB = 1024 * 1024
+#: alpha 0.1 ms, 1e-6 ms per byte for every collective.
+CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.1, 1e-6)), dict.fromkeys(COLLECTIVES, "t"))
+FREE = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.0, 0.0)), dict.fromkeys(COLLECTIVES, "t"))
+
+
+def inputs(**kw):
+    base = dict(
+        stage=np.array([0, 0]), unit=np.array([0, 1]), forward_ms=np.array([1.0, 2.0]),
+        backward_ms=np.array([2.0, 4.0]), tp_allreduce_ms=np.zeros(2),
+        param_bytes=np.array([1e6, 1e6]), boundary_bytes=np.zeros(0),
+        optimizer_ms=np.array([0.5]), dp_size=2.0, micro_batches=1, schedule="1f1b",
+        sharding="none", train=True,
+    )  # fmt: skip
+    base.update(kw)
+    return LayoutInputs(**base)
+
+
+def test_ddp_buckets_close_at_one_then_twenty_five_mib():
+    assert ddp_buckets(np.array([0.0, 2 * MIB, 10 * MIB, 20 * MIB])) == [
+        (1, 2 * MIB),
+        (3, 30 * MIB),
+    ]
+
+
+def test_ddp_bucket_after_the_last_gradient_by_hand():
+    # backward: layer 1 [3, 7], layer 0 [7, 9]; one 2 MiB bucket ready at 9, all-reduce over
+    # 2 ranks: 0.1 + 2 MiB * 1e-6 ms; then the 0.5 ms step.
+    x = inputs(param_bytes=np.array([2.0 * MIB, 0.0]))
+    it = compose(x, CM)
+    ar = 0.1 + 2 * MIB * 1e-6
+    assert it.exposed_sync_ms == pytest.approx(ar)
+    assert it.iteration_ms == pytest.approx(9.0 + ar + 0.5)
+
+
+def test_fsdp_prefetch_and_reduce_scatter_by_hand():
+    # all-gather / reduce-scatter of 1e6 bytes over 2: 0.1 + 0.5 = 0.6 ms.
+    # forward: G0 [0, .6], F0 [.6, 1.6], G1 [.6, 1.2], F1 [1.6, 3.6]
+    # backward: G(u1) [0, .6], B(u1) [.6, 4.6], G(u0) [.6, 1.2], B(u0) [4.6, 6.6];
+    # reduce-scatters [4.6, 5.2], [6.6, 7.2]: 0.6 exposed.
+    it = compose(inputs(sharding="fsdp"), CM)
+    assert it.pipeline_ms == pytest.approx(3.6 + 6.6)
+    assert it.exposed_sync_ms == pytest.approx(0.6)
+    assert it.iteration_ms == pytest.approx(3.6 + 6.6 + 0.6 + 0.5)
+
+
+def test_zero2_gathers_in_forward_only():
+    # forward 3.6 as FSDP; backward without gathers: [0, 4], [4, 6]; scatters [4, 4.6],
+    # [6, 6.6].
+    it = compose(inputs(sharding="zero2"), CM)
+    assert it.iteration_ms == pytest.approx(3.6 + 6.0 + 0.6 + 0.5)
+
+
+def test_zero1_broadcasts_the_partitions_after_the_step():
+    # DDP: one bucket of 2e6 bytes (1e6 < 1 MiB <= 2e6) ready at 9, all-reduce
+    # 0.1 + 2e6 * 1e-6 = 2.1; step 0.5; 2 broadcasts of a 1e6-byte partition: 2 * (0.1 + 1.0).
+    it = compose(inputs(sharding="zero1"), CM)
+    assert it.iteration_ms == pytest.approx(9.0 + 2.1 + 0.5 + 2.2)
+    assert it.optimizer_ms == pytest.approx(0.5 + 2.2)
+
+
+def test_pipeline_of_two_equal_stages_and_vector_candidates():
+    x = inputs(stage=np.array([0, 1]), forward_ms=np.array([1.0, 1.0]),
+               backward_ms=np.array([2.0, 2.0]), boundary_bytes=np.zeros(1),
+               optimizer_ms=np.array([0.5, 0.5]), dp_size=1.0, micro_batches=2,
+               schedule="gpipe")  # fmt: skip
+    it = compose(x, FREE)
+    assert it.iteration_ms == pytest.approx(3 * 3.0 + 0.5)
+    assert it.bubble_fraction == pytest.approx(1 / 3)
+    # two candidates: the second twice as slow per layer
+    fw = np.array([[1.0, 2.0], [1.0, 2.0]])
+    vec = compose(
+        inputs(stage=np.array([0, 1]), forward_ms=fw, backward_ms=2 * fw,
+               tp_allreduce_ms=np.zeros((2, 2)), boundary_bytes=np.zeros((1, 2)),
+               optimizer_ms=np.full((2, 2), 0.5), dp_size=np.array([1.0, 1.0]),
+               micro_batches=2, schedule="gpipe"),
+        FREE,
+    )  # fmt: skip
+    np.testing.assert_allclose(vec.iteration_ms, [9.5, 18.5])
+
+
+def test_tensor_parallel_collectives_on_the_critical_path():
+    x = inputs(tp_allreduce_ms=np.array([0.25, 0.0]), dp_size=1.0)
+    it = compose(x, CM)
+    assert it.iteration_ms == pytest.approx(3.0 + 0.25 + 6.0 + 0.25 + 0.5)
+
+
+def test_inference_is_the_forward():
+    it = compose(inputs(train=False, dp_size=1.0), CM)
+    assert it.iteration_ms == pytest.approx(3.0)

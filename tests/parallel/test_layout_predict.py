@@ -1,0 +1,94 @@
+import numpy as np
+import pandas as pd
+import pytest
+from tiny_specs import tiny
+
+from scaledl.models.features import build_graph_set
+from scaledl.models.layerwise_stage import node_predictions
+from scaledl.parallel.predict import layout_reasons, predict_layouts
+
+
+class FlopsModel:
+    """A layer-wise stand-in: forward 1 ms per MFLOP + 0.01, backward twice, step per param."""
+
+    features = "work"
+    unmeasured_types = ()
+
+    def predict(self, nodes):
+        fwd = nodes["fwd_flops"].to_numpy(dtype=float) * 1e-6 + 0.01
+        opt = (nodes["layer_type"] == "optimizer").to_numpy()
+        fwd = np.where(opt, nodes["params"].to_numpy(dtype=float) * 1e-6, fwd)
+        return pd.DataFrame(
+            {"forward_ms": fwd, "backward_ms": np.where(opt, 0.0, 2 * fwd),
+             "used_generic": False}, index=nodes.index,
+        )  # fmt: skip
+
+
+class Method:
+    layerwise_ = FlopsModel()
+    allreduce_ = None  # free communication
+
+
+def ddp_sum(w):
+    gs = build_graph_set([w])
+    p = node_predictions(Method.layerwise_, None, gs.nodes)
+    return float(p["total_ms"].sum())
+
+
+def test_single_rank_is_the_sum_of_the_layers():
+    w = tiny("bert", num_layers=2, batch_size=4)
+    got = predict_layouts(Method(), [w]).iteration_ms[0]
+    assert got == pytest.approx(ddp_sum(w))
+
+
+def test_tensor_parallel_halves_the_block_work():
+    ddp = tiny("bert", num_layers=2, batch_size=4)
+    tp = tiny("bert", num_layers=2, batch_size=4, tp_size=2, world_size=2)
+    a, b = predict_layouts(Method(), [ddp, tp]).iteration_ms
+    assert b < a
+
+
+def test_pipeline_of_one_micro_batch_runs_the_stages_one_after_the_other():
+    ddp = tiny("bert", num_layers=2, batch_size=4)
+    pp = tiny("bert", num_layers=2, batch_size=4, pp_size=2, world_size=2)
+    got = predict_layouts(Method(), [ddp, pp, pp.model_copy(update={"micro_batches": 2})])
+    assert got.pipeline_ms[1] == pytest.approx(got.pipeline_ms[0])
+    assert 0 < got.bubble_fraction[2] < got.bubble_fraction[1]
+
+
+def test_candidates_of_one_structure_match_one_by_one():
+    ws = [tiny("bert", num_layers=2, batch_size=b, world_size=2 * d, dp_size=d, tp_size=2)
+          for b in (2, 4) for d in (1, 2)]  # fmt: skip
+    together = predict_layouts(Method(), ws).iteration_ms
+    alone = [predict_layouts(Method(), [w]).iteration_ms[0] for w in ws]
+    np.testing.assert_allclose(together, alone)
+
+
+def test_layouts_are_flagged():
+    ddp = tiny("bert", num_layers=2)
+    fsdp = tiny("bert", num_layers=2, world_size=2, sharding="fsdp")
+    reasons = layout_reasons([ddp, fsdp])
+    assert reasons[0] == []
+    assert reasons[1][0].field == "layout" and reasons[1][0].value == "dp2-fsdp"
+
+
+@pytest.mark.slow
+def test_predictor_answers_layout_workloads_flagged(registry_root):
+    from tiny_specs import tiny_spec
+
+    from scaledl.registry import load_predictor
+    from scaledl.workloads.spec import WorkloadError
+
+    predictor = load_predictor(registry_root / "scaledl")
+    ddp = tiny_spec("bert", num_layers=2, world_size=2)
+    rows = [ddp, {**ddp, "tp_size": 2}, {**ddp, "sharding": "fsdp"},
+            {**ddp, "pp_size": 2, "micro_batches": 2}]  # fmt: skip
+    out = predictor.predict(rows)
+    assert (out["iteration_s"] > 0).all()
+    assert out["world_size"].tolist() == [2, 2, 2, 2]
+    layout = out.iloc[1:]
+    assert layout["extrapolation"].str.contains("layout=").all()
+    assert not layout["in_domain"].any()
+    assert "layout=" not in out["extrapolation"].iloc[0]
+    with pytest.raises(WorkloadError, match="row 2: layout 'tp2'"):
+        predictor.predict(rows, detail=True)

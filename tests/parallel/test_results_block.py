@@ -1,0 +1,80 @@
+"""The README's layouts block is the committed ``docs/results/layouts.json``, rendered."""
+
+import json
+from pathlib import Path
+
+import pytest
+from tiny_specs import tiny
+
+from scaledl.parallel.evaluate import layout_kind
+from scaledl.parallel.results_block import BOUNDS, layouts_markdown
+from scaledl.report.summary import read_block
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT = ROOT / "docs" / "results" / "layouts.json"
+
+EXAMPLE = {
+    "dataset": "d",
+    "n_by_kind": {"ddp": 4, "fsdp": 3, "tp": 2, "pp": 5},
+    "folds": {
+        "tp": {
+            "n_workloads": 2,
+            "mre_composed": 0.2,
+            "mre_corrected": 0.05,
+            "corrected_vs_composed": {
+                "mre_difference": -0.15,
+                "ci_low": -0.2,
+                "ci_high": -0.1,
+                "verdict": "better",
+            },
+        },
+        "pp": {"n_workloads": 1, "mre_composed": 0.1, "mre_corrected": 0.12},
+    },  # fmt: skip
+    "ranking": {
+        "models": [
+            {
+                "model": "bert",
+                "layouts": ["dp2", "tp2", "pp2-1f1b-m2"],
+                "tau_corrected": 1.0,
+                "tau_composed": None,
+            }
+        ]
+    },  # fmt: skip
+    "targets": [
+        {
+            "name": "leave-one-layout-out MRE, tp held out",
+            "value": 0.05,
+            "target": 0.1,
+            "met": True,
+        },
+        {
+            "name": "Kendall tau, predicted vs measured layouts (worst model)",
+            "value": 1.0,
+            "target": 0.8,
+            "met": True,
+        },
+    ],  # fmt: skip
+}
+
+
+def test_block_renders_targets_folds_and_ranking():
+    text = layouts_markdown(EXAMPLE)
+    assert "| leave-one-layout-out MRE, tp held out | 5.0% | <= 10.0% | met |" in text
+    assert "| Kendall tau, predicted vs measured layouts (worst model) | 1.00 | >= 0.80 |" in text
+    assert "| tp | 2 | 20.0% | 5.0% | -15.0 [-20.0, -10.0] (better) |" in text
+    assert "| pp | 1 | 10.0% | 12.0% | n/a |" in text
+    assert "Kendall tau 1.00 (composition alone n/a)" in text
+
+
+@pytest.mark.skipif(not RESULT.exists(), reason="no layout evaluation committed yet")
+def test_readme_layouts_block_matches_the_committed_result():
+    result = json.loads(RESULT.read_text())
+    block = read_block((ROOT / "README.md").read_text(), "README.md", BOUNDS)
+    assert block == layouts_markdown(result)
+
+
+def test_layout_kinds():
+    assert layout_kind(tiny("bert", world_size=2)) == "ddp"
+    assert layout_kind(tiny("bert", world_size=2, sharding="zero1")) == "fsdp"
+    assert layout_kind(tiny("bert", world_size=2, tp_size=2)) == "tp"
+    assert layout_kind(tiny("bert", num_layers=2, world_size=2, pp_size=2)) == "pp"

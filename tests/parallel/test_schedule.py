@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+
+from scaledl.parallel.lanes import Task, replay
+from scaledl.parallel.schedule import bubble_fraction, replay_pipeline, stage_order
+
+
+def test_replay_serialises_a_lane_and_waits_for_dependencies():
+    r = replay(
+        [
+            Task("a", "x", 2.0),
+            Task("b", "x", 1.0),
+            Task("c", "y", 1.0, ("a",)),
+            Task("d", "y", 5.0, ("b",)),
+        ]
+    )
+    assert r.start_ms == {"a": 0.0, "b": 2.0, "c": 2.0, "d": 3.0}
+    assert r.makespan_ms == 8.0
+
+
+def test_replay_refuses_deadlock_unknown_and_negative():
+    with pytest.raises(ValueError, match="deadlock"):
+        replay([Task("a", "x", 1.0, ("b",)), Task("b", "x", 1.0)])
+    with pytest.raises(ValueError, match="unknown task 'z'"):
+        replay([Task("a", "x", 1.0, ("z",))])
+    with pytest.raises(ValueError, match="duration"):
+        replay([Task("a", "x", -1.0)])
+
+
+def test_one_f_one_b_order():
+    assert stage_order("1f1b", 0, 2, 3) == [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1),
+                                            ("B", 2)]  # fmt: skip
+    assert stage_order("1f1b", 1, 2, 3) == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2),
+                                            ("B", 2)]  # fmt: skip
+    assert stage_order("gpipe", 0, 2, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("p", "m"), [(2, 1), (2, 4), (4, 8), (3, 5)])
+def test_equal_stages_give_the_bubble_fraction(schedule, p, m):
+    f, b = 1.0, 2.0
+    r = replay_pipeline([f] * p, [b] * p, m, schedule)
+    assert r.makespan_ms == pytest.approx((m + p - 1) * (f + b))
+    assert r.bubble_fraction == pytest.approx(bubble_fraction(p, m))
+    assert bubble_fraction(p, m) == pytest.approx((p - 1) / (m + p - 1))
+
+
+def test_gpipe_by_hand_with_transfer_cost():
+    # F0 [0,1], send [1,1.5], F1 [1.5,2.5], B1 [2.5,4.5], send [4.5,5], B0 [5,7]
+    r = replay_pipeline([1.0, 1.0], [2.0, 2.0], 1, "gpipe", p2p_ms=0.5)
+    assert r.makespan_ms == pytest.approx(7.0)
+    assert r.stage_end_ms == pytest.approx([7.0, 4.5])
+
+
+def test_unequal_stages_one_f_one_b_beats_gpipe_by_hand():
+    # stage 0: f=b=2, stage 1: f=b=1, m=2. GPipe: stage 0 waits for both backwards of
+    # stage 1: B0 [6,8], B1 [8,10]. 1F1B: stage 1 runs F0 B0 F1 B1 = [2,3][3,4][4,5][5,6],
+    # so stage 0's B0 starts at 4: [4,6], B1 [6,8].
+    gpipe = replay_pipeline([2.0, 1.0], [2.0, 1.0], 2, "gpipe")
+    ofob = replay_pipeline([2.0, 1.0], [2.0, 1.0], 2, "1f1b")
+    assert gpipe.makespan_ms == pytest.approx(10.0)
+    assert ofob.makespan_ms == pytest.approx(8.0)
+
+
+def test_slow_last_stage_by_hand():
+    # stage 0 f=1 b=2, stage 1 f=2 b=4, m=2, GPipe: S1 F [1,3][3,5] B [5,9][9,13]; S0 B
+    # [9,11][13,15].
+    r = replay_pipeline([1.0, 2.0], [2.0, 4.0], 2, "gpipe")
+    assert r.makespan_ms == pytest.approx(15.0)
+    assert r.stage_busy_ms == pytest.approx([6.0, 12.0])
+
+
+def test_vectorised_over_candidates_matches_one_by_one():
+    f = np.array([1.0, 2.0, 0.5])
+    b = np.array([2.0, 1.0, 3.0])
+    vec = replay_pipeline([f, 2 * f], [b, b], 4, "1f1b", p2p_ms=np.array([0.1, 0.0, 0.3]))
+    for i in range(3):
+        one = replay_pipeline([f[i], 2 * f[i]], [b[i], b[i]], 4, "1f1b", p2p_ms=[0.1, 0.0, 0.3][i])
+        assert vec.makespan_ms[i] == pytest.approx(one.makespan_ms)
+
+
+def test_per_micro_batch_times_and_bad_lengths():
+    r = replay_pipeline([[1.0, 3.0]], [[1.0, 1.0]], 2, "gpipe")
+    assert r.makespan_ms == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="micro-batches"):
+        replay_pipeline([[1.0]], [1.0], 2)
+    with pytest.raises(ValueError, match="p2p_ms"):
+        replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, p2p_ms=[1.0, 1.0])
+    with pytest.raises(ValueError, match="pipeline_schedule"):
+        replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "zigzag")
