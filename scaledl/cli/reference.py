@@ -1,4 +1,4 @@
-"""``scaledl evaluate-reference``: the evaluation on the committed reference dataset."""
+"""``scaledl evaluate-reference`` and ``evaluate-layouts``: evaluations on committed datasets."""
 
 from __future__ import annotations
 
@@ -61,3 +61,40 @@ def evaluate_reference_command(
         block = reference_markdown(json.loads(out.read_text()))
         write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
         typer.echo(f"{readme}: reference block rewritten")
+
+
+@app.command("evaluate-layouts")
+def evaluate_layouts_command(
+    data: Annotated[Path, typer.Option(help="Validated profiles of a layout dataset")] = Path(
+        "datasets/layouts-cpu/validated"
+    ),
+    out: Annotated[Path, typer.Option(help="Result JSON")] = Path("docs/results/layouts.json"),
+    readme: Annotated[
+        Path | None, typer.Option(help="Also rewrite this README's layouts block")
+    ] = None,
+) -> None:
+    """Evaluate layout predictions on a profiled layout dataset (fixed labels).
+
+    Leave-one-layout-out MRE (sharded, tensor-parallel and pipeline layouts held out in turn),
+    the learned correction paired against the composition, and Kendall's tau of the layout
+    ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Bad input exits 2
+    naming the file.
+    """
+    from scaledl.io.atomic import write_atomic
+    from scaledl.models.data import ProfileDataError
+    from scaledl.parallel.evaluate import evaluate_layouts
+    from scaledl.parallel.results_block import BOUNDS, layouts_markdown
+    from scaledl.report.summary import replace_block
+
+    out = output_path(out, (".json",), "--out")
+    try:
+        result = evaluate_layouts(data)
+    except (ProfileDataError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    write_atomic(out, json.dumps(result, indent=2) + "\n")
+    typer.echo(layouts_markdown(result))
+    typer.echo(f"{out}: written")
+    if readme is not None:
+        text = readme.read_text()
+        write_atomic(readme, replace_block(text, layouts_markdown(result), str(readme), BOUNDS))
+        typer.echo(f"{readme}: layouts block rewritten")

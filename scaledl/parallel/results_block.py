@@ -1,6 +1,6 @@
 """The README's layouts block, rendered from ``docs/results/layouts.json``.
 
-``python scripts/evaluate_layouts.py DATASET --readme README.md`` writes both;
+``scaledl evaluate-layouts --readme README.md`` writes both;
 ``tests/parallel/test_results_block.py`` renders the committed result again and compares it
 with the README, so a figure typed into the block fails the suite.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from scaledl.report.formatting import pct
 from scaledl.report.summary import markers
 
-BOUNDS = markers("layouts", "`python scripts/evaluate_layouts.py DATASET --readme README.md`")
+BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme README.md`")
 
 
 def _interval(c: dict | None) -> str:

@@ -3,9 +3,10 @@
 import json
 from pathlib import Path
 
-import pytest
 from tiny_specs import tiny
+from typer.testing import CliRunner
 
+from scaledl.cli import app
 from scaledl.parallel.evaluate import layout_kind
 from scaledl.parallel.results_block import BOUNDS, layouts_markdown
 from scaledl.report.summary import read_block
@@ -66,7 +67,6 @@ def test_block_renders_targets_folds_and_ranking():
     assert "Kendall tau 1.00 (composition alone n/a)" in text
 
 
-@pytest.mark.skipif(not RESULT.exists(), reason="no layout evaluation committed yet")
 def test_readme_layouts_block_matches_the_committed_result():
     result = json.loads(RESULT.read_text())
     block = read_block((ROOT / "README.md").read_text(), "README.md", BOUNDS)
@@ -78,3 +78,20 @@ def test_layout_kinds():
     assert layout_kind(tiny("bert", world_size=2, sharding="zero1")) == "fsdp"
     assert layout_kind(tiny("bert", world_size=2, tp_size=2)) == "tp"
     assert layout_kind(tiny("bert", num_layers=2, world_size=2, pp_size=2)) == "pp"
+
+
+def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the dataset's paths are relative to the repository root
+    out = tmp_path / "layouts.json"
+    result = CliRunner().invoke(app, ["evaluate-layouts", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text()) == json.loads(RESULT.read_text())
+
+
+def test_cli_names_a_missing_dataset(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = CliRunner().invoke(
+        app, ["evaluate-layouts", "--data", str(missing), "--out", str(tmp_path / "o.json")]
+    )
+    assert result.exit_code == 2
+    assert str(missing) in result.output
