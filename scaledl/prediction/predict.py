@@ -21,7 +21,7 @@ from scaledl.prediction.engine import IterationPredictions, predict_iterations
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
 from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
-from scaledl.workloads.parallelism import is_data_parallel
+from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def predict_specs(
         The :class:`SpecPredictions`.
 
     Raises:
-        scaledl.registry.bundle.BundleError: the GNN cannot be built, or a time is not finite.
+        scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, or
+            a layout workload is given to a kernel-aware GPU predictor (no layout composition).
     """
     if arch_keys is None:
         arch_keys = [architecture_key(w) for w in workloads]
@@ -81,6 +82,13 @@ def predict_specs(
             generic[i] = types
     if layout.any():  # tensor/pipeline/sharded layouts: the composition (scaledl.parallel)
         rows = np.flatnonzero(layout)
+        if predictor.predicts_any_device:
+            w = workloads[rows[0]]
+            raise BundleError(
+                f"{predictor.path}: field 'tp_size'/'pp_size'/'sharding' (value "
+                f"{layout_label(w)!r}): a kernel-aware GPU predictor does not compose parallel "
+                "layouts yet; predict the plain data-parallel workload, or use a CPU predictor"
+            )
         composed = predict_layouts(
             predictor.method, [workloads[i] for i in rows], arch_keys=[arch_keys[i] for i in rows]
         )
