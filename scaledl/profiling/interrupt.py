@@ -50,12 +50,33 @@ class ProfilingInterrupted(Exception):  # noqa: N818 (named for what happened, l
         return 128 + self.signum
 
 
+#: The stop signal received inside the current :func:`stop_signals_raise` block (``None``: none).
+_stop_signum: list[int | None] = [None]
+
+
 def _raise(signum, frame) -> None:
     # Further stop signals are ignored until the block exits: a second Ctrl-C must not cut the
     # clean-up short and leave ranks running.
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
+    if _stop_signum[0] is not None:
+        return
+    _stop_signum[0] = int(signum)
     raise ProfilingInterrupted(signum)
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`ProfilingInterrupted` if a stop signal came inside the current block.
+
+    The handler raises where the main thread happens to be. Code there may swallow the
+    exception: Python's :mod:`logging` catches every ``Exception`` an ``emit`` raises (a
+    signal arriving while a Dagster ``context.log.info`` writes is lost that way), as does any
+    ``except Exception``. The launcher calls this at every poll and before every launch, so a
+    swallowed stop still ends the profile within one poll interval.
+
+    Raises:
+        ProfilingInterrupted: a stop signal was received since the block was entered.
+    """
+    if _stop_signum[0] is not None:
+        raise ProfilingInterrupted(_stop_signum[0])
 
 
 @contextlib.contextmanager
@@ -63,18 +84,21 @@ def stop_signals_raise() -> Iterator[None]:
     """Inside the block, SIGINT and SIGTERM raise :class:`ProfilingInterrupted` (main thread).
 
     After the first signal, further ones are ignored until the block exits (the clean-up runs
-    to its end). The previous handlers are restored on exit. In another thread the handlers
-    cannot be changed; the block then does nothing.
+    to its end), and :func:`raise_if_stopped` raises again should the first exception have
+    been swallowed. The previous handlers are restored on exit. In another thread the
+    handlers cannot be changed; the block then does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _stop_signum[0] = None
     previous = {s: signal.signal(s, _raise) for s in STOP_SIGNALS}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _stop_signum[0] = None
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

@@ -63,7 +63,12 @@ from typing import Any
 
 from scaledl.profiling.affinity import cores_per_rank_for
 from scaledl.profiling.hostload import wait_for_quiet_host
-from scaledl.profiling.interrupt import ProfilingInterrupted, die_with_parent, stop_signals_raise
+from scaledl.profiling.interrupt import (
+    ProfilingInterrupted,
+    die_with_parent,
+    raise_if_stopped,
+    stop_signals_raise,
+)
 from scaledl.profiling.lock import profiles_lock
 from scaledl.profiling.progress import PartProgress
 from scaledl.profiling.store import (
@@ -409,6 +414,7 @@ def _profile_locked(workloads, out_dir: Path, settings: ProfileSettings, force, 
     try:
         with stop_signals_raise():
             for repeat, world, nodes, group in schedule:
+                raise_if_stopped()
                 limit = settings.foreign_load_limit(cuda)
                 check = wait_for_quiet_host(limit, settings.quiet_wait_s)
                 line = f"launch r{repeat} world size {world}: {check.describe()}"
@@ -437,6 +443,7 @@ def _uses_cuda(settings: ProfileSettings) -> bool:
 def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summary, bar) -> None:
     remaining = list(group)
     while remaining:
+        raise_if_stopped()
         keys = {(w.workload_id, repeat) for w in remaining}
         before = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
         try:
@@ -535,6 +542,7 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
         try:
             while proc.poll() is None:
                 time.sleep(POLL_S)
+                raise_if_stopped()
                 info = _read_marker(marker)
                 if info is not None and info["workload_id"] != last_id:
                     if last_id is not None and progress is not None:

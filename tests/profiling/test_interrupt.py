@@ -1,6 +1,7 @@
 """Stopping is safe: SIGINT / SIGTERM end a profile promptly, with no process left behind."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -14,7 +15,11 @@ import yaml
 from tiny_specs import tiny
 
 import scaledl
-from scaledl.profiling.interrupt import ProfilingInterrupted, stop_signals_raise
+from scaledl.profiling.interrupt import (
+    ProfilingInterrupted,
+    raise_if_stopped,
+    stop_signals_raise,
+)
 from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
 from scaledl.profiling.store import part_statuses, read_run
 
@@ -139,6 +144,27 @@ def test_stop_signals_raise_and_restore_handlers():
             time.sleep(1)
     assert info.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_signal_swallowed_by_logging_is_raised_again():
+    """A signal arriving inside ``logging`` (Dagster's ``context.log``) is not lost (stop 33 CI)."""
+
+    class SignalsWhileEmitting(logging.Handler):
+        def emit(self, record):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here, inside emit: logging swallows it
+
+    logger = logging.getLogger("scaledl.test.swallow")
+    logger.addHandler(SignalsWhileEmitting())
+    logger.propagate = False
+    with pytest.raises(ProfilingInterrupted) as info:
+        with stop_signals_raise():
+            logger.warning("a part finished")  # returns normally: the exception was swallowed
+            os.kill(os.getpid(), signal.SIGINT)  # a second signal is ignored during clean-up
+            time.sleep(0.2)
+            raise_if_stopped()
+    assert info.value.signum == signal.SIGTERM
+    raise_if_stopped()  # outside a block nothing is pending
 
 
 def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
