@@ -96,7 +96,8 @@ def design_workloads():
 
 def profile_pass(workloads, out: Path, preset) -> dict[str, pd.DataFrame]:
     """One pass of the design into ``out`` (the library's launcher, as the CLI runs it)."""
-    from scaledl.profiling.launch import ProfileSettings, profile_workloads
+    from scaledl.profiling.launch import profile_workloads
+    from scaledl.profiling.settings import ProfileSettings
     from scaledl.profiling.store import consolidate
 
     settings = ProfileSettings.from_preset(preset["profiling"])

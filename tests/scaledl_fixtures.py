@@ -29,7 +29,8 @@ import pandas as pd
 import pytest
 from tiny_specs import GPT2, tiny
 
-from scaledl.profiling.launch import ProfileSettings, ProfileSummary, profile_workloads
+from scaledl.profiling.launch import ProfileSummary, profile_workloads
+from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate
 from scaledl.workloads.spec import Workload
 

@@ -329,7 +329,7 @@ def test_profile_settings_come_from_the_preset(tmp_path):
     result = invoke("profile", "--workload", json.dumps(spec), "--out", tmp_path / "p",
                     "--preset", bad)  # fmt: skip
     assert result.exit_code == 2
-    assert "unknown field(s) ['repeat']" in result.output
+    assert f"{bad}: field 'profiling.repeat' (value 2): unknown field" in result.output
 
 
 def test_evaluate_gpu_without_imported_profiles_exits_2(tmp_path):

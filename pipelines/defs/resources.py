@@ -41,7 +41,7 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
 
     @abstractmethod
     def rendezvous(self) -> Any:
-        """The :class:`scaledl.profiling.launch.Rendezvous`, or ``None`` for ``--standalone``."""
+        """The :class:`scaledl.profiling.settings.Rendezvous`, or ``None`` for ``--standalone``."""
 
     def profile(
         self,
@@ -57,14 +57,15 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
             workloads: workloads this launcher can run (see :meth:`runnable`).
             out_dir: the profiles directory.
             profiling: the preset's ``profiling`` section (fields of
-                :class:`~scaledl.profiling.launch.ProfileSettings`).
+                :class:`~scaledl.profiling.settings.ProfileSettings`).
             force: profile again even where an ``ok`` part exists.
             on_part: called with one progress line per finished part (``context.log.info``).
 
         Returns:
             The library's :class:`~scaledl.profiling.launch.ProfileSummary`.
         """
-        from scaledl.profiling.launch import ProfileSettings, profile_workloads
+        from scaledl.profiling.launch import profile_workloads
+        from scaledl.profiling.settings import ProfileSettings
 
         settings = ProfileSettings.from_preset(
             profiling, threads_per_rank=self.threads_per_rank, rendezvous=self.rendezvous()
@@ -112,7 +113,7 @@ class MultiNodeTorchrunLauncher(ProfilingLauncher):
 
     def rendezvous(self) -> Any:
         """The c10d rendezvous at ``rdzv_endpoint`` for this ``node_rank``."""
-        from scaledl.profiling.launch import Rendezvous
+        from scaledl.profiling.settings import Rendezvous
 
         return Rendezvous(endpoint=self.rdzv_endpoint, node_rank=self.node_rank)
 

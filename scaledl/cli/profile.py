@@ -117,13 +117,15 @@ def _settings(
 ):
     """The preset's ``profiling:`` settings with the command's overrides (exit 2 if invalid)."""
     from scaledl.design import PresetError, load_preset
-    from scaledl.profiling.launch import ProfileSettings, Rendezvous
+    from scaledl.profiling.settings import ProfileSettings, Rendezvous
 
-    rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
     overrides = {"repeats": repeats, "timeout_s": timeout_s}
     try:
+        rdzv = Rendezvous(endpoint=rdzv_endpoint, node_rank=node_rank) if rdzv_endpoint else None
+        loaded = load_preset(preset)
         return ProfileSettings.from_preset(
-            load_preset(preset).get("profiling"),
+            loaded.get("profiling"),
+            loaded["source"],
             rendezvous=rdzv,
             **{k: v for k, v in overrides.items() if v is not None},
         )

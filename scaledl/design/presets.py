@@ -149,6 +149,7 @@ def validate_preset(
     for section in ("profiling", "device", "evaluation"):
         if section in preset and not isinstance(preset[section], dict):
             raise PresetError(f"{source}: field {section!r} must be a mapping: {preset[section]!r}")
+    _check_profiling(preset.get("profiling"), source)
     families = preset.get("families")
     if not isinstance(families, dict) or not families:
         raise PresetError(
@@ -158,6 +159,22 @@ def validate_preset(
     for family, spec in families.items():
         _validate_family(family, spec, source)
     return preset
+
+
+def _check_profiling(section: dict[str, Any] | None, source: str) -> None:
+    """The ``profiling:`` section makes valid :class:`~scaledl.profiling.settings.ProfileSettings`.
+
+    Checked when the preset is loaded, so a typo fails the design step, not the profile.
+
+    Raises:
+        PresetError: naming ``source``, the field ``profiling.<key>`` and the value.
+    """
+    from scaledl.profiling.settings import ProfileSettings
+
+    try:
+        ProfileSettings.from_preset(section, source)
+    except ValueError as exc:
+        raise PresetError(str(exc)) from None
 
 
 def _resolve(name_or_path: str | Path) -> Path:

@@ -44,17 +44,23 @@ def parse_artefact(model: type[A], data: Any, source: str) -> A:
         raise ValueError(describe_errors(exc, source)) from None
 
 
-def describe_errors(exc: ValidationError, source: str) -> str:
-    """The lines of :func:`parse_artefact`'s message (at most 12, then a count)."""
+def describe_errors(exc: ValidationError, source: str, prefix: str = "") -> str:
+    """The lines of :func:`parse_artefact`'s message (at most 12, then a count).
+
+    Args:
+        exc: pydantic's error.
+        source: what the data is (a file), first on every line.
+        prefix: the section the fields are under (``"profiling"``: ``'profiling.repeats'``).
+    """
     lines = []
     for error in exc.errors():
         if not error["loc"]:  # a check across fields names its fields in its message
             lines.append(f"{source}: {error['msg'].removeprefix('Value error, ')}")
             continue
-        field = ".".join(str(p) for p in error["loc"])
+        field = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(error["loc"]))
         if error["type"] == "missing":
             what = "missing"
-        elif error["type"] == "extra_forbidden":
+        elif error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             what = "unknown field"
         else:
             what = error["msg"].removeprefix("Value error, ")

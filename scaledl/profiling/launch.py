@@ -47,7 +47,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import math
 import os
 import random
 import shutil
@@ -57,7 +56,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +70,7 @@ from scaledl.profiling.interrupt import (
 )
 from scaledl.profiling.lock import profiles_lock
 from scaledl.profiling.progress import PartProgress
+from scaledl.profiling.settings import ProfileSettings, Rendezvous
 from scaledl.profiling.store import (
     UNWRITABLE_ERRNOS,
     ProfileStoreError,
@@ -93,165 +93,6 @@ STOP_GRACE_S = 5.0
 
 #: glibc allocator settings of CPU ranks (fixed thresholds disable the dynamic mmap threshold).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
-
-
-@dataclass(frozen=True)
-class Rendezvous:
-    """Torchrun rendezvous settings for multi-node profiling.
-
-    Attributes:
-        endpoint: ``host:port`` of the c10d rendezvous (node 0's address).
-        node_rank: this node's rank (0..nnodes-1).
-        backend: rendezvous backend (``c10d``).
-    """
-
-    endpoint: str
-    node_rank: int = 0
-    backend: str = "c10d"
-
-
-@dataclass
-class ProfileSettings:
-    """How each workload is profiled.
-
-    Attributes:
-        warmup_steps: iterations before measuring (DDP rebuilds buckets after the first).
-        instrumented_steps: instrumented rounds: each layer call is timed once per round.
-        layer_stride: iterations per instrumented round (1 / stride of the calls are timed in
-            each iteration, which keeps the hooks' cost a small share of the iteration).
-        repeats: independent launches per workload (the label is the median of the launch labels).
-        label_target_halfwidth: label steps are measured until the relative 95% half-width of
-            their 5% trimmed mean is below this fraction...
-        label_min_steps: ... with at least this many steps ...
-        label_max_steps: ... and at most this many (checked at epoch ends) ...
-        label_budget_s: ... or until this many seconds of label measurement are spent.
-        probe_repeats: timings per figure of the calibration probe.
-        drift_tolerance: a GEMM probe (before, after, or the mean of the interleaved
-            reference blocks) slower than the baseline by more than this fraction marks the
-            attempt disturbed: beyond the range the host-drift correction
-            (:mod:`scaledl.profiling.drift`) is trusted with; ``None``: 15% on a GPU, 100%
-            (twice as slow) on a CPU device. Drift below it is corrected, not re-measured: on
-            the 2-core reference VM the GEMM probe drifted by a median 8.6% (p75 25%) for
-            minutes at a time with no other process running, and re-measuring everything above
-            10% quarantined half of all parts and tripled the profiling time. With 35%, an
-            exploratory fresh-clone run (2026-12-01 10:01-10:13 UTC) still flagged 52 of 96
-            world-size-2 launches (GEMM drift 35-137%, no foreign load); corrected with them,
-            the world-size-2 launch-to-launch label MRE was 7.1% over 91 launches against 7.2%
-            over the 44 unflagged ones (raw: 20.3% and 10.3%), so the correction absorbs them.
-            A core shared with another process shows as 100% and more, and the foreign-load
-            meter flags it anyway.
-        memory_drift_tolerance: the same for the memory sweep (another tenant saturating the
-            shared cache and memory; median drift 10.6%, p75 18% on a quiet day of the
-            reference VM).
-        allreduce_drift_tolerance: the same for the all-reduce probe; ``None``: 0.25 on a GPU
-            (NCCL), not used on a CPU device: gloo's loopback all-reduce of the probe varied
-            1.6-4x between quiet launches on the 2-core reference machine, so it cannot tell
-            interference there (the foreign-load meter does).
-        max_foreign_load_cores: other processes keeping more than this many cores busy during an
-            attempt mark it disturbed, and make the launcher wait before a launch; ``None``:
-            0.25 on a CPU device, no limit on a GPU (its probe guards it).
-        max_retries: new attempts of a disturbed workload before it is recorded with
-            ``interference``.
-        retry_budget_share: retries may take at most this share of a launch's time (a
-            drifting host then costs a bounded share of the profile, not three times it).
-        retry_wait_s: bound of the wait for a quiet host before a new attempt.
-        quiet_wait_s: bound of the wait for a quiet host before a launch.
-        lock_timeout_s: seconds to wait for another profiler of the same directory to finish
-            (0: fail at once, naming it).
-        cores_per_rank: cores each CPU rank is pinned to; ``None``: the host's cores divided by
-            the largest local world size of the profile; 0: no pinning (``threads_per_rank``
-            threads).
-        timeout_s: seconds one workload may take before it is killed and recorded ``timeout``.
-        threads_per_rank: ``OMP_NUM_THREADS`` of each unpinned CPU rank.
-        seed: model initialisation seed (and of the launch orders).
-        collective_timeout_s: process-group timeout (a lost rank fails the launch after it).
-        startup_timeout_s: seconds a launch may take before its first workload starts
-            (imports, rendezvous); past it the launch is killed and its first workload recorded
-            ``timeout``.
-        device: ``auto`` (CUDA when present) or ``cpu``.
-        rendezvous: multi-node rendezvous, or ``None`` for single-node ``--standalone``.
-    """
-
-    warmup_steps: int = 3
-    instrumented_steps: int = 3
-    layer_stride: int = 3
-    repeats: int = 1
-    label_target_halfwidth: float = 0.01
-    label_min_steps: int = 16
-    label_max_steps: int = 400
-    label_budget_s: float = 3.0
-    probe_repeats: int = 5
-    drift_tolerance: float | None = None
-    memory_drift_tolerance: float = 0.5
-    allreduce_drift_tolerance: float | None = None
-    max_foreign_load_cores: float | None = None
-    max_retries: int = 2
-    retry_budget_share: float = 0.15
-    retry_wait_s: float = 20.0
-    quiet_wait_s: float = 60.0
-    lock_timeout_s: float = 0.0
-    cores_per_rank: int | None = None
-    timeout_s: float = 300.0
-    threads_per_rank: int = 1
-    seed: int = 0
-    collective_timeout_s: float = 120.0
-    startup_timeout_s: float = 600.0
-    device: str = "auto"
-    rendezvous: Rendezvous | None = field(default=None)
-
-    def __post_init__(self) -> None:
-        if self.repeats < 1 or self.instrumented_steps < 1 or self.layer_stride < 1:
-            raise ValueError(
-                "profile settings: repeats, instrumented_steps and layer_stride must be >= 1, got "
-                f"{self.repeats}, {self.instrumented_steps}, {self.layer_stride}"
-            )
-
-    @classmethod
-    def from_preset(cls, section: dict[str, Any] | None, **overrides: Any) -> ProfileSettings:
-        """Settings from a preset's ``profiling:`` mapping, then keyword overrides.
-
-        Raises:
-            ValueError: an unknown key, naming it and the known ones.
-        """
-        values = {**dict(section or {}), **overrides}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"profiling settings: unknown field(s) {unknown}; known: {sorted(known)}"
-            )
-        return cls(**values)
-
-    def foreign_load_limit(self, cuda: bool) -> float:
-        """The foreign-load threshold in cores (see :attr:`max_foreign_load_cores`)."""
-        if self.max_foreign_load_cores is not None:
-            return float(self.max_foreign_load_cores)
-        return math.inf if cuda else 0.25
-
-    def worker_settings(self, cores_per_rank: int, cuda: bool) -> dict[str, Any]:
-        """The settings the worker reads from its task file."""
-        keys = (
-            "warmup_steps", "instrumented_steps", "layer_stride", "seed",
-            "collective_timeout_s", "label_target_halfwidth", "label_min_steps",
-            "label_max_steps", "label_budget_s", "probe_repeats", "memory_drift_tolerance",
-            "max_retries", "retry_wait_s", "retry_budget_share",
-        )  # fmt: skip
-        values = {k: getattr(self, k) for k in keys}
-        values["max_foreign_load_cores"] = self.foreign_load_limit(cuda)
-        values["drift_tolerance"] = (
-            self.drift_tolerance if self.drift_tolerance is not None else (0.15 if cuda else 1.0)
-        )
-        values["allreduce_drift_tolerance"] = (
-            self.allreduce_drift_tolerance
-            if self.allreduce_drift_tolerance is not None
-            else (0.25 if cuda else math.inf)
-        )
-        values["cores_per_rank"] = cores_per_rank
-        return values
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe view (the rendezvous as a mapping)."""
-        return asdict(self)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from scaledl.profiling.launch import ProfileSettings, profile_workloads
+from scaledl.profiling.launch import profile_workloads
+from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate
 from scaledl.workloads.device import local_backend, local_device_name
 from scaledl.workloads.spec import Workload

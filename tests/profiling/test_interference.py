@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from tiny_specs import tiny
 
-from scaledl.profiling.launch import ProfileSettings, profile_workloads
+from scaledl.profiling.launch import profile_workloads
+from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate, current_marker_path
 
 pytestmark = pytest.mark.slow

@@ -9,13 +9,8 @@ from scaledl_fixtures import SETTINGS, TIMEOUT_S
 from tiny_specs import tiny
 
 from scaledl.graph.layer_graph import build_layer_graph
-from scaledl.profiling.launch import (
-    ProfileSettings,
-    Rendezvous,
-    launch_schedule,
-    profile_workloads,
-    torchrun_command,
-)
+from scaledl.profiling.launch import launch_schedule, profile_workloads, torchrun_command
+from scaledl.profiling.settings import ProfileSettings, Rendezvous
 from scaledl.profiling.store import part_path, read_run
 
 pytestmark = pytest.mark.slow
@@ -204,18 +199,3 @@ def test_schedule_resumes_per_repeat():
     assert [(r, [w.workload_id for w in g]) for r, _, _, g in schedule] == [
         (1, [ws[1].workload_id])
     ]
-
-
-def test_settings_from_preset_reject_unknown_fields():
-    settings = ProfileSettings.from_preset({"repeats": 2, "layer_stride": 3}, timeout_s=9.0)
-    assert (settings.repeats, settings.layer_stride, settings.timeout_s) == (2, 3, 9.0)
-    with pytest.raises(ValueError, match="repeat"):
-        ProfileSettings.from_preset({"repeat": 2})
-    with pytest.raises(ValueError, match="repeats"):
-        ProfileSettings(repeats=0)
-    assert ProfileSettings().foreign_load_limit(cuda=False) == 0.25
-    assert ProfileSettings().worker_settings(1, cuda=False)["drift_tolerance"] == 1.0
-    assert ProfileSettings().worker_settings(0, cuda=True)["drift_tolerance"] == 0.15
-    assert ProfileSettings().worker_settings(1, cuda=False)["retry_budget_share"] == 0.15
-    assert ProfileSettings(drift_tolerance=0.2).worker_settings(1, False)["drift_tolerance"] == 0.2
-    assert ProfileSettings().foreign_load_limit(cuda=True) == float("inf")
