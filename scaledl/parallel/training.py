@@ -20,6 +20,12 @@ itself) with the parameters the rank updates (its stage's, after the tensor-para
 ``1/dp`` of them with any sharding), as :meth:`scaledl.parallel.predict._LayerTimes.
 optimizer_ms` predicts it.
 
+Some of these times are not the compute the composition predicts layer by layer: a
+tensor-parallel unit's holds its all-reduce, an FSDP / ZeRO-2 unit's its collectives' waits
+(:func:`collectives_inside` flags them; measured on ``datasets/layouts-cpu``: tensor-parallel
+attention 2 to 7 times the data-parallel layer of twice its FLOPs, the last layer of an FSDP
+block 3 to 10 times in backward), so a caller may leave them out.
+
 :func:`fold_samples` keeps the samples of a fold's training workloads only; the evaluation
 (:mod:`scaledl.parallel.evaluate`) fits the layer-wise models of each leave-one-layout-out
 fold on them, so a held-out layout kind's timings never train its own prediction.
