@@ -75,8 +75,9 @@ def evaluate_layouts_command(
 ) -> None:
     """Evaluate layout predictions on a profiled layout dataset (fixed labels).
 
-    Leave-one-layout-out MRE (sharded, tensor-parallel and pipeline layouts held out in turn),
-    the learned correction paired against the composition, and Kendall's tau of the layout
+    Leave-one-layout-out MRE (sharded, tensor-parallel and pipeline layouts held out in turn)
+    of every variant (the current method, fold-trained layer-wise models, overlap factors, the
+    nested selection), each paired against the current method, and Kendall's tau of the layout
     ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Bad input exits 2
     naming the file.
     """

@@ -29,6 +29,14 @@ from scipy.optimize import nnls
 from scaledl.models.allreduce import AlphaBetaAllReduce
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
+#: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
+RELATED = {
+    "send": ("recv", "broadcast"),
+    "recv": ("send", "broadcast"),
+    "broadcast": ("send", "recv"),
+    "all_gather": ("reduce_scatter",),
+    "reduce_scatter": ("all_gather",),
+}
 #: Columns of the profiler's ``collective_timings`` table this model reads.
 TIMING_COLUMNS = ("collective", "group_size", "collective_bytes", "collective_ms")
 
@@ -88,7 +96,10 @@ class CollectiveModel:
 
     @classmethod
     def fit(
-        cls, timings: pd.DataFrame | None, allreduce: AlphaBetaAllReduce | None
+        cls,
+        timings: pd.DataFrame | None,
+        allreduce: AlphaBetaAllReduce | None,
+        related: bool = False,
     ) -> CollectiveModel:
         """Fit each collective on its measured rows; derive the others from ``allreduce``.
 
@@ -96,6 +107,12 @@ class CollectiveModel:
             timings: ``collective_timings`` rows (:data:`TIMING_COLUMNS`), or ``None``; rows
                 with ``group_size`` 1 are skipped (nothing is sent).
             allreduce: the fitted all-reduce model (or ``None``) for collectives without data.
+            related: a collective without rows first takes the (alpha, beta) of a measured
+                collective of the same message pattern (:data:`RELATED`: one message of
+                ``B`` bytes for send, recv and broadcast; the half ring for all-gather and
+                reduce-scatter), ``source`` ``"from <collective>"``; only then the
+                all-reduce's. A gloo all-reduce of DDP's buckets carries a fixed cost of
+                milliseconds that a point-to-point transfer of the same host does not.
 
         Returns:
             The model.
@@ -126,6 +143,14 @@ class CollectiveModel:
             coef, _ = nnls(design, np.ones(len(y)))  # relative-error weighting, as all-reduce
             model.params[collective] = (float(coef[0]), float(coef[1]))
             model.source[collective] = "measured"
+        if related:
+            for collective, others in RELATED.items():
+                if model.source[collective] == "measured":
+                    continue
+                donor = next((o for o in others if model.source[o] == "measured"), None)
+                if donor is not None:
+                    model.params[collective] = model.params[donor]
+                    model.source[collective] = f"from {donor}"
         return model
 
     def predict_ms(self, collective: str, nbytes: Any, group_size: Any) -> np.ndarray:

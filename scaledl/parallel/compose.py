@@ -21,6 +21,9 @@ one structure), :mod:`scaledl.parallel.lanes` replays them all at once. Per stag
    exposed;
 5. **pipeline**: the stages' forward and backward per micro-batch, with the activation transfer
    between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`;
+   the collectives of 2 to 4 and the transfers of 5 overlap compute by the factors of an
+   :class:`~scaledl.parallel.overlap.Overlap` (default: fully; on CPU/gloo measured ones),
+   the exposed share added to the compute they overlap;
 6. **optimizer step** on the stage's parameters (``1/dp`` of them with any sharding), then for
    ``zero1`` the updated partitions sent to every rank: PyTorch's ``ZeroRedundancyOptimizer``
    broadcasts each rank's ``1/dp`` partition in turn (``dp`` broadcasts); ``zero2``/``fsdp``
@@ -40,6 +43,7 @@ import numpy as np
 from scaledl.graph.layer_graph import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.lanes import Task, replay
+from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.schedule import replay_pipeline
 
 Times = float | np.ndarray
@@ -162,8 +166,15 @@ def ddp_buckets(param_bytes_reverse: np.ndarray) -> list[tuple[int, float]]:
     return buckets
 
 
-def _stage(x: LayoutInputs, s: int, cm: CollectiveModel) -> tuple[Times, Times, Times]:
-    """Forward and backward of one micro-batch on stage ``s``, and its exposed sync."""
+def _stage(
+    x: LayoutInputs, s: int, cm: CollectiveModel, overlap: Overlap
+) -> tuple[Times, Times, Times]:
+    """Forward and backward of one micro-batch on stage ``s``, and its exposed sync.
+
+    Each data-parallel collective is split by ``overlap``: the hidden share stays on its lane,
+    the exposed share is added to the compute it overlaps (the unit an all-gather feeds, the
+    backward part whose gradients a reduce-scatter or bucket carries).
+    """
     rows = np.flatnonzero(x.stage == s)
     fwd = x.forward_ms + x.tp_allreduce_ms
     bwd = (x.backward_ms + x.tp_allreduce_ms) if x.train else np.zeros_like(x.backward_ms)
@@ -172,10 +183,15 @@ def _stage(x: LayoutInputs, s: int, cm: CollectiveModel) -> tuple[Times, Times, 
         f_parts = _groups(fwd, rows, x.unit)
         unit_bytes = [x.param_bytes[rows[x.unit[rows] == u]].sum()
                       for u in dict.fromkeys(x.unit[rows].tolist())]  # fmt: skip
-        gather = [cm.predict_ms("all_gather", nb, x.dp_size) for nb in unit_bytes]
-        forward = _forward(f_parts, gather)
+        split = [overlap.split("all_gather", cm.predict_ms("all_gather", nb, x.dp_size))
+                 for nb in unit_bytes]  # fmt: skip
+        gather, exposed = [g for g, _ in split], [e for _, e in split]
+        forward = _forward([f + e for f, e in zip(f_parts, exposed, strict=True)], gather)
         b_parts = _groups(bwd, rows[::-1], x.unit)
-        b_gather = gather[::-1] if x.sharding == "fsdp" else None
+        b_gather = None
+        if x.sharding == "fsdp":
+            b_gather = gather[::-1]
+            b_parts = [b + e for b, e in zip(b_parts, exposed[::-1], strict=True)]
     else:
         forward = fwd[rows].sum(axis=0)
         b_parts = [bwd[r] for r in rows[::-1]]
@@ -183,22 +199,31 @@ def _stage(x: LayoutInputs, s: int, cm: CollectiveModel) -> tuple[Times, Times, 
     if not x.train:
         return forward, 0.0, 0.0
     if sharded:
-        syncs = [(k, cm.predict_ms("reduce_scatter", nb, x.dp_size))
-                 for k, nb in enumerate(unit_bytes[::-1])]  # fmt: skip
+        lane = "reduce_scatter"
+        syncs = [(k, cm.predict_ms(lane, nb, x.dp_size)) for k, nb in enumerate(unit_bytes[::-1])]
     else:
-        syncs = [(k, cm.predict_ms("all_reduce", nb, x.dp_size))
+        lane = "all_reduce"
+        syncs = [(k, cm.predict_ms(lane, nb, x.dp_size))
                  for k, nb in ddp_buckets(x.param_bytes[rows[::-1]])]  # fmt: skip
+    hidden_syncs = []
+    for k, t in syncs:
+        hidden, exposed = overlap.split(lane, t)
+        b_parts[k] = b_parts[k] + exposed
+        hidden_syncs.append((k, hidden))
     # The sync lane waits on the backward, never the reverse: one replay gives both.
-    backward, sync_end = _backward(b_parts, b_gather, syncs)
+    backward, sync_end = _backward(b_parts, b_gather, hidden_syncs)
     return forward, backward, np.maximum(sync_end - backward, 0.0)
 
 
-def compose(x: LayoutInputs, cm: CollectiveModel) -> LayoutIteration:
+def compose(
+    x: LayoutInputs, cm: CollectiveModel, overlap: Overlap | None = None
+) -> LayoutIteration:
     """Compose the iteration of a layout (module docstring).
 
     Args:
         x: the per-layer inputs of one structure.
         cm: the collective model.
+        overlap: the hidden share of each collective lane (default: all hidden).
 
     Returns:
         The :class:`LayoutIteration`.
@@ -206,14 +231,20 @@ def compose(x: LayoutInputs, cm: CollectiveModel) -> LayoutIteration:
     Raises:
         ValueError: inconsistent shapes or stages (from the replays).
     """
+    overlap = overlap or Overlap.full()
     stages = int(x.stage.max()) + 1
     fwd, bwd, tails = [], [], []
     for s in range(stages):
-        f, b, tail = _stage(x, s, cm)
+        f, b, tail = _stage(x, s, cm, overlap)
         fwd.append(f)
         bwd.append(b)
         tails.append(tail)
-    p2p = [cm.predict_ms("send", x.boundary_bytes[s], 2) for s in range(stages - 1)]
+    p2p = []
+    for s in range(stages - 1):  # the exposed share of a transfer delays its sender
+        hidden, exposed = overlap.split("send", cm.predict_ms("send", x.boundary_bytes[s], 2))
+        p2p.append(hidden)
+        fwd[s] = fwd[s] + exposed
+        bwd[s + 1] = bwd[s + 1] + (exposed if x.train else 0.0)
     pipe = replay_pipeline(fwd, bwd, x.micro_batches, x.schedule, p2p)
     if not x.train:
         return LayoutIteration(pipe.makespan_ms, pipe.makespan_ms, pipe.bubble_fraction, 0.0, 0.0)

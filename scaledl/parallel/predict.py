@@ -29,6 +29,7 @@ from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
+from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
@@ -79,6 +80,7 @@ def predict_layouts(
     workloads: Sequence[Workload],
     collectives: CollectiveModel | None = None,
     arch_keys: Sequence[str] | None = None,
+    overlap: Overlap | None = None,
 ) -> LayoutPredictions:
     """Compose the iteration of every workload (any layout, plain DDP included).
 
@@ -87,6 +89,7 @@ def predict_layouts(
         workloads: the workloads.
         collectives: the collective model (default: derived from ``method.allreduce_``).
         arch_keys: the workloads' architecture keys, when the caller knows them.
+        overlap: the hidden share of each collective lane (default: all hidden).
 
     Returns:
         The :class:`LayoutPredictions`.
@@ -94,26 +97,86 @@ def predict_layouts(
     Raises:
         ValueError: the method has no layer-wise models.
     """
-    if getattr(method, "layerwise_", None) is None:
-        raise ValueError("layout prediction needs a method with layer-wise models")
-    cm = collectives or CollectiveModel.from_allreduce(method.allreduce_)
-    keys = [architecture_key(w) for w in workloads] if arch_keys is None else list(arch_keys)
-    layers = _LayerTimes(method, workloads, keys)
-    groups: dict[tuple, list[int]] = {}
-    for i, w in enumerate(workloads):
-        groups.setdefault(structure_key(w, keys[i]), []).append(i)
-    inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], cm) for m in groups.values()]
-    steps = layers.optimizer_ms([x for x, _ in inputs])
-    names = [k for k in LayoutPredictions.__dataclass_fields__ if k != "generic_types"]
-    out = {k: np.empty(len(workloads)) for k in names}
-    generic: list[tuple[str, ...]] = [()] * len(workloads)
-    for members, (x, types), step in zip(groups.values(), inputs, steps, strict=True):
-        result = compose(replace(x, optimizer_ms=step), cm)
-        for name in names:
-            out[name][members] = np.broadcast_to(getattr(result, name), (len(members),))
-        for i in members:
-            generic[i] = types
-    return LayoutPredictions(**out, generic_types=generic)
+    return LayoutComposer(method, workloads, collectives, arch_keys).predict(overlap)
+
+
+class LayoutComposer:
+    """The layer-wise predictions of some workloads, composed under any :class:`Overlap`.
+
+    The layer-wise models run once (in the constructor); :meth:`predict` only replays, so a
+    search over overlap factors (:func:`scaledl.parallel.overlap.fit_overlap`) costs one
+    composition per candidate.
+
+    Args:
+        method: a fitted method with layer-wise models (``layerwise_``, ``allreduce_``).
+        workloads: the workloads.
+        collectives: the collective model (default: derived from ``method.allreduce_``).
+        arch_keys: the workloads' architecture keys, when the caller knows them.
+
+    Raises:
+        ValueError: the method has no layer-wise models.
+    """
+
+    def __init__(
+        self,
+        method,
+        workloads: Sequence[Workload],
+        collectives: CollectiveModel | None = None,
+        arch_keys: Sequence[str] | None = None,
+    ) -> None:
+        if getattr(method, "layerwise_", None) is None:
+            raise ValueError("layout prediction needs a method with layer-wise models")
+        self.cm = collectives or CollectiveModel.from_allreduce(method.allreduce_)
+        self.n = len(workloads)
+        keys = [architecture_key(w) for w in workloads] if arch_keys is None else list(arch_keys)
+        layers = _LayerTimes(method, workloads, keys)
+        groups: dict[tuple, list[int]] = {}
+        for i, w in enumerate(workloads):
+            groups.setdefault(structure_key(w, keys[i]), []).append(i)
+        self.members = list(groups.values())
+        inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], self.cm)
+                  for m in self.members]  # fmt: skip
+        steps = layers.optimizer_ms([x for x, _ in inputs])
+        self.inputs = [replace(x, optimizer_ms=step)
+                       for (x, _), step in zip(inputs, steps, strict=True)]  # fmt: skip
+        self.generic = [types for _, types in inputs]
+        self._memo: dict[tuple, object] = {}
+
+    def predict(self, overlap: Overlap | None = None) -> LayoutPredictions:
+        """Compose every workload (input order) under ``overlap`` (default: all hidden).
+
+        A structure is composed again only when the factors of the lanes it uses changed
+        (memoised per structure), so a search over one lane replays only its users.
+        """
+        overlap = overlap or Overlap.full()
+        names = [k for k in LayoutPredictions.__dataclass_fields__ if k != "generic_types"]
+        out = {k: np.empty(self.n) for k in names}
+        generic: list[tuple[str, ...]] = [()] * self.n
+        for s, (members, x, types) in enumerate(
+            zip(self.members, self.inputs, self.generic, strict=True)
+        ):
+            key = (s, *(overlap.hidden[lane] for lane in _lanes(x)))
+            if key not in self._memo:
+                self._memo[key] = compose(x, self.cm, overlap)
+            result = self._memo[key]
+            for name in names:
+                out[name][members] = np.broadcast_to(getattr(result, name), (len(members),))
+            for i in members:
+                generic[i] = types
+        return LayoutPredictions(**out, generic_types=generic)
+
+
+def _lanes(x: LayoutInputs) -> tuple[str, ...]:
+    """The lanes of :data:`~scaledl.parallel.overlap.LANES` a structure's composition reads."""
+    lanes = []
+    if x.train:
+        lanes += ["all_gather", "reduce_scatter"] if x.sharding in ("zero2", "fsdp") else []
+        lanes += ["all_reduce"] if x.sharding in ("none", "zero1") else []
+    elif x.sharding in ("zero2", "fsdp"):
+        lanes.append("all_gather")
+    if int(x.stage.max()) > 0:
+        lanes.append("send")
+    return tuple(lanes)
 
 
 class _LayerTimes:

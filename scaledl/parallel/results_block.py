@@ -33,14 +33,15 @@ def layouts_markdown(result: dict) -> str:
         result: the result (``docs/results/layouts.json``).
 
     Returns:
-        Markdown: the targets table, the per-kind table and the ranking line.
+        Markdown: the targets table (the headline variant), one row per variant and held-out
+        kind, the headline's choices and the ranking per model and variant.
     """
-    n = result["n_by_kind"]
+    n, head = result["n_by_kind"], result["headline"]
     lines = [
         f"Layouts profiled ({result['dataset']}): {n['ddp']} data-parallel, {n['fsdp']} "
-        f"sharded (ZeRO-1/2, FSDP), {n['tp']} tensor-parallel, {n['pp']} pipeline workloads. "
-        "Layer-wise models fitted on the data-parallel ones only; each layout kind held out in "
-        "turn.",
+        f"sharded (ZeRO-1/2, FSDP), {n['tp']} tensor-parallel, {n['pp']} pipeline workloads; "
+        "each layout kind held out in turn, every model of a fold fitted on the other kinds. "
+        f"Targets judged on `{head}` (chosen inside the training folds).",
         "",
         "| target | value | target | |",
         "| --- | --- | --- | --- |",
@@ -52,21 +53,30 @@ def layouts_markdown(result: dict) -> str:
         lines.append(f"| {t['name']} | {value} | {cmp} {target} | {verdict} |")
     lines += [
         "",
-        "| held out | workloads | composed MRE | corrected MRE | corrected - composed [95% CI] |",
-        "| --- | --- | --- | --- | --- |",
+        "| variant | held out | workloads | composed MRE | corrected MRE "
+        "| corrected - current [95% CI] |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for kind, f in result["folds"].items():
-        paired = _interval(f.get("corrected_vs_composed"))
-        lines.append(
-            f"| {kind} | {f['n_workloads']} | {pct(f['mre_composed'])} | "
-            f"{pct(f['mre_corrected'])} | {paired} |"
-        )
-    for m in result["ranking"]["models"]:
-        lines += [
-            "",
-            f"Ranking of {len(m['layouts'])} layouts of {m['model']}: Kendall tau "
-            f"{_tau(m['tau_corrected'])} (composition alone {_tau(m['tau_composed'])}).",
-        ]
+    for name, variant in result["variants"].items():
+        for kind, f in variant["folds"].items():
+            if kind == "ddp":
+                continue
+            paired = _interval(f.get("corrected_vs_current")) if name != "current" else "-"
+            lines.append(
+                f"| {name} | {kind} | {f['n_workloads']} | {pct(f['mre_composed'])} | "
+                f"{pct(f['mre_corrected'])} | {paired} |"
+            )
+    chosen = ", ".join(
+        f"{kind}: {f['selected']}" for kind, f in result["variants"][head]["folds"].items()
+        if "selected" in f
+    )  # fmt: skip
+    if chosen:
+        lines += ["", f"`{head}` per held-out kind: {chosen}."]
+    lines += ["", "| variant | " + " | ".join(m["model"] for m in result["ranking"]["models"])
+              + " |", "| --- |" + " --- |" * len(result["ranking"]["models"])]  # fmt: skip
+    for name, variant in result["variants"].items():
+        taus = " | ".join(_tau(m["tau_corrected"]) for m in variant["ranking"]["models"])
+        lines.append(f"| {name} (Kendall tau, corrected) | {taus} |")
     return "\n".join(lines)
 
 

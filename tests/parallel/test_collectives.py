@@ -48,3 +48,17 @@ def test_fit_on_measured_timings_and_round_trip():
         CollectiveModel.fit(bad, None)
     with pytest.raises(ValueError, match="missing column"):
         CollectiveModel.fit(timings.drop(columns="group_size"), None)
+
+
+def test_related_collectives_take_a_measured_one_of_the_same_pattern():
+    ar = AlphaBetaAllReduce(weighting="none").fit([1e6, 2e6, 4e6], [2, 2, 2], [5.1, 6.1, 8.1])
+    rows = pd.DataFrame({"collective": "broadcast", "group_size": 2,
+                         "collective_bytes": [1e6, 2e6], "collective_ms": [0.2, 0.3]})  # fmt: skip
+    plain = CollectiveModel.fit(rows, ar)
+    related = CollectiveModel.fit(rows, ar, related=True)
+    assert plain.source["send"] == "derived"
+    assert plain.predict_ms("send", 1e6, 2) == pytest.approx(5.1, rel=1e-3)
+    assert related.source["send"] == related.source["recv"] == "from broadcast"
+    assert related.predict_ms("send", 1e6, 2) == pytest.approx(0.2, rel=1e-3)
+    # no measured half-ring collective: the all-gather stays derived from the all-reduce
+    assert related.source["all_gather"] == "derived"

@@ -1,8 +1,11 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets
+from scaledl.parallel.overlap import Overlap
 
 MIB = 1024 * 1024
 #: alpha 0.1 ms, 1e-6 ms per byte for every collective.
@@ -94,3 +97,43 @@ def test_tensor_parallel_collectives_on_the_critical_path():
 def test_inference_is_the_forward():
     it = compose(inputs(train=False, dp_size=1.0), CM)
     assert it.iteration_ms == pytest.approx(3.0)
+
+
+def test_serial_collectives_without_overlap_by_hand():
+    # DDP, 2 MiB bucket after the last gradient: with h = 0 the all-reduce (ar) is added to
+    # the backward (nothing exposed on the lane), the iteration is the same.
+    x = inputs(param_bytes=np.array([2.0 * MIB, 0.0]))
+    ar = 0.1 + 2 * MIB * 1e-6
+    it = compose(x, CM, Overlap.uniform(0.0))
+    assert it.exposed_sync_ms == pytest.approx(0.0)
+    assert it.iteration_ms == pytest.approx(9.0 + ar + 0.5)
+    # FSDP, h = 0: forward 1 + .6 + 2 + .6, backward (4 + .6) + (2 + .6), scatters serial
+    # (1.2); with h = 1 the by-hand figures of test_fsdp_prefetch_and_reduce_scatter_by_hand.
+    serial = compose(inputs(sharding="fsdp"), CM, Overlap.uniform(0.0))
+    assert serial.iteration_ms == pytest.approx(4.2 + 7.2 + 1.2 + 0.5)
+    full = compose(inputs(sharding="fsdp"), CM, Overlap.full())
+    assert full.iteration_ms == pytest.approx(3.6 + 6.6 + 0.6 + 0.5)
+
+
+def test_half_hidden_gathers_split_between_lane_and_compute():
+    # ZeRO-2, all-gather hidden 0.5: lane .3 each, compute F0 1 + .3, F1 2 + .3:
+    # G0 [0, .3], F0 [.3, 1.6], G1 [.3, .6], F1 [1.6, 3.9]; backward and scatters as zero2.
+    lanes = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 1.0, "send": 1.0}
+    it = compose(inputs(sharding="zero2"), CM, Overlap(lanes, dict.fromkeys(lanes, "t")))
+    assert it.iteration_ms == pytest.approx(3.9 + 6.0 + 0.6 + 0.5)
+
+
+def test_exposed_transfers_delay_the_sender():
+    # two stages (F 1 and 2, B 2 and 4 ms), a 1e6-byte transfer of 0.1 + 1.0 ms. One
+    # micro-batch: every transfer is on the critical path either way (11.2). GPipe, m = 2:
+    # hidden, F0 runs on while its sends are on the link: F1 [2.1, 4.1], [4.1, 6.1],
+    # B1 [6.1, 10.1], [10.1, 14.1], B0 after each gradient: [11.2, 13.2], [15.2, 17.2];
+    # serial, each send delays its sender: F0 2.1 each, F1 [2.1, 4.1], [4.2, 6.2], B1 5.1
+    # each [6.2, 11.3], [11.3, 16.4], B0 [11.3, 13.3], [16.4, 18.4].
+    x = inputs(stage=np.array([0, 1]), unit=np.array([0, 1]), boundary_bytes=np.array([1e6]),
+               optimizer_ms=np.array([0.0, 0.0]), dp_size=1.0, schedule="gpipe")  # fmt: skip
+    assert compose(x, CM, Overlap.full()).iteration_ms == pytest.approx(11.2)
+    assert compose(x, CM, Overlap.uniform(0.0)).iteration_ms == pytest.approx(11.2)
+    two = replace(x, micro_batches=2)
+    assert compose(two, CM, Overlap.full()).iteration_ms == pytest.approx(17.2)
+    assert compose(two, CM, Overlap.uniform(0.0)).iteration_ms == pytest.approx(18.4)

@@ -5,7 +5,9 @@ from tiny_specs import tiny
 
 from scaledl.models.features import build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.predict import layout_reasons, predict_layouts
+from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
+from scaledl.parallel.overlap import Overlap
+from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts
 
 
 class FlopsModel:
@@ -62,6 +64,24 @@ def test_candidates_of_one_structure_match_one_by_one():
     together = predict_layouts(Method(), ws).iteration_ms
     alone = [predict_layouts(Method(), [w]).iteration_ms[0] for w in ws]
     np.testing.assert_allclose(together, alone)
+
+
+def test_a_composer_replays_any_overlap_as_a_fresh_prediction():
+    ws = [tiny("bert", num_layers=2, batch_size=4, world_size=2, dp_size=2, sharding=s)
+          for s in ("none", "fsdp")]  # fmt: skip
+    ws.append(tiny("bert", num_layers=2, batch_size=4, world_size=2, pp_size=2, micro_batches=2))
+    cm = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)), dict.fromkeys(COLLECTIVES, "t"))
+    composer = LayoutComposer(Method(), ws, cm)
+    lanes = {"all_reduce": 1.0, "all_gather": 0.0, "reduce_scatter": 1.0, "send": 1.0}
+    gathers_serial = Overlap(lanes, dict.fromkeys(lanes, "t"))
+    full, serial = composer.predict(), composer.predict(gathers_serial)
+    np.testing.assert_allclose(full.iteration_ms, predict_layouts(Method(), ws, cm).iteration_ms)
+    fresh = predict_layouts(Method(), ws, cm, overlap=gathers_serial).iteration_ms
+    np.testing.assert_allclose(serial.iteration_ms, fresh)
+    # only the FSDP workload gathers: the others are unchanged, it is slower
+    assert serial.iteration_ms[1] > full.iteration_ms[1]
+    np.testing.assert_allclose(serial.iteration_ms[[0, 2]], full.iteration_ms[[0, 2]])
+    np.testing.assert_allclose(composer.predict().iteration_ms, full.iteration_ms)
 
 
 def test_layouts_are_flagged():

@@ -14,57 +14,58 @@ from scaledl.report.summary import read_block
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "docs" / "results" / "layouts.json"
 
+FOLD = {"n_workloads": 2, "mre_composed": 0.2, "mre_corrected": 0.05}
+PAIRED = {"mre_difference": -0.15, "ci_low": -0.2, "ci_high": -0.1, "verdict": "better"}
+RANKING = {"models": [{"model": "bert", "layouts": ["dp2", "tp2", "pp2-1f1b-m2"],
+                       "tau_corrected": 1.0, "tau_composed": None}]}  # fmt: skip
 EXAMPLE = {
     "dataset": "d",
     "n_by_kind": {"ddp": 4, "fsdp": 3, "tp": 2, "pp": 5},
-    "folds": {
-        "tp": {
-            "n_workloads": 2,
-            "mre_composed": 0.2,
-            "mre_corrected": 0.05,
-            "corrected_vs_composed": {
-                "mre_difference": -0.15,
-                "ci_low": -0.2,
-                "ci_high": -0.1,
-                "verdict": "better",
+    "headline": "selected",
+    "variants": {
+        "current": {"folds": {"tp": {**FOLD, "mre_corrected": 0.2}}, "ranking": RANKING},
+        "selected": {
+            "folds": {
+                "ddp": {**FOLD, "selected": "plain_layers"},
+                "tp": {**FOLD, "corrected_vs_current": PAIRED, "selected": "fold_layers"},
             },
+            "ranking": RANKING,
         },
-        "pp": {"n_workloads": 1, "mre_composed": 0.1, "mre_corrected": 0.12},
-    },  # fmt: skip
-    "ranking": {
-        "models": [
-            {
-                "model": "bert",
-                "layouts": ["dp2", "tp2", "pp2-1f1b-m2"],
-                "tau_corrected": 1.0,
-                "tau_composed": None,
-            }
-        ]
-    },  # fmt: skip
+    },
+    "ranking": RANKING,
     "targets": [
-        {
-            "name": "leave-one-layout-out MRE, tp held out",
-            "value": 0.05,
-            "target": 0.1,
-            "met": True,
-        },
-        {
-            "name": "Kendall tau, predicted vs measured layouts (worst model)",
-            "value": 1.0,
-            "target": 0.8,
-            "met": True,
-        },
-    ],  # fmt: skip
-}
+        {"name": "leave-one-layout-out MRE, tp held out", "value": 0.05, "target": 0.1,
+         "met": True},
+        {"name": "Kendall tau, predicted vs measured layouts (worst model)", "value": 1.0,
+         "target": 0.8, "met": True},
+    ],
+}  # fmt: skip
 
 
-def test_block_renders_targets_folds_and_ranking():
+def test_block_renders_targets_variants_choices_and_ranking():
     text = layouts_markdown(EXAMPLE)
     assert "| leave-one-layout-out MRE, tp held out | 5.0% | <= 10.0% | met |" in text
     assert "| Kendall tau, predicted vs measured layouts (worst model) | 1.00 | >= 0.80 |" in text
-    assert "| tp | 2 | 20.0% | 5.0% | -15.0 [-20.0, -10.0] (better) |" in text
-    assert "| pp | 1 | 10.0% | 12.0% | n/a |" in text
-    assert "Kendall tau 1.00 (composition alone n/a)" in text
+    assert "| current | tp | 2 | 20.0% | 20.0% | - |" in text
+    assert "| selected | tp | 2 | 20.0% | 5.0% | -15.0 [-20.0, -10.0] (better) |" in text
+    assert "| selected | ddp |" not in text  # the data-parallel fold ranks, it has no target
+    assert "`selected` per held-out kind: ddp: plain_layers, tp: fold_layers." in text
+    assert "| selected (Kendall tau, corrected) | 1.00 |" in text
+
+
+def test_the_committed_folds_never_trained_on_their_held_out_kind():
+    result = json.loads(RESULT.read_text())
+    for name, variant in result["variants"].items():
+        for kind, fold in variant["folds"].items():
+            if name != "current":
+                trained = fold["layer_samples_by_kind"]
+                assert kind not in trained and sum(trained.values()) > 0, (name, kind)
+            if name == "selected":
+                assert fold["selected"] in fold["inner_mre"]
+    headline = result["variants"][result["headline"]]["folds"]
+    assert [t["value"] for t in result["targets"][:-1]] == [
+        headline[k]["mre_corrected"] for k in ("fsdp", "tp", "pp")
+    ]
 
 
 def test_readme_layouts_block_matches_the_committed_result():

@@ -1,0 +1,196 @@
+"""Layer-wise training samples from layout profiles: what each rank ran, on its local shapes.
+
+A layout profile's ``layer_timings`` (issue-26 profiler, :mod:`scaledl.profiling.store`) time
+every layer a rank runs on its own shapes: a tensor-parallel rank its ``1/t`` shard of the
+attention and feed-forward units, a pipeline rank its stage's layers on one micro-batch of
+``batch_size / micro_batches`` samples, a sharded (ZeRO/FSDP) rank the full layers. Each
+workload gives one training sample per layer of the model, built like a prediction's
+(:mod:`scaledl.parallel.predict`): the layer graph of one micro-batch
+(:func:`~scaledl.parallel.shard.base_workload`) split as one rank runs it
+(:func:`~scaledl.parallel.shard.shard_tensor_parallel`), so training and prediction read the
+same features (the profile's own local features agree with them in FLOPs, bytes and
+parameters; its traced operator count of an attention unit differs by one to three operators
+from the graph's, for every layout alike), with the measured time beside them: the median over
+ranks, steps and micro-batches of the drift-corrected ``forward_ms`` and ``backward_ms``.
+
+The optimizer node gets one sample per pipeline stage: the median instrumented
+``optimizer_ms`` of that stage's ranks (the stage from ``pipeline_timings``; ZeRO-1's
+partition broadcasts, timed in ``collective_timings``, taken out: the composition adds them
+itself) with the parameters the rank updates (its stage's, after the tensor-parallel split,
+``1/dp`` of them with any sharding), as :meth:`scaledl.parallel.predict._LayerTimes.
+optimizer_ms` predicts it.
+
+Some of these times are not the compute the composition predicts layer by layer: a
+tensor-parallel unit's holds its all-reduce, an FSDP / ZeRO-2 unit's its collectives' waits
+(:func:`collectives_inside` flags them; measured on ``datasets/layouts-cpu``: tensor-parallel
+attention 2 to 7 times the data-parallel layer of twice its FLOPs, the last layer of an FSDP
+block 3 to 10 times in backward), so a caller may leave them out.
+
+:func:`fold_samples` keeps the samples of a fold's training workloads only; the evaluation
+(:mod:`scaledl.parallel.evaluate`) fits the layer-wise models of each leave-one-layout-out
+fold on them, so a held-out layout kind's timings never train its own prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scaledl.models.data import measured_nodes
+from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.parallel.shard import (
+    TENSOR_PARALLEL_TYPES,
+    base_workload,
+    rank_parameters,
+    shard_tensor_parallel,
+)
+from scaledl.workloads.spec import Workload
+
+
+def _medians(frame: pd.DataFrame, keys: list[str], columns: list[str], factors: pd.Series):
+    """Median of drift-corrected ``columns`` per ``keys`` (runs without a factor: dropped)."""
+    frame = frame[frame["run_id"].isin(factors.index)]
+    scaled = frame[columns].div(frame["run_id"].map(factors), axis=0)
+    return scaled.groupby([frame[k] for k in keys]).median()
+
+
+def _stage_of_rank(tables: Mapping[str, pd.DataFrame]) -> pd.Series:
+    """``(workload_id, rank) -> stage`` from ``pipeline_timings`` (empty without the table)."""
+    pipe = tables.get("pipeline_timings")
+    if pipe is None or pipe.empty:
+        return pd.Series(dtype=np.int64)
+    return pipe.groupby(["workload_id", "rank"])["stage"].first()
+
+
+def _optimizer_ms(tables: Mapping[str, pd.DataFrame], factors: pd.Series) -> pd.Series:
+    """Median optimizer step per ``(workload_id, stage)``, ZeRO-1 broadcasts taken out."""
+    iters = tables["iteration_timings"]
+    iters = iters[iters["phase"] == "instrumented"].copy()
+    collectives = tables.get("collective_timings")
+    if collectives is not None and not collectives.empty:
+        broadcast = collectives[collectives["collective"] == "broadcast"]
+        per_step = broadcast.groupby(["run_id", "rank", "step"])["collective_ms"].sum()
+        index = pd.MultiIndex.from_frame(iters[["run_id", "rank", "step"]])
+        iters["optimizer_ms"] -= per_step.reindex(index).fillna(0.0).to_numpy()
+    stage = _stage_of_rank(tables)
+    index = pd.MultiIndex.from_frame(iters[["workload_id", "rank"]])
+    iters["stage"] = stage.reindex(index).fillna(0).astype(int).to_numpy() if len(stage) else 0
+    return _medians(iters, ["workload_id", "stage"], ["optimizer_ms"], factors)["optimizer_ms"]
+
+
+def layout_layer_samples(
+    tables: Mapping[str, pd.DataFrame],
+    workloads: Mapping[str, Workload],
+    factors: pd.Series,
+) -> pd.DataFrame:
+    """Measured layer and optimizer samples of every workload, on the rank's local shapes.
+
+    Args:
+        tables: validated profile tables (``layer_timings``, ``iteration_timings``; optional
+            ``pipeline_timings``, ``collective_timings``).
+        workloads: ``{workload_id: Workload}`` (any layout, plain DDP included).
+        factors: each launch's host slowdown factor, indexed by ``run_id``
+            (:func:`scaledl.models.data.launch_labels`, column ``slowdown_factor``); launches
+            without one (left out of the labels) are left out here too.
+
+    Returns:
+        Graph nodes (:class:`~scaledl.models.features.GraphSet` columns) with a positive
+        measured ``forward_ms`` and ``backward_ms`` (0 where none), one per layer and
+        workload plus one optimizer node per workload and stage; ``workload_id`` is the
+        layout workload's; ``collectives_inside`` (:func:`collectives_inside`) flags the
+        times that hold the layout's communication.
+
+    Raises:
+        ValueError: a workload without any measured layer (naming it).
+    """
+    ids = list(workloads)
+    gs = build_graph_set([base_workload(w, w.batch_size // w.micro_batches)
+                          for w in workloads.values()], ids=ids)  # fmt: skip
+    nodes = gs.nodes
+    layer_ms = _medians(tables["layer_timings"], ["workload_id", "layer_index"],
+                        ["forward_ms", "backward_ms"], factors)  # fmt: skip
+    optimizer_ms = _optimizer_ms(tables, factors)
+    frames = []
+    for g, (wid, w) in enumerate(workloads.items()):
+        own = nodes[nodes["graph"].to_numpy() == g]
+        layers = shard_tensor_parallel(own[(own["node_kind"] == "layer").to_numpy()], w.tp_size)
+        index = pd.MultiIndex.from_arrays([[wid] * len(layers), layers["layer_index"]])
+        measured = layer_ms.reindex(index)
+        if measured["forward_ms"].isna().all():
+            raise ValueError(f"layer_timings: no measured layer of workload_id {wid!r}")
+        layers = layers.assign(forward_ms=measured["forward_ms"].to_numpy(),
+                               backward_ms=measured["backward_ms"].to_numpy())  # fmt: skip
+        optimizer = _optimizer_rows(own, w, wid, optimizer_ms)
+        frames.append(layers.assign(collectives_inside=collectives_inside(layers, w)))
+        frames.append(optimizer.assign(collectives_inside=collectives_inside(optimizer, w)))
+    return measured_nodes(pd.concat(frames, ignore_index=True))
+
+
+def collectives_inside(nodes: pd.DataFrame, w: Workload) -> np.ndarray:
+    """Whether each node's measured time holds the layout's own communication or wrappers.
+
+    By how PyTorch runs the layouts (the profiler, :mod:`scaledl.profiling.layout_session`):
+    a tensor-parallel unit's time holds its all-reduce (DTensor's redistribution inside the
+    row-wise linear, forward and backward) and DTensor dispatch; an FSDP2 / ZeRO-2 unit's
+    time holds the wait for its all-gather (pre-forward hook) and its reduce-scatter
+    (post-backward hook), and every layer is inside a unit (the root one included); the
+    optimizer steps DTensor parameters under both. The composition adds those collectives
+    itself, so these times are not the compute it predicts layer by layer.
+
+    Args:
+        nodes: graph nodes of ``w`` (``layer_type``, ``node_kind``).
+        w: the workload.
+
+    Returns:
+        bool array, shape (n_nodes,).
+    """
+    optimizer = (nodes["node_kind"] == "optimizer").to_numpy()
+    if w.sharding in ("zero2", "fsdp"):
+        return np.ones(len(nodes), dtype=bool)
+    if w.tp_size > 1:
+        return optimizer | nodes["layer_type"].isin(TENSOR_PARALLEL_TYPES).to_numpy()
+    return np.zeros(len(nodes), dtype=bool)
+
+
+def _optimizer_rows(own: pd.DataFrame, w: Workload, wid: str, steps: pd.Series) -> pd.DataFrame:
+    """One optimizer node per stage with the rank's parameter count and measured step."""
+    template = own[(own["node_kind"] == "optimizer").to_numpy()][:1]
+    if template.empty or w.mode != "train":
+        return template.iloc[:0]
+    per_stage, _ = rank_parameters(architecture_graphs(w)[0].layers, w.tp_size, w.pp_size)
+    share = 1.0 / w.dp_size if w.sharding != "none" else 1.0
+    rows = template.loc[template.index.repeat(w.pp_size)].reset_index(drop=True)
+    rows["params"] = np.rint(np.asarray(per_stage) * share)
+    index = pd.MultiIndex.from_arrays([[wid] * w.pp_size, range(w.pp_size)])
+    rows["forward_ms"] = steps.reindex(index).to_numpy()
+    rows["backward_ms"] = 0.0
+    return rows
+
+
+def fold_samples(
+    samples: pd.DataFrame, kinds: Mapping[str, str], held_out: str, train_ids: Sequence[str]
+) -> pd.DataFrame:
+    """The samples of a fold's training workloads.
+
+    Args:
+        samples: :func:`layout_layer_samples`.
+        kinds: ``{workload_id: layout kind}`` (:func:`scaledl.parallel.evaluate.layout_kind`).
+        held_out: the held-out kind.
+        train_ids: the fold's training workloads.
+
+    Returns:
+        The rows of ``train_ids``.
+
+    Raises:
+        ValueError: a training workload of the held-out kind (the protocol forbids it), or no
+            sample left.
+    """
+    leaked = [wid for wid in train_ids if kinds[wid] == held_out]
+    if leaked:
+        raise ValueError(f"fold {held_out!r}: training workload {leaked[0]!r} is held out")
+    out = samples[samples["workload_id"].isin(set(train_ids))]
+    if out.empty:
+        raise ValueError(f"fold {held_out!r}: no layer sample among the training workloads")
+    return out
