@@ -230,6 +230,26 @@ def _markdown_data_parallel(dp: dict) -> list[str]:
     ]
 
 
+def layouts_summary_line(layouts: dict) -> str:
+    """One sentence: ScaleDL's and NeuSight's MRE on the 4-GPU rows, per layout kind and all.
+
+    Args:
+        layouts: the ``parallel_layouts`` section
+            (:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`).
+    """
+    summary = layouts["summary"]
+    parts = []
+    for name, s in [*summary["per_layout"].items(), ("all", summary["overall"])]:
+        if s["mre_scaledl"] is None or s["mre_neusight"] is None:
+            parts.append(f"{name} n/a")
+            continue
+        parts.append(f"{name} {pct(s['mre_scaledl'])} vs {pct(s['mre_neusight'])} ({s['n']} rows)")
+    return (
+        "4-GPU rows (Megatron-LM dp4/tp4/pp4_1, composed by `scaledl/evaluation/gpu_layouts.py`), "
+        f"ScaleDL vs NeuSight MRE: {'; '.join(parts)}."
+    )
+
+
 def gpu_markdown(gpu: dict) -> str:
     """The README's real-GPU block (markdown) from the ``gpu`` section of ``metrics.json``.
 
@@ -239,8 +259,8 @@ def gpu_markdown(gpu: dict) -> str:
     Returns:
         Markdown: the iteration MRE per GPU and method under leave one model out (LOMO) and
         leave one GPU out (LOGO) with the mean and worst GPU, the operators of held-out models,
-        the data-parallel labels, the paired peer table and the targets, every number from
-        ``gpu``.
+        the data-parallel labels, the 4-GPU layouts line, the paired peer table and the
+        targets, every number from ``gpu``.
     """
     lines = [
         f"Data: {gpu['source']}; {gpu['n_workloads']} imported workloads. Iteration MRE per GPU "
@@ -253,6 +273,8 @@ def gpu_markdown(gpu: dict) -> str:
     dp = gpu.get("data_parallel")
     if dp and dp.get("rows"):
         lines += _markdown_data_parallel(dp)
+    if gpu.get("parallel_layouts"):
+        lines += ["", layouts_summary_line(gpu["parallel_layouts"])]
     peer = gpu.get("peer")
     if peer:
         lines += [
