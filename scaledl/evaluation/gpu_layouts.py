@@ -388,7 +388,7 @@ def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
     Returns:
         Rows ``{"target", "measured", "reached"}``: overall, then per layout kind.
     """
-    parts = [("all 4-GPU rows", summary["overall"])]
+    parts = [("all", summary["overall"])]
     parts += [(f"{k} rows", s) for k, s in summary["per_layout"].items()]
     rows = []
     for name, s in parts:

@@ -24,7 +24,7 @@ KIND_HEADER = ["rows", "n", "ScaleDL MRE", "NeuSight MRE", "difference", "95% CI
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     def line(cells: list[Any]) -> str:
-        return "|" + "".join(f" {c} |" for c in cells)
+        return "|" + "".join(f" {c} |" if str(c) else " |" for c in cells)
 
     return [line(header), line(["---"] * len(header)), *(line(r) for r in rows)]
 

@@ -214,7 +214,8 @@ def _markdown_operators(ops: dict) -> list[str]:
     ]
 
 
-def _markdown_data_parallel(dp: dict) -> list[str]:
+def _markdown_data_parallel(dp: dict, layouts: bool = False) -> list[str]:
+    """The data-parallel line; ``layouts``: the 4-GPU composition covers the other rows."""
     rows = ", ".join(
         f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
         f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
@@ -226,7 +227,12 @@ def _markdown_data_parallel(dp: dict) -> list[str]:
         "",
         f"Data parallel ({rows}): MRE {pct(mre.get('compute_plus_allreduce', float('nan')))} "
         f"with the all-reduce added, {pct(mre.get('compute_only', float('nan')))} with it fully "
-        f"overlapped. Not modelled: {', '.join(dp['not_modelled'])}.",
+        f"overlapped. "
+        + (
+            "The tensor- and pipeline-parallel rows: the 4-GPU line below."
+            if layouts
+            else f"Not modelled: {', '.join(dp['not_modelled'])}."
+        ),
     ]
 
 
@@ -272,7 +278,7 @@ def gpu_markdown(gpu: dict) -> str:
         lines += _markdown_operators(gpu["operators"])
     dp = gpu.get("data_parallel")
     if dp and dp.get("rows"):
-        lines += _markdown_data_parallel(dp)
+        lines += _markdown_data_parallel(dp, layouts=bool(gpu.get("parallel_layouts")))
     if gpu.get("parallel_layouts"):
         lines += ["", layouts_summary_line(gpu["parallel_layouts"])]
     peer = gpu.get("peer")

@@ -48,8 +48,9 @@ def collectives():
 
 def _layout(data, **layout) -> Workload:
     """The two-block synthetic model (tiny_b) on the H100, training, batch 4, as a layout."""
-    w = next(w for w in data.workloads.values() if "tiny_b" in w.config_path
-             and w.mode == "train" and w.device_name.endswith(GPU) and w.batch_size == 4)  # fmt: skip
+    w = next(w for w in data.workloads.values()
+             if "tiny_b" in w.config_path and w.mode == "train"
+             and w.device_name.endswith(GPU) and w.batch_size == 4)  # fmt: skip
     return w.model_copy(update={"world_size": 2, "dp_size": 1, **layout})
 
 
@@ -64,14 +65,13 @@ def test_a_one_rank_layout_is_the_single_gpu_prediction(fitted, collectives):
     assert row["tp_allreduce_ms"] == row["p2p_ms"] == row["exposed_sync_ms"] == 0.0
     # the optimizer step: 32 bytes per parameter at the device's peak memory bandwidth
     params = layers["params"].sum()
-    adam = OPTIMIZER_BYTES_PER_PARAM * params / (device_spec(w.device_name).mem_bandwidth_gbps * 1e6)
+    bandwidth_bytes_per_ms = device_spec(w.device_name).mem_bandwidth_gbps * 1e6
+    adam = OPTIMIZER_BYTES_PER_PARAM * params / bandwidth_bytes_per_ms
     assert row["step_ms"] == pytest.approx(adam)
     assert row["scaledl_ms"] == pytest.approx(single + adam)
 
 
-def test_tensor_parallel_splits_the_units_and_adds_two_all_reduces_per_block(
-    fitted, collectives
-):
+def test_tensor_parallel_splits_the_units_and_adds_two_all_reduces_per_block(fitted, collectives):
     data, method = fitted
     w = _layout(data, tp_size=2)
     layers = rank_layers(method, w)
@@ -128,7 +128,7 @@ def _labels(data) -> pd.DataFrame:
     for suffix, layout in (("dp2", {"dp_size": 2, "batch_size": 2}), ("tp2", {"tp_size": 2}),
                            ("pp2_1", {"pp_size": 2})):  # fmt: skip
         w = _layout(data, **layout)
-        rows.append({"file": f"/x/label/G/tiny_b-train-32-4-{suffix}.json",
+        rows.append({"file": f"/x/label/G/tiny_b-train-32-4-{suffix}.json", "strategy": suffix[:2],
                      "device_name": w.device_name, "model": "tiny_b", "global_batch_size": 4,
                      "iteration_ms": 1.0, "workload": json.dumps(w.to_record())})  # fmt: skip
     return pd.DataFrame(rows)
@@ -199,3 +199,28 @@ def test_the_system_fit_names_a_missing_system():
     model = MeasuredCollectives(fit_system_allreduce(vidur, "h100_dgx"), "h100_dgx")
     assert np.all(model.predict_ms("all_reduce", [1e6, 1e7], 1) == 0)
     assert model.predict_ms("send", 1e7, 2) == pytest.approx(model.predict_ms("all_reduce", 1e7, 2))
+
+
+def test_evaluate_gpu_adds_the_layouts_and_their_targets(fitted, tmp_path):
+    from scaledl.evaluation.gpu import evaluate_gpu
+    from scaledl.evaluation.results import GpuResults
+
+    data, _ = fitted
+    (tmp_path / "profiles").mkdir()
+    directory, _ = write_synthetic(tmp_path / "profiles")
+    labels = tmp_path / "parallel_labels.parquet"
+    _labels(data).to_parquet(labels)
+    peer = tmp_path / "peer" / "prediction" / "NVIDIA_H100_80GB_HBM3"
+    peer.mkdir(parents=True)
+    (peer / "tiny_b-train-32-4-tp2.json").write_text(json.dumps({"e2e_latency": 0.9}))
+    config = GpuEvaluationConfig(
+        operator_params={"grid": TINY_GRID, "min_rows": 5}, leave_one_gpu_out=False,
+        parallel_labels=labels, vidur_root=REPO / "external" / "vidur" / "network",
+        peer_root=tmp_path / "peer", neusight_root=REPO / "external" / "neusight",
+    )  # fmt: skip
+    metrics, _ = evaluate_gpu(directory, config)
+    layouts = metrics["parallel_layouts"]
+    assert len(layouts["rows"]) == 3 and layouts["summary"]["overall"]["n"] == 1
+    assert any("4-GPU rows (all)" in t["target"] for t in metrics["targets"])
+    # the metrics.json schema accepts the section (a protocol not run is written as null)
+    GpuResults.model_validate({"leave_one_gpu_out": None, **metrics})
