@@ -165,10 +165,22 @@ def gpu_report_html(gpu: dict) -> str:
         if dp and dp.get("rows")
         else None,
         peer={**peer, "header": PEER_HEADER, "rows": peer_table(peer)} if peer else None,
+        layouts=_layouts_tables(gpu.get("parallel_layouts")),
         targets=[
             [t["target"], t["measured"], reached_text(t["reached"])] for t in gpu.get("targets", [])
         ],
     )
+
+
+def _layouts_tables(layouts: dict | None) -> dict | None:
+    """The 4-GPU section's tables (rows and per-kind pairing), ``None`` without the section."""
+    if not layouts:
+        return None
+    # imported here: gpu_layouts_block imports scaledl.report.summary, which imports this module
+    from scaledl.evaluation.gpu_layouts_block import KIND_HEADER, ROW_HEADER, kind_cells, row_cells
+
+    return {**layouts, "row_header": ROW_HEADER, "rows": row_cells(layouts),
+            "kind_header": KIND_HEADER, "kinds": kind_cells(layouts["summary"])}  # fmt: skip
 
 
 def _markdown_table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -73,3 +73,15 @@ def test_cli_names_missing_parallel_labels(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2
     assert str(missing) in result.output
+
+
+def test_the_html_report_section_tables_the_4_gpu_rows():
+    from scaledl.evaluation.gpu_report import gpu_report_html
+
+    gpu = {"source": "s", "n_workloads": 1, "gpus": ["G"], "models": ["m"], "targets": [],
+           "leave_one_model_out": {"per_gpu": {"G": {"scaledl": {"mre": 0.1, "n": 1}}},
+                                   "mean_over_gpus": {"scaledl": 0.1},
+                                   "max_over_gpus": {"scaledl": 0.1}}}  # fmt: skip
+    assert "4-GPU rows" not in gpu_report_html(gpu)
+    html = gpu_report_html({**gpu, "parallel_layouts": _example()})
+    assert "4-GPU rows (Megatron-LM" in html and "<td>dp4</td>" in html and "12.5%" in html
