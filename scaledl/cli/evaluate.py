@@ -1,4 +1,4 @@
-"""``scaledl evaluate`` and ``scaledl evaluate-gpu``: the evaluation."""
+"""``scaledl evaluate``, ``evaluate-gpu`` and ``evaluate-gpu-layouts``: the evaluation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout
+from scaledl.cli.common import fail, layout, output_path
 
 app = typer.Typer()
 
@@ -88,6 +88,66 @@ def evaluate_gpu_command(
     for target in metrics["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
     typer.echo(f"metrics: {out / 'gpu_metrics.json'}")
+
+
+@app.command("evaluate-gpu-layouts")
+def evaluate_gpu_layouts_command(
+    profiles: Annotated[
+        Path | None,
+        typer.Option(help="Validated imported GPU profiles [<data>/imported/validated/neusight]"),
+    ] = None,
+    parallel_labels: Annotated[
+        Path | None,
+        typer.Option(help="The import's parallel_labels.parquet [<data>/imported/neusight/...]"),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Result JSON")] = Path("docs/results/gpu_layouts.json"),
+    readme: Annotated[
+        Path | None, typer.Option(help="Also rewrite this README's gpu-layouts block")
+    ] = None,
+) -> None:
+    """Predict NeuSight's 4-GPU rows (dp4, tp4, pp4_1) and compare with NeuSight's own.
+
+    The GPU predictor is fitted on the single-GPU profiles only; the rows are composed by
+    :mod:`scaledl.evaluation.gpu_layouts` with collectives fitted on Vidur's measurements.
+    Bad input exits 2 naming the file and field.
+    """
+    import pandas as pd
+
+    from scaledl.evaluation.gpu import fit_scaledl
+    from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
+    from scaledl.evaluation.gpu_layouts_block import BOUNDS, gpu_layouts_markdown
+    from scaledl.external.neusight import NeusightFormatError
+    from scaledl.external.neusight_peer import load_peer_layout_predictions
+    from scaledl.external.vidur import load_vidur_allreduce
+    from scaledl.io.atomic import write_atomic
+    from scaledl.layout import neusight_peer_root, vidur_network_root
+    from scaledl.models.data import ProfileDataError, load_profile_data
+    from scaledl.report.summary import replace_block
+
+    profiles = profiles or layout().imported_validated_dir()
+    parallel_labels = parallel_labels or layout().imported_parallel_labels()
+    out = output_path(out, (".json",), "--out")
+    if not parallel_labels.is_file():
+        fail(f"{parallel_labels}: no parallel labels (scaledl import neusight)")
+    try:
+        data = load_profile_data(profiles)
+        peer = load_peer_layout_predictions(neusight_peer_root())
+        result = evaluate_layout_rows(
+            fit_scaledl(data), pd.read_parquet(parallel_labels),
+            load_vidur_allreduce(vidur_network_root()), peer,
+        )  # fmt: skip
+    except (ProfileDataError, NeusightFormatError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    result = {"profiles": str(profiles), "n_training_workloads": len(data.ids), **result}
+    write_atomic(out, json.dumps(result, indent=2) + "\n")
+    for target in result["targets"]:
+        typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
+    typer.echo(f"{out}: written")
+    if readme is not None:
+        text = readme.read_text()
+        block = gpu_layouts_markdown(result)
+        write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
+        typer.echo(f"{readme}: gpu-layouts block rewritten")
 
 
 def headline(metrics) -> str:

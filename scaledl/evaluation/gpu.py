@@ -20,8 +20,12 @@ product's meta-device tracer and the methods are the product's classes. Protocol
   gradient all-reduce (:class:`~scaledl.models.allreduce.AlphaBetaAllReduce` fitted on Vidur's
   NCCL measurements of the same GPU's DGX system), with no overlap (``compute_plus_allreduce``,
   an upper bound) and with full overlap (``compute_only``, a lower bound), by the method
-  trained on all single-GPU workloads. Tensor (``-tp4``) and pipeline (``-pp4_1``) parallelism
-  are not modelled by the product: their labels are listed, not predicted.
+  trained on all single-GPU workloads.
+* **4-GPU layouts** (``parallel_layouts``, with NeuSight's own predictions of those rows): every
+  ``-dp4``, ``-tp4`` and ``-pp4_1`` label predicted as Megatron-LM ran it, the same fitted
+  method's per-rank layers composed with Vidur-fitted collectives and the optimizer step
+  through :mod:`scaledl.parallel`, paired against NeuSight
+  (:mod:`scaledl.evaluation.gpu_layouts`, which says what the labels measure).
 
 Methods: ``scaledl`` (:class:`~scaledl.models.kernel.KernelGraphMethod`: operator models,
 kernel-aware layer-wise models, GNN correction or, with fewer than ``min_gnn_architectures``
@@ -44,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
+from scaledl.evaluation.gpu_layouts import VIDUR_SYSTEM, evaluate_layout_rows
 from scaledl.evaluation.gpu_peer import (
     PEER_METHOD,
     PEER_SOURCE,
@@ -53,7 +58,7 @@ from scaledl.evaluation.gpu_peer import (
 )
 from scaledl.evaluation.gpu_report import gpu_targets
 from scaledl.evaluation.splits import validation_ids
-from scaledl.external.neusight_peer import load_peer_predictions
+from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
@@ -71,8 +76,6 @@ V1_PARAMS = {
     "unseen_device_correction": "training_devices",
     "operator_params": {"device_features": "absolute"},
 }
-#: Vidur system whose NCCL all-reduce times stand for a GPU's 4-GPU data-parallel runs.
-VIDUR_SYSTEM = {"NVIDIA H100 80GB HBM3": "h100_dgx", "NVIDIA A100-SXM4-40GB": "a100_dgx"}
 
 
 @dataclass
@@ -202,6 +205,19 @@ def _fit(method: str, train: ProfileData, config: GpuEvaluationConfig):
     params.pop("unseen_device_correction", None)
     # The GNN (when used) stops early on 15% of the training workloads, as in the main splits.
     return KernelGraphMethod(**params).fit(train, list(validation_ids(train.ids, 0.15, 0)))
+
+
+def fit_scaledl(data: ProfileData, config: GpuEvaluationConfig | None = None) -> KernelGraphMethod:
+    """ScaleDL's GPU predictor fitted on all of ``data``, as this evaluation fits it.
+
+    Args:
+        data: the single-GPU profile data.
+        config: the evaluation settings (defaults when ``None``).
+
+    Returns:
+        The fitted :class:`~scaledl.models.kernel.KernelGraphMethod`.
+    """
+    return _fit("scaledl", data, config or GpuEvaluationConfig())
 
 
 def _as_method(fitted, method: str, config: GpuEvaluationConfig):
@@ -377,7 +393,11 @@ def operator_metrics(errors: pd.DataFrame) -> dict:
 
 
 def data_parallel(
-    data: ProfileData, labels: pd.DataFrame, vidur_root: Path, config: GpuEvaluationConfig
+    data: ProfileData,
+    labels: pd.DataFrame,
+    vidur_root: Path,
+    config: GpuEvaluationConfig,
+    method: KernelGraphMethod | None = None,
 ) -> dict:
     """Predict the multi-GPU labels the product's data-parallel rule covers (see module doc).
 
@@ -386,12 +406,13 @@ def data_parallel(
         labels: ``parallel_labels`` of the import.
         vidur_root: Vidur ``network`` folder.
         config: the evaluation settings (ScaleDL's).
+        method: ScaleDL fitted on ``data`` (fitted here when ``None``).
 
     Returns:
         ``{"rows": [...], "mre": {variant: mre}, "not_modelled": [...], "allreduce_source"}``.
     """
     vidur = load_vidur_allreduce(vidur_root)
-    method = _fit("scaledl", data, config)
+    method = method if method is not None else _fit("scaledl", data, config)
     rows, not_modelled = [], []
     for r in labels.itertuples(index=False):
         gpu = r.device_name.split(":", 1)[-1]
@@ -482,16 +503,25 @@ def evaluate_gpu(
     metrics["operators"] = operator_metrics(ops) if len(ops) else {}
     metrics["notes"] += _correction_notes(metrics, config)
     if config.parallel_labels is not None and config.vidur_root is not None:
-        metrics["data_parallel"] = data_parallel(
-            data, pd.read_parquet(config.parallel_labels), Path(config.vidur_root), config
-        )
+        labels = pd.read_parquet(config.parallel_labels)
+        method = _fit("scaledl", data, config)
+        vidur_root = Path(config.vidur_root)
+        metrics["data_parallel"] = data_parallel(data, labels, vidur_root, config, method)
+        if config.peer_root is not None:
+            peer = load_peer_layout_predictions(config.peer_root, config.neusight_root)
+            metrics["parallel_layouts"] = evaluate_layout_rows(
+                method, labels, load_vidur_allreduce(vidur_root), peer
+            )
     else:
         metrics["notes"].append("data-parallel labels not evaluated (no parallel labels/Vidur)")
     metrics["not_modelled"] = {
-        "parallelism": "tensor (-tp4) and pipeline (-pp4_1) parallelism",
-        "optimizer_step": "NeuSight labels exclude it; so do the predictions",
+        "parallelism": "tensor (-tp4) and pipeline (-pp4_1) parallelism by the data-parallel "
+        "rule; they are composed in parallel_layouts (with NeuSight's own predictions)",
+        "optimizer_step": "the single-GPU NeuSight labels exclude it; so do their predictions "
+        "(the 4-GPU Megatron-LM labels include it, and parallel_layouts adds it)",
     }
     metrics["targets"] = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
+    metrics["targets"] += metrics.get("parallel_layouts", {}).get("targets", [])
     metrics["runtime_s"] = time.perf_counter() - started
     return metrics, predictions
 

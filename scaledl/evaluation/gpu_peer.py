@@ -72,7 +72,8 @@ def peer_rows(predictions: pd.DataFrame, peer: pd.DataFrame, method: str = "scal
 def _paired(frame: pd.DataFrame, method: str, scale: float = 1.0) -> dict[str, Any]:
     """Paired comparison of ``method`` with ``scale`` x the peer on the rows of ``frame``."""
     wide = frame.pivot_table(index="workload_id", columns="method", values="re", aggfunc="first")
-    wide = wide.dropna(subset=[method, PEER_METHOD])
+    wide = wide.reindex(columns=sorted({*wide.columns, method, PEER_METHOD}))
+    wide = wide.dropna(subset=[method, PEER_METHOD])  # a method without rows: no paired row
     if len(wide) < MIN_WORKLOADS:
         return {"skipped": f"{len(wide)} paired row(s); a paired interval needs {MIN_WORKLOADS}"}
     name_b = PEER_METHOD if scale == 1.0 else f"{scale:g} x {PEER_METHOD}"

@@ -165,10 +165,22 @@ def gpu_report_html(gpu: dict) -> str:
         if dp and dp.get("rows")
         else None,
         peer={**peer, "header": PEER_HEADER, "rows": peer_table(peer)} if peer else None,
+        layouts=_layouts_tables(gpu.get("parallel_layouts")),
         targets=[
             [t["target"], t["measured"], reached_text(t["reached"])] for t in gpu.get("targets", [])
         ],
     )
+
+
+def _layouts_tables(layouts: dict | None) -> dict | None:
+    """The 4-GPU section's tables (rows and per-kind pairing), ``None`` without the section."""
+    if not layouts:
+        return None
+    # imported here: gpu_layouts_block imports scaledl.report.summary, which imports this module
+    from scaledl.evaluation.gpu_layouts_block import KIND_HEADER, ROW_HEADER, kind_cells, row_cells
+
+    return {**layouts, "row_header": ROW_HEADER, "rows": row_cells(layouts),
+            "kind_header": KIND_HEADER, "kinds": kind_cells(layouts["summary"])}  # fmt: skip
 
 
 def _markdown_table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -214,7 +226,8 @@ def _markdown_operators(ops: dict) -> list[str]:
     ]
 
 
-def _markdown_data_parallel(dp: dict) -> list[str]:
+def _markdown_data_parallel(dp: dict, layouts: bool = False) -> list[str]:
+    """The data-parallel line; ``layouts``: the 4-GPU composition covers the other rows."""
     rows = ", ".join(
         f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
         f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
@@ -226,8 +239,33 @@ def _markdown_data_parallel(dp: dict) -> list[str]:
         "",
         f"Data parallel ({rows}): MRE {pct(mre.get('compute_plus_allreduce', float('nan')))} "
         f"with the all-reduce added, {pct(mre.get('compute_only', float('nan')))} with it fully "
-        f"overlapped. Not modelled: {', '.join(dp['not_modelled'])}.",
+        f"overlapped. "
+        + (
+            "The tensor- and pipeline-parallel rows: the 4-GPU line below."
+            if layouts
+            else f"Not modelled: {', '.join(dp['not_modelled'])}."
+        ),
     ]
+
+
+def layouts_summary_line(layouts: dict) -> str:
+    """One sentence: ScaleDL's and NeuSight's MRE on the 4-GPU rows, per layout kind and all.
+
+    Args:
+        layouts: the ``parallel_layouts`` section
+            (:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`).
+    """
+    summary = layouts["summary"]
+    parts = []
+    for name, s in [*summary["per_layout"].items(), ("all", summary["overall"])]:
+        if s["mre_scaledl"] is None or s["mre_neusight"] is None:
+            parts.append(f"{name} n/a")
+            continue
+        parts.append(f"{name} {pct(s['mre_scaledl'])} vs {pct(s['mre_neusight'])} ({s['n']} rows)")
+    return (
+        "4-GPU rows (Megatron-LM dp4/tp4/pp4_1, composed by `scaledl/evaluation/gpu_layouts.py`), "
+        f"ScaleDL vs NeuSight MRE: {'; '.join(parts)}."
+    )
 
 
 def gpu_markdown(gpu: dict) -> str:
@@ -239,8 +277,8 @@ def gpu_markdown(gpu: dict) -> str:
     Returns:
         Markdown: the iteration MRE per GPU and method under leave one model out (LOMO) and
         leave one GPU out (LOGO) with the mean and worst GPU, the operators of held-out models,
-        the data-parallel labels, the paired peer table and the targets, every number from
-        ``gpu``.
+        the data-parallel labels, the 4-GPU layouts line, the paired peer table and the
+        targets, every number from ``gpu``.
     """
     lines = [
         f"Data: {gpu['source']}; {gpu['n_workloads']} imported workloads. Iteration MRE per GPU "
@@ -252,7 +290,9 @@ def gpu_markdown(gpu: dict) -> str:
         lines += _markdown_operators(gpu["operators"])
     dp = gpu.get("data_parallel")
     if dp and dp.get("rows"):
-        lines += _markdown_data_parallel(dp)
+        lines += _markdown_data_parallel(dp, layouts=bool(gpu.get("parallel_layouts")))
+    if gpu.get("parallel_layouts"):
+        lines += ["", layouts_summary_line(gpu["parallel_layouts"])]
     peer = gpu.get("peer")
     if peer:
         lines += [

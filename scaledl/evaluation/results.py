@@ -449,6 +449,9 @@ class GpuResults(Section):
             (:mod:`scaledl.evaluation.gpu_peer`: ``source``, ``method``, ``paired_rows`` per
             protocol, ``unmatched`` rows and the paired ``comparisons``), ``null`` when not
             evaluated.
+        parallel_layouts: NeuSight's 4-GPU rows composed by ScaleDL and paired with NeuSight's
+            own predictions (:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`),
+            ``null`` when not evaluated.
     """
 
     source: str
@@ -465,6 +468,7 @@ class GpuResults(Section):
     targets: list[TargetRow]
     runtime_s: float
     peer: dict[str, Any] | None = None
+    parallel_layouts: dict[str, Any] | None = None
 
 
 class SweepCurve(Section):

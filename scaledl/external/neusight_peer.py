@@ -26,6 +26,8 @@ from scaledl.external.neusight import (
 
 #: Columns of :func:`load_peer_predictions`.
 PEER_COLUMNS = ("gpu", "model", "mode", "seq_len", "batch_size", "peer_ms", "file")
+#: Columns of :func:`load_peer_layout_predictions`.
+PEER_LAYOUT_COLUMNS = ("gpu", "stem", "peer_ms", "file")
 
 
 def load_peer_predictions(
@@ -51,21 +53,77 @@ def load_peer_predictions(
             device config, or an ``e2e_latency`` that is not a positive number (naming the
             file, the key and the value).
     """
+    rows = []
+    for path, m, gpu, value in _predictions(peer_root, neusight_root):
+        if m["suffix"]:
+            continue
+        rows.append(
+            {
+                "gpu": gpu,
+                "model": m["model"],
+                "mode": _MODES[m["mode"]],
+                "seq_len": int(m["seq_len"]),
+                "batch_size": int(m["batch"]),
+                "peer_ms": float(value),
+                "file": str(path),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(PEER_COLUMNS))
+
+
+def load_peer_layout_predictions(
+    peer_root: Path | str | None = None, neusight_root: Path | str | None = None
+) -> pd.DataFrame:
+    """Read NeuSight's predictions of its 4-GPU rows (``-dp4``, ``-tp4``, ``-pp4_1`` stems).
+
+    NeuSight predicts them with its per-operator models on one rank's sharded operators plus
+    its own communication estimate, composed by ``neusight/Prediction/aggregator.py``
+    (``aggregate_dp``: gradient all-reduces overlapped with the backward; ``aggregate_tp``: the
+    sum of the sharded operators and the tensor-parallel all-reduces; ``aggregate_pp``: the
+    stages one after the other with the send/recv between them).
+
+    Args:
+        peer_root: as :func:`load_peer_predictions`.
+        neusight_root: as :func:`load_peer_predictions`.
+
+    Returns:
+        One row per prediction, columns :data:`PEER_LAYOUT_COLUMNS`: ``gpu`` (the device name),
+        ``stem`` (the label's file stem, e.g. ``gpt2_large-train-1024-4-tp4``), ``peer_ms``
+        (``e2e_latency``, ms) and the ``file``.
+
+    Raises:
+        FileNotFoundError: no ``prediction`` folder under ``peer_root``.
+        NeusightFormatError: as :func:`load_peer_predictions`.
+    """
+    rows = [
+        {"gpu": gpu, "stem": path.stem, "peer_ms": value, "file": str(path)}
+        for path, m, gpu, value in _predictions(peer_root, neusight_root)
+        if m["strategy"]
+    ]
+    return pd.DataFrame(rows, columns=list(PEER_LAYOUT_COLUMNS))
+
+
+def _predictions(peer_root, neusight_root):
+    """Every prediction file: ``(path, name match, device name, e2e_latency ms)``.
+
+    Raises:
+        FileNotFoundError: no ``prediction`` folder under ``peer_root``.
+        NeusightFormatError: a file name that is not a NeuSight stem, a GPU folder without a
+            device config, or an ``e2e_latency`` that is not a positive number.
+    """
     from scaledl.layout import neusight_peer_root
 
     folder = Path(peer_root if peer_root is not None else neusight_peer_root()) / "prediction"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no NeuSight prediction folder")
     devices = read_device_configs(neusight_root).set_index("gpu")["device_name"]
-    rows = []
+    out = []
     for path in sorted(folder.glob("*/*.json")):
         m = _NAME_RE.match(path.stem)
         if m is None:
             raise NeusightFormatError(
                 f"{path}: file name {path.stem!r} is not <model>-<train|inf>-<seq_len>-<batch>"
             )
-        if m["suffix"]:
-            continue
         gpu = path.parent.name
         if gpu not in devices.index:
             raise NeusightFormatError(
@@ -77,15 +135,5 @@ def load_peer_predictions(
             raise NeusightFormatError(
                 f"{path}: key 'e2e_latency' (value {value!r}) must be a number > 0"
             )
-        rows.append(
-            {
-                "gpu": str(devices.loc[gpu]),
-                "model": m["model"],
-                "mode": _MODES[m["mode"]],
-                "seq_len": int(m["seq_len"]),
-                "batch_size": int(m["batch"]),
-                "peer_ms": float(value),
-                "file": str(path),
-            }
-        )
-    return pd.DataFrame(rows, columns=list(PEER_COLUMNS))
+        out.append((path, m, str(devices.loc[gpu]), float(value)))
+    return out

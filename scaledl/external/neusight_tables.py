@@ -44,8 +44,8 @@ start/end times, only block 0 of each model traced (blocks 1..N-1 copy its times
 host-only nodes (``size``, ``view``, ``getitem``: NeuSight times each at the ~7 us CUDA-event
 floor though they overlap the kernels) not counted, no per-node input dtypes (assumed the
 output's). The multi-GPU labels (``-dp4``, ``-tp4``, ``-pp4_1``) have no per-rank or per-layer
-data, so they are not profile runs: they go to ``OUT/parallel_labels.parquet`` (data-parallel
-ones with their workload spec) for the evaluation; ``-fusion`` (torch.compile) labels are not
+data, so they are not profile runs: they go to ``OUT/parallel_labels.parquet`` (each with the
+workload spec of its layout) for the evaluation; ``-fusion`` (torch.compile) labels are not
 imported. ``OUT/import.json`` records all of this with counts.
 """
 
@@ -404,8 +404,8 @@ def _manifest(
         "rows": {name: len(frame) for name, frame in tables.items()},
         "not_carried": list(NOT_CARRIED),
         "trace_units_without_product_layer": sorted(unmatched),
-        "not_imported": "'-fusion' labels (torch.compile inference); tp/pp labels are kept in "
-        "parallel_labels only (the product models data parallelism, not tensor or pipeline)",
+        "not_imported": "'-fusion' labels (torch.compile inference); the 4-GPU dp/tp/pp labels "
+        "are kept in parallel_labels only (no per-rank or per-layer data to validate)",
         "skipped_labels": skipped_labels(data.skipped),
         "config_architectures": {f"{k[0]}-{k[1]}": v for k, v in sorted(classes.items())},
     }
@@ -425,15 +425,25 @@ def skipped_labels(skipped: pd.DataFrame) -> dict[str, Any]:
 
 
 def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict) -> pd.DataFrame:
-    """The multi-GPU labels; data-parallel ones get their per-rank workload spec."""
+    """The multi-GPU labels, each with the workload spec of its layout.
+
+    The batch in a label's name is the global batch (NeuSight's
+    ``collect_label_distributed.py``: ``per_device_batch_size = global_batch_size // dp_degree
+    // num_micro_batches``): a ``-dp<n>`` rank runs ``global / n`` samples (``dp_size`` n), a
+    ``-tp<n>`` group and a ``-pp<n>_<m>`` pipeline the whole batch (``tp_size`` or ``pp_size``
+    n, ``micro_batches`` m, Megatron-LM's 1F1B schedule). A label whose model has no
+    single-GPU workload (no architecture to copy) keeps ``workload`` null.
+    """
     rows = []
     for r in data.parallel.itertuples(index=False):
         record = r._asdict()
         record["device_name"] = f"cuda:{devices.loc[r.gpu]}"
         record["workload"] = None
-        if r.strategy == "dp" and (r.model, r.mode) in config_paths:
+        if (r.model, r.mode) in config_paths:
             single = data.workloads[data.workloads["model"] == r.model].iloc[0]
-            per_rank = r.global_batch_size // r.degree
+            per_rank = (
+                r.global_batch_size // r.degree if r.strategy == "dp" else r.global_batch_size
+            )
             spec = _workload(
                 pd.Series(
                     {
@@ -449,13 +459,26 @@ def _parallel_labels(data: NeusightData, devices: pd.Series, config_paths: dict)
             ).model_copy(
                 update={
                     "world_size": r.degree,
-                    "dp_size": r.degree,
+                    "dp_size": r.degree if r.strategy == "dp" else 1,
                     "dataset_size": r.global_batch_size,
+                    **_LAYOUT_OF[r.strategy](r),
                 }
             )
             record["workload"] = json.dumps(Workload.parse(spec.model_dump()).to_record())
         rows.append(record)
     return pd.DataFrame(rows)
+
+
+#: The layout fields of a multi-GPU label's strategy (its ``degree`` and ``microbatches``).
+_LAYOUT_OF = {
+    "dp": lambda r: {},
+    "tp": lambda r: {"tp_size": r.degree},
+    "pp": lambda r: {
+        "pp_size": r.degree,
+        "micro_batches": r.microbatches,
+        "pipeline_schedule": "1f1b",
+    },
+}
 
 
 def _empty(table: str) -> pd.DataFrame:

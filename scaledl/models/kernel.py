@@ -447,6 +447,28 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
         sums = gs.per_graph_sum(preds["total_ms"].to_numpy())
         return sums * self._correction_factor(workloads, sums), gs, preds
 
+    def correction_factor(self, workloads: list[Workload], layer_sums_ms) -> np.ndarray:
+        """The fallback's multiplicative correction of given layer sums of ``workloads``.
+
+        What :meth:`predict_iteration_ms` multiplies a workload's layer sum by, for a sum the
+        caller computed (a tensor-parallel rank's sharded layers, say).
+
+        Args:
+            workloads: the workloads (device and mode are the correction's features).
+            layer_sums_ms: their layer sums, milliseconds, shape (len(workloads),).
+
+        Returns:
+            Factors, shape (len(workloads),); 1 where no correction was chosen.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            ValueError: the method corrects with its GNN (whole graphs, not a layer sum).
+        """
+        self.check_fitted()
+        if self.mode != "scaledl" or self.uses_gnn_:
+            raise ValueError("correction_factor: this fit corrects with the GNN, not a layer sum")
+        return self._correction_factor(workloads, np.asarray(layer_sums_ms, dtype=float))
+
     def _correction_factor(self, workloads: list[Workload], sums: np.ndarray) -> np.ndarray:
         """The fallback's multiplicative correction of each layer sum (1: none)."""
         factor = np.ones(len(workloads))

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "label").is_dir(), reason="no NeuSig
 
 
 def _trimmed_copy(dest: Path) -> Path:
-    """Two traces (BERT inference, GPT-2 training) of one GPU, their labels and one dp4 label."""
+    """Two traces (BERT inference, GPT-2 training) of one GPU, their labels and 4-GPU labels."""
     (dest / "label" / GPU).mkdir(parents=True)
     for sub in ("model_configs", "device_configs"):
         (dest / sub).mkdir()
@@ -33,7 +33,9 @@ def _trimmed_copy(dest: Path) -> Path:
             dest / "label" / GPU / f"{name}.csv", index=False
         )
         shutil.copy(src.with_suffix(".json"), dest / "label" / GPU / f"{name}.json")
-    shutil.copy(ROOT / "label" / GPU / "gpt2_large-train-1024-4-dp4.json", dest / "label" / GPU)
+    for layout in ("dp4", "tp4", "pp4_1"):
+        shutil.copy(ROOT / "label" / GPU / f"gpt2_large-train-1024-4-{layout}.json",
+                    dest / "label" / GPU)  # fmt: skip
     for model in ("bert_large", "gpt2_large"):
         shutil.copy(ROOT / "model_configs" / f"{model}.json", dest / "model_configs")
     shutil.copy(ROOT / "device_configs" / f"{GPU}.json", dest / "device_configs")
@@ -102,6 +104,15 @@ def test_parallel_labels_keep_the_data_parallel_spec(imported):
     assert (dp["strategy"], dp["degree"], dp["global_batch_size"]) == ("dp", 4, 4)
     spec = json.loads(dp["workload"])
     assert (spec["world_size"], spec["batch_size"], spec["backend"]) == (4, 1, "nccl")
+
+
+def test_parallel_labels_carry_the_tensor_and_pipeline_layouts(imported):
+    _, _, t = imported
+    labels = t["parallel_labels"].set_index("strategy")
+    tp, pp = (json.loads(labels.loc[k, "workload"]) for k in ("tp", "pp"))
+    # The name's batch is the global batch: a TP group and a pipeline run all of it.
+    assert (tp["tp_size"], tp["dp_size"], tp["batch_size"], tp["world_size"]) == (4, 1, 4, 4)
+    assert (pp["pp_size"], pp["micro_batches"], pp["batch_size"]) == (4, 1, 4)
 
 
 def test_imported_tables_pass_the_validation(imported):
