@@ -138,7 +138,7 @@ def evaluate_gpu_layouts_command(
         )  # fmt: skip
     except (ProfileDataError, NeusightFormatError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    result = {"profiles": str(profiles), "n_training_workloads": len(data.ids), **result}
+    result = {"profiles": _shown(profiles), "n_training_workloads": len(data.ids), **result}
     write_atomic(out, json.dumps(result, indent=2) + "\n")
     for target in result["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
@@ -174,3 +174,12 @@ def headline(metrics) -> str:
             m = metrics.method_errors(split, method)
             lines.append(f"{label:>13} {method:<12} MRE {m.mre:.1%}  RMSE {m.rmse_s:.4f} s")
     return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    """A path for a committed result: relative to the data root (``<data>/...``) when below it."""
+    root = layout().root.resolve()
+    try:
+        return f"<data>/{path.resolve().relative_to(root)}"
+    except ValueError:
+        return str(path)

@@ -327,7 +327,7 @@ def evaluate_layout_rows(
                 "scaledl_re": abs(parts["scaledl_ms"] - true) / true,
                 "neusight_re": None if theirs is None else abs(theirs - true) / true,
                 "device_seen": workload.device_name in method.training_devices_,
-                "vidur_system": system, "file": str(label.file),
+                "vidur_system": system, "file": _label_name(label.file),
             }
         )  # fmt: skip
     summary = layout_summary(rows)
@@ -412,3 +412,13 @@ def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _label_name(path) -> str:
+    """``<GPU folder>/<label file>``: the label below NeuSight's ``label/`` folder.
+
+    The result file is committed; a path of the machine that wrote it would mean nothing
+    elsewhere.
+    """
+    path = Path(path)
+    return f"{path.parent.name}/{path.name}"
