@@ -65,6 +65,19 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
     raise ValueError(f"field 'collective' must be one of {COLLECTIVES}, got {collective!r}")
 
 
+def checked_sizes(collective: str, nbytes: Any, group_size: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``nbytes`` and ``group_size`` as float arrays, checked.
+
+    Raises:
+        ValueError: a negative size or a group below 1, naming the collective.
+    """
+    nbytes = np.asarray(nbytes, dtype=float)
+    n = np.asarray(group_size, dtype=float)
+    if np.any(nbytes < 0) or np.any(n < 1):
+        raise ValueError(f"collective {collective}: bytes {nbytes!r}, group {n!r}")
+    return nbytes, n
+
+
 class CollectiveModel:
     """Alpha-beta cost of every collective (module docstring).
 
@@ -167,10 +180,7 @@ class CollectiveModel:
         Raises:
             ValueError: an unknown collective, a negative size or a group below 1.
         """
-        nbytes = np.asarray(nbytes, dtype=float)
-        n = np.asarray(group_size, dtype=float)
-        if np.any(nbytes < 0) or np.any(n < 1):
-            raise ValueError(f"collective {collective}: bytes {nbytes!r}, group {n!r}")
+        nbytes, n = checked_sizes(collective, nbytes, group_size)
         factor = bytes_factor(collective, n)
         alpha, beta = self.params[collective]
         return np.where(n > 1, alpha + factor * nbytes * beta, 0.0)

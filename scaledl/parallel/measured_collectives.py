@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.allreduce import AlphaBetaAllReduce, select_size_breakpoints
-from scaledl.parallel.collectives import CollectiveModel
+from scaledl.parallel.collectives import CollectiveModel, checked_sizes
 
 #: Columns of :func:`scaledl.external.vidur.load_vidur_allreduce` the fit reads.
 VIDUR_COLUMNS = ("system", "allreduce_bytes", "world_size", "num_nodes", "allreduce_ms")
@@ -95,11 +95,7 @@ class MeasuredCollectives(CollectiveModel):
         """
         if collective not in ("all_reduce", "send", "recv"):
             return super().predict_ms(collective, nbytes, group_size)
-        nbytes = np.asarray(nbytes, dtype=float)
-        n = np.asarray(group_size, dtype=float)
-        if np.any(nbytes < 0) or np.any(n < 1):
-            raise ValueError(f"collective {collective}: bytes {nbytes!r}, group {n!r}")
-        nbytes, n = np.broadcast_arrays(nbytes, n)
+        nbytes, n = np.broadcast_arrays(*checked_sizes(collective, nbytes, group_size))
         ranks = n if collective == "all_reduce" else np.where(n > 1, 2.0, 1.0)
         out = self.allreduce.predict_ms(nbytes.ravel(), ranks.ravel()).reshape(nbytes.shape)
         return np.where(n > 1, out, 0.0)
