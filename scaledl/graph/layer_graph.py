@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import torch
 
 from scaledl.graph.tracing import trace_units
 from scaledl.workloads.spec import Workload
@@ -102,11 +103,13 @@ class LayerGraph:
         return int(self.layers.drop_duplicates("layer_name")["params"].sum())
 
 
-def build_layer_graph(workload: Workload) -> LayerGraph:
+def build_layer_graph(workload: Workload, model: torch.nn.Module | None = None) -> LayerGraph:
     """Build the layer graph of a workload without running it on real data.
 
     Args:
         workload: a validated workload.
+        model: its meta model, passed to :func:`~scaledl.graph.tracing.trace_units` (built
+            there when ``None``).
 
     Returns:
         The :class:`LayerGraph`.
@@ -114,7 +117,7 @@ def build_layer_graph(workload: Workload) -> LayerGraph:
     Raises:
         RuntimeError: the model could not be traced on the meta device.
     """
-    calls, model = trace_units(workload)
+    calls, model = trace_units(workload, model)
     rows = []
     for i, c in enumerate(calls):
         rows.append(

@@ -124,11 +124,16 @@ def shape_str(tensor: torch.Tensor | None) -> str:
     return "x".join(str(d) for d in tensor.shape) if tensor is not None else ""
 
 
-def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
+def trace_units(
+    workload: Workload, model: torch.nn.Module | None = None
+) -> tuple[list[UnitCall], torch.nn.Module]:
     """Run the workload's model once on meta tensors and record every unit call.
 
     Args:
         workload: the workload to trace.
+        model: the workload's model on the meta device, to trace an architecture at several
+            batch sizes with one build (``build_model(workload, device="meta")``; the batch
+            size does not enter the model); built here when ``None``.
 
     Returns:
         The unit calls in execution order, and the meta model (for parameter bucketing).
@@ -136,7 +141,8 @@ def trace_units(workload: Workload) -> tuple[list[UnitCall], torch.nn.Module]:
     Raises:
         RuntimeError: a unit was never called (the model does not run as traced).
     """
-    model = build_model(workload, device="meta")
+    if model is None:
+        model = build_model(workload, device="meta")
     units = find_units(model)
     batch = make_batch(workload, device="meta")
     counter = FlopCounterMode(display=False)

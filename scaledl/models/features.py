@@ -37,7 +37,7 @@ from scaledl.graph.layer_graph import (
     build_layer_graph,
 )
 from scaledl.graph.units import LAYER_TYPES
-from scaledl.workloads.builders import describe_workload
+from scaledl.workloads.builders import build_model, describe_workload
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -70,7 +70,11 @@ class _Template:
 @lru_cache(maxsize=4096)
 def _graphs_at_batch_1_and_2(key: str) -> tuple[LayerGraph, LayerGraph]:
     base = Workload.parse({**json.loads(key), "batch_size": 1, "world_size": 2, "num_nodes": 1})
-    return build_layer_graph(base), build_layer_graph(base.model_copy(update={"batch_size": 2}))
+    model = build_model(base, device="meta")  # one build traced at both batch sizes
+    return (
+        build_layer_graph(base, model),
+        build_layer_graph(base.model_copy(update={"batch_size": 2}), model),
+    )
 
 
 def check_traceable(workload: Workload, where: str) -> None:

@@ -57,14 +57,6 @@ from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
 
 
-def needs_layout_session(workload) -> bool:
-    """Whether a workload is profiled here: sharded, tensor- or pipeline-parallel.
-
-    (Any other workload runs as plain DDP, whatever its unused layout fields say.)
-    """
-    return workload.tp_size > 1 or workload.pp_size > 1 or workload.sharding != "none"
-
-
 class LayoutSession(_Session):
     """A sharded, tensor- or pipeline-parallel workload (:mod:`scaledl.workloads.parallelism`).
 

@@ -328,6 +328,15 @@ class _Session:
         }
 
 
+def needs_layout_session(workload: Workload) -> bool:
+    """Whether a workload is profiled by :class:`~scaledl.profiling.layout_session.LayoutSession`.
+
+    Sharded, tensor- or pipeline-parallel workloads are; any other runs as plain DDP, whatever
+    its unused layout fields say.
+    """
+    return workload.tp_size > 1 or workload.pp_size > 1 or workload.sharding != "none"
+
+
 def profile_workload(
     workload: Workload, settings: dict[str, Any], device: torch.device, interleave=None
 ):
@@ -357,9 +366,11 @@ def profile_workload(
             build (names the field, the value and the family).
         RuntimeError: the instrumented rounds did not time every layer call of the graph.
     """
-    from scaledl.profiling.layout_session import LayoutSession, needs_layout_session
+    if needs_layout_session(workload):
+        # A local import: layout_session imports this module, and its FSDP / tensor-parallel /
+        # pipelining imports cost every rank of a plain-DDP launch about a second.
+        from scaledl.profiling.layout_session import LayoutSession
 
-    if needs_layout_session(workload):  # (a local import: layout_session imports this module)
         session = LayoutSession(workload, settings, device)
     else:
         session = _Session(workload, settings, device)

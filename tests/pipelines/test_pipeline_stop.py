@@ -20,7 +20,8 @@ import yaml
 import scaledl
 from scaledl.profiling.store import part_statuses
 
-pytestmark = pytest.mark.slow
+# serial: bounds on stop seconds / the foreign-load meter need an idle host (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 REPO = Path(__file__).resolve().parents[2]
 
 RUN = """

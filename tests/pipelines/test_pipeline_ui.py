@@ -12,6 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+# serial: a bound on the seconds a stop takes needs an idle host (tests/conftest.py).
+pytestmark = pytest.mark.serial
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUERY = "{ assetNodes { assetKey { path } } }"
 EXPECTED = {"search_space", "workload_design", "profiling_runs", "predictor_bundle", "data_version"}

@@ -7,6 +7,9 @@ import pytest
 
 from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
 
+# serial: the foreign-load meter needs an idle host (tests/conftest.py).
+pytestmark = pytest.mark.serial
+
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
 

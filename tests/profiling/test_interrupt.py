@@ -23,7 +23,8 @@ from scaledl.profiling.interrupt import (
 from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
 from scaledl.profiling.store import part_statuses, read_run
 
-pytestmark = pytest.mark.slow
+# serial: bounds on stop seconds / the foreign-load meter need an idle host (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 PRESETS = Path(scaledl.__file__).parent / "presets"
 
 

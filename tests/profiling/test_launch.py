@@ -9,7 +9,12 @@ from scaledl_fixtures import SETTINGS, TIMEOUT_S
 from tiny_specs import tiny
 
 from scaledl.graph.layer_graph import build_layer_graph
-from scaledl.profiling.launch import launch_schedule, profile_workloads, torchrun_command
+from scaledl.profiling.launch import (
+    MONITOR_INTERVAL_S,
+    launch_schedule,
+    profile_workloads,
+    torchrun_command,
+)
 from scaledl.profiling.settings import ProfileSettings, Rendezvous
 from scaledl.profiling.store import part_path, read_run
 
@@ -147,7 +152,7 @@ def test_torchrun_command():
     cmd = torchrun_command(2, 1, tasks, out, None)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
-    assert "--monitor-interval=2.0" in cmd
+    assert f"--monitor-interval={MONITOR_INTERVAL_S}" in cmd
     assert cmd[-5:] == ["scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
     multi = torchrun_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
     assert "--standalone" not in multi
