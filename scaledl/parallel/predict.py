@@ -283,23 +283,28 @@ class _LayerTimes:
         return out
 
 
-def layout_reasons(workloads: Sequence[Workload]) -> list[list[Extrapolation]]:
+def layout_reasons(
+    workloads: Sequence[Workload], recipe: str = "current"
+) -> list[list[Extrapolation]]:
     """The domain guard's reason for each layout workload (empty for plain DDP).
+
+    Args:
+        workloads: the workloads.
+        recipe: what composed them: ``current`` (the predictor's layer-wise models), or a
+            layout calibration's label (``calibrated:<candidate>@<version>``,
+            :class:`~scaledl.parallel.calibration.LayoutCalibration`).
 
     Returns:
         One list per workload.
     """
+    if recipe == "current":
+        why = ("composed from the layer-wise models (tensor/pipeline/sharding replay), "
+               "no layout profile corrects it")  # fmt: skip
+    else:
+        why = (f"composed by the {recipe} recipe (a layout calibration fitted on this host's "
+               "layout profiles; its accuracy is the leave-one-layout-out one), no interval "
+               "stratum covers layouts")  # fmt: skip
     return [
-        []
-        if is_data_parallel(w)
-        else [
-            Extrapolation(
-                "layout",
-                layout_label(w),
-                "composed from the layer-wise models (tensor/pipeline/sharding replay), "
-                "no layout profile corrects it",
-                None,
-            )
-        ]
+        [] if is_data_parallel(w) else [Extrapolation("layout", layout_label(w), why, None)]
         for w in workloads
     ]
