@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from scaledl.parallel.evaluate import kendall_by_model, load_layout_context
 from scaledl.parallel.predict import LayoutPredictions
@@ -92,13 +93,10 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
     from scaledl.registry.bundle import tables_sha256
 
     directory = Path(directory)
+    _one_device(directory / "workloads.parquet")  # before fitting
     ctx = load_layout_context(directory)
     devices = sorted({w.device_name for w in ctx.wlist})
-    if len(devices) != 1:
-        raise ValueError(
-            f"{directory / 'workloads.parquet'}: field 'device_name' (values {devices}): a "
-            "layout calibration is fitted on one host's profiles; split them by device"
-        )
+    _one_device(directory / "workloads.parquet", devices)
     everything = np.arange(len(ctx.ids))
     chosen, mean, by_kind = ctx.select(everything)
     _, corrected, _, recipe = ctx.candidates(
@@ -122,3 +120,21 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
             "ranking": kendall_by_model(ctx.wlist, ctx.measured, {"calibrated": corrected}),
         },
     )
+
+
+def _one_device(path: Path, devices: list[str] | None = None) -> None:
+    """Refuse profiles of several devices (read from ``path`` when not given).
+
+    Raises:
+        ValueError: naming the file, the field and the values.
+    """
+    if devices is None:
+        try:
+            devices = sorted(pd.read_parquet(path, columns=["device_name"])["device_name"].unique())
+        except Exception:  # unreadable: load_layout_context names the table and the cause
+            return
+    if len(devices) != 1:
+        raise ValueError(
+            f"{path}: field 'device_name' (values {devices}): a layout calibration is fitted "
+            "on one host's profiles; split them by device"
+        )
