@@ -23,6 +23,8 @@ It is saved beside a predictor bundle (:mod:`scaledl.registry.layouts`) and used
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +49,8 @@ class LayoutCalibration:
         selection: ``chosen``, ``mean_mre`` (per candidate) and ``mre_by_kind`` (per
             candidate, per held-out kind) of the inner leave-one-kind-out.
         training_data: ``sha256`` of the profile tables, ``directory``, ``workloads``,
-            ``by_kind`` (workloads per kind) and ``workload_ids``.
+            ``by_kind`` (workloads per kind), ``workload_ids`` and ``spec_keys``
+            (:func:`spec_key` of each).
         in_sample: ``mre_by_kind`` and ``ranking`` (Kendall tau per model) of the recipe on
             its own training workloads: in-sample, not an accuracy claim.
         version: the saved version (``""`` before it is saved).
@@ -72,6 +75,17 @@ class LayoutCalibration:
     ) -> tuple[LayoutPredictions, np.ndarray]:
         """:meth:`LayoutRecipe.predict <scaledl.parallel.recipe.LayoutRecipe.predict>`."""
         return self.recipe.predict(workloads, arch_keys)
+
+    def fitted_on(self, workloads: Sequence[Workload]) -> np.ndarray:
+        """Which workloads (any dataset size) were profiled and fitted this calibration.
+
+        Their predictions are in-sample: no evidence of accuracy.
+
+        Returns:
+            bool array, shape (len(workloads),).
+        """
+        fitted = set(self.training_data["spec_keys"])
+        return np.array([spec_key(w) in fitted for w in workloads], dtype=bool)
 
 
 def fit_layout_calibration(directory: Path) -> LayoutCalibration:
@@ -114,12 +128,24 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
             "workloads": len(ctx.ids),
             "by_kind": {k: int((ctx.kind == k).sum()) for k in kinds},
             "workload_ids": list(ctx.ids),
+            "spec_keys": [spec_key(w) for w in ctx.wlist],
         },
         in_sample={
             "mre_by_kind": {k: float(error[ctx.kind == k].mean()) for k in kinds},
             "ranking": kendall_by_model(ctx.wlist, ctx.measured, {"calibrated": corrected}),
         },
     )
+
+
+def spec_key(w: Workload) -> str:
+    """A workload's id less its dataset size: the same model, batch, layout and device.
+
+    Returns:
+        16 hex digits (SHA-256 of the spec without ``dataset_size``, as sorted JSON).
+    """
+    spec = w.spec_dict()
+    spec.pop("dataset_size", None)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _one_device(path: Path, devices: list[str] | None = None) -> None:

@@ -40,7 +40,9 @@ class LayoutAnswer:
         iteration_ms: shape (n,).
         generic_types: per workload, the layer types the generic layer model predicted.
         recipes: per workload, the recipe that composed it (module docstring).
-        reasons: per workload, the domain guard's ``layout`` reason (empty for plain DDP).
+        reasons: per workload, the domain guard's ``layout`` reason (empty for plain DDP; it
+            says when a calibrated prediction is in-sample, the workload one of the profiles
+            the calibration was fitted on).
     """
 
     iteration_ms: np.ndarray
@@ -78,13 +80,13 @@ def predict_layout_workloads(
         calibration = predictor.layout_calibration(device)
         if calibration is None:
             composed = predict_layouts(predictor.method, ws, arch_keys=keys)
-            times, label = composed.iteration_ms, RECIPE_CURRENT
+            times, label, fitted = composed.iteration_ms, RECIPE_CURRENT, None
         else:
             composed, times = calibration.predict(ws, keys)
-            label = calibration.label
+            label, fitted = calibration.label, calibration.fitted_on(ws)
         iteration_ms[rows] = times
-        for i, types, why in zip(rows, composed.generic_types, layout_reasons(ws, label),
-                                 strict=True):  # fmt: skip
+        why_each = layout_reasons(ws, label, fitted)
+        for i, types, why in zip(rows, composed.generic_types, why_each, strict=True):
             generic[i], recipes[i], reasons[i] = types, label, why
     return LayoutAnswer(iteration_ms, generic, recipes, reasons)
 

@@ -170,6 +170,8 @@ class TrainingRecord(Artefact):
         workloads: labelled workloads.
         by_kind: workloads per layout kind.
         workload_ids: their ids.
+        spec_keys: their ids less the dataset size
+            (:func:`~scaledl.parallel.calibration.spec_key`).
     """
 
     sha256: str
@@ -177,6 +179,7 @@ class TrainingRecord(Artefact):
     workloads: PositiveInt
     by_kind: dict[str, NonNegativeInt]
     workload_ids: list[str]
+    spec_keys: list[str]
 
 
 class RankingRow(Artefact):

@@ -49,3 +49,17 @@ def test_profiles_without_layouts_are_refused(tmp_path):
     w[w["tp_size"].isna()].to_parquet(out / "workloads.parquet")  # the plain DDP rows only
     with pytest.raises(ValueError, match="need both data-parallel and layout workloads"):
         fit_layout_calibration(out)
+
+
+def test_the_profiled_workloads_are_in_sample_whatever_their_dataset_size(layout_calibration):
+    from scaledl_fixtures import LAYOUT_DATASET
+    from tiny_specs import tiny
+
+    from scaledl.workloads.spec import Workload
+
+    records = pd.read_parquet(LAYOUT_DATASET / "workloads.parquet").set_index("workload_id")
+    own = [Workload.from_record(records.loc[wid].to_dict())
+           for wid in layout_calibration.training_data["workload_ids"]]  # fmt: skip
+    bigger = [w.model_copy(update={"dataset_size": w.dataset_size * 10}) for w in own]
+    assert layout_calibration.fitted_on(own).all() and layout_calibration.fitted_on(bigger).all()
+    assert not layout_calibration.fitted_on([tiny("bert", world_size=2, sharding="fsdp")]).any()
