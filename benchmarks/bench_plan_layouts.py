@@ -7,7 +7,9 @@ predicted by the layout composition (layer-wise models on the sharded shapes, co
 pipeline replay), with its memory per stage, 90% intervals, the Pareto front and the deadline
 pick. Timed in a fresh process after loading the predictor: the first plan (``cold``) and a
 second one (``warm``, the target); the whole is run twice (``--runs``) and the slower warm
-time is judged.
+time is judged. The result names the layout recipe that composed the candidates
+(``layout_recipe``: a layout calibration's label when the predictor has one for its device,
+``scaledl fit-layouts``, else ``current``).
 
 Needs a registered predictor with an interval calibration (``make run``; it reads
 ``data/predictors/scaledl`` under ``SCALEDL_DATA_DIR``), or ``--predictor PATH``. Run:
@@ -61,7 +63,8 @@ for _ in range(2):
     times.append(time.perf_counter() - started)
 best = plan.best_per_world_size
 print(times[0], times[1], len(plan.table), int(plan.table["pareto"].sum()),
-      int(plan.table["fits_memory"].sum()), best["world_size"].nunique())
+      int(plan.table["fits_memory"].sum()), best["world_size"].nunique(),
+      ",".join(sorted(plan.table["layout_recipe"].unique())))
 """
 
 
@@ -78,13 +81,15 @@ def main() -> None:
     for _ in range(args.runs):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True)  # fmt: skip
-        cold, warm, n, front, fits, sizes = (float(v) for v in out.stdout.split())
+        *numbers, recipe = out.stdout.split()
+        cold, warm, n, front, fits, sizes = (float(v) for v in numbers)
         runs.append({"cold_s": round(cold, 3), "warm_s": round(warm, 3)})
     slowest = max(r["warm_s"] for r in runs)
     result = {
         "benchmark": "planner_layouts",
         "host": platform.node(),
         "predictor": str(predictor),
+        "layout_recipe": recipe,
         "n_candidates": int(n),
         "runs": runs,
         "plan_seconds_warm_max": slowest,

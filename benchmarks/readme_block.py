@@ -220,7 +220,8 @@ def _plan_layouts(r: _Result) -> str:
         f"warm over {len(r['runs'])} runs (target {r['target_seconds']:.0f} s for "
         f"{r['target_candidates']:,}: {_yes(r['within_target'])}); {r['fitting_candidates']:,} "
         f"fit in memory, Pareto front of {r['pareto_front_size']}, a fastest layout for "
-        f"{r['world_sizes_with_a_best_layout']} world sizes."
+        f"{r['world_sizes_with_a_best_layout']} world sizes; layout recipe "
+        f"`{r['layout_recipe']}`."
     )
 
 

@@ -16,6 +16,11 @@ own):
 * world size 2, one launch: tiny BERT (``ok``), an ``hf`` workload whose config names an
   activation transformers does not know (the spec checks its config when parsed, the model
   fails to build inside the worker: ``failed``) and tiny ViT (``ok``, after the failure).
+
+``layout_calibration``: the layout calibration (:mod:`scaledl.parallel.calibration`) fitted on
+a slice of the committed layout dataset (``datasets/layouts-cpu``: the BERT workloads of batch
+4, one to three per layout kind; about 10 s), not saved anywhere; :func:`save_beside` saves it
+beside a bundle as that bundle's device.
 """
 
 from __future__ import annotations
@@ -129,3 +134,48 @@ def registry_root(tmp_path_factory) -> Path:
     Read-only for tests: copy a bundle before altering it.
     """
     return _bundle(tmp_path_factory.getbasetemp())
+
+
+#: The committed layout dataset (issue 26).
+LAYOUT_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "layouts-cpu" / "validated"
+
+
+def layout_slice(out: Path, family: str = "bert", batch_size: int = 4) -> Path:
+    """The tables of :data:`LAYOUT_DATASET` restricted to one model's workloads, in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    w = pd.read_parquet(LAYOUT_DATASET / "workloads.parquet")
+    keep = set(w.loc[(w["family"] == family) & (w["batch_size"] == batch_size), "workload_id"])
+    for path in LAYOUT_DATASET.glob("*.parquet"):
+        table = pd.read_parquet(path)
+        if "workload_id" in table:
+            table = table[table["workload_id"].isin(keep)]
+        table.to_parquet(out / path.name)
+    return out
+
+
+@functools.cache
+def _layout_calibration(base: Path):
+    from scaledl.parallel.calibration import fit_layout_calibration
+
+    return fit_layout_calibration(layout_slice(base / "layout-slice"))
+
+
+@pytest.fixture(scope="session")
+def layout_calibration(tmp_path_factory):
+    """A layout calibration fitted on a slice of the committed layout dataset (unsaved)."""
+    return _layout_calibration(tmp_path_factory.getbasetemp())
+
+
+def save_beside(calibration, bundle: Path) -> Path:
+    """Save ``calibration`` beside ``bundle`` as calibrating the bundle's (first) device.
+
+    The committed profiles come from one host; the tiny bundle is trained on the host running
+    the tests, so the calibration is relabelled to its device.
+    """
+    from dataclasses import replace
+
+    from scaledl.registry import load_predictor
+    from scaledl.registry.layouts import save_layout_calibration
+
+    device = load_predictor(bundle).devices[0]
+    return save_layout_calibration(replace(calibration, device_name=device), bundle)

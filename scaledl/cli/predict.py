@@ -37,7 +37,10 @@ def predict(
 ) -> None:
     """Predict iteration and epoch time of workloads from a trained predictor.
 
-    Every row says whether it lies in the predictor's training domain (``in_domain``) and, if
+    Every row names what answered it (``recipe``: ``predictor``; for a tensor-parallel,
+    pipeline or sharded layout the layout calibration of its device, ``calibrated:...``, fitted
+    by ``scaledl fit-layouts``, else ``current``, said below the table); every row says
+    whether it lies in the predictor's training domain (``in_domain``) and, if
     not, why (listed below the table; with more than 5 such rows, counted by reason with the
     first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
     row and field). ``--coverage 0.9`` adds 90% conformal intervals. A CSV or parquet file
@@ -69,6 +72,10 @@ def predict(
         typer.echo(table.drop(columns=["extrapolation"]).to_string(index=False))
         if nodes is not None:
             typer.echo(nodes.to_string(index=False))
+    from scaledl.prediction.layouts import recipe_lines
+
+    for line in recipe_lines(table["recipe"].value_counts().to_dict()):
+        typer.echo(line)
     for line in summarise_outside(table["extrapolation"].tolist()):
         typer.secho(line, err=True, fg=typer.colors.YELLOW)
     if out is not None:
@@ -95,6 +102,10 @@ def _predict_streamed(
     if summary.rows > len(summary.head):
         typer.echo(f"... {summary.rows - len(summary.head)} more rows")
     typer.echo(f"{summary.rows} predictions: {out}")
+    from scaledl.prediction.layouts import recipe_lines
+
+    for line in recipe_lines(summary.recipes):
+        typer.echo(line)
     for line in summary.outside_lines():
         typer.secho(line, err=True, fg=typer.colors.YELLOW)
 

@@ -1,4 +1,4 @@
-"""``scaledl train`` and ``scaledl list-predictors``: the predictor registry."""
+"""``scaledl train``, ``list-predictors``, ``fit-layouts``: the predictor registry."""
 
 from __future__ import annotations
 
@@ -65,3 +65,75 @@ def list_predictors_command(
     typer.echo(table.drop(columns=["problem"]).to_string(index=False))
     for row in table[table["status"] != "ok"].itertuples(index=False):
         typer.secho(f"{row.name} {row.version}: {row.status}: {row.problem}", err=True)
+
+
+@app.command("fit-layouts")
+def fit_layouts(
+    profiles: Annotated[
+        Path,
+        typer.Option(help="Validated layout profiles of the host (datasets/layouts-cpu/validated)"),
+    ],
+    predictor: Annotated[
+        Path | None, typer.Option(help="Bundle or name directory [<data>/predictors/scaledl]")
+    ] = None,
+) -> None:
+    """Fit the layout calibration of a host and save it beside a predictor.
+
+    Runs the layout evaluation's recipe selection (an inner leave-one-kind-out over every
+    layout kind of the profiles) with no kind held out, fits the chosen recipe on every
+    profiled workload and saves it as a new version in ``<bundle>/layouts/<device>/``
+    (:mod:`scaledl.parallel.calibration`, :mod:`scaledl.registry.layouts`); ``scaledl
+    predict`` and ``scaledl plan --layouts`` then compose that device's layouts with it. The
+    in-sample figures printed are not an accuracy claim: that is ``scaledl evaluate-layouts``.
+    Bad input (no bundle, a GPU predictor, unreadable profiles, profiles without layouts or of
+    another device) exits 2 naming the file, field and value.
+    """
+    from scaledl.models.data import ProfileDataError
+    from scaledl.parallel.calibration import fit_layout_calibration
+    from scaledl.registry import BundleError
+    from scaledl.registry.layouts import (
+        calibration_target,
+        check_calibration_device,
+        save_layout_calibration,
+    )
+
+    try:
+        bundle, manifest, devices = calibration_target(predictor or layout().predictor_dir())
+        if not profiles.is_dir():
+            raise ValueError(f"--profiles {profiles}: not a directory of validated profiles")
+        calibration = fit_layout_calibration(profiles)
+        check_calibration_device(calibration.device_name, manifest, devices)
+    except (BundleError, ProfileDataError, ValueError) as exc:
+        fail(str(exc))
+    try:
+        path = save_layout_calibration(calibration, bundle)
+    except (BundleError, ValueError, OSError) as exc:
+        fail(f"{bundle}: cannot save the layout calibration: {exc}")
+    for line in calibration_lines(calibration):
+        typer.echo(line)
+    typer.echo(f"saved {path}")
+
+
+def calibration_lines(calibration) -> list[str]:
+    """What a layout calibration chose and its figures, in words (``scaledl fit-layouts``)."""
+    selection, data = calibration.selection, calibration.training_data
+    kinds = ", ".join(f"{n} {k}" for k, n in data["by_kind"].items())
+    lines = [
+        f"device {calibration.device_name}: {data['workloads']} profiled workloads ({kinds})",
+        f"recipe chosen: {selection['chosen']} (lowest mean MRE of the inner leave-one-kind-out)",
+        "inner leave-one-kind-out MRE (the selection's scores, each kind held out in turn):",
+    ]
+    for name, by_kind in selection["mre_by_kind"].items():
+        parts = ", ".join(f"{k} {v:.1%}" for k, v in by_kind.items())
+        lines.append(f"  {name}: mean {selection['mean_mre'][name]:.1%} ({parts})")
+    in_sample = calibration.in_sample
+    parts = ", ".join(f"{k} {v:.1%}" for k, v in in_sample["mre_by_kind"].items())
+    taus = ", ".join(
+        f"{r['model']} {r['tau_calibrated']:.2f}" if r["tau_calibrated"] is not None
+        else f"{r['model']} -" for r in in_sample["ranking"]
+    )  # fmt: skip
+    lines += [
+        f"in-sample (NOT an accuracy claim): MRE {parts}; Kendall tau {taus}",
+        "accuracy of the recipe: leave-one-layout-out, `scaledl evaluate-layouts` (README)",
+    ]
+    return lines

@@ -28,7 +28,7 @@ variants of :data:`VARIANTS`, all in one run:
     factor);
 
 * ``selected``: per fold, the candidate with the lowest mean corrected MRE in an *inner*
-  leave-one-kind-out over the fold's training workloads (:meth:`_Context.select`): nested
+  leave-one-kind-out over the fold's training workloads (:meth:`LayoutContext.select`): nested
   cross-validation, so the choice never sees the held-out kind.
 
 Each variant's composition (:class:`~scaledl.parallel.predict.LayoutComposer`) is followed by
@@ -72,7 +72,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
-from sklearn.linear_model import Ridge
 
 from scaledl.evaluation.significance import paired_comparison
 from scaledl.models.data import launch_labels, profile_data_from_tables, read_tables
@@ -82,9 +81,10 @@ from scaledl.models.threads import single_threaded
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.overlap import fit_overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
+from scaledl.parallel.recipe import Correction, LayerModels, LayoutRecipe
 from scaledl.parallel.training import fold_samples, layout_layer_samples
 from scaledl.workloads.identity import architecture_key
-from scaledl.workloads.parallelism import SHARDINGS, layout_label
+from scaledl.workloads.parallelism import layout_label
 from scaledl.workloads.spec import Workload
 
 KINDS = ("fsdp", "tp", "pp")
@@ -130,21 +130,6 @@ def lanes_used(w: Workload) -> set[str]:
     return lanes
 
 
-class _Method:
-    """Layer-wise and all-reduce models, shaped as :class:`LayoutComposer` reads them."""
-
-    def __init__(self, layerwise, allreduce) -> None:
-        self.layerwise_, self.allreduce_ = layerwise, allreduce
-
-
-def _features(pred: LayoutPredictions, ws: list[Workload]) -> np.ndarray:
-    it = np.maximum(pred.iteration_ms, 1e-9)
-    level = np.array([SHARDINGS.index(w.sharding) for w in ws], dtype=float)
-    sizes = np.log2([[w.tp_size, w.pp_size, w.dp_size, w.micro_batches] for w in ws])
-    return np.column_stack([np.log(it), pred.bubble_fraction, pred.exposed_sync_ms / it,
-                            pred.optimizer_ms / it, sizes, level])  # fmt: skip
-
-
 def _collective_rows(tables: dict[str, pd.DataFrame], ids: set[str]) -> pd.DataFrame | None:
     table = tables.get("collective_timings")
     if table is None:
@@ -166,14 +151,6 @@ def _spread_of(composer: LayoutComposer, measured, train, overlap) -> float:
     return _spread(composer.predict(overlap), measured, train)
 
 
-def _corrected(pred, ws, measured, train) -> np.ndarray:
-    """The ridge correction fitted on ``train`` applied to every workload."""
-    x = _features(pred, ws)
-    y = np.log(measured / np.maximum(pred.iteration_ms, 1e-9))
-    ridge = Ridge(alpha=1.0).fit(x[train], y[train])
-    return pred.iteration_ms * np.exp(ridge.predict(x))
-
-
 def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
     """Leave-one-layout-out MRE of every variant, paired comparisons and the ranking tau.
 
@@ -185,6 +162,27 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
         The JSON-safe result (module docstring): ``variants`` (per variant its folds and
         ranking), the headline's ``folds`` and ``ranking``, ``targets`` (met or not) and the
         per-workload predictions of every variant.
+
+    Raises:
+        scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
+        ValueError: no data-parallel workload to fit the layer-wise models on, or no layout.
+    """
+    ctx = load_layout_context(directory)
+    run = _Run(ctx, seed)
+    for kind in [k for k in ("ddp", *KINDS) if k in ctx.kinds.values()]:
+        run.fold(kind)
+    return run.result(directory)
+
+
+def load_layout_context(directory: Path) -> LayoutContext:
+    """Read a layout dataset and fit what every fold shares (:class:`LayoutContext`).
+
+    Args:
+        directory: a validated profile dataset with data-parallel and layout workloads.
+
+    Returns:
+        The context: workloads, median iteration labels (ms), the data-parallel workloads'
+        layer-wise stage and every workload's layer samples.
 
     Raises:
         scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
@@ -210,15 +208,22 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
                   else frame for name, frame in tables.items()}  # fmt: skip
     stage = fit_layerwise_stage(profile_data_from_tables(ddp_tables, source=str(directory)), 1)
     samples = layout_layer_samples(tables, ws, runs.set_index("run_id")["slowdown_factor"])
-    ctx = _Context(tables, ids, ws, kinds, labels.loc[ids].to_numpy(dtype=float), stage, samples)
-    run = _Run(ctx, seed)
-    for kind in [k for k in ("ddp", *KINDS) if k in kinds.values()]:
-        run.fold(kind)
-    return run.result(directory)
+    measured = labels.loc[ids].to_numpy(dtype=float)
+    return LayoutContext(tables, ids, ws, kinds, measured, stage, samples)
 
 
-class _Context:
-    """What every fold reads: tables, workloads (in ``ids`` order), labels, fitted parts."""
+class LayoutContext:
+    """What every fold reads: tables, workloads (in ``ids`` order), labels, fitted parts.
+
+    Args:
+        tables: the validated profile tables.
+        ids: the labelled workload ids.
+        ws: ``{workload_id: Workload}``.
+        kinds: ``{workload_id: layout kind}`` (:func:`layout_kind`).
+        measured: median iteration time of each of ``ids``, ms.
+        stage: the layer-wise stage fitted on the data-parallel workloads.
+        samples: :func:`~scaledl.parallel.training.layout_layer_samples` of every workload.
+    """
 
     def __init__(self, tables, ids, ws, kinds, measured, stage, samples) -> None:
         self.tables, self.ids, self.kinds, self.measured = tables, ids, kinds, measured
@@ -226,16 +231,24 @@ class _Context:
         self.kind = np.array([kinds[wid] for wid in ids])
         self.stage, self.samples = stage, samples
 
-    def candidates(self, scope: np.ndarray, held: np.ndarray, kind: str) -> dict[str, tuple]:
-        """Every :data:`CANDIDATES` fitted on ``scope[~held]``, predicted on all of ``scope``.
+    def candidates(
+        self,
+        scope: np.ndarray,
+        held: np.ndarray,
+        kind: str | None,
+        names: tuple[str, ...] = tuple(CANDIDATES),
+    ) -> dict[str, tuple]:
+        """:data:`CANDIDATES` fitted on ``scope[~held]``, predicted on all of ``scope``.
 
         Args:
             scope: positions (in ``ids``) of the workloads of this level.
             held: the held-out ones among them, bool, shape (len(scope),).
-            kind: the held-out kind.
+            kind: the held-out kind (``None``: none, every kind trains).
+            names: the candidates to fit.
 
         Returns:
-            ``{name: (composed_ms, corrected_ms, info)}``, arrays of shape (len(scope),).
+            ``{name: (composed_ms, corrected_ms, info, recipe)}``, arrays of shape
+            (len(scope),), ``recipe`` the fitted :class:`~scaledl.parallel.recipe.LayoutRecipe`.
         """
         train_ids = [self.ids[i] for i in scope[~held]]
         ws = [self.wlist[i] for i in scope]
@@ -246,24 +259,29 @@ class _Context:
         used = set().union(*(lanes_used(self.wlist[i]) for i in scope[~held]))
         samples = fold_samples(self.samples, self.kinds, kind, train_ids)
         out = {}
-        for rows in ("all", "plain"):
+        for rows in dict.fromkeys(CANDIDATES[name][0] for name in names):
             train = samples if rows == "all" else samples[~samples["collectives_inside"]]
             with single_threaded():
                 layerwise = LayerwiseModel().fit(train)
-            composer = LayoutComposer(_Method(layerwise, allreduce), ws, cm)
+            composer = LayoutComposer(LayerModels(layerwise, allreduce), ws, cm)
             by_kind = train.groupby(train["workload_id"].map(self.kinds)).size()
             info = {"collectives": dict(cm.source),
                     "layer_samples_by_kind": {k: int(v) for k, v in by_kind.items()}}  # fmt: skip
-            overlap = fit_overlap(partial(_spread_of, composer, measured, ~held), used)
-            for name, (r, fitted) in CANDIDATES.items():
-                if r == rows:
-                    pred = composer.predict(overlap if fitted else None)
-                    extra = {"overlap": overlap.to_dict()} if fitted else {}
-                    corrected = _corrected(pred, ws, measured, ~held)
-                    out[name] = (pred.iteration_ms, corrected, {**info, **extra})
+            ours = [name for name in names if CANDIDATES[name][0] == rows]
+            overlap = None
+            if any(CANDIDATES[name][1] for name in ours):
+                overlap = fit_overlap(partial(_spread_of, composer, measured, ~held), used)
+            for name in ours:
+                fitted = overlap if CANDIDATES[name][1] else None
+                pred = composer.predict(fitted)
+                extra = {"overlap": overlap.to_dict()} if fitted else {}
+                correction = Correction.fit(pred, ws, measured, ~held)
+                recipe = LayoutRecipe(name, layerwise, cm, fitted, correction)
+                out[name] = (pred.iteration_ms, correction.apply(pred, ws), {**info, **extra},
+                             recipe)  # fmt: skip
         return out
 
-    def select(self, scope: np.ndarray) -> tuple[str, dict[str, float]]:
+    def select(self, scope: np.ndarray) -> tuple[str, dict[str, float], dict[str, dict]]:
         """The candidate with the lowest inner leave-one-kind-out MRE on ``scope``.
 
         Each kind of ``scope`` is held out in turn; a candidate's score is the mean over the
@@ -271,22 +289,23 @@ class _Context:
         the same, as the targets do); the first of :data:`CANDIDATES` wins a tie.
 
         Returns:
-            The name and every candidate's score.
+            The name, every candidate's score and every candidate's MRE per held-out kind.
         """
-        scores: dict[str, list[float]] = {name: [] for name in CANDIDATES}
+        by_kind: dict[str, dict[str, float]] = {name: {} for name in CANDIDATES}
         for kind in dict.fromkeys(self.kind[scope].tolist()):
             held = self.kind[scope] == kind
             m = self.measured[scope][held]
-            for name, (_, corrected, _) in self.candidates(scope, held, kind).items():
-                scores[name].append(float(np.mean(np.abs(corrected[held] - m) / m)))
-        mean = {name: float(np.mean(v)) for name, v in scores.items()}
-        return min(mean, key=lambda name: (mean[name], list(CANDIDATES).index(name))), mean
+            for name, (_, corrected, _, _) in self.candidates(scope, held, kind).items():
+                by_kind[name][kind] = float(np.mean(np.abs(corrected[held] - m) / m))
+        mean = {name: float(np.mean(list(v.values()))) for name, v in by_kind.items()}
+        best = min(mean, key=lambda name: (mean[name], list(CANDIDATES).index(name)))
+        return best, mean, by_kind
 
 
 class _Run:
     """Predictions of every variant, filled fold by fold, and the result built from them."""
 
-    def __init__(self, ctx: _Context, seed: int) -> None:
+    def __init__(self, ctx: LayoutContext, seed: int) -> None:
         self.ctx, self.seed = ctx, seed
         n = len(ctx.ids)
         self.pred = {v: {"composed": np.full(n, np.nan), "corrected": np.full(n, np.nan)}
@@ -301,10 +320,10 @@ class _Run:
         if kind != "ddp":
             self._current(kind, held)
         candidates = ctx.candidates(scope, held, kind)
-        for name, (composed, corrected, info) in candidates.items():
+        for name, (composed, corrected, info, _) in candidates.items():
             self._fill(name, kind, held, composed, corrected, info)
-        chosen, scores = ctx.select(scope[~held])
-        composed, corrected, info = candidates[chosen]
+        chosen, scores, _ = ctx.select(scope[~held])
+        composed, corrected, info, _ = candidates[chosen]
         info = {**info, "selected": chosen, "inner_mre": scores}
         self._fill("selected", kind, held, composed, corrected, info)
 
@@ -313,9 +332,9 @@ class _Run:
         ctx = self.ctx
         train_ids = [wid for wid, h in zip(ctx.ids, held, strict=True) if not h]
         cm = CollectiveModel.fit(_collective_rows(ctx.tables, set(train_ids)), ctx.stage.allreduce)
-        method = _Method(ctx.stage.layerwise, ctx.stage.allreduce)
+        method = LayerModels(ctx.stage.layerwise, ctx.stage.allreduce)
         pred = LayoutComposer(method, ctx.wlist, cm).predict()
-        corrected = _corrected(pred, ctx.wlist, ctx.measured, ~held)
+        corrected = Correction.fit(pred, ctx.wlist, ctx.measured, ~held).apply(pred, ctx.wlist)
         self._fill("current", kind, held, pred.iteration_ms, corrected,
                    {"collectives": dict(cm.source)})  # fmt: skip
         if kind == KINDS[-1]:  # in-sample, uncorrected data-parallel rows (ranking only)
@@ -348,24 +367,7 @@ class _Run:
 
     def _ranking(self, variant: str) -> dict[str, Any]:
         """Kendall's tau per model (architecture and batch) over its profiled layouts."""
-        wlist, measured = self.ctx.wlist, self.ctx.measured
-        groups: dict[str, list[int]] = {}
-        for i, w in enumerate(wlist):
-            groups.setdefault(f"{architecture_key(w)}|{w.batch_size}", []).append(i)
-        composed, corrected = self.pred[variant]["composed"], self.pred[variant]["corrected"]
-        out = []
-        for members in groups.values():
-            members = [i for i in members if np.isfinite(composed[i])]
-            if len(members) < 3:
-                continue
-            w = wlist[members[0]]
-            row = {"model": f"{w.family} h{w.hidden_size} L{w.num_layers} b{w.batch_size}",
-                   "layouts": [layout_label(wlist[i]) for i in members]}  # fmt: skip
-            for name, pred in (("composed", composed), ("corrected", corrected)):
-                tau = kendalltau(pred[members], measured[members]).statistic
-                row[f"tau_{name}"] = None if math.isnan(tau) else float(tau)
-            out.append(row)
-        return {"models": out}
+        return {"models": kendall_by_model(self.ctx.wlist, self.ctx.measured, self.pred[variant])}
 
     def result(self, directory) -> dict[str, Any]:
         """The JSON-safe result (:func:`evaluate_layouts`)."""
@@ -397,6 +399,40 @@ class _Run:
                     row[f"{v}_{name}_ms"] = None if np.isnan(values[i]) else float(values[i])
             rows.append(row)
         return rows
+
+
+def kendall_by_model(
+    wlist: list[Workload], measured: np.ndarray, predictions: dict[str, np.ndarray]
+) -> list[dict[str, Any]]:
+    """Kendall's tau per model (architecture and batch) over its profiled layouts.
+
+    Args:
+        wlist: the workloads.
+        measured: their measured iteration times, shape (len(wlist),).
+        predictions: ``{name: predicted times}`` (NaN: not predicted), each (len(wlist),); a
+            model is ranked over the workloads the first of them predicts.
+
+    Returns:
+        One row per model with at least three predicted layouts: ``model``, ``layouts`` and
+        ``tau_<name>`` (``None`` where undefined).
+    """
+    groups: dict[str, list[int]] = {}
+    for i, w in enumerate(wlist):
+        groups.setdefault(f"{architecture_key(w)}|{w.batch_size}", []).append(i)
+    first = next(iter(predictions.values()))
+    out = []
+    for members in groups.values():
+        members = [i for i in members if np.isfinite(first[i])]
+        if len(members) < 3:
+            continue
+        w = wlist[members[0]]
+        row = {"model": f"{w.family} h{w.hidden_size} L{w.num_layers} b{w.batch_size}",
+               "layouts": [layout_label(wlist[i]) for i in members]}  # fmt: skip
+        for name, pred in predictions.items():
+            tau = kendalltau(pred[members], measured[members]).statistic
+            row[f"tau_{name}"] = None if math.isnan(tau) else float(tau)
+        out.append(row)
+    return out
 
 
 def _targets(head: dict[str, Any]) -> list[dict[str, Any]]:

@@ -283,23 +283,35 @@ class _LayerTimes:
         return out
 
 
-def layout_reasons(workloads: Sequence[Workload]) -> list[list[Extrapolation]]:
+def layout_reasons(
+    workloads: Sequence[Workload],
+    recipe: str = "current",
+    in_sample: Sequence[bool] | None = None,
+) -> list[list[Extrapolation]]:
     """The domain guard's reason for each layout workload (empty for plain DDP).
+
+    Args:
+        workloads: the workloads.
+        recipe: what composed them: ``current`` (the predictor's layer-wise models), or a
+            layout calibration's label (``calibrated:<candidate>@<version>``,
+            :class:`~scaledl.parallel.calibration.LayoutCalibration`).
+        in_sample: per workload, whether it fitted that calibration (said in its reason).
 
     Returns:
         One list per workload.
     """
+    if recipe == "current":
+        why = ("composed from the layer-wise models (tensor/pipeline/sharding replay), "
+               "no layout profile corrects it")  # fmt: skip
+    else:
+        why = (f"composed by the {recipe} recipe (a layout calibration fitted on this host's "
+               "layout profiles; its accuracy is the leave-one-layout-out one), no interval "
+               "stratum covers layouts")  # fmt: skip
+    fitted = f"{why}; in-sample: this workload was profiled and fitted the calibration"
+    seen = in_sample if in_sample is not None else [False] * len(workloads)
     return [
         []
         if is_data_parallel(w)
-        else [
-            Extrapolation(
-                "layout",
-                layout_label(w),
-                "composed from the layer-wise models (tensor/pipeline/sharding replay), "
-                "no layout profile corrects it",
-                None,
-            )
-        ]
-        for w in workloads
+        else [Extrapolation("layout", layout_label(w), fitted if own else why, None)]
+        for w, own in zip(workloads, seen, strict=True)
     ]

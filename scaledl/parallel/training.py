@@ -170,14 +170,17 @@ def _optimizer_rows(own: pd.DataFrame, w: Workload, wid: str, steps: pd.Series) 
 
 
 def fold_samples(
-    samples: pd.DataFrame, kinds: Mapping[str, str], held_out: str, train_ids: Sequence[str]
+    samples: pd.DataFrame,
+    kinds: Mapping[str, str],
+    held_out: str | None,
+    train_ids: Sequence[str],
 ) -> pd.DataFrame:
     """The samples of a fold's training workloads.
 
     Args:
         samples: :func:`layout_layer_samples`.
         kinds: ``{workload_id: layout kind}`` (:func:`scaledl.parallel.evaluate.layout_kind`).
-        held_out: the held-out kind.
+        held_out: the held-out kind (``None``: none, a fit on every kind).
         train_ids: the fold's training workloads.
 
     Returns:

@@ -8,11 +8,12 @@ and needing a pipeline, sharding needing ``dp_size >= 2`` and training), with ``
 world_size / (tp_size * pp_size)``. A schedule only matters with several micro-batches, so a
 layout with one keeps the default schedule (no duplicate candidates).
 
-:func:`predict_layout_candidates` predicts them with the layout composition
-(:func:`scaledl.parallel.predict.predict_layouts`, plain DDP candidates included, so every
-candidate of a layout search comes from the same model) and :func:`layout_memory` gives each
-one's memory per rank (:func:`~scaledl.planning.memory.estimate_layout_memory`, the most loaded
-stage).
+:func:`predict_layout_candidates` predicts them with the layout composition and the recipe of
+their device (:func:`scaledl.prediction.layouts.predict_layout_workloads`: the layout
+calibration beside the predictor, else the ``current`` recipe; plain DDP candidates included,
+so every candidate of a layout search comes from the same model) and :func:`layout_memory`
+gives each one's memory per rank (:func:`~scaledl.planning.memory.estimate_layout_memory`, the
+most loaded stage).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import architecture_graphs
-from scaledl.parallel.predict import layout_reasons, predict_layouts
 from scaledl.parallel.shard import rank_parameters
 from scaledl.planning.memory import MemoryEstimate, estimate_layout_memory
+from scaledl.prediction.layouts import predict_layout_workloads
 from scaledl.registry.guard import check_domain
 from scaledl.workloads.parallelism import (
     LAYOUT_DEFAULTS,
@@ -40,7 +41,7 @@ from scaledl.workloads.parallelism import (
 from scaledl.workloads.spec import Workload
 
 #: Columns a layout search adds to the plan's table, after ``num_nodes``.
-LAYOUT_COLUMNS = ("layout", *LAYOUT_FIELDS)
+LAYOUT_COLUMNS = ("layout", *LAYOUT_FIELDS, "layout_recipe")
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,14 @@ class LayoutCandidates:
         iteration_s: shape (n,).
         used_generic: whether a layer type was predicted by the generic layer model, (n,).
         reasons: the domain guard's reasons (the layout's among them).
+        recipes: the recipe that composed each (:mod:`scaledl.prediction.layouts`).
     """
 
     workloads: list[Workload]
     iteration_s: np.ndarray
     used_generic: np.ndarray
     reasons: list
+    recipes: list[str]
 
 
 def predict_layout_candidates(predictor, specs: list[Workload], arch: str) -> LayoutCandidates:
@@ -177,16 +180,19 @@ def predict_layout_candidates(predictor, specs: list[Workload], arch: str) -> La
 
     Returns:
         The :class:`LayoutCandidates`.
+
+    Raises:
+        scaledl.registry.bundle.BundleError: the device's layout calibration does not verify.
     """
     keys = [arch] * len(specs)
-    pred = predict_layouts(predictor.method, specs, arch_keys=keys)
+    pred = predict_layout_workloads(predictor, specs, keys)
     generic = [(str(i), t) for i, types in enumerate(pred.generic_types) for t in types]
     nodes = pd.DataFrame(generic, columns=["workload_id", "layer_type"]).assign(used_generic=True)
     ids = [str(i) for i in range(len(specs))]
     reasons = check_domain(specs, predictor.domain, nodes, ids=ids, arch_keys=keys)
-    reasons = [r + extra for r, extra in zip(reasons, layout_reasons(specs), strict=True)]
+    reasons = [r + extra for r, extra in zip(reasons, pred.reasons, strict=True)]
     used = np.array([bool(t) for t in pred.generic_types], dtype=bool)
-    return LayoutCandidates(specs, pred.iteration_ms / 1000.0, used, reasons)
+    return LayoutCandidates(specs, pred.iteration_ms / 1000.0, used, reasons, pred.recipes)
 
 
 def layout_labels(specs: list[Workload]) -> list[str]:

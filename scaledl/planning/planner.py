@@ -51,6 +51,7 @@ from scaledl.planning.layouts import (
 )
 from scaledl.planning.memory import estimate_memory, fits_memory
 from scaledl.planning.pareto import ParetoFront
+from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
 from scaledl.registry.guard import guard_columns
 from scaledl.workloads.spec import Workload, WorkloadError
@@ -139,7 +140,8 @@ class Plan:
         """A readable table: the Pareto front and the choice (or every candidate), and notes.
 
         With no candidate eligible (the front is empty), every candidate is listed, with the
-        memory per rank it needs. A layout search adds the fastest layout per world size.
+        memory per rank it needs. A layout search adds the fastest layout per world size and
+        the recipe that composed the candidates (:func:`~scaledl.prediction.layouts.recipe_lines`).
 
         Args:
             all_rows: list every candidate, not only the front.
@@ -164,6 +166,9 @@ class Plan:
                       _shown(self.best_per_world_size).to_string(index=False)]  # fmt: skip
         if self.deadline_h is not None:
             lines.append(_choice_line(self.choice, self.deadline_h))
+        if "layout_recipe" in self.table:
+            counts = self.table["layout_recipe"].value_counts().to_dict()
+            lines += recipe_lines(counts, "candidate(s)")
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -469,6 +474,7 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
                              memory_gb[start : start + len(part)], settings)  # fmt: skip
         if settings.layouts is not None:
             chunk.insert(2, "layout", layout_labels(specs))
+            chunk["layout_recipe"] = shared.recipes
         ok = chunk["fits_memory"].to_numpy()
         if settings.strict:
             ok = ok & chunk["in_domain"].to_numpy()

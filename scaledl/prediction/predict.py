@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import architecture_key
-from scaledl.parallel.predict import layout_reasons, predict_layouts
 from scaledl.prediction.engine import IterationPredictions, predict_iterations
+from scaledl.prediction.layouts import RECIPE_PREDICTOR, predict_layout_workloads
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
 from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
@@ -37,12 +37,15 @@ class SpecPredictions:
         iteration_s: predicted iteration seconds, shape (n,).
         used_generic: whether a layer type was predicted by the generic layer model, (n,).
         reasons: the domain guard's reasons per spec (empty: in domain).
+        recipes: what answered each spec: ``predictor`` (its own method), ``current`` or a
+            layout calibration's label (:mod:`scaledl.prediction.layouts`).
     """
 
     workloads: list[Workload]
     iteration_s: np.ndarray
     used_generic: np.ndarray
     reasons: list[list[Extrapolation]]
+    recipes: list[str]
 
 
 def predict_specs(
@@ -51,9 +54,10 @@ def predict_specs(
     """Iteration time and domain reasons of distinct specs.
 
     Plain data-parallel specs take the predictor's method (the GNN on the layer graph); specs
-    with a tensor, pipeline or sharded layout the layout composition of
-    :mod:`scaledl.parallel.predict` from the same layer-wise and all-reduce models, flagged by
-    the domain guard (field ``layout``).
+    with a tensor, pipeline or sharded layout the layout composition of :mod:`scaledl.parallel`
+    with their device's recipe (:func:`~scaledl.prediction.layouts.predict_layout_workloads`:
+    the layout calibration beside the predictor, else the predictor's layer-wise models),
+    flagged by the domain guard (field ``layout``).
 
     Args:
         predictor: the loaded predictor.
@@ -64,8 +68,9 @@ def predict_specs(
         The :class:`SpecPredictions`.
 
     Raises:
-        scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, or
-            a layout workload is given to a kernel-aware GPU predictor (no layout composition).
+        scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, a
+            layout workload is given to a kernel-aware GPU predictor (no layout composition),
+            or a layout calibration does not verify.
     """
     if arch_keys is None:
         arch_keys = [architecture_key(w) for w in workloads]
@@ -73,6 +78,8 @@ def predict_specs(
     ddp = np.flatnonzero(~layout)
     iteration_ms = np.empty(len(workloads))
     generic: list[tuple[str, ...]] = [()] * len(workloads)
+    recipes = [RECIPE_PREDICTOR] * len(workloads)
+    extra: list[list[Extrapolation]] = [[] for _ in workloads]
     if len(ddp):
         iterations = predict_iterations(
             predictor.method, [workloads[i] for i in ddp], [arch_keys[i] for i in ddp]
@@ -89,21 +96,23 @@ def predict_specs(
                 f"{layout_label(w)!r}): a kernel-aware GPU predictor does not compose parallel "
                 "layouts yet; predict the plain data-parallel workload, or use a CPU predictor"
             )
-        composed = predict_layouts(
-            predictor.method, [workloads[i] for i in rows], arch_keys=[arch_keys[i] for i in rows]
+        answer = predict_layout_workloads(
+            predictor, [workloads[i] for i in rows], [arch_keys[i] for i in rows]
         )
-        iteration_ms[rows] = composed.iteration_ms
-        for i, types in zip(rows, composed.generic_types, strict=True):
-            generic[i] = types
+        iteration_ms[rows] = answer.iteration_ms
+        for j, i in enumerate(rows):
+            generic[i], recipes[i], extra[i] = (
+                answer.generic_types[j], answer.recipes[j], answer.reasons[j]
+            )  # fmt: skip
     iteration_s = iteration_ms / 1000.0
     if not np.isfinite(iteration_s).all():
         raise BundleError(f"{predictor.path}: predictor returned non-finite times")
     labels = [str(i) for i in range(len(workloads))]
     nodes = IterationPredictions(iteration_ms, generic).generic_nodes(labels)
     reasons = check_domain(workloads, predictor.domain, nodes, ids=labels, arch_keys=arch_keys)
-    reasons = [r + extra for r, extra in zip(reasons, layout_reasons(workloads), strict=True)]
+    reasons = [r + x for r, x in zip(reasons, extra, strict=True)]
     used = np.array([bool(t) for t in generic], dtype=bool)
-    return SpecPredictions(list(workloads), iteration_s, used, reasons)
+    return SpecPredictions(list(workloads), iteration_s, used, reasons, recipes)
 
 
 def epoch_columns(
@@ -213,5 +222,6 @@ def predict_rows(
     )
     if coverage is not None:
         result["interval_basis"] = guard["interval_basis"].to_numpy()[row_spec]
+    result["recipe"] = np.array(shared.recipes, dtype=object)[row_spec]
     result["predictor_version"] = predictor.version
     return result

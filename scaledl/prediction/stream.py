@@ -48,6 +48,7 @@ class StreamSummary:
         outside: ``(row number, extrapolation)`` of the first rows outside the training domain.
         outside_rows: rows outside the training domain.
         outside_reasons: reason (field and reason, values dropped) -> rows.
+        recipes: rows per ``recipe`` (:mod:`scaledl.prediction.layouts`).
     """
 
     rows: int = 0
@@ -56,6 +57,7 @@ class StreamSummary:
     outside: list[tuple[int, str]] = field(default_factory=list)
     outside_rows: int = 0
     outside_reasons: dict[str, int] = field(default_factory=dict)
+    recipes: dict[str, int] = field(default_factory=dict)
 
     def add(self, predictions: pd.DataFrame, first_row: int) -> None:
         """Count a predicted chunk whose first row is row ``first_row`` of the file."""
@@ -66,6 +68,8 @@ class StreamSummary:
             self.head = pd.concat([self.head, more], ignore_index=True)
         self.rows += len(predictions)
         self.chunks += 1
+        for recipe, n in predictions["recipe"].value_counts().items():
+            self.recipes[recipe] = self.recipes.get(recipe, 0) + int(n)
         flagged = predictions.index[predictions["extrapolation"] != ""]
         self.outside_rows += len(flagged)
         texts = predictions["extrapolation"].to_numpy()

@@ -49,6 +49,7 @@ TRACE_CACHE_DIR = ".trace-cache"
 if TYPE_CHECKING:
     from scaledl.models.domain import TrainingDomain
     from scaledl.models.intervals import IntervalCalibration
+    from scaledl.parallel.calibration import LayoutCalibration
 
 
 class Predictor:
@@ -65,6 +66,7 @@ class Predictor:
     def __init__(self, parts: BundleParts) -> None:
         self._parts = parts
         self._built = None
+        self._layouts: dict[str, LayoutCalibration | None] = {}
         self.manifest = parts.manifest
         self.path = parts.path
 
@@ -104,6 +106,28 @@ class Predictor:
         """The interval calibration (``None`` when the bundle has none)."""
         return self._parts.calibration
 
+    def layout_calibration(self, device_name: str) -> LayoutCalibration | None:
+        """The layout calibration of a device saved beside this bundle, loaded once.
+
+        Args:
+            device_name: the device (a workload's ``device_name``).
+
+        Returns:
+            The :class:`~scaledl.parallel.calibration.LayoutCalibration`; ``None`` when the
+            bundle has none for the device (layouts then take the ``current`` recipe).
+
+        Raises:
+            scaledl.registry.bundle.BundleError: the calibration does not verify (naming the
+                file, field and value); never a silent fallback.
+        """
+        if device_name not in self._layouts:
+            from scaledl.registry.layouts import find_layout_calibration
+
+            self._layouts[device_name] = find_layout_calibration(
+                self.path, self.manifest, device_name
+            )
+        return self._layouts[device_name]
+
     def predict(
         self,
         workloads: Any,
@@ -133,7 +157,10 @@ class Predictor:
             ``world_size``, ``iteration_s``, ``epoch_s``, ``steps_per_epoch``,
             ``used_generic_layer_model`` (a layer type unseen in training was predicted by the
             generic model), ``in_domain``, ``extrapolation`` (the guard's reasons, ``""`` in
-            domain), ``predictor_version``; with ``coverage`` also ``iteration_s_low``,
+            domain), ``recipe`` (what answered: ``predictor``, its own method; for a layout
+            ``current``, the predictor's layer-wise models, or ``calibrated:<candidate>@<version>``,
+            the layout calibration of its device, :mod:`scaledl.prediction.layouts`),
+            ``predictor_version``; with ``coverage`` also ``iteration_s_low``,
             ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high`` (seconds; ``0`` and
             ``inf`` when the stratum has too few calibration residuals) and
             ``interval_basis``. With ``detail=True``, a tuple of that frame and a per-node frame
@@ -184,6 +211,9 @@ class Predictor:
         result["extrapolation"] = guard["extrapolation"].to_numpy()
         if coverage is not None:
             self._insert_intervals(result, guard["interval_basis"].tolist(), coverage)
+        from scaledl.prediction.layouts import RECIPE_PREDICTOR
+
+        result["recipe"] = RECIPE_PREDICTOR  # detail covers data-parallel workloads only
         result["predictor_version"] = self.version
         return result, nodes
 

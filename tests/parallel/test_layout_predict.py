@@ -90,6 +90,11 @@ def test_layouts_are_flagged():
     reasons = layout_reasons([ddp, fsdp])
     assert reasons[0] == []
     assert reasons[1][0].field == "layout" and reasons[1][0].value == "dp2-fsdp"
+    assert "no layout profile corrects it" in reasons[1][0].reason
+    calibrated = layout_reasons([ddp, fsdp, fsdp], "calibrated:x@v", [False, False, True])
+    assert calibrated[0] == [] and "calibrated:x@v recipe" in calibrated[1][0].reason
+    assert "in-sample" not in calibrated[1][0].reason
+    assert "in-sample: this workload was profiled" in calibrated[2][0].reason
 
 
 @pytest.mark.slow

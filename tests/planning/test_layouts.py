@@ -1,3 +1,4 @@
+import numpy as np
 import pandas as pd
 import pytest
 from tiny_specs import tiny, tiny_spec
@@ -65,3 +66,33 @@ def test_cli_layout_set_parses_fields_and_names_a_bad_one():
     assert space.tp_sizes == (1, 2) and space.shardings == ("none", "fsdp")
     with pytest.raises(ValueError, match="tp_size=2"):
         _layout_space(["tp_size=2"])
+
+
+@pytest.mark.slow
+def test_plan_with_layouts_names_its_recipe(registry_root, layout_calibration, tmp_path):
+    import shutil
+
+    from scaledl_fixtures import save_beside
+
+    name_dir = tmp_path / "scaledl"
+    shutil.copytree(registry_root / "scaledl", name_dir)
+    args = dict(
+        dataset_size=64,
+        epochs=1,
+        world_sizes=[2],
+        batch_sizes=[4],
+        price_per_device_hour=1.0,
+        coverage=None,
+        device_memory_gb=8.0,
+        layouts=LayoutSpace(tp_sizes=(1, 2), pp_sizes=(1, 2), micro_batches=(1, 2)),
+    )
+    before = plan(load_predictor(name_dir), MODEL, **args)  # fmt: skip
+    assert set(before.table["layout_recipe"]) == {"current"}
+    assert "layout recipe: current for" in before.to_text()
+    target = save_beside(layout_calibration, name_dir / "v2")
+    after = plan(load_predictor(name_dir), MODEL, **args)
+    label = f"calibrated:{layout_calibration.recipe.name}@{target.name}"
+    assert set(after.table["layout_recipe"]) == {label}  # plain DDP candidates too: one model
+    assert f"layout recipe: {label} for {len(after.table)} candidate(s)" in after.to_text()
+    assert not np.allclose(after.table["iteration_s"].sort_values(),
+                           before.table["iteration_s"].sort_values())  # fmt: skip

@@ -57,6 +57,7 @@ def test_predict_frame_rows_in_order(predictor):
         "used_generic_layer_model",
         "in_domain",
         "extrapolation",
+        "recipe",
         "predictor_version",
     ]
     assert list(result["family"]) == ["bert", "t5", "vit"]

@@ -1,0 +1,119 @@
+"""Layout workloads from a predictor: its device's layout calibration, else the current recipe.
+
+A tensor-parallel, pipeline or sharded workload (and, in a planner's layout search, every
+candidate) is composed by :mod:`scaledl.parallel`. Which layer-wise models, collectives and
+correction compose it is the **recipe**, chosen per device:
+
+* ``calibrated:<candidate>@<version>``: the layout calibration saved beside the predictor for
+  the workload's device (:mod:`scaledl.registry.layouts`, fitted by ``scaledl fit-layouts`` on
+  that host's layout profiles with the evaluation's selection,
+  :mod:`scaledl.parallel.calibration`);
+* ``current``: without one, the registered predictor's own layer-wise and all-reduce models,
+  every collective hidden behind compute (:func:`scaledl.parallel.predict.predict_layouts`).
+
+Every answer names its recipe (:data:`RECIPE_PREDICTOR` for the rows the predictor's own
+method answers), and :func:`recipe_lines` says it in words, so the fallback is never silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaledl.parallel.predict import layout_reasons, predict_layouts
+from scaledl.registry.guard import Extrapolation
+from scaledl.workloads.spec import Workload
+
+#: The recipe of the rows the predictor's own method answers (plain data parallel).
+RECIPE_PREDICTOR = "predictor"
+#: The recipe without a layout calibration.
+RECIPE_CURRENT = "current"
+
+
+@dataclass(frozen=True)
+class LayoutAnswer:
+    """Composed layout workloads, in input order.
+
+    Attributes:
+        iteration_ms: shape (n,).
+        generic_types: per workload, the layer types the generic layer model predicted.
+        recipes: per workload, the recipe that composed it (module docstring).
+        reasons: per workload, the domain guard's ``layout`` reason (empty for plain DDP; it
+            says when a calibrated prediction is in-sample, the workload one of the profiles
+            the calibration was fitted on).
+    """
+
+    iteration_ms: np.ndarray
+    generic_types: list[tuple[str, ...]]
+    recipes: list[str]
+    reasons: list[list[Extrapolation]]
+
+
+def predict_layout_workloads(
+    predictor, workloads: Sequence[Workload], arch_keys: Sequence[str]
+) -> LayoutAnswer:
+    """Compose every workload with its device's recipe (module docstring).
+
+    Args:
+        predictor: the loaded :class:`~scaledl.registry.Predictor` (a CPU predictor).
+        workloads: the workloads (any layout, plain DDP included).
+        arch_keys: their architecture keys.
+
+    Returns:
+        The :class:`LayoutAnswer`.
+
+    Raises:
+        scaledl.registry.bundle.BundleError: a layout calibration of a device does not verify.
+    """
+    n = len(workloads)
+    iteration_ms = np.empty(n)
+    generic: list[tuple[str, ...]] = [()] * n
+    recipes = [RECIPE_CURRENT] * n
+    reasons: list[list[Extrapolation]] = [[] for _ in range(n)]
+    by_device: dict[str, list[int]] = {}
+    for i, w in enumerate(workloads):
+        by_device.setdefault(w.device_name, []).append(i)
+    for device, rows in by_device.items():
+        ws, keys = [workloads[i] for i in rows], [arch_keys[i] for i in rows]
+        calibration = predictor.layout_calibration(device)
+        if calibration is None:
+            composed = predict_layouts(predictor.method, ws, arch_keys=keys)
+            times, label, fitted = composed.iteration_ms, RECIPE_CURRENT, None
+        else:
+            composed, times = calibration.predict(ws, keys)
+            label, fitted = calibration.label, calibration.fitted_on(ws)
+        iteration_ms[rows] = times
+        why_each = layout_reasons(ws, label, fitted)
+        for i, types, why in zip(rows, composed.generic_types, why_each, strict=True):
+            generic[i], recipes[i], reasons[i] = types, label, why
+    return LayoutAnswer(iteration_ms, generic, recipes, reasons)
+
+
+def recipe_lines(counts: Mapping[str, int], what: str = "row(s)") -> list[str]:
+    """What composed the layout rows of a prediction, in words (nothing without layout rows).
+
+    Args:
+        counts: rows per recipe (the ``recipe`` column's value counts).
+        what: what the rows are, in the text (``row(s)``, ``candidate(s)``).
+
+    Returns:
+        One line per layout recipe used.
+    """
+    lines = []
+    for recipe, n in sorted(counts.items()):
+        if recipe == RECIPE_PREDICTOR:
+            continue
+        if recipe == RECIPE_CURRENT:
+            lines.append(
+                f"layout recipe: current for {n} {what} (the predictor's layer-wise models, "
+                "collectives hidden): no layout calibration for their device beside this "
+                "predictor; `scaledl fit-layouts --profiles DIR` fits one"
+            )
+        else:
+            lines.append(
+                f"layout recipe: {recipe} for {n} {what} (the layout calibration of their "
+                "device, fitted on its layout profiles)"
+            )
+    return lines

@@ -1,0 +1,157 @@
+"""Layout calibrations beside a bundle: identical after a round trip, hostile ones refused."""
+
+import functools
+import json
+import shutil
+
+import numpy as np
+import pytest
+import skops.io as sio
+from scaledl_fixtures import save_beside
+from tiny_specs import tiny
+
+from scaledl.registry import BundleError, load_predictor
+from scaledl.registry.bundle import read_manifest, sha256_file
+from scaledl.registry.layouts import (
+    LAYERWISE_FILE,
+    MANIFEST_FILE,
+    device_folder,
+    find_layout_calibration,
+)
+
+pytestmark = pytest.mark.slow  # the tiny bundle (registry_root) profiles first
+
+
+def layout_workloads(device: str):
+    fields = {"num_layers": 2, "batch_size": 4, "device_name": device}
+    return [tiny("bert", world_size=2, sharding="fsdp", **fields),
+            tiny("bert", world_size=2, dp_size=1, tp_size=2, **fields),
+            tiny("bert", world_size=2, dp_size=1, pp_size=2, micro_batches=2, **fields),
+            tiny("bert", world_size=2, **fields)]  # fmt: skip
+
+
+def found(bundle):
+    device = load_predictor(bundle).devices[0]
+    return find_layout_calibration(bundle, read_manifest(bundle), device), device
+
+
+def test_round_trip_gives_identical_predictions(bundle, layout_calibration):
+    assert found(bundle)[0] is None  # nothing saved: the current recipe
+    target = save_beside(layout_calibration, bundle)
+    loaded, device = found(bundle)
+    assert target.parent.name == device_folder(device)
+    assert (target.parent / "latest").read_text() == target.name + "\n"
+    assert loaded.version == target.name and loaded.predictor_version == "v2"
+    assert loaded.label == f"calibrated:{layout_calibration.recipe.name}@{target.name}"
+    ws = layout_workloads(device)
+    composed, corrected = layout_calibration.predict(ws)
+    again, corrected_again = loaded.predict(ws)
+    np.testing.assert_array_equal(corrected_again, corrected)
+    np.testing.assert_array_equal(again.iteration_ms, composed.iteration_ms)
+    assert loaded.selection == layout_calibration.selection
+    assert loaded.recipe.overlap == layout_calibration.recipe.overlap
+    assert list(json.loads((target / MANIFEST_FILE).read_text())["files"]) == [LAYERWISE_FILE]
+    # the bundle itself is untouched: its manifest still verifies and lists its own files
+    assert "layouts" not in read_manifest(bundle)["files"]
+
+
+#: A value written as the bare JSON number 1e999 (Python reads it as infinity).
+HUGE = "__1e999__"
+
+
+def edit_manifest(target, change):
+    path = target / MANIFEST_FILE
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data).replace(f'"{HUGE}"', "1e999"))
+
+
+def relist(target):
+    """Record the skops file's current checksum and size (a consistent hostile calibration)."""
+    edit_manifest(target, lambda d: d.update(
+        files={LAYERWISE_FILE: sha256_file(target / LAYERWISE_FILE)},
+        file_sizes={LAYERWISE_FILE: (target / LAYERWISE_FILE).stat().st_size}))  # fmt: skip
+
+
+def _set(path, value):
+    def change(data):
+        *head, last = path.split(".")
+        node = data
+        for key in head:
+            node = node[key]
+        node[last] = value
+
+    return change
+
+
+MANIFEST_EDITS = {
+    "out-of-range overlap": (_set("overlap.hidden.send", 1.5), "overlap.hidden"),
+    "infinite coefficient": (
+        lambda d: d["correction"]["coef"].__setitem__(0, HUGE),
+        "correction.coef",
+    ),
+    "unknown field": (_set("run", "__import__('os').system('true')"), "'run'"),
+    "unknown recipe": (_set("recipe", "evil"), "'recipe'"),
+    "negative collective cost": (_set("collectives.params.send", [-1.0, 0.0]), "collectives"),
+    "other file listed": (_set("files", {"../gnn.pt": "0" * 64}), "'files'"),
+    "other predictor": (_set("predictor_version", "v1"), "'predictor_version'"),
+}
+
+
+@pytest.mark.parametrize("case", list(MANIFEST_EDITS))
+def test_an_edited_manifest_is_refused_naming_the_field(bundle, layout_calibration, case):
+    target = save_beside(layout_calibration, bundle)
+    change, field = MANIFEST_EDITS[case]
+    edit_manifest(target, change)
+    with pytest.raises(BundleError, match=MANIFEST_FILE) as err:
+        found(bundle)
+    assert field in str(err.value)
+
+
+def test_untrusted_skops_types_are_refused_unloaded(bundle, layout_calibration, tmp_path):
+    target = save_beside(layout_calibration, bundle)
+    marker = tmp_path / "ran"
+    hostile = {"*": {"forward": functools.partial(marker.write_text, "ran"), "backward": None}}
+    sio.dump(hostile, target / LAYERWISE_FILE)
+    relist(target)
+    with pytest.raises(BundleError, match="outside the allow-list"):
+        found(bundle)
+    assert not marker.exists()
+
+
+def test_an_altered_or_missing_skops_file_is_refused(bundle, layout_calibration):
+    target = save_beside(layout_calibration, bundle)
+    layer_file = target / LAYERWISE_FILE
+    data = bytearray(layer_file.read_bytes())
+    data[-10] ^= 0xFF
+    layer_file.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match="checksum mismatch"):
+        found(bundle)
+    layer_file.write_bytes(bytes(data[:-1]))
+    with pytest.raises(BundleError, match="bytes, the manifest says"):
+        found(bundle)
+    layer_file.unlink()
+    with pytest.raises(BundleError, match="missing"):
+        found(bundle)
+
+
+def test_a_broken_latest_is_refused_a_missing_one_is_none(bundle, layout_calibration):
+    target = save_beside(layout_calibration, bundle)
+    latest = target.parent / "latest"
+    latest.write_text("../../..\n")
+    with pytest.raises(BundleError, match="not a version directory name"):
+        found(bundle)
+    latest.unlink()  # a publish that died before `latest`: nothing published
+    assert found(bundle)[0] is None
+    shutil.rmtree(target.parent)
+    assert found(bundle)[0] is None
+
+
+def test_a_refused_calibration_fails_the_prediction_never_falls_back(bundle, layout_calibration):
+    target = save_beside(layout_calibration, bundle)
+    edit_manifest(target, _set("overlap", None))
+    predictor = load_predictor(bundle)
+    ddp, fsdp = tiny("bert", world_size=2), tiny("bert", world_size=2, sharding="fsdp")
+    assert predictor.predict([ddp])["recipe"].tolist() == ["predictor"]  # no layout: not read
+    with pytest.raises(BundleError, match="field 'overlap'"):
+        predictor.predict([ddp, fsdp])
