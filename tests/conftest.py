@@ -24,14 +24,17 @@ pytest_plugins = ["scaledl_fixtures"]
 SHARED_PROFILE_FIXTURES = frozenset({"profiled", "registry_root"})
 
 
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group a test runs in: the shared profile's, else its module's path."""
+    if SHARED_PROFILE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "shared-profile"
+    return item.nodeid.split("::")[0]
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark each test with the xdist group it runs in: the shared profile's, else its module's.
+    """Mark each test with its xdist group (:func:`xdist_group_of`).
 
     (At collection, before pytest-xdist's ``pytest_collection_modifyitems`` reads the marks
     under ``--dist loadgroup``; without xdist the marks do nothing.)
     """
-    if SHARED_PROFILE_FIXTURES & set(getattr(item, "fixturenames", ())):
-        group = "shared-profile"
-    else:
-        group = item.nodeid.split("::")[0]
-    item.add_marker(pytest.mark.xdist_group(group))
+    item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))

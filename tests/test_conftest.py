@@ -1,0 +1,18 @@
+"""The xdist grouping of ``make test``'s parallel phase (tests/conftest.py)."""
+
+from types import SimpleNamespace
+
+import conftest
+
+
+def test_a_test_is_grouped_with_its_module(request):
+    groups = [mark.args[0] for mark in request.node.iter_markers("xdist_group")]
+    assert groups == ["tests/test_conftest.py"]
+
+
+def test_the_tests_of_the_shared_profile_share_one_group():
+    for fixture in ("profiled", "registry_root"):
+        item = SimpleNamespace(fixturenames=["tmp_path", fixture], nodeid="tests/a.py::test_x")
+        assert conftest.xdist_group_of(item) == "shared-profile"
+    plain = SimpleNamespace(fixturenames=["tmp_path"], nodeid="tests/b/test_y.py::test_z[1]")
+    assert conftest.xdist_group_of(plain) == "tests/b/test_y.py"
