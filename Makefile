@@ -46,12 +46,18 @@ run: setup
 		"$$(cat "$${SCALEDL_DATA_DIR:-data}/reports/.make_run_started")" "$$(date +%s)" \
 		> "$${SCALEDL_DATA_DIR:-data}/reports/make_run.json"
 
-# Two phases (tests/conftest.py): the tests that need an idle host (marked `serial`) run alone,
-# after the others have run on every core; both run, and either failing fails the target.
+# Three phases (tests/conftest.py): every test on all cores, except those that bound the seconds a
+# stop takes (marked `timed`: run two at a time next) and those that need an idle host (marked
+# `serial`: run alone, last); all three run, and any failing fails the target.
+# The later phases collect only the files that mark a test so (collecting all costs ~10 s).
+TIMED_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timed' tests)
+SERIAL_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests)
 test: setup
-	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup -m "not serial"; parallel=$$?; \
-	$(VENV)/bin/python -m pytest -q -m serial; serial=$$?; \
-	test $$parallel -eq 0 && test $$serial -eq 0
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder \
+		-m "not serial and not timed"; parallel=$$?; \
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile -m timed $(TIMED_TEST_FILES); timed=$$?; \
+	$(VENV)/bin/python -m pytest -q -m serial $(SERIAL_TEST_FILES); serial=$$?; \
+	test $$parallel -eq 0 && test $$timed -eq 0 && test $$serial -eq 0
 
 ui: setup
 	$(VENV)/bin/python scripts/ui.py

@@ -7,13 +7,22 @@ so two test files may share a basename. The session fixtures of :mod:`scaledl_fi
 (``profiled``, ``registry_root``: a real tiny profile and bundle) are registered here once; each
 runs only in a session that requests it.
 
-``make test`` runs the suite in two phases: every test not marked ``serial`` on all cores with
-pytest-xdist (``-n auto --dist loadgroup``), then the ``serial`` tests alone. A test is marked
-``serial`` when what it asserts depends on the host being otherwise idle: the interference
-guard's foreign-load meter, or a bound on the seconds a stop signal takes. In the parallel
-phase each test module goes to one worker whole (its module fixtures are built once), and every
-test using the shared profile goes to one worker (the profile is measured once); the shared
-profile's settings make its labels insensitive to a busy host (``scaledl_fixtures.SETTINGS``).
+``make test`` runs the suite in three phases: every test marked neither ``timed`` nor
+``serial`` on all cores with pytest-xdist (``-n auto --dist loadgroup``); then the ``timed``
+tests two at a time (``-n 2 --dist loadfile``); then the ``serial`` tests alone. A test is
+marked ``timed`` when it bounds the seconds a stop takes (a stop signal, ``kill -9``, the UI's
+shutdown): measured two at a time, those stops took 2-3.5 s against bounds of 10-30 s, while
+the parallel phase's load could stretch them past a bound. A test is marked ``serial`` when what
+it asserts needs the host otherwise idle: the interference guard's foreign-load meter counts
+every other process.
+
+In the parallel phase each test module goes to one worker whole (its module fixtures are built
+once), and every test using the shared profile goes to one worker (the profile is measured
+once); the shared profile's settings make its labels insensitive to a busy host
+(``scaledl_fixtures.SETTINGS``).
+The groups are handed out longest first (:func:`pytest_collection_modifyitems`, with
+``--no-loadscope-reorder``: pytest-xdist's own order is by number of tests, which handed the
+single end-to-end test out last, so the phase waited on it alone).
 """
 
 import pytest
@@ -38,3 +47,21 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     under ``--dist loadgroup``; without xdist the marks do nothing.)
     """
     item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+
+
+def run_order_of(item: pytest.Item, slow_groups: set[str]) -> int:
+    """Where a test's group comes in the parallel phase: the longest groups first.
+
+    0 for the shared profile's group (about a minute of profiling, then its tests), 1 for a
+    group with a test marked ``slow`` (tens of seconds), 2 for the rest, which fill the tail.
+    """
+    group = xdist_group_of(item)
+    if group == "shared-profile":
+        return 0
+    return 1 if group in slow_groups else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the tests by :func:`run_order_of` (a stable sort: a module keeps its order)."""
+    slow_groups = {xdist_group_of(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: run_order_of(item, slow_groups))

@@ -16,3 +16,20 @@ def test_the_tests_of_the_shared_profile_share_one_group():
         assert conftest.xdist_group_of(item) == "shared-profile"
     plain = SimpleNamespace(fixturenames=["tmp_path"], nodeid="tests/b/test_y.py::test_z[1]")
     assert conftest.xdist_group_of(plain) == "tests/b/test_y.py"
+
+
+def test_the_longest_groups_run_first():
+    def item(nodeid, *fixtures):
+        return SimpleNamespace(fixturenames=["tmp_path", *fixtures], nodeid=nodeid)
+
+    slow = {"tests/slow.py"}
+    assert conftest.run_order_of(item("tests/a.py::t", "profiled"), slow) == 0
+    assert conftest.run_order_of(item("tests/slow.py::t"), slow) == 1
+    assert conftest.run_order_of(item("tests/fast.py::t"), slow) == 2
+
+
+def test_the_collection_is_in_run_order(request):
+    items = request.session.items
+    slow = {conftest.xdist_group_of(i) for i in items if i.get_closest_marker("slow")}
+    orders = [conftest.run_order_of(i, slow) for i in items]
+    assert orders == sorted(orders)

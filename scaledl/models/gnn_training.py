@@ -90,11 +90,14 @@ def make_batch(
         x: node features of shape (num_nodes, F).
         log_prior: shape (num_graphs,).
         y: targets of shape (num_graphs,) or ``None``.
-        weight: loss weights of shape (num_graphs,) (normalised to mean 1) or ``None``.
+        weight: loss weights of shape (num_graphs,) (normalised to mean 1) or ``None``; a
+            batch of no graphs (an empty validation split, which :func:`train_gnn` replaces by
+            the training graphs) keeps its empty weights.
     """
     if weight is not None:
         weight = np.asarray(weight, dtype=np.float64)
-        weight = weight / weight.mean()
+        if weight.size:
+            weight = weight / weight.mean()
     return GraphBatch(
         x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
         edge_index=torch.from_numpy(np.array(gs.edge_index, dtype=np.int64)),

@@ -21,6 +21,8 @@ from scaledl.design.features import model_matrix
 from scaledl.design.matched import candidate_information
 from scaledl.workloads.spec import Workload
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 
 @pytest.fixture(scope="module")
 def quick():

@@ -15,6 +15,8 @@ from scaledl.design import (
 )
 from scaledl.design.presets import validate_preset
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 FAMILIES = {"bert", "vit", "t5", "llama", "deit"}
 
 

@@ -9,6 +9,8 @@ from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES
 from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 METHODS = ("analytical", "global_gbdt", "additive")
 
 

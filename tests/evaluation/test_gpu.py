@@ -14,6 +14,8 @@ from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.workloads.spec import Workload
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):

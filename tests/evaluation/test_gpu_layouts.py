@@ -29,6 +29,8 @@ from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_syste
 from scaledl.parallel.shard import base_workload
 from scaledl.workloads.spec import Workload
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 GPU = "NVIDIA H100 80GB HBM3"
 CONFIG = GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 5})

@@ -13,6 +13,8 @@ from scaledl.evaluation.split_fits import (
 from scaledl.evaluation.splits import random_split
 from scaledl.models.gnn_training import GNNTrainConfig
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 GNN = GNNTrainConfig(hidden_channels=8, heads=1, num_layers=1, max_epochs=4, patience=2)
 
 

@@ -151,3 +151,15 @@ def test_training_needs_targets():
     no_y = make_batch(gs, node_feature_matrix(gs), np.zeros(3))
     with pytest.raises(ValueError, match="no training graph"):
         train_gnn(no_y, None, use_prior=True)
+
+
+def test_weights_are_normalised_to_mean_one_and_an_empty_batch_keeps_none(recwarn):
+    gs, batch = batch_of(THREE[:2])
+    weighted = make_batch(gs, node_feature_matrix(gs), batch.log_prior.numpy(), [1.0, 2.0],
+                          weight=[1.0, 3.0])  # fmt: skip
+    assert weighted.weight.tolist() == [0.5, 1.5]
+    empty = build_graph_set([])
+    nothing = np.zeros(0)
+    none = make_batch(empty, np.zeros((0, NUM_NODE_FEATURES)), nothing, nothing, nothing)
+    assert none.weight.numel() == 0 and none.y.numel() == 0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -9,6 +9,8 @@ from sklearn.exceptions import NotFittedError
 from scaledl.models.kernel import UNSEEN_PREFIX, KernelGraphMethod
 from scaledl.workloads.spec import Workload
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 H100, V100 = "cuda:NVIDIA H100 80GB HBM3", "cuda:Tesla V100-PCIE-32GB"
 UNSEEN = "cuda:NVIDIA A100-SXM4-40GB"
 PARAMS = {"operator_params": {"grid": TINY_GRID, "min_rows": 5}}

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from tiny_specs import tiny
 from typer.testing import CliRunner
 
@@ -10,6 +11,8 @@ from scaledl.cli import app
 from scaledl.parallel.evaluate import layout_kind
 from scaledl.parallel.results_block import BOUNDS, layouts_markdown
 from scaledl.report.summary import read_block
+
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "docs" / "results" / "layouts.json"

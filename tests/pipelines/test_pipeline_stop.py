@@ -20,8 +20,8 @@ import yaml
 import scaledl
 from scaledl.profiling.store import part_statuses
 
-# serial: bounds on stop seconds / the foreign-load meter need an idle host (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+# timed: a bound on the seconds a stop takes (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timed]
 REPO = Path(__file__).resolve().parents[2]
 
 RUN = """

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-# serial: a bound on the seconds a stop takes needs an idle host (tests/conftest.py).
-pytestmark = pytest.mark.serial
+# timed: a bound on the seconds a stop takes (tests/conftest.py).
+pytestmark = pytest.mark.timed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUERY = "{ assetNodes { assetKey { path } } }"

@@ -12,6 +12,8 @@ from scaledl.profiling.datasheet import BEGIN, END, check_datasheet, write_datas
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.spec import Workload
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 REFERENCE = Path(__file__).resolve().parents[2] / "datasets" / "reference-cpu"
 
 

@@ -13,7 +13,7 @@ from scaledl.profiling.launch import profile_workloads
 from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate, current_marker_path
 
-# serial: bounds on stop seconds / the foreign-load meter need an idle host (tests/conftest.py).
+# serial: the foreign-load meter and the guard's probes need an idle host (tests/conftest.py).
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 # Waits for the launcher's marker file (a workload has started), then keeps one core busy for

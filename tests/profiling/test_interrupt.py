@@ -23,8 +23,7 @@ from scaledl.profiling.interrupt import (
 from scaledl.profiling.lock import ProfilesLocked, profiles_lock, read_holder
 from scaledl.profiling.store import part_statuses, read_run
 
-# serial: bounds on stop seconds / the foreign-load meter need an idle host (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 PRESETS = Path(scaledl.__file__).parent / "presets"
 
 
@@ -68,6 +67,7 @@ def descendants(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
 
+@pytest.mark.timed  # a bound on the seconds a stop takes (tests/conftest.py)
 @pytest.mark.parametrize(
     ("send", "signum", "code"),
     [("group", signal.SIGINT, 130), ("cli", signal.SIGTERM, 143)],
@@ -168,6 +168,7 @@ def test_a_stop_signal_swallowed_by_logging_is_raised_again():
     raise_if_stopped()  # outside a block nothing is pending
 
 
+@pytest.mark.timed  # the ranks must be gone within seconds (tests/conftest.py)
 def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
     """Issue 23: SIGKILL runs no handler; the kernel ends the children (PR_SET_PDEATHSIG)."""
     out = tmp_path / "profiles"

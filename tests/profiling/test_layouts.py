@@ -21,6 +21,8 @@ from scaledl.profiling.store import consolidate
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.parallelism import layout_label
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 LAYOUTS = {
     "bert-zero1": ("bert", {"sharding": "zero1"}),
     "bert-zero2": ("bert", {"sharding": "zero2"}),
@@ -38,7 +40,9 @@ def _workload(family: str, layout: dict):
     world = (
         {} if layout.get("tp_size", 1) > 1 or layout.get("pp_size", 1) > 1 else {"world_size": 2}
     )
-    return tiny(family, num_layers=2, batch_size=4, **extra, **world, **layout)
+    # 32 samples: 4 to 8 steps an epoch, so the epoch-time check (epoch vs label iterations)
+    # does not hang on one step while make test's other worker keeps the host busy.
+    return tiny(family, num_layers=2, batch_size=4, dataset_size=32, **extra, **world, **layout)
 
 
 @functools.cache

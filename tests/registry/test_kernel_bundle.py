@@ -17,6 +17,8 @@ from scaledl.registry import BundleError, load_predictor, save_bundle, tables_sh
 from scaledl.registry.bundle import sha256_file
 from scaledl.workloads.spec import WorkloadError
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 H100 = "cuda:NVIDIA H100 80GB HBM3"
 UNSEEN = "cuda:NVIDIA A100-SXM4-40GB"  # in the device table, not in the synthetic profiles
 PARAMS = {"operator_params": {"grid": TINY_GRID, "min_rows": 5}}

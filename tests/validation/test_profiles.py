@@ -12,6 +12,8 @@ from scaledl.profiling.tables import PROFILE_TABLE_NAMES, RUN_TABLE_NAMES
 from scaledl.validation import ValidationConfig, ValidationError, validate_profiles
 from scaledl.validation.schemas import PROFILE_TABLES
 
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
 QUARANTINE_COLUMNS = ["failed_expectation", "failed_column", "failed_value"]
 
 
