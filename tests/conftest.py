@@ -11,7 +11,7 @@ runs only in a session that requests it.
 ``serial`` on all cores with pytest-xdist (``-n auto --dist loadgroup``); then the ``timed``
 tests two at a time (``-n 2 --dist loadfile``); then the ``serial`` tests alone. A test is
 marked ``timed`` when it bounds the seconds a stop takes (a stop signal, ``kill -9``, the UI's
-shutdown): measured two at a time, those stops took 2-3.5 s against bounds of 10-30 s, while
+shutdown): measured two at a time (one run), those stops took 2-3.5 s against bounds of 10-30 s;
 the parallel phase's load could stretch them past a bound. A test is marked ``serial`` when what
 it asserts needs the host otherwise idle: the interference guard's foreign-load meter counts
 every other process.
