@@ -40,6 +40,7 @@ CACHE_FORMAT = 2
 ENV_VAR = "SCALEDL_TRACE_CACHE"
 #: The sources whose code decides a layer graph (their bytes are part of the digest).
 _SOURCES = (
+    "graph/dispatch.py",
     "graph/layer_graph.py",
     "graph/tracing.py",
     "graph/units.py",
