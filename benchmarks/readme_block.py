@@ -68,9 +68,12 @@ def _design(r: _Result) -> str:
         f"{r['target_seconds']:.0f} s: {_yes(r['within_target'])}); log det {r['log_det']:.1f} "
         f"against a random-subset median of {r['random_median_log_det']:.1f} (D-efficiency "
         f"{r['d_efficiency']:.2f} vs {r['random_median_d_efficiency']:.2f}). Quick preset: "
-        f"{q['n_workloads']} of {q['n_candidates']:,} candidates in {q['seconds']:.1f} s, log det "
-        f"{q['doptimal_log_det']:.1f} (random {q['random_log_det']:.1f}, Latin hypercube "
-        f"{q['lhs_log_det']:.1f})."
+        f"tracing its {q['n_candidates']:,} candidates {q['trace_seconds']:.1f} s, then "
+        f"{q['n_workloads']} chosen in {q['seconds']:.1f} s (best of {q['n_starts']} starts); "
+        f"matched criterion {q['doptimal_matched_criterion']:.2f} (random "
+        f"{q['random_matched_criterion']:.2f}, Latin hypercube {q['lhs_matched_criterion']:.2f});"
+        f" response-surface log det {q['doptimal_log_det']:.1f} (random "
+        f"{q['random_log_det']:.1f}, Latin hypercube {q['lhs_log_det']:.1f})."
     )
 
 

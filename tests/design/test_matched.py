@@ -6,6 +6,9 @@ from scaledl.design import DesignError
 from scaledl.design.matched import (
     InformationBlock,
     PredictorInformation,
+    _factors,
+    _gains,
+    _matrices,
     matched_d_optimal_indices,
     predictor_information,
     sequential_indices,
@@ -14,7 +17,7 @@ from scaledl.models.features import build_graph_set
 
 
 def _block(rows: np.ndarray, weight: float = 1.0, name: str = "layer:x") -> InformationBlock:
-    return InformationBlock(name, weight, rows[:, :, None] * rows[:, None, :], 1e-9)
+    return InformationBlock(name, weight, rows[:, None, :], 1e-9)
 
 
 def _quadratic_one_factor(copies: int = 3) -> tuple[np.ndarray, PredictorInformation]:
@@ -101,3 +104,32 @@ def test_predictor_information_has_one_block_per_layer_type_and_the_gnn():
     # The only vision workload is the only one with a patch embedding: any design of 4 takes it.
     idx, _ = matched_d_optimal_indices(info, 4, seed=0)
     assert len(workloads) - 1 in idx
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4, 5])
+def test_gains_by_the_determinant_lemma_are_the_direct_log_det_increase(rank):
+    rng = np.random.default_rng(rank)
+    factors = rng.normal(size=(30, rank, 6))
+    info = PredictorInformation((InformationBlock("layer:x", 0.7, factors, 1e-3),), 30)
+    weights = rng.uniform(0.5, 2.0, size=30)
+    chosen = [0, 3, 7, 11, 12, 20, 25]
+    (m,) = _matrices(info, chosen, weights)
+    direct = [
+        0.7 / 6 * (np.linalg.slogdet(m + weights[c] * factors[c].T @ factors[c])[1]
+                   - np.linalg.slogdet(m)[1])
+        for c in range(30)
+    ]  # fmt: skip
+    np.testing.assert_allclose(_gains(info, [m], weights), direct, rtol=1e-9, atol=1e-12)
+
+
+def test_factors_hold_each_distinct_call_once_and_rebuild_the_information():
+    rows = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, 1.0], [1.0, 2.0], [0.5, 0.5]])
+    graph = np.array([0, 0, 0, 2, 2])  # graph 1 has no call of this type
+    factors = _factors(rows, graph, 3)
+    assert factors.shape == (3, 2, 2)  # at most two distinct calls per graph
+    block = InformationBlock("layer:x", 1.0, factors, 1e-9)
+    direct = np.zeros((3, 2, 2))
+    for row, g in zip(rows, graph, strict=True):
+        direct[g] += np.outer(row, row)
+    np.testing.assert_allclose(block.per_candidate, direct)
+    assert not factors[1].any()
