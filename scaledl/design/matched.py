@@ -233,7 +233,8 @@ def _gains(info: PredictorInformation, current: list[np.ndarray], weights: np.nd
     log det(I_r + w F M^-1 F^T)``: an ``r x r`` determinant per candidate (``r``, the distinct
     calls of a layer type in one workload, is 1-4 for the presets) instead of a ``p x p`` one.
     On the quick preset (96 of 1,564 candidates, 20 starts) this chose the same design as the
-    direct ``p x p`` log determinants in 29 s instead of 167 s (one run, this 2-core host).
+    direct ``p x p`` log determinants in 24-29 s (three runs) instead of 154-167 s (two runs),
+    on this project's 2-core host.
     """
     gain = np.zeros(info.n_candidates)
     for block, m in zip(info.blocks, current, strict=True):

@@ -92,7 +92,7 @@ class OperatorRecorder(TorchDispatchMode):
             self.records.append(record)
             with torch._C._DisableTorchDispatch():
                 return _rebuild(spec)
-        if _is_view(func):
+        if _kind(func) == "view":
             with torch._C._DisableTorchDispatch():
                 out = func(*args, **kwargs)
             self.records.append(_record(func, args, kwargs, out))
@@ -123,40 +123,32 @@ def _record(func, args, kwargs, out) -> OperatorCall:
     )
 
 
-_FUNCTIONAL: dict[Any, bool] = {}
+_KINDS: dict[Any, str] = {}
 
 
-def _is_functional(func) -> bool:
-    """Whether an operator neither mutates nor aliases its arguments (by its schema)."""
-    known = _FUNCTIONAL.get(func)
-    if known is None:
-        schema = _schema(func)
-        known = (
-            schema is not None
-            and not schema.is_mutable
-            and all(r.alias_info is None for r in schema.returns)
-        )
-        _FUNCTIONAL[func] = known
-    return known
+def _kind(func) -> str:
+    """How an operator treats its arguments, read off its schema once.
 
-
-def _is_view(func) -> bool:
-    """Whether an operator returns an alias of an argument and mutates none (a view)."""
-    schema = _schema(func)
-    return (
-        schema is not None
-        and not schema.is_mutable
-        and any(r.alias_info is not None for r in schema.returns)
-    )
-
-
-def _schema(func):
-    return getattr(func, "_schema", None) if isinstance(func, torch._ops.OpOverload) else None
+    Returns:
+        ``functional`` (neither mutates nor aliases an argument), ``view`` (returns an alias,
+        mutates nothing) or ``other``.
+    """
+    kind = _KINDS.get(func)
+    if kind is None:
+        schema = getattr(func, "_schema", None) if isinstance(func, torch._ops.OpOverload) else None
+        if schema is None or schema.is_mutable:
+            kind = "other"
+        elif any(r.alias_info is not None for r in schema.returns):
+            kind = "view"
+        else:
+            kind = "functional"
+        _KINDS[func] = kind
+    return kind
 
 
 def _signature(func, args, kwargs) -> tuple | None:
     """The memo key of a call, or ``None`` when it is not memoised (module docstring)."""
-    if not _is_functional(func):
+    if _kind(func) != "functional":
         return None
     try:
         return (func, _key(args), _key(tuple(sorted(kwargs.items()))))
