@@ -39,7 +39,7 @@ def test_fit_layouts_saves_beside_the_predictor_and_reports(name_dir, layout_cal
     fitted_as(monkeypatch, layout_calibration, device)
     result, text = invoke("--profiles", tmp_path, "--predictor", name_dir)
     assert result.exit_code == 0, result.output
-    assert f"recipe chosen: {layout_calibration.recipe.name}" in text
+    assert f"recipe: {layout_calibration.recipe.name}" in text
     assert "in-sample (NOT an accuracy claim)" in text and "scaledl evaluate-layouts" in text
     assert load_predictor(name_dir).layout_calibration(device).recipe.name == (
         layout_calibration.recipe.name

@@ -79,9 +79,9 @@ def fit_layouts(
 ) -> None:
     """Fit the layout calibration of a host and save it beside a predictor.
 
-    Runs the layout evaluation's recipe selection (an inner leave-one-kind-out over every
-    layout kind of the profiles) with no kind held out, fits the chosen recipe on every
-    profiled workload and saves it as a new version in ``<bundle>/layouts/<device>/``
+    Scores every candidate recipe by an inner leave-one-kind-out over every layout kind of
+    the profiles (for information), fits the product's recipe
+    (``scaledl.parallel.evaluate.RECIPE``) on every profiled workload and saves it as a new version in ``<bundle>/layouts/<device>/``
     (:mod:`scaledl.parallel.calibration`, :mod:`scaledl.registry.layouts`); ``scaledl
     predict`` and ``scaledl plan --layouts`` then compose that device's layouts with it. The
     in-sample figures printed are not an accuracy claim: that is ``scaledl evaluate-layouts``.
@@ -120,8 +120,9 @@ def calibration_lines(calibration) -> list[str]:
     kinds = ", ".join(f"{n} {k}" for k, n in data["by_kind"].items())
     lines = [
         f"device {calibration.device_name}: {data['workloads']} profiled workloads ({kinds})",
-        f"recipe chosen: {selection['chosen']} (lowest mean MRE of the inner leave-one-kind-out)",
-        "inner leave-one-kind-out MRE (the selection's scores, each kind held out in turn):",
+        f"recipe: {selection['chosen']} (the product's layout recipe, fixed; README)",
+        f"inner leave-one-kind-out MRE (each kind held out in turn; lowest: "
+        f"{selection.get('lowest') or '-'}):",
     ]
     for name, by_kind in selection["mre_by_kind"].items():
         parts = ", ".join(f"{k} {v:.1%}" for k, v in by_kind.items())

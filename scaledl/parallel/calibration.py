@@ -1,20 +1,23 @@
-"""Layout calibration: the evaluation's recipe selection, run once on all of a host's layouts.
+"""Layout calibration: the product's layout recipe, fitted once on all of a host's layouts.
 
 The leave-one-layout-out evaluation (:mod:`scaledl.parallel.evaluate`) fits, per fold, the
-candidates of :data:`~scaledl.parallel.evaluate.CANDIDATES` on the training layouts and picks
-one by an inner leave-one-kind-out (the ``selected`` variant). A layout calibration runs the
-same procedure with no kind held out (:func:`fit_layout_calibration`):
+candidates of :data:`~scaledl.parallel.evaluate.CANDIDATES` on the training layouts and judges
+the product's recipe :data:`~scaledl.parallel.evaluate.RECIPE` (``plain_layers_overlap``; the
+evaluation's docstring says why it is fixed rather than selected). A layout calibration fits
+that recipe with no kind held out (:func:`fit_layout_calibration`):
 
-1. the selection (:meth:`~scaledl.parallel.evaluate.LayoutContext.select`) over every kind of
-   the profiles (``ddp``, ``fsdp``, ``tp``, ``pp``): each kind held out in turn, each candidate
-   fitted on the others and scored by its mean corrected MRE on the held-out kinds; the lowest
-   wins (ties: the first of ``CANDIDATES``). Nothing here looks at a test result: the inner
-   scores are the selection's own;
-2. the chosen candidate fitted on every workload: its layer-wise models, collective model,
-   overlap factors and correction (a :class:`~scaledl.parallel.recipe.LayoutRecipe`).
+1. the inner leave-one-kind-out scores of every candidate
+   (:meth:`~scaledl.parallel.evaluate.LayoutContext.select`) over every kind of the profiles
+   (``ddp``, ``fsdp``, ``tp``, ``pp``): each kind held out in turn, each candidate fitted on
+   the others and scored by its mean corrected MRE on the held-out kinds. They are recorded
+   for information (what the selection would choose on this host's profiles); they do not
+   choose the recipe;
+2. :data:`~scaledl.parallel.evaluate.RECIPE` fitted on every workload: its layer-wise models,
+   collective model, overlap factors and correction (a
+   :class:`~scaledl.parallel.recipe.LayoutRecipe`).
 
-The calibration records the selection's scores per candidate and held-out kind (out-of-sample
-for each candidate, though their minimum is optimistic), and the chosen recipe's in-sample MRE
+The calibration records those scores per candidate and held-out kind (out-of-sample for each
+candidate), and the recipe's in-sample MRE
 per kind and Kendall tau per model: **in-sample, not an accuracy claim**; the accuracy claim of
 the recipe is the evaluation's leave-one-layout-out (README, ``scaledl evaluate-layouts``).
 It is saved beside a predictor bundle (:mod:`scaledl.registry.layouts`) and used by
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.parallel.evaluate import kendall_by_model, load_layout_context
+from scaledl.parallel.evaluate import RECIPE, kendall_by_model, load_layout_context
 from scaledl.parallel.predict import LayoutPredictions
 from scaledl.parallel.recipe import LayoutRecipe
 from scaledl.workloads.spec import Workload
@@ -112,16 +115,17 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
     devices = sorted({w.device_name for w in ctx.wlist})
     _one_device(directory / "workloads.parquet", devices)
     everything = np.arange(len(ctx.ids))
-    chosen, mean, by_kind = ctx.select(everything)
+    lowest, mean, by_kind = ctx.select(everything)
     _, corrected, _, recipe = ctx.candidates(
-        everything, np.zeros(len(ctx.ids), dtype=bool), None, (chosen,)
-    )[chosen]
+        everything, np.zeros(len(ctx.ids), dtype=bool), None, (RECIPE,)
+    )[RECIPE]
     error = np.abs(corrected - ctx.measured) / ctx.measured
     kinds = list(dict.fromkeys(ctx.kind.tolist()))
     return LayoutCalibration(
         recipe=recipe,
         device_name=devices[0],
-        selection={"chosen": chosen, "mean_mre": mean, "mre_by_kind": by_kind},
+        selection={"chosen": RECIPE, "lowest": lowest, "mean_mre": mean,
+                   "mre_by_kind": by_kind},  # fmt: skip
         training_data={
             "sha256": tables_sha256(directory),
             "directory": str(directory),

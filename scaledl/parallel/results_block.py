@@ -41,7 +41,8 @@ def layouts_markdown(result: dict) -> str:
         f"Layouts profiled ({result['dataset']}): {n['ddp']} data-parallel, {n['fsdp']} "
         f"sharded (ZeRO-1/2, FSDP), {n['tp']} tensor-parallel, {n['pp']} pipeline workloads; "
         "each layout kind held out in turn, every model of a fold fitted on the other kinds. "
-        f"Targets judged on `{head}` (chosen inside the training folds).",
+        f"Targets judged on `{head}`, the product's layout recipe "
+        "(`scaledl/parallel/evaluate.py` says why and when it was fixed).",
         "",
         "| target | value | target | |",
         "| --- | --- | --- | --- |",

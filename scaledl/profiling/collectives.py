@@ -14,13 +14,14 @@ the full buffer of an all-reduce or broadcast, the *gathered* output of an all-g
   ``FSDPModule.set_custom_all_gather`` / ``set_custom_reduce_scatter``: each call is timed from
   its issue to its completion on the calling thread, CPU, or between CUDA events on FSDP's
   communication stream).
+  Tensor parallelism's all-reduces (DTensor's ``Partial -> Replicate`` redistribution after
+  each row-wise linear in forward, and of the input gradient of each column-wise linear in
+  backward) are timed the same way by :class:`TimedTensorParallelAllReduce`.
 * ``microbenchmark``: collectives PyTorch issues where no hook reaches them are recorded by
   size while the instrumented steps run and timed right after them, in the same launch, on the
-  same process group (:func:`time_collectives`): tensor parallelism's all-reduces (DTensor's
-  ``Partial -> Replicate`` redistribution after each row-wise linear in forward, and of the
-  input gradient of each column-wise linear in backward), the pipeline's activation and
-  gradient send/recv between stages, and ZeRO-1's parameter broadcasts after the optimizer
-  step (``ZeroRedundancyOptimizer`` broadcasts each rank's updated partition).
+  same process group (:func:`time_collectives`): the pipeline's activation and gradient
+  send/recv between stages, and ZeRO-1's parameter broadcasts after the optimizer step
+  (``ZeroRedundancyOptimizer`` broadcasts each rank's updated partition).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
@@ -128,6 +130,49 @@ class TimedReduceScatter(DefaultReduceScatter):
         nbytes = input_tensor.numel() * input_tensor.element_size()
         self.log.measured("reduce_scatter", "dp", dist.get_world_size(group), nbytes, start, end)
         return None
+
+
+class TimedTensorParallelAllReduce:
+    """While entered, every DTensor all-reduce is timed to completion into a log (``tp``).
+
+    DTensor reduces a ``Partial`` placement through
+    ``torch.distributed._functional_collectives.all_reduce`` (``Partial._reduce_value``, read
+    from the module at each call), which returns an ``AsyncCollectiveTensor`` waited on at its
+    first use. Inside the context that function is wrapped: the call is issued, waited on at
+    once (tensor parallelism's next operator needs the reduced activation or gradient anyway)
+    and logged with the bytes of the local buffer, from issue to completion on the calling
+    thread (CPU) or between events of the current CUDA stream. PyTorch has no hook for these
+    calls (DDP has its communication hook, FSDP2 ``set_custom_all_gather``), hence the wrapper;
+    the original is restored on exit, also after an error.
+
+    Args:
+        log: where the calls go (recorded only while ``log.enabled``).
+        group_size: ranks of the tensor-parallel group.
+    """
+
+    def __init__(self, log: CollectiveLog, group_size: int) -> None:
+        self.log, self.group_size = log, int(group_size)
+        self._original = None
+
+    def __enter__(self) -> TimedTensorParallelAllReduce:
+        if self._original is not None:
+            raise RuntimeError("TimedTensorParallelAllReduce: already entered")
+        self._original = funcol.all_reduce
+        funcol.all_reduce = self._timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        funcol.all_reduce, self._original = self._original, None
+
+    def _timed(self, tensor: torch.Tensor, reduceOp: str, group, tag: str = ""):  # noqa: N803
+        start = self.log.clock.mark()
+        out = self._original(tensor, reduceOp, group, tag)
+        if isinstance(out, funcol.AsyncCollectiveTensor):
+            out = out.wait()
+        end = self.log.clock.mark()
+        self.log.measured("all_reduce", "tp", self.group_size,
+                          out.numel() * out.element_size(), start, end)  # fmt: skip
+        return out
 
 
 def time_collectives(

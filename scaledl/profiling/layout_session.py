@@ -30,6 +30,7 @@ plan, 1 for the replicated embeddings, norms and head).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -42,6 +43,7 @@ from scaledl.profiling.collectives import (
     CollectiveLog,
     TimedAllGather,
     TimedReduceScatter,
+    TimedTensorParallelAllReduce,
     time_collectives,
 )
 from scaledl.profiling.instrument import AllReduceRecorder, LayerInstrument
@@ -90,7 +92,6 @@ class LayoutSession(_Session):
         self.recorder = AllReduceRecorder()
         self.pipe_log: list[dict[str, Any]] | None = None
         self._micro_batch_of: dict[int, int] | None = None
-        self._tp_hooks: list[tuple[torch.nn.Module, Any]] = []
         self.schedule = None
         self.stage_index = 0
         torch.manual_seed(settings.get("seed", 0))
@@ -154,37 +155,16 @@ class LayoutSession(_Session):
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
 
     def _tensor_parallel(self) -> None:
-        from torch.distributed.tensor.parallel import (
-            ColwiseParallel,
-            RowwiseParallel,
-            parallelize_module,
-        )
+        from torch.distributed.tensor.parallel import parallelize_module
 
         mesh = self._mesh("tp", self.workload.tp_size)
         plan = tensor_parallel_plan(self.model, self.workload.family)
         parallelize_module(self.model, mesh, plan)
-        self.tp_modules = set()
-        for name, style in plan.items():
-            module = self.model.get_submodule(name)
-            self.tp_modules.add(id(module))
-            if isinstance(style, RowwiseParallel):
-                self._tp_hooks.append((module, self._plan_forward_all_reduce))
-            elif isinstance(style, ColwiseParallel) and self.train:
-                self._tp_hooks.append((module, self._plan_backward_all_reduce))
+        self.tp_modules = {id(self.model.get_submodule(name)) for name in plan}
         self.net = self.model
         # The sharded weights are DTensors, the replicated ones plain tensors: the for-each
         # (multi-tensor) AdamW refuses such a mix, so the step runs tensor by tensor.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=False)
-
-    def _plan_forward_all_reduce(self, module, args, output) -> None:
-        """Row-wise linear: its partial output is all-reduced over the tp group (forward)."""
-        out = output.to_local() if hasattr(output, "to_local") else output
-        self.log.plan("all_reduce", "tp", self.workload.tp_size, out.numel() * out.element_size())
-
-    def _plan_backward_all_reduce(self, module, args, output) -> None:
-        """Column-wise linear: the gradient of its replicated input is all-reduced (backward)."""
-        x = args[0].to_local() if hasattr(args[0], "to_local") else args[0]
-        self.log.plan("all_reduce", "tp", self.workload.tp_size, x.numel() * x.element_size())
 
     def _tp_shards(self, units) -> dict[str, int]:
         tp_ids = getattr(self, "tp_modules", set())
@@ -308,15 +288,15 @@ class LayoutSession(_Session):
         out: dict[str, list[dict[str, Any]]] = {
             k: [] for k in ("layers", "iterations", "allreduce", "collectives", "pipeline")
         }
-        # Tensor parallelism's all-reduce sizes are read by forward hooks of the split linears,
-        # present only during the instrumented iterations (the label steps run without them).
-        handles = [module.register_forward_hook(hook) for module, hook in self._tp_hooks]
-        try:
-            with LayerInstrument(self.units, self.clock, self.train, stride=stride) as inst:
-                self._rounds(inst, rounds, stride, out)
-        finally:
-            for handle in handles:
-                handle.remove()
+        # Tensor parallelism's all-reduces are timed only during the instrumented iterations
+        # (the label steps run without the wrapper).
+        with contextlib.ExitStack() as stack:
+            if self.workload.tp_size > 1:
+                stack.enter_context(TimedTensorParallelAllReduce(self.log, self.workload.tp_size))
+            inst = stack.enter_context(
+                LayerInstrument(self.units, self.clock, self.train, stride=stride)
+            )
+            self._rounds(inst, rounds, stride, out)
         return out
 
     def _rounds(self, inst: LayerInstrument, rounds: int, stride: int, out) -> None:

@@ -148,15 +148,18 @@ class CorrectionParams(Artefact):
 
 
 class SelectionRecord(Artefact):
-    """The inner leave-one-kind-out that chose the recipe.
+    """The recipe and the inner leave-one-kind-out scores of every candidate.
 
     Attributes:
-        chosen: the chosen candidate.
+        chosen: the fitted recipe (:data:`scaledl.parallel.evaluate.RECIPE`).
+        lowest: the candidate with the lowest inner score (for information; ``None`` in
+            calibrations saved when the lowest was the recipe by rule).
         mean_mre: every candidate's mean MRE over the held-out kinds.
         mre_by_kind: every candidate's MRE per held-out kind.
     """
 
     chosen: str
+    lowest: str | None = None
     mean_mre: dict[str, NonNegativeFloat]
     mre_by_kind: dict[str, dict[str, NonNegativeFloat]]
 

@@ -97,7 +97,7 @@ def test_collectives_of_each_layout(layouts):
         "bert-zero1": {("all_reduce", "dp", "measured"), ("broadcast", "dp", "microbenchmark")},
         "bert-zero2": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured")},
         "bert-fsdp": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured")},
-        "bert-tp2": {("all_reduce", "tp", "microbenchmark")},
+        "bert-tp2": {("all_reduce", "tp", "measured")},
         "bert-pp2-gpipe": {("send", "pp", "microbenchmark"), ("recv", "pp", "microbenchmark")},
     }
     for name, kinds in expected.items():

@@ -19,6 +19,12 @@ def test_settings_from_preset_reject_unknown_fields():
     assert ProfileSettings().worker_settings(1, cuda=False)["retry_budget_share"] == 0.15
     assert ProfileSettings(drift_tolerance=0.2).worker_settings(1, False)["drift_tolerance"] == 0.2
     assert ProfileSettings().foreign_load_limit(cuda=True) == float("inf")
+    memory = {cuda: ProfileSettings().worker_settings(1, cuda)["memory_drift_tolerance"]
+              for cuda in (False, True)}  # fmt: skip
+    assert memory == {False: 1.0, True: 0.5}
+    assert ProfileSettings(memory_drift_tolerance=0.3).worker_settings(1, False)[
+        "memory_drift_tolerance"
+    ] == 0.3
 
 
 @pytest.mark.parametrize(
