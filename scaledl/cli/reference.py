@@ -69,6 +69,10 @@ def evaluate_layouts_command(
         "datasets/layouts-cpu/validated"
     ),
     out: Annotated[Path, typer.Option(help="Result JSON")] = Path("docs/results/layouts.json"),
+    repeat: Annotated[
+        list[Path] | None,
+        typer.Option(help="Another profile of the same workloads: its targets are added"),
+    ] = None,
     readme: Annotated[
         Path | None, typer.Option(help="Also rewrite this README's layouts block")
     ] = None,
@@ -78,18 +82,21 @@ def evaluate_layouts_command(
     Leave-one-layout-out MRE (sharded, tensor-parallel and pipeline layouts held out in turn)
     of every variant (the current method, fold-trained layer-wise models, overlap factors, the
     nested selection), each paired against the current method, and Kendall's tau of the layout
-    ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Bad input exits 2
-    naming the file.
+    ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat``
+    (a profile of the same workloads measured at another time) is evaluated the same way and
+    its targets are stored under ``repeats`` (the host drifts: a figure is quoted from more
+    than one profile). Bad input exits 2 naming the file.
     """
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
-    from scaledl.parallel.evaluate import evaluate_layouts
+    from scaledl.parallel.evaluate import evaluate_layouts, repeat_summary
     from scaledl.parallel.results_block import BOUNDS, layouts_markdown
     from scaledl.report.summary import replace_block
 
     out = output_path(out, (".json",), "--out")
     try:
         result = evaluate_layouts(data)
+        result["repeats"] = [repeat_summary(evaluate_layouts(r)) for r in repeat or []]
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     write_atomic(out, json.dumps(result, indent=2) + "\n")

@@ -124,8 +124,12 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
     return LayoutCalibration(
         recipe=recipe,
         device_name=devices[0],
-        selection={"chosen": RECIPE, "lowest": lowest, "mean_mre": mean,
-                   "mre_by_kind": by_kind},  # fmt: skip
+        selection={
+            "chosen": RECIPE,
+            "lowest": lowest,
+            "mean_mre": mean,
+            "mre_by_kind": by_kind,
+        },  # fmt: skip
         training_data={
             "sha256": tables_sha256(directory),
             "directory": str(directory),

@@ -46,7 +46,7 @@ be weighed: the candidates, the related-collective rule and the nested selection
 after a first run of ``fold_layers`` / ``fold_layers_overlap`` had shown that layout layer
 times hold their communication and that a point-to-point transfer derived from the gloo
 all-reduce costs milliseconds. The headline was then ``selected``. On the two layout profiles
-measured before this decision (2026-12-01, and 2026-12-02 13:58-14:03 UTC with tensor
+measured before this decision (2026-12-01, and 2026-12-02 14:38-14:42 UTC with tensor
 parallelism's all-reduces timed in the iteration) the inner leave-one-kind-out could not tell
 the candidates apart (scores within 1-2 points) and chose a variant without overlap factors
 for the FSDP fold, 22.4% / 18.1% against 9.1% / 5.9% for ``plain_layers_overlap``. The fixed
@@ -54,7 +54,8 @@ recipe is the one that nests the others: layer times without the communication t
 adds itself (so nothing is counted twice), and per-lane overlap factors fitted on the training
 folds, whose grid contains the full overlap (``h = 1``) the candidates without them assume.
 That choice was made after seeing those two profiles, so it was judged on a third profile
-measured after it (the README's block). ``selected`` stays in the table as a comparison. The
+(2026-12-02 14:42-14:45 UTC), measured while the change was written and read only after it was
+committed (the README's block). ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
 
@@ -445,6 +446,19 @@ def kendall_by_model(
             row[f"tau_{name}"] = None if math.isnan(tau) else float(tau)
         out.append(row)
     return out
+
+
+def repeat_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What a repeated profile's evaluation adds to the main one: its dataset and targets.
+
+    Args:
+        result: an :func:`evaluate_layouts` result of another profile of the same workloads.
+
+    Returns:
+        ``{"dataset", "n_workloads", "headline", "targets"}``.
+    """
+    keys = ("dataset", "n_workloads", "headline", "targets")
+    return {k: result[k] for k in keys}
 
 
 def _targets(head: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,8 +33,9 @@ def layouts_markdown(result: dict) -> str:
         result: the result (``docs/results/layouts.json``).
 
     Returns:
-        Markdown: the targets table (the headline variant), one row per variant and held-out
-        kind, the headline's choices and the ranking per model and variant.
+        Markdown: the targets table (the headline variant) and those of each repeated
+        profile (``repeats``), one row per variant and held-out kind, the selection's choices
+        and the ranking per model and variant.
     """
     n, head = result["n_by_kind"], result["headline"]
     lines = [
@@ -52,6 +53,14 @@ def layouts_markdown(result: dict) -> str:
         verdict = "met" if t["met"] else "not met"
         value, target = _value(t["name"], t["value"]), _value(t["name"], t["target"])
         lines.append(f"| {t['name']} | {value} | {cmp} {target} | {verdict} |")
+    for rep in result.get("repeats", []):
+        values = "; ".join(
+            f"{t['name'].replace('leave-one-layout-out MRE, ', '')} "
+            f"{_value(t['name'], t['value'])} ({'met' if t['met'] else 'not met'})"
+            for t in rep["targets"]
+        )
+        lines += ["", f"The same on another profile of these workloads ({rep['dataset']}, "
+                      f"`{rep['headline']}`): {values}."]  # fmt: skip
     lines += [
         "",
         "| variant | held out | workloads | composed MRE | corrected MRE "
@@ -68,11 +77,12 @@ def layouts_markdown(result: dict) -> str:
                 f"{pct(f['mre_corrected'])} | {paired} |"
             )
     chosen = ", ".join(
-        f"{kind}: {f['selected']}" for kind, f in result["variants"][head]["folds"].items()
+        f"{kind}: {f['selected']}"
+        for kind, f in result["variants"].get("selected", {"folds": {}})["folds"].items()
         if "selected" in f
     )  # fmt: skip
     if chosen:
-        lines += ["", f"`{head}` per held-out kind: {chosen}."]
+        lines += ["", f"`selected` per held-out kind: {chosen}."]
     lines += ["", "| variant | " + " | ".join(m["model"] for m in result["ranking"]["models"])
               + " |", "| --- |" + " --- |" * len(result["ranking"]["models"])]  # fmt: skip
     for name, variant in result["variants"].items():

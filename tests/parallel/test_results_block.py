@@ -54,6 +54,13 @@ def test_block_renders_targets_variants_choices_and_ranking():
     assert "| selected | ddp |" not in text  # the data-parallel fold ranks, it has no target
     assert "`selected` per held-out kind: ddp: plain_layers, tp: fold_layers." in text
     assert "| selected (Kendall tau, corrected) | 1.00 |" in text
+    again = {"dataset": "e", "n_workloads": 14, "headline": "selected",
+             "targets": EXAMPLE["targets"]}  # fmt: skip
+    text = layouts_markdown({**EXAMPLE, "repeats": [again]})
+    assert (
+        "another profile of these workloads (e, `selected`): tp held out 5.0% (met); "
+        "Kendall tau, predicted vs measured layouts (worst model) 1.00 (met)."
+    ) in text
 
 
 def test_the_committed_folds_never_trained_on_their_held_out_kind():
@@ -87,9 +94,11 @@ def test_layout_kinds():
 def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the dataset's paths are relative to the repository root
     out = tmp_path / "layouts.json"
-    result = CliRunner().invoke(app, ["evaluate-layouts", "--out", str(out)])
+    committed = json.loads(RESULT.read_text())
+    repeats = [arg for r in committed["repeats"] for arg in ("--repeat", r["dataset"])]
+    result = CliRunner().invoke(app, ["evaluate-layouts", "--out", str(out), *repeats])
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text()) == json.loads(RESULT.read_text())
+    assert json.loads(out.read_text()) == committed
 
 
 def test_cli_names_a_missing_dataset(tmp_path):

@@ -22,9 +22,12 @@ def test_settings_from_preset_reject_unknown_fields():
     memory = {cuda: ProfileSettings().worker_settings(1, cuda)["memory_drift_tolerance"]
               for cuda in (False, True)}  # fmt: skip
     assert memory == {False: 1.0, True: 0.5}
-    assert ProfileSettings(memory_drift_tolerance=0.3).worker_settings(1, False)[
-        "memory_drift_tolerance"
-    ] == 0.3
+    assert (
+        ProfileSettings(memory_drift_tolerance=0.3).worker_settings(1, False)[
+            "memory_drift_tolerance"
+        ]
+        == 0.3
+    )
 
 
 @pytest.mark.parametrize(
