@@ -50,7 +50,7 @@ from scaledl.planning.layouts import (
     predict_layout_candidates,
 )
 from scaledl.planning.memory import estimate_memory, fits_memory
-from scaledl.planning.pareto import ParetoFront
+from scaledl.planning.pareto import ParetoFront, resolved
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
 from scaledl.registry.guard import guard_columns
@@ -397,7 +397,8 @@ def plan(
     if not table["fits_memory"].any():
         notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
                                      memory_headroom))  # fmt: skip
-    table = table.sort_values(["time_to_train_h", "cost"]).reset_index(drop=True)
+    order = np.lexsort((resolved(table["cost"]), resolved(table["time_to_train_h"])))
+    table = table.iloc[order].reset_index(drop=True)  # ties: grid order (pareto.resolved)
     columns = list(PLAN_COLUMNS)
     columns[2:2] = LAYOUT_COLUMNS if layouts is not None else ()
     return Plan(table[columns], base, int(dataset_size), float(epochs),
@@ -513,7 +514,9 @@ def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadli
     if deadline_h is not None and eligible.any():
         notes += _implausible_deadline(deadline_h, table.loc[eligible, bound].max())
     if not feasible.empty:
-        best = feasible.sort_values(["cost", "world_size", "time_to_train_h"]).index[0]
+        keys = (resolved(feasible["time_to_train_h"]), feasible["world_size"].to_numpy(),
+                resolved(feasible["cost"]))  # fmt: skip
+        best = feasible.index[np.lexsort(keys)[0]]
         table.loc[best, "chosen"] = True
     if not table["in_domain"].all():
         notes.append(
