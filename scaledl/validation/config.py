@@ -13,7 +13,13 @@ class ValidationConfig(BaseModel):
             in milliseconds; larger values are quarantined as absurd.
         max_epoch_s: largest plausible epoch time in seconds.
         layer_sum_tolerance: relative slack allowed when the per-layer forward + backward sum of
-            an instrumented step exceeds that step's ``iteration_ms``.
+            an instrumented step exceeds that step's ``iteration_ms``. The sum is collected over
+            the ``layer_stride`` iterations of a round and compared with their mean, so the
+            iterations' own variation enters it. 25%: a double-counted layer shows as far more.
+            With tensor parallelism's all-reduces waited on inside their units, a tp2 step's
+            layers cover a median 0.88-0.90 of it (up to 1.03, committed layout dataset). A
+            two-rank Llama tp2 in the test suite, with the other test worker busy, reached 1.11
+            and the old 10% quarantined it.
         allreduce_bytes_tolerance: relative slack between the all-reduced bytes of one step and
             ``grad_bytes_per_param`` times the trainable parameter count.
         max_iteration_cv: coefficient of variation of the iteration time above which a run is
@@ -36,7 +42,7 @@ class ValidationConfig(BaseModel):
 
     max_time_ms: float = Field(default=600_000.0, gt=0)
     max_epoch_s: float = Field(default=7 * 86_400.0, gt=0)
-    layer_sum_tolerance: float = Field(default=0.10, ge=0)
+    layer_sum_tolerance: float = Field(default=0.25, ge=0)
     allreduce_bytes_tolerance: float = Field(default=0.10, ge=0)
     max_iteration_cv: float = Field(default=0.10, ge=0)
     grad_bytes_per_param: int | None = Field(default=None, gt=0)
