@@ -1,11 +1,14 @@
 """The Pareto front of time versus cost, computed over all candidates or chunk by chunk.
 
 A candidate is dominated when another has time and cost no larger and one of them smaller; of
-duplicates the first (lowest index) is kept. Times and costs compare at a relative resolution of
-2**-30 (about 1e-9, :func:`resolved`): a grid predicted chunk by chunk batches its GEMMs
+duplicates the first (lowest index) is kept. Times and costs compare as ranks of tie groups
+(:func:`tie_ranks`): values within a relative ``TIE_RTOL`` = 1e-6 of their neighbour in sorted
+order are one value. A grid predicted chunk by chunk batches the predictor's float32 GEMMs
 differently from the whole grid, so two candidates with the same prediction (one node or two,
-where nothing between them differs) can differ by float noise, and without it which of them is
-on the front (and first in the table, and chosen) would depend on the chunking.
+where nothing between them differs) differ by float noise, measured at up to 2.2e-7 relative on
+this project's CI host; without ties which of them is on the front (and first in the table, and
+chosen) would depend on the chunking. Rounding to a fixed resolution (the previous rule, 2**-30)
+does not do it: two noisy copies of one value straddle a rounding boundary whatever its width.
 :func:`pareto_sweep` sorts by (time, cost, index) and keeps a candidate when its cost is below
 every cost before it (Kung, Luccio and Preparata, J. ACM 1975), vectorised as a running minimum.
 :class:`ParetoFront` keeps the front of the candidates seen so far: the front of (front so far +
@@ -17,22 +20,35 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Bits of mantissa kept when times and costs are compared (:func:`resolved`).
-RESOLUTION_BITS = 30
+#: Relative gap below which two neighbouring times (or costs) are one value (:func:`tie_ranks`);
+#: float32 noise is about 1.2e-7 per operation (module docstring).
+TIE_RTOL = 1e-6
 
 
-def resolved(values) -> np.ndarray:
-    """Values rounded to a relative resolution of ``2**-RESOLUTION_BITS`` (ties made exact).
+def tie_ranks(values) -> np.ndarray:
+    """Dense ranks of values, neighbours within ``TIE_RTOL`` of each other sharing a rank.
+
+    Sorted ascending, a value starts a new rank when it exceeds the one before it by more than
+    ``TIE_RTOL`` times the larger magnitude (chained: a run of values each within the tolerance
+    of the next is one rank). Equal infinities tie; NaNs share the last rank.
 
     Args:
-        values: any shape, finite or not.
+        values: shape (n,), finite or not.
 
     Returns:
-        Float array of the same shape (zero, infinities and NaN unchanged).
+        Int64 array, shape (n,): 0 for the smallest group, increasing with the value.
     """
-    mantissa, exponent = np.frexp(np.asarray(values, dtype=float))
-    scale = 2.0**RESOLUTION_BITS
-    return np.ldexp(np.round(mantissa * scale) / scale, exponent)
+    values = np.asarray(values, dtype=float).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    with np.errstate(invalid="ignore"):
+        gap = np.diff(ordered)
+        scale = np.maximum(np.abs(ordered[1:]), np.abs(ordered[:-1]))
+        same = (ordered[1:] == ordered[:-1]) | (np.isfinite(gap) & (gap <= TIE_RTOL * scale))
+    same |= np.isnan(ordered[1:]) & np.isnan(ordered[:-1])
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.r_[0, np.cumsum(~same)] if len(values) else []
+    return ranks
 
 
 def pareto_sweep(time: np.ndarray, cost: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -46,8 +62,8 @@ def pareto_sweep(time: np.ndarray, cost: np.ndarray, index: np.ndarray) -> np.nd
     Returns:
         Bool array, shape (n,).
     """
-    cost = resolved(cost)
-    order = np.lexsort((index, cost, resolved(time)))
+    cost = tie_ranks(cost)
+    order = np.lexsort((index, cost, tie_ranks(time)))
     sorted_cost = cost[order]
     before = np.minimum.accumulate(np.r_[np.inf, sorted_cost[:-1]]) if len(order) else sorted_cost
     mask = np.zeros(len(order), dtype=bool)

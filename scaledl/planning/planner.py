@@ -50,7 +50,7 @@ from scaledl.planning.layouts import (
     predict_layout_candidates,
 )
 from scaledl.planning.memory import estimate_memory, fits_memory
-from scaledl.planning.pareto import ParetoFront, resolved
+from scaledl.planning.pareto import ParetoFront, tie_ranks
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
 from scaledl.registry.guard import guard_columns
@@ -397,8 +397,8 @@ def plan(
     if not table["fits_memory"].any():
         notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
                                      memory_headroom))  # fmt: skip
-    order = np.lexsort((resolved(table["cost"]), resolved(table["time_to_train_h"])))
-    table = table.iloc[order].reset_index(drop=True)  # ties: grid order (pareto.resolved)
+    order = np.lexsort((tie_ranks(table["cost"]), tie_ranks(table["time_to_train_h"])))
+    table = table.iloc[order].reset_index(drop=True)  # ties: grid order (pareto.tie_ranks)
     columns = list(PLAN_COLUMNS)
     columns[2:2] = LAYOUT_COLUMNS if layouts is not None else ()
     return Plan(table[columns], base, int(dataset_size), float(epochs),
@@ -514,8 +514,8 @@ def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadli
     if deadline_h is not None and eligible.any():
         notes += _implausible_deadline(deadline_h, table.loc[eligible, bound].max())
     if not feasible.empty:
-        keys = (resolved(feasible["time_to_train_h"]), feasible["world_size"].to_numpy(),
-                resolved(feasible["cost"]))  # fmt: skip
+        keys = (tie_ranks(feasible["time_to_train_h"]), feasible["world_size"].to_numpy(),
+                tie_ranks(feasible["cost"]))  # fmt: skip
         best = feasible.index[np.lexsort(keys)[0]]
         table.loc[best, "chosen"] = True
     if not table["in_domain"].all():

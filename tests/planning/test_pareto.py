@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from scaledl.planning import pareto_mask
-from scaledl.planning.pareto import ParetoFront, pareto_sweep, resolved
+from scaledl.planning.pareto import ParetoFront, pareto_sweep, tie_ranks
 
 
 def reference_front(time, cost, eligible):
@@ -42,14 +42,20 @@ def test_no_eligible_candidate_gives_an_empty_front():
 
 
 def test_float_noise_is_a_tie_and_the_lowest_index_wins():
-    time = np.array([2.0, 2.0 * (1 + 1e-13), 1.0])
-    cost = np.array([5.0 * (1 + 1e-13), 5.0, 9.0])
-    # without the resolution candidate 1 (cheaper by noise) would dominate candidate 0
+    time = np.array([2.0, 2.0 * (1 + 2e-7), 1.0])
+    cost = np.array([5.0 * (1 + 2e-7), 5.0, 9.0])
+    # without ties candidate 1 (cheaper by float32 noise) would dominate candidate 0
     assert pareto_sweep(time, cost, np.arange(3)).tolist() == [True, False, True]
     assert pareto_sweep(time[[1, 0, 2]], cost[[1, 0, 2]], np.array([1, 0, 2])).tolist() == [
         False, True, True,
     ]  # fmt: skip
-    values = np.array([0.0, 1.0, 0.75, np.inf])
-    assert resolved(values).tolist() == values.tolist()
-    assert resolved(3.0e-7) == pytest.approx(3.0e-7, rel=1e-9)
-    assert resolved(1.0 + 1e-6) != 1.0 and resolved(1.0 + 1e-12) == 1.0
+
+
+def test_tie_ranks_group_noisy_copies_wherever_they_fall():
+    # Noisy copies straddling any rounding boundary still tie (the failure of fixed rounding).
+    for base in (1.0, 3.0e-7, 0.5 + 2.0**-31, 1e6):
+        noisy = base * (1 + np.array([0.0, 3e-7, -2e-7]))
+        assert tie_ranks(np.r_[noisy, 2 * base]).tolist() == [0, 0, 0, 1]
+    values = np.array([0.0, 1.0, 0.75, np.inf, np.inf, np.nan, -np.inf, 1.0 + 1e-5])
+    assert tie_ranks(values).tolist() == [1, 3, 2, 5, 5, 6, 0, 4]
+    assert tie_ranks([]).tolist() == []

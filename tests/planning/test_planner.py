@@ -193,6 +193,6 @@ def test_a_grid_planned_in_chunks_is_the_grid_planned_at_once(predictor, monkeyp
     monkeypatch.setattr(planner, "PLAN_CHUNK", 4)
     chunked = plan(predictor, MODEL, coverage=0.9, device_memory_gb=100.0, deadline_h=1.0, **args)
     # Candidates with the same prediction up to float noise keep the grid's order, the same
-    # chunked or whole (pareto.resolved).
+    # chunked or whole (pareto.tie_ranks).
     pd.testing.assert_frame_equal(chunked.table, whole.table, rtol=1e-6)
     assert chunked.table["pareto"].sum() >= 1 and chunked.notes == whole.notes
