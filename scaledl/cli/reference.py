@@ -85,18 +85,23 @@ def evaluate_layouts_command(
     ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat``
     (a profile of the same workloads measured at another time) is evaluated the same way and
     its targets are stored under ``repeats`` (the host drifts: a figure is quoted from more
-    than one profile). Bad input exits 2 naming the file.
+    than one profile). The result records ``evaluated_on``, the processor it was computed on
+    (:func:`scaledl.workloads.device.local_cpu_name`): the evaluation is deterministic on one
+    processor, but another one's floating-point kernels move its MREs in the third digit and
+    can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
     """
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
     from scaledl.parallel.evaluate import evaluate_layouts, repeat_summary
     from scaledl.parallel.results_block import BOUNDS, layouts_markdown
     from scaledl.report.summary import replace_block
+    from scaledl.workloads.device import local_cpu_name
 
     out = output_path(out, (".json",), "--out")
     try:
         result = evaluate_layouts(data)
         result["repeats"] = [repeat_summary(evaluate_layouts(r)) for r in repeat or []]
+        result["evaluated_on"] = local_cpu_name()
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     write_atomic(out, json.dumps(result, indent=2) + "\n")
