@@ -26,6 +26,12 @@ Decisions (recorded in ``datasets/layouts-cpu/DATASHEET.md``):
   ``tp2``, ``pp2-gpipe-m2``, ``pp2-gpipe-m4``, ``pp2-1f1b-m4``.
 * **Batch sizes** 4 and 8 samples per data-parallel replica; 8 steps per epoch
   (``dataset_size = 8 * batch_size * dp_size``).
+* **More tensor-parallel workloads** (2026-12-02): ``tp2`` also at batch 2 and 6
+  (:data:`EXTRA`), so the tensor-parallel fold holds 8 workloads, not 4 (at world size 2 there
+  is one tensor-parallel layout, against three sharded and three pipelined ones). The batches
+  lie inside the range of the micro-batches the other kinds' layers are measured at (1-8), so
+  the fold is not also a batch extrapolation; a model with one layout is not ranked (Kendall's
+  tau needs three).
 """
 
 from __future__ import annotations
@@ -60,15 +66,18 @@ LAYOUTS = (
     {"pp_size": 2, "micro_batches": 4, "pipeline_schedule": "1f1b"},
 )
 BATCH = (4, 8)
+#: Layouts profiled at further batch sizes (module docstring).
+EXTRA = (({"tp_size": 2}, (2, 6)),)
 STEPS_PER_EPOCH = 8
 
 
 def workloads() -> list[dict]:
     """Every (architecture, layout, batch size) workload spec (module docstring)."""
     specs = []
+    grid = [(layout, BATCH) for layout in LAYOUTS] + list(EXTRA)
     for arch in ARCHITECTURES.values():
-        for layout in LAYOUTS:
-            for batch in BATCH:
+        for layout, batches in grid:
+            for batch in batches:
                 dp = layout.get("dp_size", 1)
                 spec = {**arch, **SHAPE, **layout, "world_size": 2, "batch_size": batch,
                         "mode": "train", "dataset_size": STEPS_PER_EPOCH * batch * dp}  # fmt: skip

@@ -83,12 +83,54 @@ def layouts_markdown(result: dict) -> str:
     )  # fmt: skip
     if chosen:
         lines += ["", f"`selected` per held-out kind: {chosen}."]
+    lines += _gnn_lines(result)
     lines += ["", "| variant | " + " | ".join(m["model"] for m in result["ranking"]["models"])
               + " |", "| --- |" + " --- |" * len(result["ranking"]["models"])]  # fmt: skip
     for name, variant in result["variants"].items():
         taus = " | ".join(_tau(m["tau_corrected"]) for m in variant["ranking"]["models"])
         lines.append(f"| {name} (Kendall tau, corrected) | {taus} |")
     return "\n".join(lines)
+
+
+def gnn_ablation(variants: dict) -> dict[str, dict]:
+    """Per held-out kind, the GNN's paired comparisons (``gnn`` - ``gnn_no_edges``, - ridge).
+
+    Args:
+        variants: an :func:`~scaledl.parallel.evaluate.evaluate_layouts` result's ``variants``.
+
+    Returns:
+        ``{kind: {"no_edges": comparison, "ridge": comparison}}`` for the layout kinds the
+        GNN was paired on (empty without a ``gnn`` variant).
+    """
+    folds = variants.get("gnn", {"folds": {}})["folds"]
+    return {
+        kind: {"no_edges": f["corrected_vs_gnn_no_edges"],
+               "ridge": f["corrected_vs_plain_layers_overlap"]}
+        for kind, f in folds.items()
+        if kind != "ddp" and "corrected_vs_gnn_no_edges" in f
+    }  # fmt: skip
+
+
+def _ablation_text(ablation: dict[str, dict]) -> str:
+    return "; ".join(
+        f"{kind}: gnn - gnn_no_edges {_interval(c['no_edges'])}, "
+        f"gnn - ridge {_interval(c['ridge'])}"
+        for kind, c in ablation.items()
+    )
+
+
+def _gnn_lines(result: dict) -> list[str]:
+    """The GNN ablation, paired per held-out workload, on this profile and each repeat."""
+    ablation = gnn_ablation(result["variants"])
+    if not ablation:
+        return []
+    lines = ["", "The runtime GNN over layout graphs (`scaledl/parallel/layout_gnn.py`) as the "
+             "correction of the recipe's composition, paired per held-out workload (MRE points, "
+             f"95% CI): {_ablation_text(ablation)}."]  # fmt: skip
+    for rep in result.get("repeats", []):
+        if rep.get("gnn_ablation"):
+            lines.append(f"On {rep['dataset']}: {_ablation_text(rep['gnn_ablation'])}.")
+    return lines
 
 
 def _tau(value: float | None) -> str:

@@ -1,6 +1,6 @@
 import numpy as np
-import pandas as pd
 import pytest
+from flops_method import Method
 from tiny_specs import tiny
 
 from scaledl.models.features import build_graph_set
@@ -8,27 +8,6 @@ from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts
-
-
-class FlopsModel:
-    """A layer-wise stand-in: forward 1 ms per MFLOP + 0.01, backward twice, step per param."""
-
-    features = "work"
-    unmeasured_types = ()
-
-    def predict(self, nodes):
-        fwd = nodes["fwd_flops"].to_numpy(dtype=float) * 1e-6 + 0.01
-        opt = (nodes["layer_type"] == "optimizer").to_numpy()
-        fwd = np.where(opt, nodes["params"].to_numpy(dtype=float) * 1e-6, fwd)
-        return pd.DataFrame(
-            {"forward_ms": fwd, "backward_ms": np.where(opt, 0.0, 2 * fwd),
-             "used_generic": False}, index=nodes.index,
-        )  # fmt: skip
-
-
-class Method:
-    layerwise_ = FlopsModel()
-    allreduce_ = None  # free communication
 
 
 def ddp_sum(w):

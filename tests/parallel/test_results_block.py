@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from scaledl.cli import app
 from scaledl.parallel.evaluate import layout_kind
-from scaledl.parallel.results_block import BOUNDS, layouts_markdown
+from scaledl.parallel.results_block import BOUNDS, gnn_ablation, layouts_markdown
 from scaledl.report.summary import read_block
 from scaledl.workloads.device import local_cpu_name
 
@@ -64,6 +64,24 @@ def test_block_renders_targets_variants_choices_and_ranking():
     ) in text
 
 
+def test_block_renders_the_gnn_ablation_of_the_profile_and_its_repeats():
+    worse = {**PAIRED, "mre_difference": 0.02, "ci_low": 0.01, "ci_high": 0.03, "verdict": "worse"}
+    gnn_fold = {**FOLD, "corrected_vs_gnn_no_edges": PAIRED,
+                "corrected_vs_plain_layers_overlap": worse}  # fmt: skip
+    variants = {**EXAMPLE["variants"],
+                "gnn": {"folds": {"ddp": FOLD, "tp": gnn_fold}, "ranking": RANKING}}  # fmt: skip
+    ablation = gnn_ablation(variants)
+    assert list(ablation) == ["tp"]  # the data-parallel fold has no target
+    again = {"dataset": "e", "n_workloads": 14, "headline": "selected",
+             "targets": EXAMPLE["targets"], "gnn_ablation": ablation}  # fmt: skip
+    text = layouts_markdown({**EXAMPLE, "variants": variants, "repeats": [again]})
+    expected = ("tp: gnn - gnn_no_edges -15.0 [-20.0, -10.0] (better), "
+                "gnn - ridge +2.0 [+1.0, +3.0] (worse).")  # fmt: skip
+    assert f"paired per held-out workload (MRE points, 95% CI): {expected}" in text
+    assert f"On e: {expected}" in text
+    assert "gnn_no_edges" not in layouts_markdown(EXAMPLE)
+
+
 def test_the_committed_folds_never_trained_on_their_held_out_kind():
     result = json.loads(RESULT.read_text())
     for name, variant in result["variants"].items():
@@ -108,8 +126,9 @@ def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):
 
 #: How far another processor's floating point may move a result (CLI docstring): MREs in the
 #: third digit (measured AMD EPYC vs Intel Xeon on the committed data: at most 0.3 points);
-#: Kendall's tau by two of the 28 pairs of a model's 8 layouts.
-ACROSS_PROCESSORS = {"mre": 0.01, "tau": 2 * 2 / 28 + 1e-9}
+#: Kendall's tau by two of the 28 pairs of a model's 8 layouts. The GNN variants train a network
+#: whose early stopping may pick another epoch: 3 points (a decision, not measured).
+ACROSS_PROCESSORS = {"mre": 0.01, "tau": 2 * 2 / 28 + 1e-9, "gnn_mre": 0.03}
 
 
 def _assert_close_across_processors(fresh: dict, committed: dict) -> None:
@@ -124,8 +143,9 @@ def _assert_close_across_processors(fresh: dict, committed: dict) -> None:
         for kind, fold in variant["folds"].items():
             got = fresh["variants"][name]["folds"][kind]
             assert got["n_workloads"] == fold["n_workloads"], (name, kind)
+            tol = ACROSS_PROCESSORS["gnn_mre" if name.startswith("gnn") else "mre"]
             for key in ("mre_composed", "mre_corrected"):
-                assert got[key] == pytest.approx(fold[key], abs=ACROSS_PROCESSORS["mre"])
+                assert got[key] == pytest.approx(fold[key], abs=tol), (name, kind, key)
     pairs = [(fresh, committed)] + list(zip(fresh["repeats"], committed["repeats"], strict=True))
     for new, old in pairs:
         for got, want in zip(new["targets"], old["targets"], strict=True):

@@ -25,7 +25,12 @@ def test_layout_dataset_passes_the_product_validation(tmp_path):
     assert report.quarantined_rows == 0
 
 
-@pytest.mark.parametrize("profile", ["validated", "repeat/validated"])
+#: Share of workloads with both launches kept: the repeat was profiled on a noisier host (the
+#: interference guard quarantined 15 of its 72 launches, DATASHEET.md).
+BOTH_LAUNCHES = {"validated": 0.9, "repeat/validated": 0.5}
+
+
+@pytest.mark.parametrize("profile", list(BOTH_LAUNCHES))
 def test_every_layout_has_launches_of_both_architectures(profile):
     tables = read_tables(LAYOUTS / profile)
     records = tables["workloads"].to_dict("records")
@@ -34,7 +39,8 @@ def test_every_layout_has_launches_of_both_architectures(profile):
     assert set(runs["layout"]) == EXPECTED
     launches = runs.groupby("workload_id").size()
     # two launches each; the guard or validation may have kept one of a pair (DATASHEET.md)
-    assert launches.between(1, 2).all() and (launches == 2).mean() >= 0.9
+    assert launches.between(1, 2).all() and (launches == 2).mean() >= BOTH_LAUNCHES[profile]
+    assert len(launches) == len(labels)  # every workload has a usable launch
     families = tables["workloads"].set_index("workload_id")["family"]
     assert (runs.assign(family=runs["workload_id"].map(families))
             .groupby("layout")["family"].nunique() == 2).all()  # fmt: skip
