@@ -209,7 +209,8 @@ def megatron_inputs(
     per_layer = np.isin(types, ("attention", "cross-attention", "feed-forward")).astype(float)
     first_embedding = np.flatnonzero(types == "embedding")[:1]
     per_layer[first_embedding] = 1.0
-    tp_ms = np.where(per_layer > 0, collectives.predict_ms("all_reduce", activation, t), 0.0)
+    tp_allreduce = collectives.predict_ms("blocking_all_reduce", activation, t)
+    tp_ms = np.where(per_layer > 0, tp_allreduce, 0.0)
     stage = stage_of_layers(layers["block"].to_numpy(), p)
     params = layers["params"].to_numpy(dtype=np.float64)
     stage_params = np.array([params[stage == s].sum() for s in range(p)])

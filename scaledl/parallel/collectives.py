@@ -16,6 +16,17 @@ so with the latency ``alpha`` and the per-byte cost ``beta`` of the alpha-beta m
 ``collective_bytes`` / ``collective_ms``) where a collective has at least two of them, derived
 from the fitted all-reduce model otherwise (same alpha and beta: the same links and
 algorithm family, one half of the all-reduce for all-gather and reduce-scatter).
+
+Two all-reduces are told apart. ``all_reduce`` is the gradient synchronisation (DDP's and
+ZeRO-1's buckets), issued asynchronously during the backward and timed from issue to
+completion, so on a busy host its rows hold waiting behind compute and earlier buckets (on the
+2-core CPU VM of 2026-12-03: 4-10 ms per 1-3 MiB bucket whatever the size); the composition
+hides it behind the backward by an overlap factor. ``blocking_all_reduce`` is one a rank waits
+for before it goes on, tensor parallelism's (Megatron's, on the critical path): it is fitted on
+the all-reduce rows that were timed blocking, the profiler's micro-benchmarked ones
+(``source`` ``microbenchmark``, :mod:`scaledl.profiling.collectives`) and tensor parallelism's
+own (``group`` ``tp``), and without such rows takes the gradient all-reduce's parameters
+(``source`` ``from all_reduce``, the cost every version before this split used).
 """
 
 from __future__ import annotations
@@ -28,7 +39,8 @@ from scipy.optimize import nnls
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
+COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
+               "send", "recv")  # fmt: skip
 #: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
 RELATED = {
     "send": ("recv", "broadcast"),
@@ -41,6 +53,24 @@ RELATED = {
 TIMING_COLUMNS = ("collective", "group_size", "collective_bytes", "collective_ms")
 
 
+def timed_blocking(timings: pd.DataFrame) -> np.ndarray:
+    """Which all-reduce rows were timed blocking (module docstring), bool per row.
+
+    Args:
+        timings: ``collective_timings`` rows; without ``source`` and ``group`` columns no row
+            is known to be blocking.
+
+    Returns:
+        Shape (len(timings),): an ``all_reduce`` row micro-benchmarked or of the ``tp`` group.
+    """
+    blocking = np.zeros(len(timings), dtype=bool)
+    if "source" in timings:
+        blocking |= (timings["source"] == "microbenchmark").to_numpy()
+    if "group" in timings:
+        blocking |= (timings["group"] == "tp").to_numpy()
+    return blocking & (timings["collective"] == "all_reduce").to_numpy()
+
+
 def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
     """The share of the buffer each rank sends in the ring algorithm of a collective.
 
@@ -49,14 +79,14 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
         group_size: ranks ``n`` in the group (>= 1), any shape.
 
     Returns:
-        ``2(n-1)/n`` (all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (broadcast,
+        ``2(n-1)/n`` (either all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (broadcast,
         send/recv; 0 for ``n == 1``), float array.
 
     Raises:
         ValueError: an unknown collective.
     """
     n = np.asarray(group_size, dtype=float)
-    if collective == "all_reduce":
+    if collective in ("all_reduce", "blocking_all_reduce"):
         return 2.0 * (n - 1.0) / n
     if collective in ("all_gather", "reduce_scatter"):
         return (n - 1.0) / n
@@ -116,6 +146,10 @@ class CollectiveModel:
     ) -> CollectiveModel:
         """Fit each collective on its measured rows; derive the others from ``allreduce``.
 
+        All-reduce rows timed blocking (:func:`timed_blocking`) fit ``blocking_all_reduce``,
+        the others ``all_reduce``; without blocking rows ``blocking_all_reduce`` takes
+        ``all_reduce``'s parameters (module docstring).
+
         Args:
             timings: ``collective_timings`` rows (:data:`TIMING_COLUMNS`), or ``None``; rows
                 with ``group_size`` 1 are skipped (nothing is sent).
@@ -141,6 +175,8 @@ class CollectiveModel:
         if missing:
             raise ValueError(f"collective_timings: missing column(s) {missing}")
         rows = timings[timings["group_size"] > 1]
+        rows = rows.assign(collective=np.where(timed_blocking(rows), "blocking_all_reduce",
+                                               rows["collective"].to_numpy()))  # fmt: skip
         for name in ("collective_bytes", "collective_ms"):
             bad = rows[~(rows[name] > 0)]
             if len(bad):
@@ -156,6 +192,10 @@ class CollectiveModel:
             coef, _ = nnls(design, np.ones(len(y)))  # relative-error weighting, as all-reduce
             model.params[collective] = (float(coef[0]), float(coef[1]))
             model.source[collective] = "measured"
+        if model.source["blocking_all_reduce"] != "measured":
+            model.params["blocking_all_reduce"] = model.params["all_reduce"]
+            if model.source["all_reduce"] == "measured":
+                model.source["blocking_all_reduce"] = "from all_reduce"
         if related:
             for collective, others in RELATED.items():
                 if model.source[collective] == "measured":

@@ -166,7 +166,7 @@ def _collective_rows(tables: dict[str, pd.DataFrame], ids: set[str]) -> pd.DataF
         return None
     rows = table[table["workload_id"].isin(ids)]
     # one value per (run, step, collective call): the slowest rank's
-    keys = [c for c in ("run_id", "step", "collective", "group", "group_size",
+    keys = [c for c in ("run_id", "step", "collective", "group", "group_size", "source",
                         "collective_bytes") if c in rows]  # fmt: skip
     return rows.groupby(keys, as_index=False)["collective_ms"].max() if len(rows) else None
 

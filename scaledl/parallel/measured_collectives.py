@@ -6,7 +6,8 @@ message sizes (Vidur, ``external/vidur/network/<system>/all_reduce.csv``: 2, 4 a
 DGX node, 2 KiB to 64 MiB), :class:`MeasuredCollectives` predicts from a model fitted on those
 measurements instead:
 
-* **all-reduce**: :class:`~scaledl.models.allreduce.AlphaBetaAllReduce` with one (alpha,
+* **all-reduce** (gradient and blocking alike: NCCL's measured all-reduce is the blocking
+  collective): :class:`~scaledl.models.allreduce.AlphaBetaAllReduce` with one (alpha,
   bandwidth) per measured (workers, nodes) configuration and per message-size regime
   (breakpoints chosen by :func:`~scaledl.models.allreduce.select_size_breakpoints`): the
   ``per_configuration_piecewise`` variant, the one with the lowest held-out error on every
@@ -73,8 +74,13 @@ class MeasuredCollectives(CollectiveModel):
 
     def __init__(self, allreduce: AlphaBetaAllReduce, system: str) -> None:
         derived = CollectiveModel.from_allreduce(allreduce)
-        source = {**derived.source, "all_reduce": "measured", "send": "measured 2-GPU all-reduce",
-                  "recv": "measured 2-GPU all-reduce"}  # fmt: skip
+        measured = {
+            "all_reduce": "measured",
+            "blocking_all_reduce": "measured",
+            "send": "measured 2-GPU all-reduce",
+            "recv": "measured 2-GPU all-reduce",
+        }
+        source = {**derived.source, **measured}
         super().__init__(derived.params, source)
         self.allreduce = allreduce
         self.system = system
@@ -93,10 +99,10 @@ class MeasuredCollectives(CollectiveModel):
         Raises:
             ValueError: an unknown collective, a negative size or a group below 1.
         """
-        if collective not in ("all_reduce", "send", "recv"):
+        if collective not in ("all_reduce", "blocking_all_reduce", "send", "recv"):
             return super().predict_ms(collective, nbytes, group_size)
         nbytes, n = np.broadcast_arrays(*checked_sizes(collective, nbytes, group_size))
-        ranks = n if collective == "all_reduce" else np.where(n > 1, 2.0, 1.0)
+        ranks = n if "all_reduce" in collective else np.where(n > 1, 2.0, 1.0)
         out = self.allreduce.predict_ms(nbytes.ravel(), ranks.ravel()).reshape(nbytes.shape)
         return np.where(n > 1, out, 0.0)
 

@@ -251,7 +251,7 @@ class _LayerTimes:
         inputs = LayoutInputs(
             stage=stage, unit=unit, forward_ms=per(rows["forward_ms"].to_numpy(float)),
             backward_ms=per(rows["backward_ms"].to_numpy(float)),
-            tp_allreduce_ms=cm.predict_ms("all_reduce", tp_bytes, w0.tp_size),
+            tp_allreduce_ms=cm.predict_ms("blocking_all_reduce", tp_bytes, w0.tp_size),
             param_bytes=params * PRECISION_BYTES[w0.precision], boundary_bytes=out_bytes[last],
             optimizer_ms=np.rint(stage_params[:, None] * share[None, :]), dp_size=dp,
             micro_batches=w0.micro_batches, schedule=w0.pipeline_schedule,

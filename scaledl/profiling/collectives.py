@@ -20,8 +20,11 @@ the full buffer of an all-reduce or broadcast, the *gathered* output of an all-g
 * ``microbenchmark``: collectives PyTorch issues where no hook reaches them are recorded by
   size while the instrumented steps run and timed right after them, in the same launch, on the
   same process group (:func:`time_collectives`): the pipeline's activation and gradient
-  send/recv between stages, and ZeRO-1's parameter broadcasts after the optimizer step
-  (``ZeroRedundancyOptimizer`` broadcasts each rank's updated partition).
+  send/recv between stages, ZeRO-1's parameter broadcasts after the optimizer step
+  (``ZeroRedundancyOptimizer`` broadcasts each rank's updated partition), and, in a layout
+  without tensor parallelism, blocking all-reduces of one micro-batch's activation (the size
+  tensor parallelism would all-reduce: the probe of the blocking all-reduce,
+  :meth:`scaledl.profiling.layout_session.LayoutSession._plan_step_collectives`).
 """
 
 from __future__ import annotations

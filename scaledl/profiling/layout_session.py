@@ -58,6 +58,10 @@ from scaledl.profiling.timers import Clock
 from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
 
+#: Blocking all-reduces micro-benchmarked per instrumented iteration of a layout without
+#: tensor parallelism (:meth:`LayoutSession._plan_step_collectives`).
+BLOCKING_ALL_REDUCES = 2
+
 
 class LayoutSession(_Session):
     """A sharded, tensor- or pipeline-parallel workload (:mod:`scaledl.workloads.parallelism`).
@@ -258,14 +262,29 @@ class LayoutSession(_Session):
         self.optimizer_step()
 
     def _plan_step_collectives(self) -> None:
-        """The collectives of one iteration that no hook times (micro-benchmarked later)."""
+        """The collectives of one iteration that no hook times (micro-benchmarked later).
+
+        Besides ZeRO-1's broadcasts and the pipeline's send/recv, a layout without tensor
+        parallelism micro-benchmarks :data:`BLOCKING_ALL_REDUCES` blocking all-reduces of the
+        size tensor parallelism would all-reduce after a block at this micro-batch (one
+        micro-batch's activation, ``batch / m * seq_len * hidden`` elements), over its data- or
+        pipeline-parallel group: so every layout profile measures the blocking all-reduce a
+        tensor-parallel layout puts on its critical path
+        (:class:`~scaledl.parallel.collectives.CollectiveModel`'s ``blocking_all_reduce``),
+        not only the tensor-parallel workloads themselves.
+        """
         w = self.workload
+        elt = torch.empty(0, dtype=torch_dtype(w)).element_size()
+        activation = (w.batch_size // w.micro_batches) * w.seq_len * w.hidden_size * elt
+        if w.tp_size == 1 and max(w.dp_size, w.pp_size) > 1:
+            group, size = ("dp", w.dp_size) if w.dp_size > 1 else ("pp", w.pp_size)
+            for _ in range(BLOCKING_ALL_REDUCES):
+                self.log.plan("all_reduce", group, size, activation)
         if w.sharding == "zero1":
             for src, nbytes in enumerate(self._partition_bytes):
                 self.log.plan("broadcast", "dp", w.dp_size, nbytes, src=src)
         if self.schedule is not None:
-            elt = torch.empty(0, dtype=torch_dtype(w)).element_size()
-            nbytes = (w.batch_size // w.micro_batches) * w.seq_len * w.hidden_size * elt
+            nbytes = activation
             for boundary in range(self.stages - 1):
                 for direction in ("forward", "backward"):
                     sender = boundary if direction == "forward" else boundary + 1

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.parallel.collectives import CollectiveModel, bytes_factor
+from scaledl.parallel.collectives import CollectiveModel, bytes_factor, timed_blocking
 
 
 def test_ring_factors():
@@ -62,3 +62,25 @@ def test_related_collectives_take_a_measured_one_of_the_same_pattern():
     assert related.predict_ms("send", 1e6, 2) == pytest.approx(0.2, rel=1e-3)
     # no measured half-ring collective: the all-gather stays derived from the all-reduce
     assert related.source["all_gather"] == "derived"
+
+
+def test_blocking_all_reduces_are_fitted_apart_from_the_gradient_buckets():
+    sizes = np.array([1e5, 2e5, 4e5, 1e6, 2e6, 3e6])
+    gradient = pd.DataFrame({"collective": "all_reduce", "group": "dp", "group_size": 2,
+                             "collective_bytes": sizes[3:], "collective_ms": 6.0,
+                             "source": "measured"})  # fmt: skip
+    source = ["microbenchmark", "microbenchmark", "measured"]
+    blocking = pd.DataFrame({"collective": "all_reduce", "group": ["dp", "dp", "tp"],
+                             "group_size": 2, "collective_bytes": sizes[:3],
+                             "collective_ms": 0.1 + sizes[:3] * 1e-6,
+                             "source": source})  # fmt: skip
+    assert timed_blocking(pd.concat([gradient, blocking])).tolist() == [False] * 3 + [True] * 3
+    cm = CollectiveModel.fit(pd.concat([gradient, blocking]), None)
+    assert cm.source["all_reduce"] == cm.source["blocking_all_reduce"] == "measured"
+    assert cm.params["blocking_all_reduce"] == pytest.approx((0.1, 1e-6), rel=1e-4)
+    assert cm.predict_ms("all_reduce", 2e6, 2) == pytest.approx(6.0, rel=0.05)  # the waiting
+    # without blocking rows (and in tables without source / group): the gradient all-reduce's
+    alone = CollectiveModel.fit(gradient.drop(columns=["source", "group"]), None)
+    assert alone.source["blocking_all_reduce"] == "from all_reduce"
+    assert alone.params["blocking_all_reduce"] == alone.params["all_reduce"]
+    assert bytes_factor("blocking_all_reduce", 4) == bytes_factor("all_reduce", 4)

@@ -22,10 +22,12 @@ from scaledl_fixtures import SETTINGS
 from tiny_specs import tiny
 
 from scaledl.profiling.launch import profile_workloads
+from scaledl.profiling.layout_session import BLOCKING_ALL_REDUCES
 from scaledl.profiling.store import consolidate
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.parallelism import layout_label
+from scaledl.workloads.spec import PRECISION_BYTES
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
@@ -112,13 +114,20 @@ def test_unsupported_family_names_field_and_family(layouts):
 
 def test_collectives_of_each_layout(layouts):
     workloads, _, tables, _ = layouts
+    # every layout without tensor parallelism also probes the blocking all-reduce
+    probe = {"dp": ("all_reduce", "dp", "microbenchmark"),
+             "pp": ("all_reduce", "pp", "microbenchmark")}  # fmt: skip
     expected = {
-        "bert-zero1": {("all_reduce", "dp", "measured"), ("broadcast", "dp", "microbenchmark")},
-        "bert-zero2": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured")},
-        "bert-fsdp": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured")},
+        "bert-zero1": {("all_reduce", "dp", "measured"), ("broadcast", "dp", "microbenchmark"),
+                       probe["dp"]},
+        "bert-zero2": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured"),
+                       probe["dp"]},
+        "bert-fsdp": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured"),
+                      probe["dp"]},
         "bert-tp2": {("all_reduce", "tp", "measured")},
-        "bert-pp2-gpipe": {("send", "pp", "microbenchmark"), ("recv", "pp", "microbenchmark")},
-    }
+        "bert-pp2-gpipe": {("send", "pp", "microbenchmark"), ("recv", "pp", "microbenchmark"),
+                           probe["pp"]},
+    }  # fmt: skip
     for name, kinds in expected.items():
         rows = _rows(tables, "collective_timings", workloads[name])
         got = set(rows[["collective", "group", "source"]].itertuples(index=False, name=None))
@@ -133,6 +142,14 @@ def test_collectives_of_each_layout(layouts):
         for name in ("bert-zero2", "bert-fsdp")
     }
     assert gathers["bert-fsdp"] > gathers["bert-zero2"]
+    # the probes: BLOCKING_ALL_REDUCES per rank and step, one micro-batch's activation each
+    w = workloads["bert-pp2-gpipe"]
+    rows = _rows(tables, "collective_timings", w)
+    probes = rows[(rows["collective"] == "all_reduce") & (rows["source"] == "microbenchmark")]
+    assert set(probes.groupby(["rank", "step"]).size()) == {BLOCKING_ALL_REDUCES}
+    activation = (w.batch_size // w.micro_batches * w.seq_len * w.hidden_size
+                  * PRECISION_BYTES[w.precision])  # fmt: skip
+    assert set(probes["collective_bytes"]) == {activation}
     # Tensor parallelism: one forward all-reduce per row-wise linear, one backward per
     # column-wise linear, per block (BERT: 2 + 4), on each rank and step.
     tp = _rows(tables, "collective_timings", workloads["bert-tp2"])
