@@ -62,8 +62,10 @@ folds, whose grid contains the full overlap (``h = 1``) the candidates without t
 That choice was made after seeing those two profiles, so it was judged on a third profile
 (2026-12-02 14:42-14:45 UTC), measured while the change was written and read only after it was
 committed (FSDP / TP / PP held out: 11.0% / 5.3% / 6.4%). The README's block is now two later
-profiles (2026-12-03, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6),
-measured after the recipe was fixed; on them the tensor-parallel fold fails (README).
+profiles (2026-12-03, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6,
+blocking all-reduce probes), measured after the recipe and the blocking all-reduce
+(:mod:`scaledl.parallel.collectives`) were fixed; on them the tensor-parallel and pipeline
+folds fail (README: the all-reduces of the iteration wait for the other rank).
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
