@@ -92,6 +92,9 @@ def layout_graphs(
 
     Returns:
         One :class:`LayoutGraph` per workload, in input order.
+
+    Raises:
+        ValueError: ``ws`` holds a workload the composer does not (its members index them).
     """
     parts = correction_features(pred, ws)
     graphs: list[LayoutGraph | None] = [None] * len(ws)
@@ -125,7 +128,10 @@ def layout_graphs(
                                           np.column_stack([zeros, ones, cross, boundary])]),
                 log_prior=float(np.log(max(pred.iteration_ms[i], 1e-9))),
             )  # fmt: skip
-    return [g for g in graphs if g is not None]
+    missing = [i for i, g in enumerate(graphs) if g is None]
+    if missing:
+        raise ValueError(f"layout graphs: workloads {missing} are not in the composer")
+    return graphs  # type: ignore[return-value]
 
 
 def _batch(graphs: Sequence[LayoutGraph], y: np.ndarray | None = None) -> GraphBatch:
