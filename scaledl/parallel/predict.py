@@ -36,6 +36,7 @@ from scaledl.parallel.shard import (
     shard_tensor_parallel,
     stage_of_layers,
     tensor_parallel_collective_bytes,
+    tensor_parallel_linears,
     unit_of_layers,
 )
 from scaledl.registry.guard import Extrapolation
@@ -239,19 +240,22 @@ class _LayerTimes:
             return np.stack([values[graph == g] for g in range(n_graphs)], axis=1)[:, col]
 
         tp_bytes = per(tensor_parallel_collective_bytes(rows, np.tile(block, n_graphs)))
+        tp_allreduce = cm.predict_ms("blocking_all_reduce", tp_bytes, w0.tp_size)
+        out_bytes = per(rows["output_bytes"].to_numpy(dtype=np.float64))
+        api = _tensor_parallel_api_ms(cm, w0, per(tensor_parallel_linears(
+            rows, w0.hidden_size, w0.intermediate_size, w0.tp_size)), out_bytes)  # fmt: skip
         first = rows[graph == 0]
         params = first["params"].to_numpy(dtype=np.float64).copy()
         params[first["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeats
-        out_bytes = per(rows["output_bytes"].to_numpy(dtype=np.float64))
         last = [np.flatnonzero(stage == s)[-1] for s in range(w0.pp_size - 1)]
         dp = np.array([w.dp_size for w in members], dtype=np.float64)
         share = 1.0 / dp if w0.sharding != "none" else np.ones_like(dp)
         stage_params = np.array([params[stage == s].sum() for s in range(w0.pp_size)])
         generic = rows.loc[rows["used_generic"].astype(bool), "layer_type"]
         inputs = LayoutInputs(
-            stage=stage, unit=unit, forward_ms=per(rows["forward_ms"].to_numpy(float)),
-            backward_ms=per(rows["backward_ms"].to_numpy(float)),
-            tp_allreduce_ms=cm.predict_ms("blocking_all_reduce", tp_bytes, w0.tp_size),
+            stage=stage, unit=unit, forward_ms=per(rows["forward_ms"].to_numpy(float)) + api[0],
+            backward_ms=per(rows["backward_ms"].to_numpy(float)) + api[1],
+            tp_allreduce_ms=tp_allreduce,
             param_bytes=params * PRECISION_BYTES[w0.precision], boundary_bytes=out_bytes[last],
             optimizer_ms=np.rint(stage_params[:, None] * share[None, :]), dp_size=dp,
             micro_batches=w0.micro_batches, schedule=w0.pipeline_schedule,
@@ -281,6 +285,31 @@ class _LayerTimes:
             out.append(steps[start : start + n].reshape(x.optimizer_ms.shape))
             start += n
         return out
+
+
+def _tensor_parallel_api_ms(
+    cm: CollectiveModel, w: Workload, linears: np.ndarray, out_bytes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tensor parallelism's API cost per layer beyond its compute and all-reduce, fwd and bwd.
+
+    Per unit, half its parallelised linear layers (pairs of a column- and a row-wise one) times
+    the micro-benchmarked pair's cost (``tp_pair_forward`` / ``tp_pair_backward`` of
+    :class:`~scaledl.parallel.collectives.CollectiveModel`, :mod:`scaledl.profiling.tp_probe`)
+    less the blocking all-reduce the composition adds itself, at least 0.
+
+    Args:
+        cm: the collective model.
+        w: a workload of the structure (its ``tp_size``).
+        linears: :func:`~scaledl.parallel.shard.tensor_parallel_linears`, (n_layers, n).
+        out_bytes: each unit's output activation bytes, (n_layers, n).
+
+    Returns:
+        ``(forward_ms, backward_ms)``, each shape (n_layers, n).
+    """
+    ar = cm.predict_ms("blocking_all_reduce", out_bytes, w.tp_size)
+    pair = [cm.predict_ms(name, out_bytes, w.tp_size) for name in ("tp_pair_forward",
+                                                                  "tp_pair_backward")]  # fmt: skip
+    return tuple(linears / 2.0 * np.maximum(p - ar, 0.0) for p in pair)
 
 
 def layout_reasons(

@@ -139,6 +139,38 @@ def tensor_parallel_collective_bytes(layers: pd.DataFrame, block: np.ndarray) ->
     return result
 
 
+def tensor_parallel_linears(
+    layers: pd.DataFrame, hidden_size: int, intermediate_size: int, tp_size: int
+) -> np.ndarray:
+    """How many linear layers of each unit the tensor-parallel plan parallelises.
+
+    Megatron's plan splits the four projections of an attention unit (query, key, value
+    column-wise, output row-wise; grouped-query attention too) and every linear layer of a
+    feed-forward unit; a feed-forward unit's count is read from its parameters, one
+    ``hidden x intermediate`` matrix per linear layer (gated MLPs: 3; BERT's intermediate and
+    output units: 1 each), rounded, at least 1.
+
+    Args:
+        layers: layer nodes of one rank (``layer_type``; ``params`` after
+            :func:`shard_tensor_parallel`, so ``1/t`` of the unit's).
+        hidden_size: ``h``.
+        intermediate_size: the feed-forward width.
+        tp_size: ``t``; 1 parallelises nothing.
+
+    Returns:
+        float array, shape (n_layers,): 0 outside the attention and feed-forward units.
+    """
+    types = layers["layer_type"].astype(str).to_numpy()
+    out = np.zeros(len(types))
+    if tp_size == 1:
+        return out
+    out[np.isin(types, ("attention", "cross-attention"))] = 4.0
+    ff = types == "feed-forward"
+    params = layers["params"].to_numpy(dtype=np.float64)[ff] * tp_size
+    out[ff] = np.maximum(np.rint(params / (hidden_size * intermediate_size)), 1.0)
+    return out
+
+
 def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[list[float], float]:
     """Parameters one rank holds per pipeline stage, and the largest sharding unit's.
 

@@ -26,6 +26,13 @@ pipeline parallelism each rank times only its stage's layers, once per micro-bat
 (``micro_batch``), and under tensor parallelism each row says over how many ranks its unit's
 weights are split (``tp_shards``: ``tp_size`` for the attention and feed-forward units of the
 plan, 1 for the replicated embeddings, norms and head).
+
+A layout without tensor parallelism also micro-benchmarks, per instrumented step, blocking
+all-reduces of one micro-batch's activation and one Megatron linear pair on DTensors against its
+local shard (:mod:`scaledl.profiling.tp_probe`), so that every layout profile measures what a
+tensor-parallel layout adds on this host. A tensor-parallel layout's AdamW steps its DTensor
+and its plain parameters as two for-each parameter groups (a for-each kernel refuses the mix;
+until 2026-12-03 it stepped tensor by tensor, unlike every other layout).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from scaledl.profiling.layout_models import (
     tensor_parallel_plan,
 )
 from scaledl.profiling.timers import Clock
+from scaledl.profiling.tp_probe import TensorParallelProbe
 from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
 
@@ -119,6 +127,7 @@ class LayoutSession(_Session):
             self._fsdp(reshard=w.sharding == "fsdp")
         self.units = units
         self.shards = self._tp_shards(units)
+        self.tp_probe = self._tp_probe()
         gen = torch.Generator().manual_seed(1000 + self.replica_rank)
         self.batch = {k: v.to(device) for k, v in make_batch(w, generator=gen).items()}
 
@@ -166,9 +175,29 @@ class LayoutSession(_Session):
         parallelize_module(self.model, mesh, plan)
         self.tp_modules = {id(self.model.get_submodule(name)) for name in plan}
         self.net = self.model
-        # The sharded weights are DTensors, the replicated ones plain tensors: the for-each
-        # (multi-tensor) AdamW refuses such a mix, so the step runs tensor by tensor.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=False)
+        # The sharded weights are DTensors, the replicated ones plain tensors: a for-each
+        # (multi-tensor) kernel refuses such a mix, so each kind is its own parameter group
+        # (AdamW steps group by group), and the step stays for-each as in every other layout.
+        from torch.distributed.tensor import DTensor
+
+        params = list(self.model.parameters())
+        groups = [{"params": [p for p in params if isinstance(p, DTensor) == dt]}
+                  for dt in (True, False)]  # fmt: skip
+        self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=1e-4)
+
+    def _tp_probe(self) -> TensorParallelProbe | None:
+        """The tensor-parallel API probe of a layout without tensor parallelism (else ``None``).
+
+        Over the same group as the blocking all-reduce probes (:meth:`_plan_step_collectives`),
+        at one micro-batch's tokens: :mod:`scaledl.profiling.tp_probe`.
+        """
+        w = self.workload
+        if w.tp_size > 1 or max(w.dp_size, w.pp_size) == 1:
+            return None
+        name = "dp" if w.dp_size > 1 else "pp"
+        tokens = (w.batch_size // w.micro_batches) * w.seq_len
+        return TensorParallelProbe(self.groups[name], name, w.hidden_size, w.intermediate_size,
+                                   tokens, torch_dtype(w), self.device, self.train)  # fmt: skip
 
     def _tp_shards(self, units) -> dict[str, int]:
         tp_ids = getattr(self, "tp_modules", set())
@@ -336,6 +365,8 @@ class LayoutSession(_Session):
             planned = [c for g in got for c in g["planned"]]
             collectives = [c for g in got for c in g["collectives"]]
             collectives += time_collectives(planned, self.groups, self.clock, self.device)
+            if self.tp_probe is not None:
+                collectives += self.tp_probe.time(self.clock)
             tag = {"rank": self.rank, "step": r}
             out["layers"] += [{**tag, **row} for row in rows]
             out["allreduce"] += [{**tag, **b} for b in buckets]

@@ -282,7 +282,10 @@ OPERATOR_TIMINGS = TableSpec(
     allow_empty=True,
 )
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv")
+#: The profiler's collectives and the tensor-parallel API probe's rows
+#: (:mod:`scaledl.profiling.tp_probe`).
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
+               "tp_pair_forward", "tp_pair_backward")  # fmt: skip
 COLLECTIVE_TIMINGS = TableSpec(
     "collective_timings",
     (

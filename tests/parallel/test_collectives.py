@@ -84,3 +84,19 @@ def test_blocking_all_reduces_are_fitted_apart_from_the_gradient_buckets():
     assert alone.source["blocking_all_reduce"] == "from all_reduce"
     assert alone.params["blocking_all_reduce"] == alone.params["all_reduce"]
     assert bytes_factor("blocking_all_reduce", 4) == bytes_factor("all_reduce", 4)
+
+
+def test_tensor_parallel_pair_is_fitted_on_its_probe_rows_and_free_without():
+    ar = AlphaBetaAllReduce(weighting="none").fit([1e6, 2e6, 4e6], [2, 2, 2], [1.1, 2.1, 4.1])
+    assert CollectiveModel.from_allreduce(ar).source["tp_pair_forward"] == "none"
+    assert CollectiveModel.from_allreduce(ar).predict_ms("tp_pair_backward", 1e5, 2) == 0.0
+    probe = pd.DataFrame({"collective": ["tp_pair_forward"] * 2 + ["tp_pair_backward"] * 2,
+                          "group": "dp", "group_size": 2, "source": "microbenchmark",
+                          "collective_bytes": [1e5, 2e5] * 2,
+                          "collective_ms": [0.7, 0.8, 2.5, 2.7]})  # fmt: skip
+    cm = CollectiveModel.fit(probe, ar, related=True)
+    assert cm.source["tp_pair_forward"] == cm.source["tp_pair_backward"] == "measured"
+    assert cm.source["blocking_all_reduce"] == "derived"  # the pair is not an all-reduce
+    assert cm.predict_ms("tp_pair_forward", 1.5e5, 2) == pytest.approx(0.75, rel=1e-3)
+    assert cm.predict_ms("tp_pair_backward", 1.5e5, 1) == 0.0
+    assert bytes_factor("tp_pair_forward", 4) == 1.0

@@ -29,6 +29,25 @@ def test_tensor_parallel_halves_the_block_work():
     assert b < a
 
 
+def test_tensor_parallel_api_cost_adds_per_pair_beyond_the_blocking_all_reduce():
+    tp = tiny("bert", num_layers=2, batch_size=4, tp_size=2, world_size=2)
+    free = CollectiveModel.from_allreduce(None)
+    params = {**free.params, "blocking_all_reduce": (0.5, 0.0),
+              "tp_pair_forward": (1.5, 0.0), "tp_pair_backward": (3.5, 0.0)}  # fmt: skip
+    costly = CollectiveModel(params, free.source)
+    base = CollectiveModel(dict(params, tp_pair_forward=(0.0, 0.0),
+                                tp_pair_backward=(0.0, 0.0)), free.source)  # fmt: skip
+    a = LayoutComposer(Method(), [tp], base).inputs[0]
+    b = LayoutComposer(Method(), [tp], costly).inputs[0]
+    # BERT: attention 4 linears (2 pairs), intermediate and output 1 each (half a pair);
+    # per pair (1.5 - 0.5) ms forward, (3.5 - 0.5) ms backward: per block 3 pairs
+    assert (b.forward_ms - a.forward_ms).sum() == pytest.approx(2 * 3 * 1.0)
+    assert (b.backward_ms - a.backward_ms).sum() == pytest.approx(2 * 3 * 3.0)
+    # a pair cheaper than its all-reduce adds nothing
+    cheap = CollectiveModel(dict(params, tp_pair_forward=(0.2, 0.0)), free.source)
+    assert (LayoutComposer(Method(), [tp], cheap).inputs[0].forward_ms == a.forward_ms).all()
+
+
 def test_pipeline_of_one_micro_batch_runs_the_stages_one_after_the_other():
     ddp = tiny("bert", num_layers=2, batch_size=4)
     pp = tiny("bert", num_layers=2, batch_size=4, pp_size=2, world_size=2)

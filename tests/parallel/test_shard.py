@@ -8,6 +8,7 @@ from scaledl.parallel.shard import (
     shard_tensor_parallel,
     stage_of_layers,
     tensor_parallel_collective_bytes,
+    tensor_parallel_linears,
 )
 
 
@@ -56,3 +57,15 @@ def test_rank_parameters_by_hand():
     stages, largest = rank_parameters(layers(), tp_size=2, pp_size=2)
     assert stages == [140.0, 94.0]
     assert largest == 154.0
+
+
+def test_parallelised_linears_per_unit():
+    # after the split (params / 2): attention 4 projections; a feed-forward unit one
+    # hidden x intermediate matrix per linear (h = 2, intermediate = 10: 20 / 20 = 1 each)
+    sharded = shard_tensor_parallel(layers(), 2)
+    got = tensor_parallel_linears(sharded, hidden_size=2, intermediate_size=10, tp_size=2)
+    assert got.tolist() == [0, 4, 1, 1, 4, 1, 1, 0, 0, 0]
+    gated = sharded.assign(params=[100, 20, 30, 1, 20, 30, 1, 4, 50, 100])
+    got = tensor_parallel_linears(gated, hidden_size=2, intermediate_size=10, tp_size=2)
+    assert got.tolist() == [0, 4, 3, 1, 4, 3, 1, 0, 0, 0]  # 60 / 20 = 3; a tiny unit: 1
+    assert not tensor_parallel_linears(layers(), 2, 10, tp_size=1).any()

@@ -24,6 +24,7 @@ from tiny_specs import tiny
 from scaledl.profiling.launch import profile_workloads
 from scaledl.profiling.layout_session import BLOCKING_ALL_REDUCES
 from scaledl.profiling.store import consolidate
+from scaledl.profiling.tp_probe import PROBE_ROWS
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.parallelism import layout_label
@@ -114,19 +115,20 @@ def test_unsupported_family_names_field_and_family(layouts):
 
 def test_collectives_of_each_layout(layouts):
     workloads, _, tables, _ = layouts
-    # every layout without tensor parallelism also probes the blocking all-reduce
-    probe = {"dp": ("all_reduce", "dp", "microbenchmark"),
-             "pp": ("all_reduce", "pp", "microbenchmark")}  # fmt: skip
+    # every layout without tensor parallelism also probes the blocking all-reduce and the
+    # tensor-parallel pair (forward and backward)
+    probe = {g: {(c, g, "microbenchmark") for c in ("all_reduce", *PROBE_ROWS)}
+             for g in ("dp", "pp")}  # fmt: skip
     expected = {
         "bert-zero1": {("all_reduce", "dp", "measured"), ("broadcast", "dp", "microbenchmark"),
-                       probe["dp"]},
+                       *probe["dp"]},
         "bert-zero2": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured"),
-                       probe["dp"]},
+                       *probe["dp"]},
         "bert-fsdp": {("all_gather", "dp", "measured"), ("reduce_scatter", "dp", "measured"),
-                      probe["dp"]},
+                      *probe["dp"]},
         "bert-tp2": {("all_reduce", "tp", "measured")},
         "bert-pp2-gpipe": {("send", "pp", "microbenchmark"), ("recv", "pp", "microbenchmark"),
-                           probe["pp"]},
+                           *probe["pp"]},
     }  # fmt: skip
     for name, kinds in expected.items():
         rows = _rows(tables, "collective_timings", workloads[name])
@@ -150,6 +152,11 @@ def test_collectives_of_each_layout(layouts):
     activation = (w.batch_size // w.micro_batches * w.seq_len * w.hidden_size
                   * PRECISION_BYTES[w.precision])  # fmt: skip
     assert set(probes["collective_bytes"]) == {activation}
+    # the tensor-parallel pair: at most one row of each per rank and step (a non-positive
+    # difference is left out), at the same activation
+    pairs = rows[rows["collective"].isin(PROBE_ROWS)]
+    assert pairs.groupby(["rank", "step", "collective"]).size().max() == 1
+    assert set(pairs["collective_bytes"]) == {activation}
     # Tensor parallelism: one forward all-reduce per row-wise linear, one backward per
     # column-wise linear, per block (BERT: 2 + 4), on each rank and step.
     tp = _rows(tables, "collective_timings", workloads["bert-tp2"])
