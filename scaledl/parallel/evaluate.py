@@ -61,11 +61,13 @@ adds itself (so nothing is counted twice), and per-lane overlap factors fitted o
 folds, whose grid contains the full overlap (``h = 1``) the candidates without them assume.
 That choice was made after seeing those two profiles, so it was judged on a third profile
 (2026-12-02 14:42-14:45 UTC), measured while the change was written and read only after it was
-committed (FSDP / TP / PP held out: 11.0% / 5.3% / 6.4%). The README's block is now two later
-profiles (2026-12-03, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6,
-blocking all-reduce probes), measured after the recipe and the blocking all-reduce
-(:mod:`scaledl.parallel.collectives`) were fixed; on them the tensor-parallel and pipeline
-folds fail (README: the all-reduces of the iteration wait for the other rank).
+committed (FSDP / TP / PP held out: 11.0% / 5.3% / 6.4%). On two later profiles (2026-12-03
+09:53-09:59 UTC, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6,
+blocking all-reduce probes) the tensor-parallel and pipeline folds failed (38.5% / 29.0%):
+tensor parallelism's API cost (DTensor dispatch per parallelised linear) was in no other kind's
+layers. The README's block is now two profiles of 12:02-12:10 UTC, measured after the
+tensor-parallel pair probe (:mod:`scaledl.profiling.tp_probe`) and its use in the composition
+were committed (2b5e64e).
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
