@@ -22,15 +22,27 @@ def _probe(train: bool, intermediate: int = 32) -> TensorParallelProbe:
                                torch.device("cpu"), train)  # fmt: skip
 
 
-def test_rows_are_the_pair_cost_at_the_output_activation(one_rank):
-    rows = _probe(train=True).time(Clock(torch.device("cpu")))
-    # DTensor dispatch costs far more than a 6 x 8 input: both differences positive
-    assert {r["collective"] for r in rows} == set(PROBE_ROWS)
-    for r in rows:
-        assert r["collective_ms"] > 0 and r["collective_bytes"] == 6 * 8 * 4
-        assert (r["group"], r["group_size"], r["source"]) == ("dp", 1, "microbenchmark")
-    inference = _probe(train=False).time(Clock(torch.device("cpu")))
-    assert {r["collective"] for r in inference} == {"tp_pair_forward"}
+def test_real_rows_carry_the_pair_output_activation(one_rank):
+    # which differences are positive depends on the host's noise: only the fields are fixed
+    for train in (True, False):
+        rows = _probe(train).time(Clock(torch.device("cpu")))
+        allowed = set(PROBE_ROWS) if train else {"tp_pair_forward"}
+        assert {r["collective"] for r in rows} <= allowed
+        for r in rows:
+            assert r["collective_ms"] > 0 and r["collective_bytes"] == 6 * 8 * 4
+            assert (r["group"], r["group_size"], r["source"]) == ("dp", 1, "microbenchmark")
+
+
+def test_rows_are_the_differences_and_a_non_positive_one_is_left_out(one_rank, monkeypatch):
+    probe = _probe(train=True)
+    times = {id(probe.parallel): (1.5, 2.0), id(probe.local): (0.5, 2.5)}
+    monkeypatch.setattr(probe, "_time", lambda module, clock: times[id(module)])
+    rows = probe.time(Clock(torch.device("cpu")))
+    assert [(r["collective"], r["collective_ms"]) for r in rows] == [("tp_pair_forward", 1.0)]
+    probe.train = False
+    times[id(probe.local)] = (0.25, 0.0)
+    rows = probe.time(Clock(torch.device("cpu")))
+    assert [(r["collective"], r["collective_ms"]) for r in rows] == [("tp_pair_forward", 1.25)]
 
 
 def test_a_width_that_does_not_split_names_the_field(one_rank, monkeypatch):
