@@ -189,12 +189,16 @@ class LayoutSession(_Session):
         """The tensor-parallel API probe of a layout without tensor parallelism (else ``None``).
 
         Over the same group as the blocking all-reduce probes (:meth:`_plan_step_collectives`),
-        at one micro-batch's tokens: :mod:`scaledl.profiling.tp_probe`.
+        at one micro-batch's tokens: :mod:`scaledl.profiling.tp_probe`. None either where the
+        workload's ``intermediate_size`` does not split over that group (no tensor-parallel
+        layout of it could run there): the workload is measured without the probe.
         """
         w = self.workload
         if w.tp_size > 1 or max(w.dp_size, w.pp_size) == 1:
             return None
         name = "dp" if w.dp_size > 1 else "pp"
+        if w.intermediate_size % max(w.dp_size, w.pp_size):
+            return None
         tokens = (w.batch_size // w.micro_batches) * w.seq_len
         return TensorParallelProbe(self.groups[name], name, w.hidden_size, w.intermediate_size,
                                    tokens, torch_dtype(w), self.device, self.train)  # fmt: skip

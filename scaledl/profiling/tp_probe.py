@@ -4,16 +4,17 @@ PyTorch's tensor parallelism (``torch.distributed.tensor.parallel``) runs each c
 row-wise linear layer on DTensors: besides its share of the FLOPs and Megatron's all-reduce,
 every such layer pays DTensor's dispatch (sharding propagation, ``from_local`` /
 ``to_local`` redistributions) in forward and in backward. On the 2-core CPU VM of 2026-12-03
-a Megatron MLP pair (column-wise ``h -> 4h``, row-wise ``4h -> h``, 128-512 tokens) took
+a Megatron MLP pair (column-wise ``h -> 4h``, row-wise ``4h -> h``, h = 128, 128-512 tokens) took
 0.6-0.8 ms more in forward and 2.2-2.7 ms more in backward than the same local shard run as
 plain tensors, beyond its all-reduce; the layer-wise models, fitted on layers that never ran
 on DTensors, cannot know it.
 
 So every layout profile without tensor parallelism (where the blocking all-reduce probes run,
 :meth:`~scaledl.profiling.layout_session.LayoutSession._plan_step_collectives`) also times,
-per instrumented step, the forward and the backward of one such pair parallelised over its
-data- or pipeline-parallel group (:class:`TensorParallelProbe`), and of the local shard of it
-as plain modules (``h -> 4h / n -> h``), back to back after a barrier. The difference is one
+per instrumented step, the forward and the backward of one such pair (``h -> intermediate_size
+-> h``, the workload's widths) parallelised over its data- or pipeline-parallel group
+(:class:`TensorParallelProbe`), and of the local shard of it as plain modules
+(``h -> intermediate_size / n -> h``), back to back after a barrier. The difference is one
 ``collective_timings`` row each, ``collective`` ``tp_pair_forward`` / ``tp_pair_backward``
 (source ``microbenchmark``, ``collective_bytes`` the pair's output activation): the API's
 cost of one column-then-row-wise pair, its blocking all-reduce included.

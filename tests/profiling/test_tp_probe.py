@@ -49,3 +49,22 @@ def test_a_width_that_does_not_split_names_the_field(one_rank, monkeypatch):
     monkeypatch.setattr(tp_probe.dist, "get_world_size", lambda group=None: 3)
     with pytest.raises(ValueError, match="intermediate_size=32 does not split over the 3 ranks"):
         _probe(train=True)
+
+
+def test_the_session_probes_only_layouts_that_a_tensor_parallel_split_fits(one_rank):
+    from types import SimpleNamespace
+
+    from tiny_specs import tiny
+
+    from scaledl.profiling.layout_session import LayoutSession
+
+    def probe_of(w):
+        session = SimpleNamespace(workload=w, groups={"dp": None, "pp": None},
+                                  device=torch.device("cpu"), train=True)  # fmt: skip
+        return LayoutSession._tp_probe(session)
+
+    fsdp = dict(dp_size=2, world_size=2, sharding="fsdp")
+    assert isinstance(probe_of(tiny("bert", intermediate_size=32, **fsdp)), TensorParallelProbe)
+    assert probe_of(tiny("bert", intermediate_size=33, **fsdp)) is None  # no split: no probe
+    assert probe_of(tiny("bert", tp_size=2, world_size=2)) is None  # tensor parallel itself
+    assert probe_of(tiny("bert")) is None  # one rank
