@@ -148,7 +148,13 @@ class CalibrationProbe:
         """One short reference block between label epochs (duet-style concurrent reference).
 
         Every rank times one GEMM block at the same time (after a barrier when distributed);
-        each node's first rank then times one memory sweep. See :mod:`scaledl.profiling.drift`.
+        each node's first rank then sweeps the memory once untimed and times the next sweep.
+        The untimed sweep re-faults the buffers the epoch's training evicted: timed cold, the
+        first sweep after training work is itself slower than the baseline's sweeps in a loop
+        (2-core CPU VM, 2026-12-03, nothing else running: 8.9 ms for the first sweep after
+        training steps, 5.3 ms for the next, 3.8 ms per sweep in the baseline probe), which read
+        as 100-200% memory drift and flagged 100 of 192 parts of a fresh `make run` (world
+        size 1 and 2 alike, no foreign load). See :mod:`scaledl.profiling.drift`.
 
         Returns:
             ``(gemm_ms, memory_ms)`` of this rank; ``memory_ms`` is ``nan`` on ranks other than
@@ -159,6 +165,7 @@ class CalibrationProbe:
         gemm = self._gemm_block_ms()
         memory = float("nan")
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            self._memory_ms(sweeps=1)  # untimed: the buffers back in place (docstring)
             memory = self._memory_ms(sweeps=1)
         return float(gemm), float(memory)
 

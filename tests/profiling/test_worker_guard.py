@@ -17,6 +17,15 @@ def test_interleaved_reference_times_one_gemm_block_and_one_sweep():
     assert gemm_ms > 0 and memory_ms > 0
 
 
+def test_interleaved_sweep_is_timed_after_an_untimed_one(monkeypatch):
+    probe = CalibrationProbe(torch.device("cpu"), repeats=1)
+    calls = []
+    monkeypatch.setattr(probe, "_memory_ms", lambda sweeps=None: calls.append(sweeps) or
+                        [9.0, 5.0][len(calls) - 1])  # fmt: skip
+    _, memory_ms = probe.interleaved()
+    assert calls == [1, 1] and memory_ms == 5.0  # the cold first sweep is not the figure
+
+
 def test_a_slow_interleaved_reference_counts_as_drift(guard):
     base = guard.baseline
     quiet = ProbeResult(base.gemm_ms, float("nan"), base.memory_ms)
