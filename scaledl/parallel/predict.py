@@ -27,7 +27,7 @@ import pandas as pd
 
 from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.collectives import CollectiveModel
+from scaledl.parallel.collectives import TP_PAIR, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
@@ -307,8 +307,7 @@ def _tensor_parallel_api_ms(
         ``(forward_ms, backward_ms)``, each shape (n_layers, n).
     """
     ar = cm.predict_ms("blocking_all_reduce", out_bytes, w.tp_size)
-    pair = [cm.predict_ms(name, out_bytes, w.tp_size) for name in ("tp_pair_forward",
-                                                                  "tp_pair_backward")]  # fmt: skip
+    pair = [cm.predict_ms(name, out_bytes, w.tp_size) for name in TP_PAIR]
     return tuple(linears / 2.0 * np.maximum(p - ar, 0.0) for p in pair)
 
 

@@ -33,10 +33,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from scaledl.parallel.collectives import TP_PAIR
 from scaledl.profiling.timers import Clock
 
-#: The probe's rows (:mod:`scaledl.validation.schemas` and the collective model read them).
-PROBE_ROWS = ("tp_pair_forward", "tp_pair_backward")
+#: The probe's rows: the collective model's tensor-parallel pair (the validation schema lists
+#: them among its collectives).
+PROBE_ROWS = TP_PAIR
 
 
 def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
