@@ -28,13 +28,14 @@ the all-reduce rows that were timed blocking, the profiler's micro-benchmarked o
 own (``group`` ``tp``), and without such rows takes the gradient all-reduce's parameters
 (``source`` ``from all_reduce``, the cost every version before this split used).
 
-``tp_pair_forward`` and ``tp_pair_backward`` are no collective of their own: the cost PyTorch's
-tensor parallelism adds to one column-then-row-wise linear pair over the local shard's compute,
-in forward and in backward (its blocking all-reduce and DTensor's dispatch), micro-benchmarked
-in every layout profile without tensor parallelism (:mod:`scaledl.profiling.tp_probe`) and fitted
-by size like a collective (``t = alpha + B * beta``, ``B`` the pair's output bytes). Without
-rows they cost nothing (``source`` ``none``): Megatron-LM's tensor parallelism, which the GPU
-rows were measured with, runs no DTensors.
+The four tensor-parallel API costs (:data:`TP_API`: ``tp_colwise_forward``,
+``tp_rowwise_forward``, ``tp_colwise_backward``, ``tp_rowwise_backward``) are no collective of
+their own: the cost PyTorch's tensor parallelism adds to one column-wise and to one row-wise
+linear layer over the local shard's compute, in forward and in backward (their all-reduces and
+DTensor's dispatch), micro-benchmarked in every layout profile without tensor parallelism
+(:mod:`scaledl.profiling.tp_probe`) and fitted by size like a collective (``t = alpha + B *
+beta``, ``B`` the pair's output bytes). Without rows they cost nothing (``source`` ``none``):
+Megatron-LM's tensor parallelism, which the GPU rows were measured with, runs no DTensors.
 """
 
 from __future__ import annotations
@@ -48,9 +49,12 @@ from scipy.optimize import nnls
 from scaledl.models.allreduce import AlphaBetaAllReduce
 
 COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
-               "send", "recv", "tp_pair_forward", "tp_pair_backward")  # fmt: skip
-#: The tensor-parallel API's cost of one column-then-row-wise linear pair (module docstring).
-TP_PAIR = ("tp_pair_forward", "tp_pair_backward")
+               "send", "recv", "tp_colwise_forward", "tp_rowwise_forward",
+               "tp_colwise_backward", "tp_rowwise_backward")  # fmt: skip
+#: The tensor-parallel API's cost of one column-wise and one row-wise linear, forward and
+#: backward (module docstring).
+TP_API = ("tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
+          "tp_rowwise_backward")  # fmt: skip
 #: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
 RELATED = {
     "send": ("recv", "broadcast"),
@@ -90,7 +94,7 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
 
     Returns:
         ``2(n-1)/n`` (either all-reduce), ``(n-1)/n`` (all-gather, reduce-scatter) or 1 (broadcast,
-        send/recv, the tensor-parallel pair; 0 for ``n == 1``), float array.
+        send/recv, the tensor-parallel API costs; 0 for ``n == 1``), float array.
 
     Raises:
         ValueError: an unknown collective.
@@ -100,7 +104,7 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
         return 2.0 * (n - 1.0) / n
     if collective in ("all_gather", "reduce_scatter"):
         return (n - 1.0) / n
-    if collective in ("broadcast", "send", "recv", *TP_PAIR):
+    if collective in ("broadcast", "send", "recv", *TP_API):
         return np.where(n > 1, 1.0, 0.0)
     raise ValueError(f"field 'collective' must be one of {COLLECTIVES}, got {collective!r}")
 
@@ -140,15 +144,15 @@ class CollectiveModel:
 
         The all-reduce's first fitted group (single node, smallest message regime) gives
         alpha and beta: a layout's groups of 2 to 8 ranks within a node. The tensor-parallel
-        pair (:data:`TP_PAIR`) is not derived: it costs 0 (``source`` ``none``).
+        API costs (:data:`TP_API`) are not derived: they cost 0 (``source`` ``none``).
         """
         free = dict.fromkeys(COLLECTIVES, (0.0, 0.0))
         if allreduce is None:
             return cls(free, dict.fromkeys(COLLECTIVES, "none"))
         alpha = float(allreduce.alpha_ms_)
         beta = 1.0 / allreduce.bandwidth_bytes_per_ms_
-        params = {c: (0.0, 0.0) if c in TP_PAIR else (alpha, beta) for c in COLLECTIVES}
-        source = {c: "none" if c in TP_PAIR else "derived" for c in COLLECTIVES}
+        params = {c: (0.0, 0.0) if c in TP_API else (alpha, beta) for c in COLLECTIVES}
+        source = {c: "none" if c in TP_API else "derived" for c in COLLECTIVES}
         return cls(params, source)
 
     @classmethod

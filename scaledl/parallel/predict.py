@@ -27,7 +27,7 @@ import pandas as pd
 
 from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.collectives import TP_PAIR, CollectiveModel
+from scaledl.parallel.collectives import TP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
@@ -239,11 +239,19 @@ class _LayerTimes:
         def per(values: np.ndarray) -> np.ndarray:  # (n_layers, n_members)
             return np.stack([values[graph == g] for g in range(n_graphs)], axis=1)[:, col]
 
-        tp_bytes = per(tensor_parallel_collective_bytes(rows, np.tile(block, n_graphs)))
-        tp_allreduce = cm.predict_ms("blocking_all_reduce", tp_bytes, w0.tp_size)
+        blocks = np.tile(block, n_graphs)
+        tp_bytes = per(tensor_parallel_collective_bytes(rows, blocks))
+        # a layer no all-reduce follows (0 bytes) issues none: it costs nothing, not alpha
+        tp_allreduce = np.where(
+            tp_bytes > 0, cm.predict_ms("blocking_all_reduce", tp_bytes, w0.tp_size), 0.0
+        )
         out_bytes = per(rows["output_bytes"].to_numpy(dtype=np.float64))
-        api = _tensor_parallel_api_ms(cm, w0, per(tensor_parallel_linears(
-            rows, w0.hidden_size, w0.intermediate_size, w0.tp_size)), out_bytes)  # fmt: skip
+        linears = tensor_parallel_linears(
+            rows, blocks, w0.hidden_size, w0.intermediate_size, w0.tp_size
+        )
+        activation = np.array([w.batch_size // w.micro_batches * w.seq_len * w.hidden_size
+                               * PRECISION_BYTES[w.precision] for w in members])  # fmt: skip
+        api = _tensor_parallel_api_ms(cm, w0, per(linears[0]), per(linears[1]), activation)
         first = rows[graph == 0]
         params = first["params"].to_numpy(dtype=np.float64).copy()
         params[first["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeats
@@ -288,27 +296,40 @@ class _LayerTimes:
 
 
 def _tensor_parallel_api_ms(
-    cm: CollectiveModel, w: Workload, linears: np.ndarray, out_bytes: np.ndarray
+    cm: CollectiveModel,
+    w: Workload,
+    colwise: np.ndarray,
+    rowwise: np.ndarray,
+    activation_bytes: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tensor parallelism's API cost per layer beyond its compute and all-reduce, fwd and bwd.
 
-    Per unit, half its parallelised linear layers (pairs of a column- and a row-wise one) times
-    the micro-benchmarked pair's cost (``tp_pair_forward`` / ``tp_pair_backward`` of
-    :class:`~scaledl.parallel.collectives.CollectiveModel`, :mod:`scaledl.profiling.tp_probe`)
-    less the blocking all-reduce the composition adds itself, at least 0.
+    Per unit, its column-wise linears times the micro-benchmarked column-wise cost and its
+    row-wise ones times the row-wise cost (:data:`~scaledl.parallel.collectives.TP_API` of
+    :class:`~scaledl.parallel.collectives.CollectiveModel`, :mod:`scaledl.profiling.tp_probe`;
+    those costs hold the linears' own all-reduces), less the one blocking all-reduce per
+    row-wise linear the composition adds itself in forward and in backward
+    (:func:`~scaledl.parallel.shard.tensor_parallel_collective_bytes`), at least 0.
 
     Args:
         cm: the collective model.
         w: a workload of the structure (its ``tp_size``).
-        linears: :func:`~scaledl.parallel.shard.tensor_parallel_linears`, (n_layers, n).
-        out_bytes: each unit's output activation bytes, (n_layers, n).
+        colwise: column-wise linears per unit, (n_layers, n)
+            (:func:`~scaledl.parallel.shard.tensor_parallel_linears`).
+        rowwise: row-wise linears per unit, (n_layers, n).
+        activation_bytes: one micro-batch's ``tokens x hidden`` activation per workload, (n,):
+            the size the probe's rows are fitted on (the pair's output).
 
     Returns:
         ``(forward_ms, backward_ms)``, each shape (n_layers, n).
     """
-    ar = cm.predict_ms("blocking_all_reduce", out_bytes, w.tp_size)
-    pair = [cm.predict_ms(name, out_bytes, w.tp_size) for name in TP_PAIR]
-    return tuple(linears / 2.0 * np.maximum(p - ar, 0.0) for p in pair)
+    ar = cm.predict_ms("blocking_all_reduce", activation_bytes, w.tp_size)
+    cost = {name: cm.predict_ms(name, activation_bytes, w.tp_size) for name in TP_API}
+    return tuple(
+        np.maximum(colwise * cost[f"tp_colwise_{d}"] + rowwise * (cost[f"tp_rowwise_{d}"] - ar),
+                   0.0)
+        for d in ("forward", "backward")
+    )  # fmt: skip
 
 
 def layout_reasons(

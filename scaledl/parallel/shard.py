@@ -10,7 +10,10 @@
   replicated (the plans shard attention and MLP only). Each block needs one all-reduce of its
   output activation after its attention (each of self- and cross-attention) and one after its
   feed-forward, in forward (Megatron's ``g``) and one each in backward (``f``: the gradient of
-  the replicated input): :func:`tensor_parallel_collective_bytes`.
+  the replicated input): :func:`tensor_parallel_collective_bytes`. PyTorch's plan all-reduces
+  that gradient once per column-wise linear instead (three in an attention unit): the
+  composition counts it in the probed API cost of each column-wise linear
+  (:func:`tensor_parallel_linears`, :mod:`scaledl.profiling.tp_probe`).
 * **Pipeline stages**: stage ``s`` of ``p`` holds blocks ``[s k, (s + 1) k)`` of the model's
   ``p k`` blocks (encoder then decoder blocks), the layers before the first block (embeddings)
   on the first stage and every layer outside a block after a block on that block's stage (final
@@ -140,35 +143,45 @@ def tensor_parallel_collective_bytes(layers: pd.DataFrame, block: np.ndarray) ->
 
 
 def tensor_parallel_linears(
-    layers: pd.DataFrame, hidden_size: int, intermediate_size: int, tp_size: int
-) -> np.ndarray:
-    """How many linear layers of each unit the tensor-parallel plan parallelises.
+    layers: pd.DataFrame,
+    block: np.ndarray,
+    hidden_size: int,
+    intermediate_size: int,
+    tp_size: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How many column- and row-wise linear layers of each unit the tensor-parallel plan splits.
 
-    Megatron's plan splits the four projections of an attention unit (query, key, value
-    column-wise, output row-wise; grouped-query attention too) and every linear layer of a
-    feed-forward unit; a feed-forward unit's count is read from its parameters, one
-    ``hidden x intermediate`` matrix per linear layer (gated MLPs: 3; BERT's intermediate and
-    output units: 1 each), rounded, at least 1.
+    Megatron's plan (:func:`scaledl.profiling.layout_models.tensor_parallel_plan`) splits the
+    four projections of an attention unit (query, key, value column-wise, output row-wise;
+    grouped-query attention too) and every linear layer of a feed-forward unit; a feed-forward
+    unit's count is read from its parameters, one ``hidden x intermediate`` matrix per linear
+    layer (gated MLPs: 3; BERT's intermediate and output units: 1 each), rounded, at least 1.
+    The row-wise one is the last of the block's feed-forward linears: the unit the block's
+    all-reduce follows (:func:`tensor_parallel_collective_bytes`), the others are column-wise.
 
     Args:
-        layers: layer nodes of one rank (``layer_type``; ``params`` after
-            :func:`shard_tensor_parallel`, so ``1/t`` of the unit's).
+        layers: layer nodes of one rank in execution order (``layer_type``, ``output_bytes``;
+            ``params`` after :func:`shard_tensor_parallel`, so ``1/t`` of the unit's).
+        block: :func:`block_ordinal` per layer.
         hidden_size: ``h``.
         intermediate_size: the feed-forward width.
         tp_size: ``t``; 1 parallelises nothing.
 
     Returns:
-        float array, shape (n_layers,): 0 outside the attention and feed-forward units.
+        ``(colwise, rowwise)``: float arrays, shape (n_layers,) each, 0 outside the attention
+        and feed-forward units (attention: 3 and 1; a gated MLP: 2 and 1; BERT's intermediate
+        unit 1 and 0, its output unit 0 and 1).
     """
     types = layers["layer_type"].astype(str).to_numpy()
-    out = np.zeros(len(types))
+    linears = np.zeros(len(types))
     if tp_size == 1:
-        return out
-    out[np.isin(types, ("attention", "cross-attention"))] = 4.0
+        return linears, linears.copy()
+    linears[np.isin(types, ("attention", "cross-attention"))] = 4.0
     ff = types == "feed-forward"
     params = layers["params"].to_numpy(dtype=np.float64)[ff] * tp_size
-    out[ff] = np.maximum(np.rint(params / (hidden_size * intermediate_size)), 1.0)
-    return out
+    linears[ff] = np.maximum(np.rint(params / (hidden_size * intermediate_size)), 1.0)
+    rowwise = (tensor_parallel_collective_bytes(layers, block) > 0).astype(float)
+    return linears - rowwise, rowwise
 
 
 def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[list[float], float]:

@@ -25,7 +25,8 @@ the full buffer of an all-reduce or broadcast, the *gathered* output of an all-g
   without tensor parallelism, blocking all-reduces of one micro-batch's activation (the size
   tensor parallelism would all-reduce: the probe of the blocking all-reduce,
   :meth:`scaledl.profiling.layout_session.LayoutSession._plan_step_collectives`). The same
-  layouts add the tensor-parallel API probe's rows (``tp_pair_forward``, ``tp_pair_backward``:
+  layouts add the tensor-parallel API probe's rows (``tp_colwise_forward``,
+  ``tp_rowwise_forward``, ``tp_colwise_backward``, ``tp_rowwise_backward``:
   :mod:`scaledl.profiling.tp_probe`).
 """
 

@@ -29,10 +29,11 @@ plan, 1 for the replicated embeddings, norms and head).
 
 A layout without tensor parallelism also micro-benchmarks, per instrumented step, blocking
 all-reduces of one micro-batch's activation and one Megatron linear pair on DTensors against its
-local shard (:mod:`scaledl.profiling.tp_probe`), so that every layout profile measures what a
-tensor-parallel layout adds on this host. A tensor-parallel layout's AdamW steps its DTensor
-and its plain parameters as two for-each parameter groups (a for-each kernel refuses the mix;
-until 2026-12-03 it stepped tensor by tensor, unlike every other layout).
+local shard, each linear timed on its own (:mod:`scaledl.profiling.tp_probe`), so that every
+layout profile measures what a tensor-parallel layout adds on this host. A tensor-parallel
+layout's AdamW steps its DTensor and its plain parameters as two for-each parameter groups (a
+for-each kernel refuses the mix; until 2026-12-03 it stepped tensor by tensor, unlike every
+other layout).
 """
 
 from __future__ import annotations

@@ -1,28 +1,33 @@
 """Micro-benchmark of tensor parallelism's API cost, run in layout profiles without it.
 
 PyTorch's tensor parallelism (``torch.distributed.tensor.parallel``) runs each column- and
-row-wise linear layer on DTensors: besides its share of the FLOPs and Megatron's all-reduce,
-every such layer pays DTensor's dispatch (sharding propagation, ``from_local`` /
-``to_local`` redistributions) in forward and in backward. On the 2-core CPU VM of 2026-12-03
-a Megatron MLP pair (column-wise ``h -> 4h``, row-wise ``4h -> h``, h = 128, 128-512 tokens) took
-0.6-0.8 ms more in forward and 2.2-2.7 ms more in backward than the same local shard run as
-plain tensors, beyond its all-reduce; the layer-wise models, fitted on layers that never ran
-on DTensors, cannot know it.
+row-wise linear layer on DTensors: besides its share of the FLOPs, every such layer pays
+DTensor's dispatch (sharding propagation, ``from_local`` / ``to_local`` redistributions) and
+its own collectives: a row-wise linear all-reduces its output in forward, a column-wise one
+all-reduces its input's gradient in backward (one per column-wise linear: an attention unit's
+query, key and value projections do three, where Megatron-LM's fused ``f`` operator does one).
+On the 2-core CPU VM of 2026-12-03 (h = 128, 256 tokens, warm loop) a column-wise ``h -> 4h``
+linear cost 0.3 ms more in forward and 1.4 ms more in backward than its local shard run as
+plain tensors, the row-wise ``4h -> h`` one 0.8 ms and 1.2 ms: the two kinds differ, so a unit's
+cost follows how many of each it holds (an attention unit: three column-wise, one row-wise).
+The layer-wise models, fitted on layers that never ran on DTensors, cannot know it.
 
 So every layout profile without tensor parallelism (where the blocking all-reduce probes run,
 :meth:`~scaledl.profiling.layout_session.LayoutSession._plan_step_collectives`) also times,
-per instrumented step, the forward and the backward of one such pair (``h -> intermediate_size
--> h``, the workload's widths) parallelised over its data- or pipeline-parallel group
-(:class:`TensorParallelProbe`), and of the local shard of it as plain modules
-(``h -> intermediate_size / n -> h``), back to back after a barrier. The difference is one
-``collective_timings`` row each, ``collective`` ``tp_pair_forward`` / ``tp_pair_backward``
-(source ``microbenchmark``, ``collective_bytes`` the pair's output activation): the API's
-cost of one column-then-row-wise pair, its blocking all-reduce included.
-:class:`~scaledl.parallel.collectives.CollectiveModel` fits it by size, and the composition
-adds, per tensor-parallel unit, that cost less the blocking all-reduce (which it adds itself)
-per pair of parallelised linears (:mod:`scaledl.parallel.predict`). A difference that is not
-positive (timing noise larger than the cost) is not recorded: the collective model fits on
-the positive ones.
+per instrumented step, one Megatron pair (``h -> intermediate_size -> h``, the workload's
+widths) parallelised over its data- or pipeline-parallel group (:class:`TensorParallelProbe`),
+and the local shard of it as plain modules (``h -> intermediate_size / n -> h``), back to back
+after a barrier, each linear separately: forward marks between the column-wise linear and the
+rest, backward a gradient hook on the column-wise linear's output (the row-wise linear and the
+activation's backward end there, the column-wise linear's begins). The differences are one
+``collective_timings`` row each (:data:`PROBE_ROWS`, source ``microbenchmark``,
+``collective_bytes`` the pair's output activation): the API's cost of one column-wise and of
+one row-wise linear, forward and backward, their all-reduces included.
+:class:`~scaledl.parallel.collectives.CollectiveModel` fits each by size, and the composition
+adds, per tensor-parallel unit, its column-wise linears times the column-wise cost and its
+row-wise ones times the row-wise cost, less the blocking all-reduce it adds itself
+(:mod:`scaledl.parallel.predict`). A difference that is not positive (timing noise larger than
+the cost) is not recorded: the collective model fits on the positive ones.
 """
 
 from __future__ import annotations
@@ -33,12 +38,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scaledl.parallel.collectives import TP_PAIR
+from scaledl.parallel.collectives import TP_API
 from scaledl.profiling.timers import Clock
 
-#: The probe's rows: the collective model's tensor-parallel pair (the validation schema lists
-#: them among its collectives).
-PROBE_ROWS = TP_PAIR
+#: The probe's rows: the collective model's tensor-parallel API costs (the validation schema
+#: lists them among its collectives), in the order of :meth:`TensorParallelProbe._time`.
+PROBE_ROWS = TP_API
 
 
 def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
@@ -99,21 +104,36 @@ class TensorParallelProbe:
         self.x = torch.randn(tokens, hidden, generator=gen).to(device=device, dtype=dtype)
         self.output_bytes = tokens * hidden * self.x.element_size()
 
-    def _time(self, module: nn.Module, clock: Clock) -> tuple[float, float]:
+    def _time(self, module: nn.Module, clock: Clock) -> dict[str, float]:
+        """Each linear's forward and backward time, ms, keyed by :data:`PROBE_ROWS`.
+
+        The row-wise times hold the activation's too (the local shard's run has it as well);
+        without training only the forward times.
+        """
         x = self.x.detach().requires_grad_(self.train)
+        marks: list[Any] = []
         dist.barrier(group=self.group)
         t0 = clock.mark()
-        y = module(x)
+        inner = module[0](x)
         t1 = clock.mark()
         if self.train:
-            y.sum().backward()
+            inner.register_hook(lambda grad: marks.append(clock.mark()))
+        y = module[2](module[1](inner))
         t2 = clock.mark()
+        if self.train:
+            y.sum().backward()
+            marks.append(clock.mark())
         clock.synchronize()
         module.zero_grad(set_to_none=True)
-        return clock.elapsed_ms(t0, t1), clock.elapsed_ms(t1, t2)
+        ms = {"tp_colwise_forward": clock.elapsed_ms(t0, t1),
+              "tp_rowwise_forward": clock.elapsed_ms(t1, t2)}  # fmt: skip
+        if self.train:  # backward runs the row-wise linear first, then the column-wise one
+            ms["tp_rowwise_backward"] = clock.elapsed_ms(t2, marks[0])
+            ms["tp_colwise_backward"] = clock.elapsed_ms(marks[0], marks[1])
+        return ms
 
     def time(self, clock: Clock) -> list[dict[str, Any]]:
-        """Time the pair on DTensors and its local shard; the differences as rows.
+        """Time the pair on DTensors and its local shard; the differences per linear as rows.
 
         Every rank of the group must call it (the parallel pair's all-reduces are collective).
 
@@ -121,14 +141,13 @@ class TensorParallelProbe:
             clock: the device clock.
 
         Returns:
-            ``collective_timings`` rows without ``collective_index`` (``tp_pair_forward``,
-            ``tp_pair_backward`` when training; a non-positive difference is left out).
+            ``collective_timings`` rows without ``collective_index``, in the order of
+            :data:`PROBE_ROWS` (the two ``..._backward`` rows only when training); a
+            non-positive difference is left out.
         """
-        fwd_tp, bwd_tp = self._time(self.parallel, clock)
-        fwd_local, bwd_local = self._time(self.local, clock)
-        diffs = {"tp_pair_forward": fwd_tp - fwd_local}
-        if self.train:
-            diffs["tp_pair_backward"] = bwd_tp - bwd_local
+        parallel = self._time(self.parallel, clock)
+        local = self._time(self.local, clock)
+        diffs = {name: parallel[name] - local[name] for name in PROBE_ROWS if name in parallel}
         return [
             {"collective": name, "group": self.group_name, "group_size": self.size,
              "collective_bytes": self.output_bytes, "collective_ms": ms,

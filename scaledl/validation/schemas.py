@@ -285,7 +285,8 @@ OPERATOR_TIMINGS = TableSpec(
 #: The profiler's collectives and the tensor-parallel API probe's rows
 #: (:mod:`scaledl.profiling.tp_probe`).
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
-               "tp_pair_forward", "tp_pair_backward")  # fmt: skip
+               "tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
+               "tp_rowwise_backward")  # fmt: skip
 COLLECTIVE_TIMINGS = TableSpec(
     "collective_timings",
     (

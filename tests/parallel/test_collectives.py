@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.parallel.collectives import CollectiveModel, bytes_factor, timed_blocking
+from scaledl.parallel.collectives import TP_API, CollectiveModel, bytes_factor, timed_blocking
 
 
 def test_ring_factors():
@@ -86,17 +86,19 @@ def test_blocking_all_reduces_are_fitted_apart_from_the_gradient_buckets():
     assert bytes_factor("blocking_all_reduce", 4) == bytes_factor("all_reduce", 4)
 
 
-def test_tensor_parallel_pair_is_fitted_on_its_probe_rows_and_free_without():
+def test_tensor_parallel_api_costs_are_fitted_on_their_probe_rows_and_free_without():
     ar = AlphaBetaAllReduce(weighting="none").fit([1e6, 2e6, 4e6], [2, 2, 2], [1.1, 2.1, 4.1])
-    assert CollectiveModel.from_allreduce(ar).source["tp_pair_forward"] == "none"
-    assert CollectiveModel.from_allreduce(ar).predict_ms("tp_pair_backward", 1e5, 2) == 0.0
-    probe = pd.DataFrame({"collective": ["tp_pair_forward"] * 2 + ["tp_pair_backward"] * 2,
+    derived = CollectiveModel.from_allreduce(ar)
+    assert {derived.source[c] for c in TP_API} == {"none"}
+    assert derived.predict_ms("tp_colwise_backward", 1e5, 2) == 0.0
+    probe = pd.DataFrame({"collective": ["tp_colwise_forward"] * 2 + ["tp_rowwise_backward"] * 2,
                           "group": "dp", "group_size": 2, "source": "microbenchmark",
                           "collective_bytes": [1e5, 2e5] * 2,
                           "collective_ms": [0.7, 0.8, 2.5, 2.7]})  # fmt: skip
     cm = CollectiveModel.fit(probe, ar, related=True)
-    assert cm.source["tp_pair_forward"] == cm.source["tp_pair_backward"] == "measured"
-    assert cm.source["blocking_all_reduce"] == "derived"  # the pair is not an all-reduce
-    assert cm.predict_ms("tp_pair_forward", 1.5e5, 2) == pytest.approx(0.75, rel=1e-3)
-    assert cm.predict_ms("tp_pair_backward", 1.5e5, 1) == 0.0
-    assert bytes_factor("tp_pair_forward", 4) == 1.0
+    assert cm.source["tp_colwise_forward"] == cm.source["tp_rowwise_backward"] == "measured"
+    assert cm.source["tp_rowwise_forward"] == "none"  # no rows, nothing related: free
+    assert cm.source["blocking_all_reduce"] == "derived"  # the API cost is not an all-reduce
+    assert cm.predict_ms("tp_colwise_forward", 1.5e5, 2) == pytest.approx(0.75, rel=1e-3)
+    assert cm.predict_ms("tp_rowwise_backward", 1.5e5, 1) == 0.0
+    assert bytes_factor("tp_rowwise_forward", 4) == 1.0

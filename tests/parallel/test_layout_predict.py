@@ -29,22 +29,28 @@ def test_tensor_parallel_halves_the_block_work():
     assert b < a
 
 
-def test_tensor_parallel_api_cost_adds_per_pair_beyond_the_blocking_all_reduce():
+def test_tensor_parallel_api_cost_adds_per_linear_beyond_the_blocking_all_reduce():
     tp = tiny("bert", num_layers=2, batch_size=4, tp_size=2, world_size=2)
     free = CollectiveModel.from_allreduce(None)
-    params = {**free.params, "blocking_all_reduce": (0.5, 0.0),
-              "tp_pair_forward": (1.5, 0.0), "tp_pair_backward": (3.5, 0.0)}  # fmt: skip
+    api = {"tp_colwise_forward": (0.25, 0.0), "tp_rowwise_forward": (1.5, 0.0),
+           "tp_colwise_backward": (2.0, 0.0), "tp_rowwise_backward": (1.0, 0.0)}  # fmt: skip
+    params = {**free.params, "blocking_all_reduce": (0.5, 0.0), **api}
     costly = CollectiveModel(params, free.source)
-    base = CollectiveModel(dict(params, tp_pair_forward=(0.0, 0.0),
-                                tp_pair_backward=(0.0, 0.0)), free.source)  # fmt: skip
+    base = CollectiveModel(dict(params, **dict.fromkeys(api, (0.0, 0.0))), free.source)
     a = LayoutComposer(Method(), [tp], base).inputs[0]
     b = LayoutComposer(Method(), [tp], costly).inputs[0]
-    # BERT: attention 4 linears (2 pairs), intermediate and output 1 each (half a pair);
-    # per pair (1.5 - 0.5) ms forward, (3.5 - 0.5) ms backward: per block 3 pairs
-    assert (b.forward_ms - a.forward_ms).sum() == pytest.approx(2 * 3 * 1.0)
-    assert (b.backward_ms - a.backward_ms).sum() == pytest.approx(2 * 3 * 3.0)
-    # a pair cheaper than its all-reduce adds nothing
-    cheap = CollectiveModel(dict(params, tp_pair_forward=(0.2, 0.0)), free.source)
+    # BERT per block: attention 3 column-wise + 1 row-wise, intermediate 1 column-wise, output
+    # 1 row-wise; each row-wise one less the blocking all-reduce the composition adds itself:
+    # forward 4 * 0.25 + 2 * (1.5 - 0.5), backward 4 * 2.0 + 2 * (1.0 - 0.5), two blocks
+    assert (b.forward_ms - a.forward_ms).sum() == pytest.approx(2 * (1.0 + 2.0))
+    assert (b.backward_ms - a.backward_ms).sum() == pytest.approx(2 * (8.0 + 1.0))
+    # ... an all-reduce after the attention and after the output unit only (2 per block),
+    # none after the other layers (0 bytes: no collective, not its latency)
+    assert (a.tp_allreduce_ms > 0).sum() == 2 * 2
+    assert a.tp_allreduce_ms.sum() == pytest.approx(2 * 2 * 0.5)
+    # a unit whose probed cost is below the all-reduce it holds adds nothing
+    cheap = CollectiveModel(dict(params, tp_colwise_forward=(0.0, 0.0),
+                                 tp_rowwise_forward=(0.2, 0.0)), free.source)  # fmt: skip
     assert (LayoutComposer(Method(), [tp], cheap).inputs[0].forward_ms == a.forward_ms).all()
 
 

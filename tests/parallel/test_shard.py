@@ -60,12 +60,19 @@ def test_rank_parameters_by_hand():
 
 
 def test_parallelised_linears_per_unit():
-    # after the split (params / 2): attention 4 projections; a feed-forward unit one
-    # hidden x intermediate matrix per linear (h = 2, intermediate = 10: 20 / 20 = 1 each)
+    # after the split (params / 2): attention 3 column-wise projections and 1 row-wise; a
+    # feed-forward unit one hidden x intermediate matrix per linear (h = 2, intermediate = 10:
+    # 20 / 20 = 1 each), the block's last one row-wise (the unit the all-reduce follows)
     sharded = shard_tensor_parallel(layers(), 2)
-    got = tensor_parallel_linears(sharded, hidden_size=2, intermediate_size=10, tp_size=2)
-    assert got.tolist() == [0, 4, 1, 1, 4, 1, 1, 0, 0, 0]
-    gated = sharded.assign(params=[100, 20, 30, 1, 20, 30, 1, 4, 50, 100])
-    got = tensor_parallel_linears(gated, hidden_size=2, intermediate_size=10, tp_size=2)
-    assert got.tolist() == [0, 4, 3, 1, 4, 3, 1, 0, 0, 0]  # 60 / 20 = 3; a tiny unit: 1
-    assert not tensor_parallel_linears(layers(), 2, 10, tp_size=1).any()
+    block = block_ordinal(sharded["block"])
+    col, row = tensor_parallel_linears(sharded, block, hidden_size=2, intermediate_size=10,
+                                       tp_size=2)  # fmt: skip
+    assert col.tolist() == [0, 3, 1, 0, 3, 1, 0, 0, 0, 0]
+    assert row.tolist() == [0, 1, 0, 1, 1, 0, 1, 0, 0, 0]
+    # a gated MLP in one unit (60 / 20 = 3 linears: gate and up column-wise, down row-wise)
+    gated = sharded.iloc[[0, 1, 2, 4, 5, 7, 8, 9]].assign(params=[100, 20, 30, 20, 30, 4, 50, 100])
+    col, row = tensor_parallel_linears(gated, block_ordinal(gated["block"]), 2, 10, tp_size=2)
+    assert col.tolist() == [0, 3, 2, 3, 2, 0, 0, 0]
+    assert row.tolist() == [0, 1, 1, 1, 1, 0, 0, 0]
+    col, row = tensor_parallel_linears(layers(), block, 2, 10, tp_size=1)
+    assert not col.any() and not row.any()

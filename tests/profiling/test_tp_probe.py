@@ -25,8 +25,13 @@ def _probe(train: bool, intermediate: int = 32) -> TensorParallelProbe:
 def test_real_rows_carry_the_pair_output_activation(one_rank):
     # which differences are positive depends on the host's noise: only the fields are fixed
     for train in (True, False):
-        rows = _probe(train).time(Clock(torch.device("cpu")))
-        allowed = set(PROBE_ROWS) if train else {"tp_pair_forward"}
+        probe = _probe(train)
+        times = probe._time(probe.parallel, Clock(torch.device("cpu")))
+        assert list(times) == ([*PROBE_ROWS[:2], "tp_rowwise_backward", "tp_colwise_backward"]
+                               if train else list(PROBE_ROWS[:2]))  # fmt: skip
+        assert all(ms > 0 for ms in times.values())  # a real interval each
+        rows = probe.time(Clock(torch.device("cpu")))
+        allowed = set(PROBE_ROWS) if train else {"tp_colwise_forward", "tp_rowwise_forward"}
         assert {r["collective"] for r in rows} <= allowed
         for r in rows:
             assert r["collective_ms"] > 0 and r["collective_bytes"] == 6 * 8 * 4
@@ -35,14 +40,20 @@ def test_real_rows_carry_the_pair_output_activation(one_rank):
 
 def test_rows_are_the_differences_and_a_non_positive_one_is_left_out(one_rank, monkeypatch):
     probe = _probe(train=True)
-    times = {id(probe.parallel): (1.5, 2.0), id(probe.local): (0.5, 2.5)}
+    times = {
+        id(probe.parallel): dict(zip(PROBE_ROWS, (0.5, 1.5, 2.0, 1.0), strict=True)),
+        id(probe.local): dict(zip(PROBE_ROWS, (0.25, 0.5, 2.5, 0.25), strict=True)),
+    }
     monkeypatch.setattr(probe, "_time", lambda module, clock: times[id(module)])
     rows = probe.time(Clock(torch.device("cpu")))
-    assert [(r["collective"], r["collective_ms"]) for r in rows] == [("tp_pair_forward", 1.0)]
+    assert [(r["collective"], r["collective_ms"]) for r in rows] == [
+        ("tp_colwise_forward", 0.25), ("tp_rowwise_forward", 1.0),
+        ("tp_rowwise_backward", 0.75)]  # fmt: skip
+    for t in times.values():  # without training no backward times
+        del t["tp_colwise_backward"], t["tp_rowwise_backward"]
     probe.train = False
-    times[id(probe.local)] = (0.25, 0.0)
     rows = probe.time(Clock(torch.device("cpu")))
-    assert [(r["collective"], r["collective_ms"]) for r in rows] == [("tp_pair_forward", 1.25)]
+    assert [r["collective"] for r in rows] == ["tp_colwise_forward", "tp_rowwise_forward"]
 
 
 def test_a_width_that_does_not_split_names_the_field(one_rank, monkeypatch):
