@@ -16,13 +16,20 @@ So every layout profile without tensor parallelism (where the blocking all-reduc
 :meth:`~scaledl.profiling.layout_session.LayoutSession._plan_step_collectives`) also times,
 per instrumented step, one Megatron pair (``h -> intermediate_size -> h``, the workload's
 widths) parallelised over its data- or pipeline-parallel group (:class:`TensorParallelProbe`),
-and the local shard of it as plain modules (``h -> intermediate_size / n -> h``), back to back
-after a barrier, each linear separately: forward marks between the column-wise linear and the
-rest, backward a gradient hook on the column-wise linear's output (the row-wise linear and the
-activation's backward end there, the column-wise linear's begins). The differences are one
+and the local shard of it as plain modules (``h -> intermediate_size / n -> h``), each once
+untimed and then timed after a barrier, each linear separately: forward marks between the
+column-wise linear and the rest, backward a gradient hook on the column-wise linear's output
+(the row-wise linear and the activation's backward end there, the column-wise linear's
+begins). The differences are one
 ``collective_timings`` row each (:data:`PROBE_ROWS`, source ``microbenchmark``,
 ``collective_bytes`` the pair's output activation): the API's cost of one column-wise and of
-one row-wise linear, forward and backward, their all-reduces included.
+one row-wise linear, forward and backward, their all-reduces included. The untimed call first:
+the first DTensor call after other work runs cold (same VM, 2026-12-03, a training-like
+autograd workload between probes: column-wise forward 1.0 ms cold against 0.4 ms right after
+an untimed call, row-wise 1.7 against 1.2 ms, backward alike), where a model's parallelised
+linears run back to back; in the profiles of 14:36-14:45 UTC, timed cold, the composition's
+cost of a tensor-parallel workload's units beyond their compute was 0.9-2.0 times (median 1.4)
+what they spent.
 :class:`~scaledl.parallel.collectives.CollectiveModel` fits each by size, and the composition
 adds, per tensor-parallel unit, its column-wise linears times the column-wise cost and its
 row-wise ones times the row-wise cost, less the blocking all-reduce it adds itself
@@ -145,8 +152,11 @@ class TensorParallelProbe:
             :data:`PROBE_ROWS` (the two ``..._backward`` rows only when training); a
             non-positive difference is left out.
         """
-        parallel = self._time(self.parallel, clock)
-        local = self._time(self.local, clock)
+        times = {}
+        for module in (self.parallel, self.local):
+            self._time(module, clock)  # untimed: the first call after other work runs cold
+            times[id(module)] = self._time(module, clock)
+        parallel, local = times[id(self.parallel)], times[id(self.local)]
         diffs = {name: parallel[name] - local[name] for name in PROBE_ROWS if name in parallel}
         return [
             {"collective": name, "group": self.group_name, "group_size": self.size,

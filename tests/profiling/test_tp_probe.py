@@ -56,6 +56,20 @@ def test_rows_are_the_differences_and_a_non_positive_one_is_left_out(one_rank, m
     assert [r["collective"] for r in rows] == ["tp_colwise_forward", "tp_rowwise_forward"]
 
 
+def test_each_module_is_timed_after_an_untimed_call(one_rank, monkeypatch):
+    probe = _probe(train=True)
+    calls = []
+    real = probe._time
+
+    def spy(module, clock):
+        calls.append(module)
+        return real(module, clock)
+
+    monkeypatch.setattr(probe, "_time", spy)
+    probe.time(Clock(torch.device("cpu")))
+    assert calls == [probe.parallel, probe.parallel, probe.local, probe.local]
+
+
 def test_a_width_that_does_not_split_names_the_field(one_rank, monkeypatch):
     monkeypatch.setattr(tp_probe.dist, "get_world_size", lambda group=None: 3)
     with pytest.raises(ValueError, match="intermediate_size=32 does not split over the 3 ranks"):
