@@ -24,8 +24,8 @@ variants of :data:`VARIANTS`, all in one run:
   - ``..._overlap``: either, with a per-lane overlap factor (the share of each collective
     hidden behind compute) chosen on the fold's training workloads
     (:func:`~scaledl.parallel.overlap.fit_overlap`, criterion: the spread of
-    ``log(measured / composed)`` over them; a lane no training workload uses: the pooled
-    factor);
+    ``log(measured / composed)`` over them; a lane no training workload uses: ``h = 0``,
+    on the critical path; the pooled factor until 2026-12-03);
 
 * ``selected``: per fold, the candidate with the lowest mean corrected MRE in an *inner*
   leave-one-kind-out over the fold's training workloads (:meth:`LayoutContext.select`): nested

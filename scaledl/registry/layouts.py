@@ -99,11 +99,12 @@ class OverlapParams(Artefact):
 
     Attributes:
         hidden: ``{lane: h}`` for every lane, each in ``[0, 1]``.
-        source: ``{lane: "assumed" | "fitted" | "pooled"}``.
+        source: ``{lane: "assumed" | "fitted" | "exposed" | "pooled"}`` (``pooled``: written
+            by calibrations of before 2026-12-03, :mod:`scaledl.parallel.overlap`).
     """
 
     hidden: dict[str, float]
-    source: dict[str, Literal["assumed", "fitted", "pooled"]]
+    source: dict[str, Literal["assumed", "fitted", "exposed", "pooled"]]
 
     @model_validator(mode="after")
     def _every_lane(self) -> OverlapParams:
