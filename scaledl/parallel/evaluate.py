@@ -65,9 +65,14 @@ committed (FSDP / TP / PP held out: 11.0% / 5.3% / 6.4%). On two later profiles 
 09:53-09:59 UTC, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6,
 blocking all-reduce probes) the tensor-parallel and pipeline folds failed (38.5% / 29.0%):
 tensor parallelism's API cost (DTensor dispatch per parallelised linear) was in no other kind's
-layers. The README's block is now two profiles of 12:02-12:10 UTC, measured after the
-tensor-parallel pair probe (:mod:`scaledl.profiling.tp_probe`) and its use in the composition
-were committed (2b5e64e).
+layers. Two profiles of 12:02-12:10 UTC, measured after the tensor-parallel pair probe
+(:mod:`scaledl.profiling.tp_probe`) and its use in the composition were committed (2b5e64e),
+met the FSDP and pipeline folds but not tensor parallelism's (21.9% / 26.7%). Three fixes
+followed, each committed before the two profiles that judged it (README): the probe per
+column- and row-wise linear and no all-reduce after a layer none follows (c8c243b; 14:36-14:45
+UTC), the probe timed after an untimed call (1fb1caa; 14:51-15:00), and a lane no training
+workload exercises put on the critical path (ef9116d; :mod:`scaledl.parallel.overlap`). The
+README's block is the two profiles of 15:22-15:30 UTC, measured after the last of them.
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
