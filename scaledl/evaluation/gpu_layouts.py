@@ -79,6 +79,7 @@ from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_syste
 from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
+    micro_batch_activation_bytes,
     shard_tensor_parallel,
     stage_of_layers,
 )
@@ -204,7 +205,7 @@ def megatron_inputs(
     """
     w, t, p = workload, workload.tp_size, workload.pp_size
     nbytes = PRECISION_BYTES[w.precision]
-    activation = (w.batch_size // w.micro_batches) * w.seq_len * w.hidden_size * nbytes
+    activation = micro_batch_activation_bytes(w)
     types = layers["layer_type"].astype(str).to_numpy()
     per_layer = np.isin(types, ("attention", "cross-attention", "feed-forward")).astype(float)
     first_embedding = np.flatnonzero(types == "embedding")[:1]

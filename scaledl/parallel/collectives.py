@@ -48,13 +48,12 @@ from scipy.optimize import nnls
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 
-COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
-               "send", "recv", "tp_colwise_forward", "tp_rowwise_forward",
-               "tp_colwise_backward", "tp_rowwise_backward")  # fmt: skip
 #: The tensor-parallel API's cost of one column-wise and one row-wise linear, forward and
 #: backward (module docstring).
 TP_API = ("tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
           "tp_rowwise_backward")  # fmt: skip
+COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
+               "send", "recv", *TP_API)  # fmt: skip
 #: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
 RELATED = {
     "send": ("recv", "broadcast"),

@@ -33,6 +33,7 @@ from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
+    micro_batch_activation_bytes,
     shard_tensor_parallel,
     stage_of_layers,
     tensor_parallel_collective_bytes,
@@ -249,8 +250,7 @@ class _LayerTimes:
         linears = tensor_parallel_linears(
             rows, blocks, w0.hidden_size, w0.intermediate_size, w0.tp_size
         )
-        activation = np.array([w.batch_size // w.micro_batches * w.seq_len * w.hidden_size
-                               * PRECISION_BYTES[w.precision] for w in members])  # fmt: skip
+        activation = np.array([micro_batch_activation_bytes(w) for w in members], dtype=float)
         api = _tensor_parallel_api_ms(cm, w0, per(linears[0]), per(linears[1]), activation)
         first = rows[graph == 0]
         params = first["params"].to_numpy(dtype=np.float64).copy()

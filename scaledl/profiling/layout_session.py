@@ -47,6 +47,7 @@ import torch.distributed as dist
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.units import find_units
+from scaledl.parallel.shard import micro_batch_activation_bytes
 from scaledl.profiling.collectives import (
     CollectiveLog,
     TimedAllGather,
@@ -308,8 +309,7 @@ class LayoutSession(_Session):
         not only the tensor-parallel workloads themselves.
         """
         w = self.workload
-        elt = torch.empty(0, dtype=torch_dtype(w)).element_size()
-        activation = (w.batch_size // w.micro_batches) * w.seq_len * w.hidden_size * elt
+        activation = micro_batch_activation_bytes(w)
         if w.tp_size == 1 and max(w.dp_size, w.pp_size) > 1:
             group, size = ("dp", w.dp_size) if w.dp_size > 1 else ("pp", w.pp_size)
             for _ in range(BLOCKING_ALL_REDUCES):

@@ -139,6 +139,11 @@ class TensorParallelProbe:
             ms["tp_colwise_backward"] = clock.elapsed_ms(marks[0], marks[1])
         return ms
 
+    def _time_warm(self, module: nn.Module, clock: Clock) -> dict[str, float]:
+        """:meth:`_time` after one untimed call (the first call after other work runs cold)."""
+        self._time(module, clock)
+        return self._time(module, clock)
+
     def time(self, clock: Clock) -> list[dict[str, Any]]:
         """Time the pair on DTensors and its local shard; the differences per linear as rows.
 
@@ -152,11 +157,7 @@ class TensorParallelProbe:
             :data:`PROBE_ROWS` (the two ``..._backward`` rows only when training); a
             non-positive difference is left out.
         """
-        times = {}
-        for module in (self.parallel, self.local):
-            self._time(module, clock)  # untimed: the first call after other work runs cold
-            times[id(module)] = self._time(module, clock)
-        parallel, local = times[id(self.parallel)], times[id(self.local)]
+        parallel, local = (self._time_warm(m, clock) for m in (self.parallel, self.local))
         diffs = {name: parallel[name] - local[name] for name in PROBE_ROWS if name in parallel}
         return [
             {"collective": name, "group": self.group_name, "group_size": self.size,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
+from scaledl.parallel.collectives import TP_API
 from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 
@@ -285,8 +286,7 @@ OPERATOR_TIMINGS = TableSpec(
 #: The profiler's collectives and the tensor-parallel API probe's rows
 #: (:mod:`scaledl.profiling.tp_probe`).
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
-               "tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
-               "tp_rowwise_backward")  # fmt: skip
+               *TP_API)  # fmt: skip
 COLLECTIVE_TIMINGS = TableSpec(
     "collective_timings",
     (
