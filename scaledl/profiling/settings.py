@@ -84,7 +84,9 @@ class ProfileSettings:
             unflagged dataset of 2026-12-01 (13.4%). The drift correction models the memory
             figure (:mod:`scaledl.profiling.drift`: label differences within a pair followed
             memory-drift differences, Spearman 0.62 there), so, as for the GEMM, drift up to
-            twice as slow is corrected, not re-measured.
+            twice as slow is corrected, not re-measured. Judged on the before and after
+            probes only: the one interleaved sweep between label epochs runs about twice the
+            baseline's time on a quiet host (:meth:`scaledl.profiling.worker._Guard.drift`).
         allreduce_drift_tolerance: the same for the all-reduce probe; ``None``: 0.25 on a GPU
             (NCCL), not used on a CPU device: gloo's loopback all-reduce of the probe varied
             1.6-4x between quiet launches on the 2-core reference machine, so it cannot tell
