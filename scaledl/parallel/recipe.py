@@ -8,6 +8,7 @@ fits on profiled layouts, kept as objects so that it can predict new workloads a
   layer of a rank on its local shapes;
 * the :class:`~scaledl.parallel.collectives.CollectiveModel` of the host's collectives;
 * the :class:`~scaledl.parallel.overlap.Overlap` factors (``None``: every collective hidden);
+* the optimizer step's cost per DTensor parameter tensor (:mod:`scaledl.parallel.dtensors`);
 * the :class:`Correction`: a ridge regression (``alpha = 1``, fixed a priori) of
   ``log(measured / composed)`` on the composition's parts (:data:`CORRECTION_FEATURES`), so a
   prediction is ``composed * exp(features @ coef + intercept)``.
@@ -127,6 +128,9 @@ class LayoutRecipe:
         collectives: the collective model.
         overlap: the overlap factors (``None``: every collective hidden).
         correction: the learned correction.
+        dtensor_step_ms: the optimizer's cost per DTensor parameter tensor, ms
+            (:func:`~scaledl.parallel.dtensors.fit_dtensor_step_ms`; 0 in recipes saved before
+            it existed).
     """
 
     name: str
@@ -134,6 +138,14 @@ class LayoutRecipe:
     collectives: CollectiveModel
     overlap: Overlap | None
     correction: Correction
+    dtensor_step_ms: float = 0.0
+
+    def composer(
+        self, workloads: Sequence[Workload], arch_keys: Sequence[str] | None = None
+    ) -> LayoutComposer:
+        """The recipe's :class:`~scaledl.parallel.predict.LayoutComposer` of ``workloads``."""
+        return LayoutComposer(LayerModels(self.layerwise, None), workloads, self.collectives,
+                              arch_keys, self.dtensor_step_ms)  # fmt: skip
 
     def predict(
         self, workloads: Sequence[Workload], arch_keys: Sequence[str] | None = None
@@ -148,8 +160,5 @@ class LayoutRecipe:
             ``(composed, corrected_ms)``: the composition and the corrected iteration times
             (ms, shape (len(workloads),)).
         """
-        composer = LayoutComposer(
-            LayerModels(self.layerwise, None), workloads, self.collectives, arch_keys
-        )
-        composed = composer.predict(self.overlap)
+        composed = self.composer(workloads, arch_keys).predict(self.overlap)
         return composed, self.correction.apply(composed, workloads)
