@@ -104,10 +104,9 @@ from scipy.stats import kendalltau
 from scaledl.evaluation.significance import paired_comparison
 from scaledl.models.data import launch_labels, profile_data_from_tables, read_tables
 from scaledl.models.layerwise import LayerwiseModel
-from scaledl.models.layerwise_stage import fit_layerwise_stage, node_predictions
+from scaledl.models.layerwise_stage import fit_layerwise_stage
 from scaledl.models.threads import single_threaded
 from scaledl.parallel.collectives import CollectiveModel
-from scaledl.parallel.dtensors import fit_dtensor_step_ms
 from scaledl.parallel.layout_gnn import fit_predict_gnn, layout_graphs
 from scaledl.parallel.overlap import fit_overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
@@ -179,21 +178,6 @@ def _collective_rows(tables: dict[str, pd.DataFrame], ids: set[str]) -> pd.DataF
     keys = [c for c in ("run_id", "step", "collective", "group", "group_size", "source",
                         "collective_bytes") if c in rows]  # fmt: skip
     return rows.groupby(keys, as_index=False)["collective_ms"].max() if len(rows) else None
-
-
-def _dtensor_step_ms(layerwise: LayerwiseModel, samples: pd.DataFrame) -> float:
-    """The fold's cost per DTensor parameter tensor (:mod:`scaledl.parallel.dtensors`).
-
-    On the training samples' optimizer steps that step DTensors: their measured time less the
-    layer-wise optimizer model's prediction at the same parameter count.
-    """
-    rows = samples[(samples["node_kind"] == "optimizer").to_numpy()
-                   & (samples["dtensor_tensors"] > 0).to_numpy()]  # fmt: skip
-    if rows.empty:
-        return 0.0
-    predicted = node_predictions(layerwise, None, rows)["forward_ms"].to_numpy(dtype=float)
-    excess = rows["forward_ms"].to_numpy(dtype=float) - predicted
-    return fit_dtensor_step_ms(excess, rows["dtensor_tensors"].to_numpy(dtype=float))
 
 
 def _spread(pred: LayoutPredictions, measured: np.ndarray, train: np.ndarray) -> float:
@@ -318,11 +302,9 @@ class LayoutContext:
             train = samples if rows == "all" else samples[~samples["collectives_inside"]]
             with single_threaded():
                 layerwise = LayerwiseModel().fit(train)
-            dtensor_ms = _dtensor_step_ms(layerwise, samples)
-            composer = LayoutComposer(LayerModels(layerwise, allreduce), ws, cm,
-                                      dtensor_step_ms=dtensor_ms)  # fmt: skip
+            composer = LayoutComposer(LayerModels(layerwise, allreduce), ws, cm)
             by_kind = train.groupby(train["workload_id"].map(self.kinds)).size()
-            info = {"collectives": dict(cm.source), "dtensor_step_ms": dtensor_ms,
+            info = {"collectives": dict(cm.source),
                     "layer_samples_by_kind": {k: int(v) for k, v in by_kind.items()}}  # fmt: skip
             ours = [name for name in names if CANDIDATES[name][0] == rows]
             overlap = None
@@ -333,7 +315,7 @@ class LayoutContext:
                 pred = composer.predict(fitted)
                 extra = {"overlap": overlap.to_dict()} if fitted else {}
                 correction = Correction.fit(pred, ws, measured, ~held)
-                recipe = LayoutRecipe(name, layerwise, cm, fitted, correction, dtensor_ms)
+                recipe = LayoutRecipe(name, layerwise, cm, fitted, correction)
                 out[name] = (pred.iteration_ms, correction.apply(pred, ws), {**info, **extra},
                              recipe)  # fmt: skip
         return out
@@ -388,7 +370,8 @@ class _Run:
     def _gnn(self, kind: str, held: np.ndarray, recipe_fit: tuple) -> None:
         """The GNN corrections of the recipe's composition, fitted on the fold's training rows."""
         ctx, (_, _, info, recipe) = self.ctx, recipe_fit
-        composer = recipe.composer(ctx.wlist)
+        composer = LayoutComposer(LayerModels(recipe.layerwise, None), ctx.wlist,
+                                  recipe.collectives)  # fmt: skip
         pred = composer.predict(recipe.overlap)
         graphs = layout_graphs(composer, pred, ctx.wlist)
         for name, edges in GNN_VARIANTS.items():

@@ -29,7 +29,6 @@ from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import TP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
-from scaledl.parallel.dtensors import dtensor_parameter_tensors
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
     base_workload,
@@ -115,14 +114,9 @@ class LayoutComposer:
         workloads: the workloads.
         collectives: the collective model (default: derived from ``method.allreduce_``).
         arch_keys: the workloads' architecture keys, when the caller knows them.
-        dtensor_step_ms: the optimizer step's cost per DTensor parameter tensor a rank steps,
-            ms (:mod:`scaledl.parallel.dtensors`; 0: none, the layer-wise optimizer model
-            alone).
 
     Raises:
         ValueError: the method has no layer-wise models.
-        scaledl.workloads.builders.WorkloadError: with ``dtensor_step_ms``, a model that
-            cannot be built to count its parameters.
     """
 
     def __init__(
@@ -131,7 +125,6 @@ class LayoutComposer:
         workloads: Sequence[Workload],
         collectives: CollectiveModel | None = None,
         arch_keys: Sequence[str] | None = None,
-        dtensor_step_ms: float = 0.0,
     ) -> None:
         if getattr(method, "layerwise_", None) is None:
             raise ValueError("layout prediction needs a method with layer-wise models")
@@ -146,9 +139,6 @@ class LayoutComposer:
         inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], self.cm)
                   for m in self.members]  # fmt: skip
         steps = layers.optimizer_ms([x for x, _ in inputs])
-        if dtensor_step_ms:
-            steps = [step + dtensor_step_ms * dtensor_parameter_tensors(workloads[m[0]])[:, None]
-                     for step, m in zip(steps, self.members, strict=True)]  # fmt: skip
         self.inputs = [replace(x, optimizer_ms=step)
                        for (x, _), step in zip(inputs, steps, strict=True)]  # fmt: skip
         self.generic = [types for _, types in inputs]

@@ -8,7 +8,6 @@ fits on profiled layouts, kept as objects so that it can predict new workloads a
   layer of a rank on its local shapes;
 * the :class:`~scaledl.parallel.collectives.CollectiveModel` of the host's collectives;
 * the :class:`~scaledl.parallel.overlap.Overlap` factors (``None``: every collective hidden);
-* the optimizer step's cost per DTensor parameter tensor (:mod:`scaledl.parallel.dtensors`);
 * the :class:`Correction`: a ridge regression (``alpha = 1``, fixed a priori) of
   ``log(measured / composed)`` on the composition's parts (:data:`CORRECTION_FEATURES`), so a
   prediction is ``composed * exp(features @ coef + intercept)``.
@@ -128,9 +127,6 @@ class LayoutRecipe:
         collectives: the collective model.
         overlap: the overlap factors (``None``: every collective hidden).
         correction: the learned correction.
-        dtensor_step_ms: the optimizer's cost per DTensor parameter tensor, ms
-            (:func:`~scaledl.parallel.dtensors.fit_dtensor_step_ms`; 0 in recipes saved before
-            it existed).
     """
 
     name: str
@@ -138,14 +134,6 @@ class LayoutRecipe:
     collectives: CollectiveModel
     overlap: Overlap | None
     correction: Correction
-    dtensor_step_ms: float = 0.0
-
-    def composer(
-        self, workloads: Sequence[Workload], arch_keys: Sequence[str] | None = None
-    ) -> LayoutComposer:
-        """The recipe's :class:`~scaledl.parallel.predict.LayoutComposer` of ``workloads``."""
-        return LayoutComposer(LayerModels(self.layerwise, None), workloads, self.collectives,
-                              arch_keys, self.dtensor_step_ms)  # fmt: skip
 
     def predict(
         self, workloads: Sequence[Workload], arch_keys: Sequence[str] | None = None
@@ -160,5 +148,8 @@ class LayoutRecipe:
             ``(composed, corrected_ms)``: the composition and the corrected iteration times
             (ms, shape (len(workloads),)).
         """
-        composed = self.composer(workloads, arch_keys).predict(self.overlap)
+        composer = LayoutComposer(
+            LayerModels(self.layerwise, None), workloads, self.collectives, arch_keys
+        )
+        composed = composer.predict(self.overlap)
         return composed, self.correction.apply(composed, workloads)

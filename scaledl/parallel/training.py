@@ -18,8 +18,7 @@ The optimizer node gets one sample per pipeline stage: the median instrumented
 partition broadcasts, timed in ``collective_timings``, taken out: the composition adds them
 itself) with the parameters the rank updates (its stage's, after the tensor-parallel split,
 ``1/dp`` of them with any sharding), as :meth:`scaledl.parallel.predict._LayerTimes.
-optimizer_ms` predicts it, and the DTensor parameter tensors it steps (``dtensor_tensors``,
-:func:`~scaledl.parallel.dtensors.dtensor_parameter_tensors`; 0 on layer nodes).
+optimizer_ms` predicts it.
 
 Some of these times are not the compute the composition predicts layer by layer: a
 tensor-parallel unit's holds its all-reduce, an FSDP / ZeRO-2 unit's its collectives' waits
@@ -41,7 +40,6 @@ import pandas as pd
 
 from scaledl.models.data import measured_nodes
 from scaledl.models.features import architecture_graphs, build_graph_set
-from scaledl.parallel.dtensors import dtensor_parameter_tensors
 from scaledl.parallel.shard import (
     TENSOR_PARALLEL_TYPES,
     base_workload,
@@ -125,7 +123,6 @@ def layout_layer_samples(
         layers = layers.assign(forward_ms=measured["forward_ms"].to_numpy(),
                                backward_ms=measured["backward_ms"].to_numpy())  # fmt: skip
         optimizer = _optimizer_rows(own, w, wid, optimizer_ms)
-        layers = layers.assign(dtensor_tensors=0.0)
         frames.append(layers.assign(collectives_inside=collectives_inside(layers, w)))
         frames.append(optimizer.assign(collectives_inside=collectives_inside(optimizer, w)))
     return measured_nodes(pd.concat(frames, ignore_index=True))
@@ -169,7 +166,6 @@ def _optimizer_rows(own: pd.DataFrame, w: Workload, wid: str, steps: pd.Series) 
     index = pd.MultiIndex.from_arrays([[wid] * w.pp_size, range(w.pp_size)])
     rows["forward_ms"] = steps.reindex(index).to_numpy()
     rows["backward_ms"] = 0.0
-    rows["dtensor_tensors"] = dtensor_parameter_tensors(w)
     return rows
 
 

@@ -6,8 +6,7 @@ the directory of the predictor bundle it serves, one folder per device and versi
 * ``<bundle>/layouts/<device>/<version>/manifest.json``: ``format_version``, ``kind``
   (``layout_calibration``), ``version``, ``created_at``, ``device_name``, the bundle it was
   fitted beside (``predictor_name``, ``predictor_version``), the chosen ``recipe``, its
-  collective model, overlap factors, DTensor step cost (``dtensor_step_ms``) and correction,
-  the selection's scores, the training
+  collective model, overlap factors and correction, the selection's scores, the training
   data (SHA-256 over the profile tables, workloads per kind), the in-sample figures,
   ``library_versions`` and the SHA-256 and size of the one other file (``files``,
   ``file_sizes``); validated as :class:`CalibrationManifest` (pydantic: unknown keys,
@@ -229,9 +228,6 @@ class CalibrationManifest(Artefact):
     collectives: CollectivesParams
     overlap: OverlapParams | None
     correction: CorrectionParams
-    #: ms per DTensor parameter tensor (:mod:`scaledl.parallel.dtensors`); absent in
-    #: calibrations saved before it: 0.
-    dtensor_step_ms: NonNegativeFloat = 0.0
     selection: SelectionRecord
     training_data: TrainingRecord
     in_sample: InSampleRecord
@@ -358,7 +354,6 @@ def _manifest(calibration, bundle_manifest: dict, version: str, now, layer_file:
             "coef": list(recipe.correction.coef),
             "intercept": recipe.correction.intercept,
         },
-        "dtensor_step_ms": recipe.dtensor_step_ms,
         "selection": calibration.selection,
         "training_data": calibration.training_data,
         "in_sample": calibration.in_sample,
@@ -465,8 +460,7 @@ def _calibration(m: CalibrationManifest, layerwise, path: Path):
     except ValueError as exc:
         raise BundleError(f"{path}: {exc}") from exc
     correction = Correction(m.correction.coef, m.correction.intercept)
-    recipe = LayoutRecipe(m.recipe, layerwise, collectives, overlap, correction,
-                          m.dtensor_step_ms)  # fmt: skip
+    recipe = LayoutRecipe(m.recipe, layerwise, collectives, overlap, correction)
     return LayoutCalibration(
         recipe,
         m.device_name,

@@ -6,7 +6,6 @@ from tiny_specs import tiny
 from scaledl.models.features import build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
-from scaledl.parallel.dtensors import dtensor_parameter_tensors
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts
 
@@ -53,19 +52,6 @@ def test_tensor_parallel_api_cost_adds_per_linear_beyond_the_blocking_all_reduce
     cheap = CollectiveModel(dict(params, tp_colwise_forward=(0.0, 0.0),
                                  tp_rowwise_forward=(0.2, 0.0)), free.source)  # fmt: skip
     assert (LayoutComposer(Method(), [tp], cheap).inputs[0].forward_ms == a.forward_ms).all()
-
-
-def test_each_dtensor_parameter_adds_its_step_cost_to_the_optimizer():
-    ws = [tiny("bert", num_layers=2, batch_size=4, world_size=2, tp_size=2),
-          tiny("bert", num_layers=2, batch_size=4, world_size=2, dp_size=2, sharding="fsdp"),
-          tiny("bert", num_layers=2, batch_size=4, world_size=2, dp_size=2)]  # fmt: skip
-    plain = LayoutComposer(Method(), ws).inputs
-    costly = LayoutComposer(Method(), ws, dtensor_step_ms=0.5).inputs
-    for w, a, b in zip(ws, plain, costly, strict=True):
-        extra = b.optimizer_ms - a.optimizer_ms
-        np.testing.assert_allclose(extra, 0.5 * dtensor_parameter_tensors(w)[:, None])
-    assert (costly[0].optimizer_ms > plain[0].optimizer_ms).all()  # TP: 24 tensors
-    np.testing.assert_array_equal(costly[2].optimizer_ms, plain[2].optimizer_ms)  # DDP: none
 
 
 def test_pipeline_of_one_micro_batch_runs_the_stages_one_after_the_other():

@@ -50,7 +50,6 @@ def test_round_trip_gives_identical_predictions(bundle, layout_calibration):
     np.testing.assert_array_equal(again.iteration_ms, composed.iteration_ms)
     assert loaded.selection == layout_calibration.selection
     assert loaded.recipe.overlap == layout_calibration.recipe.overlap
-    assert loaded.recipe.dtensor_step_ms == layout_calibration.recipe.dtensor_step_ms
     assert list(json.loads((target / MANIFEST_FILE).read_text())["files"]) == [LAYERWISE_FILE]
     # the bundle itself is untouched: its manifest still verifies and lists its own files
     assert "layouts" not in read_manifest(bundle)["files"]
@@ -94,16 +93,9 @@ MANIFEST_EDITS = {
     "unknown field": (_set("run", "__import__('os').system('true')"), "'run'"),
     "unknown recipe": (_set("recipe", "evil"), "'recipe'"),
     "negative collective cost": (_set("collectives.params.send", [-1.0, 0.0]), "collectives"),
-    "negative DTensor step": (_set("dtensor_step_ms", -0.1), "dtensor_step_ms"),
     "other file listed": (_set("files", {"../gnn.pt": "0" * 64}), "'files'"),
     "other predictor": (_set("predictor_version", "v1"), "'predictor_version'"),
 }
-
-
-def test_a_calibration_saved_before_the_dtensor_step_loads_without_it(bundle, layout_calibration):
-    target = save_beside(layout_calibration, bundle)
-    edit_manifest(target, lambda d: d.pop("dtensor_step_ms"))
-    assert found(bundle)[0].recipe.dtensor_step_ms == 0.0
 
 
 @pytest.mark.parametrize("case", list(MANIFEST_EDITS))
