@@ -72,7 +72,10 @@ followed, each committed before the two profiles that judged it (README): the pr
 column- and row-wise linear and no all-reduce after a layer none follows (c8c243b; 14:36-14:45
 UTC), the probe timed after an untimed call (1fb1caa; 14:51-15:00), and a lane no training
 workload exercises put on the critical path (ef9116d; :mod:`scaledl.parallel.overlap`). The
-README's block is the two profiles of 15:22-15:30 UTC, measured after the last of them.
+README's block is the two profiles of 15:22-15:30 UTC, measured after the last of them. A
+cost per DTensor parameter in the optimizer step, judged next on the profiles of 18:20-18:29
+UTC (``datasets/layouts-cpu/history/1820``, ``1824``), over-shot the FSDP fold after the
+correction (15.1% / 15.2% against 7.2% / 6.9%) and was reverted (README).
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
