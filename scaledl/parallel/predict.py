@@ -29,6 +29,7 @@ from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import TP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
+from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
     base_workload,
@@ -138,7 +139,9 @@ class LayoutComposer:
         self.members = list(groups.values())
         inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], self.cm)
                   for m in self.members]  # fmt: skip
-        steps = layers.optimizer_ms([x for x, _ in inputs])
+        tensors = [np.stack([stepped_tensors(workloads[i]) for i in m], axis=1)
+                   for m in self.members]  # fmt: skip
+        steps = layers.optimizer_ms([x for x, _ in inputs], tensors)
         self.inputs = [replace(x, optimizer_ms=step)
                        for (x, _), step in zip(inputs, steps, strict=True)]  # fmt: skip
         self.generic = [types for _, types in inputs]
@@ -271,18 +274,24 @@ class _LayerTimes:
         )  # fmt: skip
         return inputs, tuple(sorted(set(generic.astype(str))))
 
-    def optimizer_ms(self, inputs: list[LayoutInputs]) -> list[np.ndarray]:
+    def optimizer_ms(
+        self, inputs: list[LayoutInputs], tensors: list[np.ndarray]
+    ) -> list[np.ndarray]:
         """The optimizer step of every structure's stages, from their parameter counts.
 
         The layer-wise ``optimizer`` model on the parameters a rank updates: its stage's
-        (tensor-parallel shard), ``1/dp`` of them with ZeRO or FSDP sharding; 0 for inference.
+        (tensor-parallel shard), ``1/dp`` of them with ZeRO or FSDP sharding, and the parameter
+        tensors it steps as the operator count (``tensors``, one (p, n) array per structure,
+        :func:`~scaledl.parallel.optimizer_tensors.stepped_tensors`); 0 for inference.
         """
         template = next((r for r in self.optimizer_row.values() if len(r)), None)
-        counts = np.concatenate([x.optimizer_ms.ravel() for x in inputs if x.train] or [[]])
+        train = [(x, t) for x, t in zip(inputs, tensors, strict=True) if x.train]
+        counts = np.concatenate([x.optimizer_ms.ravel() for x, _ in train] or [[]])
         steps = np.zeros(0)
         if len(counts) and template is not None:
             rows = template.loc[template.index.repeat(len(counts))].reset_index(drop=True)
             rows["params"] = counts
+            rows["fwd_ops"] = np.concatenate([t.ravel() for _, t in train])
             steps = node_predictions(self.method.layerwise_, None, rows)["forward_ms"].to_numpy()
         out, start = [], 0
         for x in inputs:

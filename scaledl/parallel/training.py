@@ -17,7 +17,8 @@ The optimizer node gets one sample per pipeline stage: the median instrumented
 ``optimizer_ms`` of that stage's ranks (the stage from ``pipeline_timings``; ZeRO-1's
 partition broadcasts, timed in ``collective_timings``, taken out: the composition adds them
 itself) with the parameters the rank updates (its stage's, after the tensor-parallel split,
-``1/dp`` of them with any sharding), as :meth:`scaledl.parallel.predict._LayerTimes.
+``1/dp`` of them with any sharding) and, as its operator count, the parameter tensors it steps
+(:func:`~scaledl.parallel.optimizer_tensors.stepped_tensors`), as :meth:`scaledl.parallel.predict._LayerTimes.
 optimizer_ms` predicts it.
 
 Some of these times are not the compute the composition predicts layer by layer: a
@@ -40,6 +41,7 @@ import pandas as pd
 
 from scaledl.models.data import measured_nodes
 from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.shard import (
     TENSOR_PARALLEL_TYPES,
     base_workload,
@@ -136,8 +138,13 @@ def collectives_inside(nodes: pd.DataFrame, w: Workload) -> np.ndarray:
     row-wise linear, forward and backward) and DTensor dispatch; an FSDP2 / ZeRO-2 unit's
     time holds the wait for its all-gather (pre-forward hook) and its reduce-scatter
     (post-backward hook), and every layer is inside a unit (the root one included); the
-    optimizer steps DTensor parameters under both. The composition adds those collectives
-    itself, so these times are not the compute it predicts layer by layer.
+    optimizer steps DTensor parameters under both; under DDP and ZeRO-1 with ``dp > 1``
+    the first layer's backward holds the reducer's wait for the last gradient buckets
+    (:func:`_ends_the_backward`), and ZeRO-1's step (``ZeroRedundancyOptimizer.step``) its
+    partition broadcasts (the micro-benchmarked broadcasts taken out, its samples still
+    took 4.4-4.7 ms for the tensors a pipeline stage stepped in 2.9-3.2 ms on
+    ``datasets/layouts-cpu/validated``). The composition adds those collectives itself, so these
+    times are not the compute it predicts layer by layer.
 
     Args:
         nodes: graph nodes of ``w`` (``layer_type``, ``node_kind``).
@@ -151,7 +158,28 @@ def collectives_inside(nodes: pd.DataFrame, w: Workload) -> np.ndarray:
         return np.ones(len(nodes), dtype=bool)
     if w.tp_size > 1:
         return optimizer | nodes["layer_type"].isin(TENSOR_PARALLEL_TYPES).to_numpy()
+    if w.mode == "train" and w.dp_size > 1:
+        return _ends_the_backward(nodes) | (optimizer if w.sharding == "zero1" else False)
     return np.zeros(len(nodes), dtype=bool)
+
+
+def _ends_the_backward(nodes: pd.DataFrame) -> np.ndarray:
+    """The layer whose measured backward ends with the whole backward pass: the first one run.
+
+    The first layer of a model (token or patch embedding) takes no input gradient, so the
+    instrument ends its backward when the backward pass returns
+    (:mod:`scaledl.profiling.instrument`); under DDP (and ZeRO-1, which runs DDP) that is
+    after the reducer has waited for the last gradient buckets' all-reduces. Measured on
+    ``datasets/layouts-cpu/validated``: the embedding's backward took 3.6-8.8 ms in the
+    ``dp2`` and ``dp2-zero1`` workloads against 0.3-0.5 ms in the pipeline stages' and
+    0.4-0.9 ms in tensor parallelism's, so it holds the exposed gradient synchronisation the
+    composition adds itself.
+    """
+    layers = np.flatnonzero((nodes["node_kind"] == "layer").to_numpy())
+    out = np.zeros(len(nodes), dtype=bool)
+    if len(layers):
+        out[layers[np.argmin(nodes["layer_index"].to_numpy()[layers])]] = True
+    return out
 
 
 def _optimizer_rows(own: pd.DataFrame, w: Workload, wid: str, steps: pd.Series) -> pd.DataFrame:
@@ -163,6 +191,7 @@ def _optimizer_rows(own: pd.DataFrame, w: Workload, wid: str, steps: pd.Series) 
     share = 1.0 / w.dp_size if w.sharding != "none" else 1.0
     rows = template.loc[template.index.repeat(w.pp_size)].reset_index(drop=True)
     rows["params"] = np.rint(np.asarray(per_stage) * share)
+    rows["fwd_ops"] = stepped_tensors(w)
     index = pd.MultiIndex.from_arrays([[wid] * w.pp_size, range(w.pp_size)])
     rows["forward_ms"] = steps.reindex(index).to_numpy()
     rows["backward_ms"] = 0.0

@@ -4,6 +4,7 @@ import pytest
 from tiny_specs import tiny
 
 from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.shard import base_workload, rank_parameters
 from scaledl.parallel.training import collectives_inside, fold_samples, layout_layer_samples
 
@@ -70,6 +71,9 @@ def test_optimizer_samples_per_stage_without_the_zero1_broadcasts():
     pp = opt.loc["pp"]
     np.testing.assert_allclose(pp["forward_ms"], [3.0, 4.0])  # stage 0 = rank 0, stage 1
     np.testing.assert_allclose(pp["params"], np.rint(per_stage))
+    # the operator count is the parameter tensors each stage steps
+    np.testing.assert_allclose(pp["fwd_ops"], stepped_tensors(PP))
+    assert opt.loc[["z1"], "fwd_ops"].iloc[0] == stepped_tensors(ZERO1)[0]
     # ZeRO-1: half the parameters per rank; launch r0's step 3 - 0.5 (its broadcasts) on
     # rank 0, 4 on rank 1, launch r1's 3 and 4: median over ranks and launches 3.5
     z1 = opt.loc[["z1"]]
@@ -92,8 +96,30 @@ def test_collectives_inside_the_layout_units():
     np.testing.assert_array_equal(inside, tp["layer_type"].isin(["attention", "feed-forward"]))
     fsdp = tiny("bert", world_size=2, sharding="fsdp")
     assert collectives_inside(_layers(fsdp), fsdp).all()
-    assert not collectives_inside(_layers(ZERO1), ZERO1).any()
     assert not collectives_inside(_layers(PP), PP).any()
+
+
+def _nodes(w):
+    return build_graph_set([base_workload(w, w.batch_size // w.micro_batches)]).nodes
+
+
+@pytest.mark.parametrize("sharding", ["none", "zero1"])
+def test_the_data_parallel_backward_end_holds_the_gradient_wait(sharding):
+    w = tiny("bert", world_size=2, sharding=sharding)
+    nodes = _nodes(w)
+    inside = collectives_inside(nodes, w)
+    layers = (nodes["node_kind"] == "layer").to_numpy()
+    first = nodes.index[layers][np.argmin(nodes.loc[layers, "layer_index"])]
+    # the embedding (first layer: last backward) under DDP and ZeRO-1, and ZeRO-1's step
+    assert inside[nodes.index.get_loc(first)]
+    assert inside[layers].sum() == 1
+    optimizer = (nodes["node_kind"] == "optimizer").to_numpy()
+    assert inside[optimizer].all() == (sharding == "zero1")
+
+
+def test_one_rank_and_inference_hold_no_gradient_wait():
+    for w in (tiny("bert"), tiny("bert", world_size=2, mode="infer")):
+        assert not collectives_inside(_nodes(w), w).any()
 
 
 def test_fold_samples_never_hold_the_held_out_kind():
