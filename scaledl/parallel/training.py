@@ -18,8 +18,8 @@ The optimizer node gets one sample per pipeline stage: the median instrumented
 partition broadcasts, timed in ``collective_timings``, taken out: the composition adds them
 itself) with the parameters the rank updates (its stage's, after the tensor-parallel split,
 ``1/dp`` of them with any sharding) and, as its operator count, the parameter tensors it steps
-(:func:`~scaledl.parallel.optimizer_tensors.stepped_tensors`), as :meth:`scaledl.parallel.predict._LayerTimes.
-optimizer_ms` predicts it.
+(:func:`~scaledl.parallel.optimizer_tensors.stepped_tensors`), as
+:meth:`scaledl.parallel.predict._LayerTimes.optimizer_ms` predicts it.
 
 Some of these times are not the compute the composition predicts layer by layer: a
 tensor-parallel unit's holds its all-reduce, an FSDP / ZeRO-2 unit's its collectives' waits
