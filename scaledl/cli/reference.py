@@ -85,7 +85,9 @@ def evaluate_layouts_command(
     ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat``
     (a profile of the same workloads measured at another time) is evaluated the same way and
     its targets are stored under ``repeats`` (the host drifts: a figure is quoted from more
-    than one profile). The result records ``evaluated_on``, the processor it was computed on
+    than one profile), with the ranking's tau between the two profiles' measured times
+    (:func:`scaledl.parallel.evaluate.measured_agreement`: the ranking target's resolution).
+    The result records ``evaluated_on``, the processor it was computed on
     (:func:`scaledl.workloads.device.local_cpu_name`): the evaluation is deterministic on one
     processor, but another one's floating-point kernels move its MREs in the third digit and
     can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
@@ -100,7 +102,7 @@ def evaluate_layouts_command(
     out = output_path(out, (".json",), "--out")
     try:
         result = evaluate_layouts(data)
-        result["repeats"] = [repeat_summary(evaluate_layouts(r)) for r in repeat or []]
+        result["repeats"] = [repeat_summary(evaluate_layouts(r), result) for r in repeat or []]
         result["evaluated_on"] = local_cpu_name()
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))

@@ -450,12 +450,18 @@ class _Run:
         ctx, rows = self.ctx, []
         for i, wid in enumerate(ctx.ids):
             row = {"workload_id": wid, "layout": layout_label(ctx.wlist[i]),
-                   "kind": str(ctx.kind[i]), "measured_ms": float(ctx.measured[i])}  # fmt: skip
+                   "model": model_label(ctx.wlist[i]), "kind": str(ctx.kind[i]),
+                   "measured_ms": float(ctx.measured[i])}  # fmt: skip
             for v in VARIANTS:
                 for name, values in self.pred[v].items():
                     row[f"{v}_{name}_ms"] = None if np.isnan(values[i]) else float(values[i])
             rows.append(row)
         return rows
+
+
+def model_label(w: Workload) -> str:
+    """The model a ranking groups layouts by, in words: family, width, depth and batch."""
+    return f"{w.family} h{w.hidden_size} L{w.num_layers} b{w.batch_size}"
 
 
 def kendall_by_model(
@@ -482,8 +488,7 @@ def kendall_by_model(
         members = [i for i in members if np.isfinite(first[i])]
         if len(members) < 3:
             continue
-        w = wlist[members[0]]
-        row = {"model": f"{w.family} h{w.hidden_size} L{w.num_layers} b{w.batch_size}",
+        row = {"model": model_label(wlist[members[0]]),
                "layouts": [layout_label(wlist[i]) for i in members]}  # fmt: skip
         for name, pred in predictions.items():
             tau = kendalltau(pred[members], measured[members]).statistic
@@ -492,18 +497,65 @@ def kendall_by_model(
     return out
 
 
-def repeat_summary(result: dict[str, Any]) -> dict[str, Any]:
+def repeat_summary(result: dict[str, Any], main: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a repeated profile's evaluation adds to the main one: its dataset and targets.
 
     Args:
         result: an :func:`evaluate_layouts` result of another profile of the same workloads.
+        main: the main profile's result: with it, ``measured_tau`` is added
+            (:func:`measured_agreement`).
 
     Returns:
         ``{"dataset", "n_workloads", "headline", "targets", "gnn_ablation"}``
-        (:func:`~scaledl.parallel.results_block.gnn_ablation`).
+        (:func:`~scaledl.parallel.results_block.gnn_ablation`), and ``measured_tau``.
     """
     keys = ("dataset", "n_workloads", "headline", "targets")
-    return {**{k: result[k] for k in keys}, "gnn_ablation": gnn_ablation(result["variants"])}
+    out = {**{k: result[k] for k in keys}, "gnn_ablation": gnn_ablation(result["variants"])}
+    if main is not None:
+        out["measured_tau"] = measured_agreement(main, result)
+    return out
+
+
+def measured_agreement(main: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """Kendall's tau of the layout ranking between two profiles' *measured* iteration times.
+
+    The ranking target compares a prediction with one profile's labels; two profiles of the
+    same workloads, minutes apart, do not rank them alike either where layouts lie within the
+    launch-to-launch noise (on the committed profiles GPipe with 4 micro-batches, 1F1B and
+    DDP within 5-15% of each other). The worst model's tau between the two measurements is
+    the resolution of the target on these labels: a prediction cannot be expected to agree
+    with one profile better than another profile does.
+
+    Args:
+        main: an :func:`evaluate_layouts` result.
+        other: the result of another profile of the same workloads.
+
+    Returns:
+        ``{"models": [{"model", "tau"}], "worst": float | None}`` over the models both
+        profiles rank (the same workload ids; ``None``: no model with three layouts).
+
+    Raises:
+        ValueError: a workload whose ``model`` differs between the two results.
+    """
+    theirs = {r["workload_id"]: r for r in other["workloads"]}
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for row in main["workloads"]:
+        twin = theirs.get(row["workload_id"])
+        if twin is None:
+            continue
+        if twin["model"] != row["model"]:
+            raise ValueError(f"workload_id {row['workload_id']!r}: model {row['model']!r} in "
+                             f"one profile, {twin['model']!r} in the other")  # fmt: skip
+        groups.setdefault(row["model"], []).append((row["measured_ms"], twin["measured_ms"]))
+    models = []
+    for model, pairs in groups.items():
+        if len(pairs) < 3:
+            continue
+        a, b = np.array(pairs).T
+        tau = kendalltau(a, b).statistic
+        models.append({"model": model, "tau": None if math.isnan(tau) else float(tau)})
+    taus = [m["tau"] for m in models if m["tau"] is not None]
+    return {"models": models, "worst": min(taus) if taus else None}
 
 
 def _targets(head: dict[str, Any]) -> list[dict[str, Any]]:

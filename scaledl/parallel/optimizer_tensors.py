@@ -29,15 +29,16 @@ from scaledl.parallel.shard import block_ordinal, stage_of_layers
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import Workload
 
-#: ``(architecture key, layer names) -> parameter tensors per layer`` (:func:`_per_layer`).
-_CACHE: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+#: ``(architecture key, pp_size) -> parameter tensors per stage`` (:func:`stage_tensors`).
+_CACHE: dict[tuple[str, int], np.ndarray] = {}
 
 
-def stepped_tensors(w: Workload) -> np.ndarray:
+def stepped_tensors(w: Workload, arch_key: str | None = None) -> np.ndarray:
     """The parameter tensors one rank of each stage steps (module docstring).
 
     Args:
         w: the workload (any layout, plain DDP included).
+        arch_key: ``architecture_key(w)``, when the caller knows it.
 
     Returns:
         Counts per stage, shape (``pp_size``,), float (``1/dp`` of the stage's under ZeRO-1);
@@ -50,16 +51,33 @@ def stepped_tensors(w: Workload) -> np.ndarray:
     """
     if w.mode != "train":
         return np.zeros(w.pp_size)
-    from scaledl.models.features import architecture_graphs
-
-    layers = architecture_graphs(w)[0].layers
-    names = tuple(layers["layer_name"].astype(str))
-    key = (architecture_key(w), names)
-    if key not in _CACHE:
-        _CACHE[key] = _per_layer(w, names)
-    stage = stage_of_layers(block_ordinal(layers["block"]), w.pp_size)
     share = 1.0 / w.dp_size if w.sharding == "zero1" else 1.0
-    return np.array([_CACHE[key][stage == s].sum() * share for s in range(w.pp_size)])
+    return stage_tensors(w, arch_key) * share
+
+
+def stage_tensors(w: Workload, arch_key: str | None = None) -> np.ndarray:
+    """Every parameter tensor of each pipeline stage's layers, shape (``pp_size``,).
+
+    Counted once per architecture and stage count (cached): a planner composes thousands of
+    layouts of one model.
+
+    Args:
+        w: the workload.
+        arch_key: ``architecture_key(w)``, when the caller knows it.
+
+    Raises:
+        ValueError: ``pp_size`` does not divide the blocks.
+        scaledl.workloads.builders.WorkloadError: the model cannot be built.
+    """
+    key = (arch_key or architecture_key(w), w.pp_size)
+    if key not in _CACHE:
+        from scaledl.models.features import architecture_graphs
+
+        layers = architecture_graphs(w)[0].layers
+        counts = _per_layer(w, tuple(layers["layer_name"].astype(str)))
+        stage = stage_of_layers(block_ordinal(layers["block"]), w.pp_size)
+        _CACHE[key] = np.array([counts[stage == s].sum() for s in range(w.pp_size)])
+    return _CACHE[key].copy()
 
 
 def _per_layer(w: Workload, names: tuple[str, ...]) -> np.ndarray:

@@ -139,7 +139,7 @@ class LayoutComposer:
         self.members = list(groups.values())
         inputs = [layers.inputs(keys[m[0]], [workloads[i] for i in m], self.cm)
                   for m in self.members]  # fmt: skip
-        tensors = [np.stack([stepped_tensors(workloads[i]) for i in m], axis=1)
+        tensors = [np.stack([stepped_tensors(workloads[i], keys[i]) for i in m], axis=1)
                    for m in self.members]  # fmt: skip
         steps = layers.optimizer_ms([x for x, _ in inputs], tensors)
         self.inputs = [replace(x, optimizer_ms=step)

@@ -61,6 +61,14 @@ def layouts_markdown(result: dict) -> str:
         )
         lines += ["", f"The same on another profile of these workloads ({rep['dataset']}, "
                       f"`{rep['headline']}`): {values}."]  # fmt: skip
+        agreement = rep.get("measured_tau")
+        if agreement and agreement["worst"] is not None:
+            per_model = ", ".join(f"{m['model']} {_tau(m['tau'])}" for m in agreement["models"])
+            lines[-1] += (
+                " Kendall tau between the two profiles' *measured* iteration times (the ranking"
+                f" target's resolution on these labels): worst model {agreement['worst']:.2f}"
+                f" ({per_model})."
+            )
     lines += [
         "",
         "| variant | held out | workloads | composed MRE | corrected MRE "

@@ -8,7 +8,7 @@ from tiny_specs import tiny
 from typer.testing import CliRunner
 
 from scaledl.cli import app
-from scaledl.parallel.evaluate import layout_kind
+from scaledl.parallel.evaluate import layout_kind, measured_agreement
 from scaledl.parallel.results_block import BOUNDS, gnn_ablation, layouts_markdown
 from scaledl.report.summary import read_block
 from scaledl.workloads.device import local_cpu_name
@@ -161,3 +161,27 @@ def test_cli_names_a_missing_dataset(tmp_path):
     )
     assert result.exit_code == 2
     assert str(missing) in result.output
+
+
+def _rows(times, model="bert h8 L1 b4"):
+    return {"workloads": [{"workload_id": f"w{i}", "model": model, "measured_ms": t}
+                          for i, t in enumerate(times)]}  # fmt: skip
+
+
+def test_measured_agreement_ranks_one_profile_against_another():
+    # w2 and w3 swap between the two profiles: 5 of 6 pairs agree, tau = 4/6
+    got = measured_agreement(_rows([1.0, 2.0, 3.0, 4.0]), _rows([1.1, 2.2, 4.1, 3.9]))
+    assert got["models"] == [{"model": "bert h8 L1 b4", "tau": pytest.approx(4 / 6)}]
+    assert got["worst"] == pytest.approx(4 / 6)
+    # a model with fewer than three shared layouts is not ranked
+    assert measured_agreement(_rows([1.0, 2.0]), _rows([1.0, 2.0]))["worst"] is None
+    with pytest.raises(ValueError, match="'w0'"):
+        measured_agreement(_rows([1.0, 2.0, 3.0]), _rows([1.0, 2.0, 3.0], model="llama"))
+
+
+def test_block_renders_the_measured_agreement_of_a_repeat():
+    agreement = {"models": [{"model": "bert b4", "tau": 0.75}], "worst": 0.75}
+    again = {"dataset": "e", "n_workloads": 14, "headline": "selected",
+             "targets": EXAMPLE["targets"], "measured_tau": agreement}  # fmt: skip
+    text = layouts_markdown({**EXAMPLE, "repeats": [again]})
+    assert "resolution on these labels): worst model 0.75 (bert b4 0.75)." in text
