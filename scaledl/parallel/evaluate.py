@@ -71,11 +71,17 @@ met the FSDP and pipeline folds but not tensor parallelism's (21.9% / 26.7%). Th
 followed, each committed before the two profiles that judged it (README): the probe per
 column- and row-wise linear and no all-reduce after a layer none follows (c8c243b; 14:36-14:45
 UTC), the probe timed after an untimed call (1fb1caa; 14:51-15:00), and a lane no training
-workload exercises put on the critical path (ef9116d; :mod:`scaledl.parallel.overlap`). The
-README's block is the two profiles of 15:22-15:30 UTC, measured after the last of them. A
+workload exercises put on the critical path (ef9116d; :mod:`scaledl.parallel.overlap`), judged
+on the two profiles of 15:22-15:30 UTC (``datasets/layouts-cpu/history/1522``, ``1526``). A
 cost per DTensor parameter in the optimizer step, judged next on the profiles of 18:20-18:29
 UTC (``datasets/layouts-cpu/history/1820``, ``1824``), over-shot the FSDP fold after the
-correction (15.1% / 15.2% against 7.2% / 6.9%) and was reverted (README).
+correction (15.1% / 15.2% against 7.2% / 6.9%) and was reverted (README). Commit 9639064 then
+left the data-parallel waits out of the layer rows (the first layer's backward under DDP /
+ZeRO-1, ZeRO-1's step: :func:`~scaledl.parallel.training.collectives_inside`) and gave the
+optimizer node the parameter tensors a rank steps (:mod:`scaledl.parallel.optimizer_tensors`);
+the two profiles of 2026-12-04 03:44-03:51 UTC, measured after it, are the README's block
+(paired against the code before it there: tensor parallelism and pipeline better on both,
+FSDP worse on the main profile, 8.9% against 10.2% over the three kinds).
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.
