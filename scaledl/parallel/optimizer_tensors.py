@@ -4,12 +4,13 @@
 every parameter lives on a device with for-each support (``torch.optim.optimizer.
 _default_to_fused_or_foreach``; CPU is not one), so ``_single_tensor_adamw`` runs its
 element-wise operations once per parameter tensor. On the small models of a CPU layout profile
-that per-tensor cost, not the parameter count, sets the step: on ``datasets/layouts-cpu/
-validated`` a pipeline stage's step (half the tensors) took 2.9-3.2 ms and the full model's
-under DDP 4.7-5.7 ms, while the Llama stage with 48% more parameters than the BERT stage
-stepped no slower. The layer-wise optimizer model, whose operator feature was 0, could only
-read parameters; its gradient-boosted correction then predicted the full model's DDP step from
-the largest stage it had seen (2.7-2.9 ms against 4.5-5.8 ms measured with DDP held out).
+that per-tensor cost, not the parameter count, sets the step: on the profile of 2026-12-03
+15:22 UTC (``datasets/layouts-cpu/history/1522``) a pipeline stage's step (half the tensors)
+took 2.9-3.2 ms and the full model's under DDP 4.7-5.7 ms, while the Llama stage with 48% more
+parameters than the BERT stage stepped no slower. The layer-wise optimizer model, whose
+operator feature was 0, could only read parameters; its gradient-boosted correction then
+predicted the full model's DDP step from the largest stage it had seen (2.7-2.9 ms against
+4.5-5.8 ms measured with DDP held out).
 
 The layout path (:mod:`scaledl.parallel.training` for its samples, :mod:`scaledl.parallel.
 predict` for its predictions) therefore gives the optimizer node the tensors the rank steps as
