@@ -66,6 +66,9 @@ def stage_tensors(w: Workload, arch_key: str | None = None) -> np.ndarray:
         w: the workload.
         arch_key: ``architecture_key(w)``, when the caller knows it.
 
+    Returns:
+        Counts per stage, shape (``pp_size``,), float (a copy: the cache is not exposed).
+
     Raises:
         ValueError: ``pp_size`` does not divide the blocks.
         scaledl.workloads.builders.WorkloadError: the model cannot be built.
@@ -84,6 +87,9 @@ def stage_tensors(w: Workload, arch_key: str | None = None) -> np.ndarray:
 def _per_layer(w: Workload, names: tuple[str, ...]) -> np.ndarray:
     """Parameter tensors of each layer's module, counted on the model built on the meta device.
 
+    The rule of the tracer's parameter assignment (``scaledl.graph.tracing._assign_params``),
+    simplified to module names: it records parameter counts, not tensors, and its traces are
+    cached on disk by schema, so the count is taken here until that schema next changes.
     Each parameter is counted once, at the first layer that holds it (a head tied to the
     embedding steps one tensor); a repeated call (``name#k``) and a layer without a module of
     its name hold none. Parameters of no layer module (rare: a bare ``nn.Parameter`` on the
