@@ -73,6 +73,10 @@ def evaluate_layouts_command(
         list[Path] | None,
         typer.Option(help="Another profile of the same workloads: its targets are added"),
     ] = None,
+    across: Annotated[
+        list[Path] | None,
+        typer.Option(help="A further profile of the same workloads: the headline's targets only"),
+    ] = None,
     readme: Annotated[
         Path | None, typer.Option(help="Also rewrite this README's layouts block")
     ] = None,
@@ -87,14 +91,17 @@ def evaluate_layouts_command(
     its targets are stored under ``repeats`` (the host drifts: a figure is quoted from more
     than one profile), with the ranking's tau between the two profiles' measured times
     (:func:`scaledl.parallel.evaluate.measured_agreement`: the ranking target's resolution).
-    The result records ``evaluated_on``, the processor it was computed on
+    Each ``--across`` profile is evaluated for the headline recipe's targets alone
+    (:func:`scaledl.parallel.evaluate.evaluate_headline`, a tenth of the time), stored under
+    ``across``; the block then tabulates every profile's targets and how many profiles meet
+    each. The result records ``evaluated_on``, the processor it was computed on
     (:func:`scaledl.workloads.device.local_cpu_name`): the evaluation is deterministic on one
     processor, but another one's floating-point kernels move its MREs in the third digit and
     can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
     """
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
-    from scaledl.parallel.evaluate import evaluate_layouts, repeat_summary
+    from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
     from scaledl.parallel.results_block import BOUNDS, layouts_markdown
     from scaledl.report.summary import replace_block
     from scaledl.workloads.device import local_cpu_name
@@ -103,6 +110,7 @@ def evaluate_layouts_command(
     try:
         result = evaluate_layouts(data)
         result["repeats"] = [repeat_summary(evaluate_layouts(r), result) for r in repeat or []]
+        result["across"] = [evaluate_headline(a, result) for a in across or []]
         result["evaluated_on"] = local_cpu_name()
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))

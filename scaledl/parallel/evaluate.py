@@ -111,7 +111,12 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from scaledl.evaluation.significance import paired_comparison
-from scaledl.models.data import launch_labels, profile_data_from_tables, read_tables
+from scaledl.models.data import (
+    ProfileDataError,
+    launch_labels,
+    profile_data_from_tables,
+    read_tables,
+)
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import fit_layerwise_stage
 from scaledl.models.threads import single_threaded
@@ -207,9 +212,9 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
         seed: seed of the bootstrap.
 
     Returns:
-        The JSON-safe result (module docstring): ``variants`` (per variant its folds and
-        ranking), the headline's ``folds`` and ``ranking``, ``targets`` (met or not) and the
-        per-workload predictions of every variant.
+        The JSON-safe result (module docstring): ``measured_utc`` (:func:`measured_window`),
+        ``variants`` (per variant its folds and ranking), the headline's ``folds`` and
+        ``ranking``, ``targets`` (met or not) and the per-workload predictions of every variant.
 
     Raises:
         scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
@@ -220,6 +225,73 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
     for kind in [k for k in ("ddp", *KINDS) if k in ctx.kinds.values()]:
         run.fold(kind)
     return run.result(directory)
+
+
+def evaluate_headline(directory: Path, main: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The headline recipe's targets on one profile, alone: no other variant is fitted.
+
+    The same folds as :func:`evaluate_layouts` (each layout kind and the data-parallel
+    workloads held out in turn, :data:`RECIPE` fitted on the others; the same code path, so its
+    targets equal that function's on the same profile), at a tenth of its time: what
+    ``scaledl evaluate-layouts --across`` runs on every further profile of the same workloads,
+    so that a target is judged on several profiles, not one (the host drifts between them).
+
+    Args:
+        directory: a validated profile dataset with data-parallel and layout workloads.
+        main: the main profile's :func:`evaluate_layouts` result: with it, ``measured_tau``
+            is added (:func:`measured_agreement`).
+
+    Returns:
+        ``{"dataset", "measured_utc", "n_workloads", "headline", "targets"}`` and
+        ``measured_tau``: ``targets`` as :func:`evaluate_layouts` judges them,
+        ``measured_utc`` the profile's window (:func:`measured_window`).
+
+    Raises:
+        scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
+        ValueError: no data-parallel workload to fit the layer-wise models on, or no layout.
+    """
+    ctx = load_layout_context(directory)
+    scope = np.arange(len(ctx.ids))
+    predicted = np.full(len(ctx.ids), np.nan)
+    folds = {}
+    for kind in [k for k in ("ddp", *KINDS) if k in ctx.kind]:
+        held = ctx.kind == kind
+        composed, corrected, _, _ = ctx.candidates(scope, held, kind, names=(RECIPE,))[RECIPE]
+        predicted[held] = corrected[held]
+        m = ctx.measured[held]
+        folds[kind] = {
+            "mre_composed": float(np.mean(np.abs(composed[held] - m) / m)),
+            "mre_corrected": float(np.mean(np.abs(corrected[held] - m) / m)),
+        }
+    ranking = {"models": kendall_by_model(ctx.wlist, ctx.measured, {"corrected": predicted})}
+    out = {"dataset": str(directory), "measured_utc": measured_window(ctx.tables, str(directory)),
+           "n_workloads": len(ctx.ids), "headline": HEADLINE,
+           "targets": _targets({"folds": folds, "ranking": ranking})}  # fmt: skip
+    if main is not None:
+        rows = [{"workload_id": wid, "model": model_label(w), "measured_ms": float(t)}
+                for wid, w, t in zip(ctx.ids, ctx.wlist, ctx.measured, strict=True)]  # fmt: skip
+        out["measured_tau"] = measured_agreement(main, {"workloads": rows})
+    return out
+
+
+def measured_window(tables: dict[str, pd.DataFrame], source: str) -> list[str]:
+    """When a profile was measured: the first launch's start and the last one's end.
+
+    Args:
+        tables: the validated tables; ``runs`` with ``started_at`` / ``finished_at`` (ISO 8601,
+            UTC, as the profiler writes them).
+        source: the dataset, named in the error.
+
+    Returns:
+        ``[first started_at, last finished_at]``.
+
+    Raises:
+        scaledl.models.data.ProfileDataError: no ``runs`` table or no timestamp in it.
+    """
+    runs = tables.get("runs")
+    if runs is None or not {"started_at", "finished_at"} <= set(runs) or runs.empty:
+        raise ProfileDataError(f"{source}/runs: no started_at / finished_at to date the profile by")
+    return [str(runs["started_at"].min()), str(runs["finished_at"].max())]
 
 
 def load_layout_context(directory: Path) -> LayoutContext:
@@ -442,6 +514,7 @@ class _Run:
         head = variants[HEADLINE]
         return {
             "dataset": str(directory),
+            "measured_utc": measured_window(self.ctx.tables, str(directory)),
             "n_workloads": len(self.ctx.ids),
             "n_by_kind": {k: int((self.ctx.kind == k).sum()) for k in ("ddp", *KINDS)},
             "headline": HEADLINE,
@@ -512,10 +585,10 @@ def repeat_summary(result: dict[str, Any], main: dict[str, Any] | None = None) -
             (:func:`measured_agreement`).
 
     Returns:
-        ``{"dataset", "n_workloads", "headline", "targets", "gnn_ablation"}``
+        ``{"dataset", "measured_utc", "n_workloads", "headline", "targets", "gnn_ablation"}``
         (:func:`~scaledl.parallel.results_block.gnn_ablation`), and ``measured_tau``.
     """
-    keys = ("dataset", "n_workloads", "headline", "targets")
+    keys = ("dataset", "measured_utc", "n_workloads", "headline", "targets")
     out = {**{k: result[k] for k in keys}, "gnn_ablation": gnn_ablation(result["variants"])}
     if main is not None:
         out["measured_tau"] = measured_agreement(main, result)

@@ -7,6 +7,10 @@ with the README, so a figure typed into the block fails the suite.
 
 from __future__ import annotations
 
+import datetime as dt
+
+import numpy as np
+
 from scaledl.report.formatting import pct
 from scaledl.report.summary import markers
 
@@ -34,7 +38,8 @@ def layouts_markdown(result: dict) -> str:
 
     Returns:
         Markdown: the targets table (the headline variant) and those of each repeated
-        profile (``repeats``), one row per variant and held-out kind, the selection's choices
+        profile (``repeats``), every profile's targets side by side when there are further
+        profiles (``across``), one row per variant and held-out kind, the selection's choices
         and the ranking per model and variant.
     """
     n, head = result["n_by_kind"], result["headline"]
@@ -69,6 +74,7 @@ def layouts_markdown(result: dict) -> str:
                 f" target's resolution on these labels): worst model {agreement['worst']:.2f}"
                 f" ({per_model})."
             )
+    lines += _profiles_lines(result)
     lines += [
         "",
         "| variant | held out | workloads | composed MRE | corrected MRE "
@@ -98,6 +104,62 @@ def layouts_markdown(result: dict) -> str:
         taus = " | ".join(_tau(m["tau_corrected"]) for m in variant["ranking"]["models"])
         lines.append(f"| {name} (Kendall tau, corrected) | {taus} |")
     return "\n".join(lines)
+
+
+def _window(measured_utc: list[str] | None) -> str:
+    """``YYYY-MM-DD HH:MM-HH:MM`` from a profile's ``[first start, last end]`` (ISO 8601)."""
+    if not measured_utc:
+        return "n/a"
+    start, end = (dt.datetime.fromisoformat(t) for t in measured_utc)
+    return f"{start:%Y-%m-%d %H:%M}-{end:%H:%M}"
+
+
+def _short(name: str) -> str:
+    return (
+        "worst tau"
+        if name.startswith("Kendall")
+        else name.replace("leave-one-layout-out MRE, ", "")
+    )
+
+
+def _profiles_lines(result: dict) -> list[str]:
+    """Every profile's targets in one table and how many profiles meet each (``across``).
+
+    Rendered only when the result has ``across`` profiles (``scaledl evaluate-layouts
+    --across``): the main profile, each repeat, each further profile; the targets' spread over
+    them is the day-to-day spread of the product's layout figures.
+    """
+    if not result.get("across"):
+        return []
+    profiles = [result, *result.get("repeats", []), *result["across"]]
+    names = [t["name"] for t in result["targets"]]
+    header = ["profile", "measured (UTC)", *map(_short, names),
+              "measured tau vs the main profile", "targets met"]  # fmt: skip
+    lines = ["", "The recipe's targets on every profile of these workloads (each evaluated "
+             "alone; `--repeat` and `--across`):", "",
+             "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]  # fmt: skip
+    for prof in profiles:
+        by_name = {t["name"]: t for t in prof["targets"]}
+        cells = [_value(n, by_name[n]["value"]) if n in by_name else "n/a" for n in names]
+        agreement = prof.get("measured_tau")
+        tau = "-" if prof is result else _tau((agreement or {}).get("worst"))
+        met = sum(t["met"] for t in prof["targets"])
+        lines.append(
+            f"| {prof['dataset']} | {_window(prof.get('measured_utc'))} | "
+            + " | ".join(cells)
+            + f" | {tau} | {met} of {len(prof['targets'])} |"
+        )
+    summary = []
+    for n in names:
+        got = [t for prof in profiles for t in prof["targets"] if t["name"] == n]
+        values = sorted(t["value"] for t in got)
+        summary.append(
+            f"{_short(n)} met on {sum(t['met'] for t in got)} of {len(got)} (median "
+            f"{_value(n, float(np.median(values)))}, {_value(n, values[0])}-"
+            f"{_value(n, values[-1])})"
+        )
+    lines += ["", f"Over these {len(profiles)} profiles: " + "; ".join(summary) + "."]
+    return lines
 
 
 def gnn_ablation(variants: dict) -> dict[str, dict]:

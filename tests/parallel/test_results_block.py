@@ -3,12 +3,19 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from tiny_specs import tiny
 from typer.testing import CliRunner
 
 from scaledl.cli import app
-from scaledl.parallel.evaluate import layout_kind, measured_agreement
+from scaledl.models.data import ProfileDataError
+from scaledl.parallel.evaluate import (
+    evaluate_headline,
+    layout_kind,
+    measured_agreement,
+    measured_window,
+)
 from scaledl.parallel.results_block import BOUNDS, gnn_ablation, layouts_markdown
 from scaledl.report.summary import read_block
 from scaledl.workloads.device import local_cpu_name
@@ -115,6 +122,7 @@ def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):
     out = tmp_path / "layouts.json"
     committed = json.loads(RESULT.read_text())
     repeats = [arg for r in committed["repeats"] for arg in ("--repeat", r["dataset"])]
+    repeats += [arg for r in committed.get("across", []) for arg in ("--across", r["dataset"])]
     result = CliRunner().invoke(app, ["evaluate-layouts", "--out", str(out), *repeats])
     assert result.exit_code == 0, result.output
     fresh = json.loads(out.read_text())
@@ -147,6 +155,7 @@ def _assert_close_across_processors(fresh: dict, committed: dict) -> None:
             for key in ("mre_composed", "mre_corrected"):
                 assert got[key] == pytest.approx(fold[key], abs=tol), (name, kind, key)
     pairs = [(fresh, committed)] + list(zip(fresh["repeats"], committed["repeats"], strict=True))
+    pairs += list(zip(fresh["across"], committed["across"], strict=True))
     for new, old in pairs:
         for got, want in zip(new["targets"], old["targets"], strict=True):
             assert got["name"] == want["name"]
@@ -185,3 +194,48 @@ def test_block_renders_the_measured_agreement_of_a_repeat():
              "targets": EXAMPLE["targets"], "measured_tau": agreement}  # fmt: skip
     text = layouts_markdown({**EXAMPLE, "repeats": [again]})
     assert "resolution on these labels): worst model 0.75 (bert b4 0.75)." in text
+
+
+def test_the_headline_alone_judges_a_profile_as_the_full_evaluation_does():
+    committed = json.loads(RESULT.read_text())
+    alone = evaluate_headline(ROOT / committed["dataset"], committed)
+    assert alone["headline"] == committed["headline"]
+    assert alone["measured_utc"] == committed["measured_utc"]
+    tol = 0.0 if committed["evaluated_on"] == local_cpu_name() else ACROSS_PROCESSORS["mre"]
+    for got, want in zip(alone["targets"], committed["targets"], strict=True):
+        assert got["name"] == want["name"]
+        assert got["value"] == pytest.approx(want["value"], abs=tol), want["name"]
+    assert alone["measured_tau"]["worst"] == pytest.approx(1.0)  # the profile against itself
+
+
+def test_a_profile_without_timestamps_is_named():
+    with pytest.raises(ProfileDataError, match="somewhere/runs"):
+        measured_window({"runs": pd.DataFrame({"run_id": ["r"]})}, "somewhere")
+    assert measured_window(
+        {"runs": pd.DataFrame({"started_at": ["2026-12-04T03:44:01+00:00",
+                                              "2026-12-04T03:45:00+00:00"],
+                               "finished_at": ["2026-12-04T03:44:30+00:00",
+                                               "2026-12-04T03:48:10+00:00"]})}, "d"
+    ) == ["2026-12-04T03:44:01+00:00", "2026-12-04T03:48:10+00:00"]  # fmt: skip
+
+
+def test_block_tabulates_every_profile_and_counts_the_targets_met():
+    window = ["2026-12-04T03:44:01+00:00", "2026-12-04T03:48:10+00:00"]
+    missed = [{**EXAMPLE["targets"][0], "value": 0.12, "met": False},
+              {**EXAMPLE["targets"][1], "value": 0.6, "met": False}]  # fmt: skip
+    agreement = {"models": [], "worst": 0.9}
+    again = {"dataset": "e", "measured_utc": window, "n_workloads": 14, "headline": "selected",
+             "targets": EXAMPLE["targets"], "measured_tau": agreement}  # fmt: skip
+    further = {**again, "dataset": "f", "targets": missed}
+    main = {**EXAMPLE, "measured_utc": window}
+    assert "profiles: " not in layouts_markdown({**main, "repeats": [again]})
+    text = layouts_markdown({**main, "repeats": [again], "across": [further]})
+    assert ("| profile | measured (UTC) | tp held out | worst tau | "
+            "measured tau vs the main profile | targets met |") in text  # fmt: skip
+    assert "| d | 2026-12-04 03:44-03:48 | 5.0% | 1.00 | - | 2 of 2 |" in text
+    assert "| e | 2026-12-04 03:44-03:48 | 5.0% | 1.00 | 0.90 | 2 of 2 |" in text
+    assert "| f | 2026-12-04 03:44-03:48 | 12.0% | 0.60 | 0.90 | 0 of 2 |" in text
+    assert (
+        "Over these 3 profiles: tp held out met on 2 of 3 (median 5.0%, 5.0%-12.0%); "
+        "worst tau met on 2 of 3 (median 1.00, 0.60-1.00)."
+    ) in text
