@@ -36,6 +36,15 @@ DTensor's dispatch), micro-benchmarked in every layout profile without tensor pa
 (:mod:`scaledl.profiling.tp_probe`) and fitted by size like a collective (``t = alpha + B *
 beta``, ``B`` the pair's output bytes). Without rows they cost nothing (``source`` ``none``):
 Megatron-LM's tensor parallelism, which the GPU rows were measured with, runs no DTensors.
+
+The four FSDP2 API costs (:data:`FSDP_API`) are alike: micro-benchmarked in every layout
+profile without ``zero2`` / ``fsdp`` sharding (:mod:`scaledl.profiling.fsdp_probe`), the cost of
+one sharded unit beyond its compute in forward (``fsdp_forward``) and in backward with and
+without resharding after the forward (``fsdp_backward``, ``zero2_backward``), all-gathers and
+reduce-scatters included, fitted by the unit's parameter bytes; and the cost of stepping one
+DTensor parameter (``fsdp_step``), fitted by the mean tensor's bytes. Without rows they cost
+nothing (``source`` ``none``) and the composition costs a unit by its all-gathers and
+reduce-scatters instead (:mod:`scaledl.parallel.compose`).
 """
 
 from __future__ import annotations
@@ -52,8 +61,13 @@ from scaledl.models.allreduce import AlphaBetaAllReduce
 #: backward (module docstring).
 TP_API = ("tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
           "tp_rowwise_backward")  # fmt: skip
+#: FSDP2's cost of one unit beyond its compute, forward and backward (with and without
+#: resharding after the forward), and of stepping one DTensor parameter (module docstring).
+FSDP_API = ("fsdp_forward", "fsdp_backward", "zero2_backward", "fsdp_step")
+#: The micro-benchmarked API costs: no collective of their own, nothing derived for them.
+API_COSTS = (*TP_API, *FSDP_API)
 COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
-               "send", "recv", *TP_API)  # fmt: skip
+               "send", "recv", *API_COSTS)  # fmt: skip
 #: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
 RELATED = {
     "send": ("recv", "broadcast"),
@@ -103,7 +117,7 @@ def bytes_factor(collective: str, group_size: Any) -> np.ndarray:
         return 2.0 * (n - 1.0) / n
     if collective in ("all_gather", "reduce_scatter"):
         return (n - 1.0) / n
-    if collective in ("broadcast", "send", "recv", *TP_API):
+    if collective in ("broadcast", "send", "recv", *API_COSTS):
         return np.where(n > 1, 1.0, 0.0)
     raise ValueError(f"field 'collective' must be one of {COLLECTIVES}, got {collective!r}")
 
@@ -142,16 +156,16 @@ class CollectiveModel:
         """Every collective from a fitted all-reduce model (``None``: free communication).
 
         The all-reduce's first fitted group (single node, smallest message regime) gives
-        alpha and beta: a layout's groups of 2 to 8 ranks within a node. The tensor-parallel
-        API costs (:data:`TP_API`) are not derived: they cost 0 (``source`` ``none``).
+        alpha and beta: a layout's groups of 2 to 8 ranks within a node. The API costs
+        (:data:`API_COSTS`) are not derived: they cost 0 (``source`` ``none``).
         """
         free = dict.fromkeys(COLLECTIVES, (0.0, 0.0))
         if allreduce is None:
             return cls(free, dict.fromkeys(COLLECTIVES, "none"))
         alpha = float(allreduce.alpha_ms_)
         beta = 1.0 / allreduce.bandwidth_bytes_per_ms_
-        params = {c: (0.0, 0.0) if c in TP_API else (alpha, beta) for c in COLLECTIVES}
-        source = {c: "none" if c in TP_API else "derived" for c in COLLECTIVES}
+        params = {c: (0.0, 0.0) if c in API_COSTS else (alpha, beta) for c in COLLECTIVES}
+        source = {c: "none" if c in API_COSTS else "derived" for c in COLLECTIVES}
         return cls(params, source)
 
     @classmethod

@@ -18,7 +18,11 @@ one structure), :mod:`scaledl.parallel.lanes` replays them all at once. Per stag
    :mod:`scaledl.graph.layer_graph`) all-reduced over ``dp`` when their last gradient is ready
    (Li et al., VLDB 2020); ``zero2`` / ``fsdp``: one reduce-scatter per unit after its backward
    (Rajbhandari et al., SC 2020, Sec. 5). The part of the lane that outlasts the backward is
-   exposed;
+   exposed. Where the collective model holds FSDP2's micro-benchmarked API costs
+   (:data:`~scaledl.parallel.collectives.FSDP_API`, :mod:`scaledl.profiling.fsdp_probe`) a
+   ``zero2`` / ``fsdp`` unit instead costs them on the critical path, forward and backward,
+   its all-gathers and reduce-scatter inside them (on the CPU hosts they were measured on they
+   are the smaller part, and no lane runs beside the unit's compute);
 5. **pipeline**: the stages' forward and backward per micro-batch, with the activation transfer
    between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`;
    the collectives of 2 to 4 and the transfers of 5 overlap compute by the factors of an
@@ -179,26 +183,36 @@ def _stage(
     fwd = x.forward_ms + x.tp_allreduce_ms
     bwd = (x.backward_ms + x.tp_allreduce_ms) if x.train else np.zeros_like(x.backward_ms)
     sharded = x.sharding in ("zero2", "fsdp")
+    probed = sharded and cm.source.get("fsdp_forward", "none") != "none"
     if sharded:
         f_parts = _groups(fwd, rows, x.unit)
         unit_bytes = [x.param_bytes[rows[x.unit[rows] == u]].sum()
                       for u in dict.fromkeys(x.unit[rows].tolist())]  # fmt: skip
-        split = [overlap.split("all_gather", cm.predict_ms("all_gather", nb, x.dp_size))
-                 for nb in unit_bytes]  # fmt: skip
-        gather, exposed = [g for g, _ in split], [e for _, e in split]
-        forward = _forward([f + e for f, e in zip(f_parts, exposed, strict=True)], gather)
         b_parts = _groups(bwd, rows[::-1], x.unit)
         b_gather = None
-        if x.sharding == "fsdp":
-            b_gather = gather[::-1]
-            b_parts = [b + e for b, e in zip(b_parts, exposed[::-1], strict=True)]
+        if probed:  # the unit's API cost, its all-gathers and reduce-scatter inside
+            api = "fsdp_backward" if x.sharding == "fsdp" else "zero2_backward"
+            forward = sum(f + cm.predict_ms("fsdp_forward", nb, x.dp_size)
+                          for f, nb in zip(f_parts, unit_bytes, strict=True))  # fmt: skip
+            b_parts = [b + cm.predict_ms(api, nb, x.dp_size)
+                       for b, nb in zip(b_parts, unit_bytes[::-1], strict=True)]  # fmt: skip
+        else:
+            split = [overlap.split("all_gather", cm.predict_ms("all_gather", nb, x.dp_size))
+                     for nb in unit_bytes]  # fmt: skip
+            gather, exposed = [g for g, _ in split], [e for _, e in split]
+            forward = _forward([f + e for f, e in zip(f_parts, exposed, strict=True)], gather)
+            if x.sharding == "fsdp":
+                b_gather = gather[::-1]
+                b_parts = [b + e for b, e in zip(b_parts, exposed[::-1], strict=True)]
     else:
         forward = fwd[rows].sum(axis=0)
         b_parts = [bwd[r] for r in rows[::-1]]
         b_gather = None
     if not x.train:
         return forward, 0.0, 0.0
-    if sharded:
+    if probed:
+        lane, syncs = "reduce_scatter", []
+    elif sharded:
         lane = "reduce_scatter"
         syncs = [(k, cm.predict_ms(lane, nb, x.dp_size)) for k, nb in enumerate(unit_bytes[::-1])]
     else:

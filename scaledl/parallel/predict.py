@@ -142,6 +142,8 @@ class LayoutComposer:
         tensors = [np.stack([stepped_tensors(workloads[i], keys[i]) for i in m], axis=1)
                    for m in self.members]  # fmt: skip
         steps = layers.optimizer_ms([x for x, _ in inputs], tensors)
+        steps = [step + sharded_step_ms(self.cm, x, t)
+                 for step, (x, _), t in zip(steps, inputs, tensors, strict=True)]  # fmt: skip
         self.inputs = [replace(x, optimizer_ms=step)
                        for (x, _), step in zip(inputs, steps, strict=True)]  # fmt: skip
         self.generic = [types for _, types in inputs]
@@ -302,6 +304,33 @@ class _LayerTimes:
             out.append(steps[start : start + n].reshape(x.optimizer_ms.shape))
             start += n
         return out
+
+
+def sharded_step_ms(cm: CollectiveModel, x: LayoutInputs, tensors: np.ndarray) -> np.ndarray:
+    """DTensor's cost in the step of a ``zero2`` / ``fsdp`` rank, beyond its plain step, ms.
+
+    The rank's stepped tensors times the micro-benchmarked cost of stepping one DTensor
+    parameter (``fsdp_step`` of :data:`~scaledl.parallel.collectives.FSDP_API`,
+    :mod:`scaledl.profiling.fsdp_probe`) at the stage's mean unsharded tensor bytes; 0 for
+    other layouts, inference, or a collective model without the probe (``source`` ``none``).
+
+    Args:
+        cm: the collective model.
+        x: the structure's inputs (its stages, parameter bytes, sharding, ``dp_size``).
+        tensors: parameter tensors each stage's rank steps, shape (p, n).
+
+    Returns:
+        Shape (p, n).
+    """
+    if (
+        not x.train
+        or x.sharding not in ("zero2", "fsdp")
+        or cm.source.get("fsdp_step") in (None, "none")
+    ):
+        return np.zeros(np.shape(tensors))
+    stage_bytes = np.array([x.param_bytes[x.stage == s].sum() for s in range(len(tensors))])
+    mean_bytes = stage_bytes[:, None] / np.maximum(tensors, 1)
+    return tensors * cm.predict_ms("fsdp_step", mean_bytes, x.dp_size)
 
 
 def _tensor_parallel_api_ms(

@@ -30,7 +30,9 @@ plan, 1 for the replicated embeddings, norms and head).
 A layout without tensor parallelism also micro-benchmarks, per instrumented step, blocking
 all-reduces of one micro-batch's activation and one Megatron linear pair on DTensors against its
 local shard, each linear timed on its own (:mod:`scaledl.profiling.tp_probe`), so that every
-layout profile measures what a tensor-parallel layout adds on this host. A tensor-parallel
+layout profile measures what a tensor-parallel layout adds on this host. Likewise a training
+layout without ``zero2`` / ``fsdp`` sharding times one Megatron pair under FSDP2 against plain
+modules (:mod:`scaledl.profiling.fsdp_probe`): what a sharded layout adds. A tensor-parallel
 layout's AdamW steps its DTensor and its plain parameters as two for-each parameter groups (a
 for-each kernel refuses the mix; until 2026-12-03 it stepped tensor by tensor, unlike every
 other layout).
@@ -55,6 +57,7 @@ from scaledl.profiling.collectives import (
     TimedTensorParallelAllReduce,
     time_collectives,
 )
+from scaledl.profiling.fsdp_probe import ShardingProbe
 from scaledl.profiling.instrument import AllReduceRecorder, LayerInstrument
 from scaledl.profiling.layout_models import (
     block_modules,
@@ -130,6 +133,7 @@ class LayoutSession(_Session):
         self.units = units
         self.shards = self._tp_shards(units)
         self.tp_probe = self._tp_probe()
+        self.sharding_probe = self._sharding_probe()
         gen = torch.Generator().manual_seed(1000 + self.replica_rank)
         self.batch = {k: v.to(device) for k, v in make_batch(w, generator=gen).items()}
 
@@ -204,6 +208,25 @@ class LayoutSession(_Session):
         tokens = (w.batch_size // w.micro_batches) * w.seq_len
         return TensorParallelProbe(self.groups[name], name, w.hidden_size, w.intermediate_size,
                                    tokens, torch_dtype(w), self.device, self.train)  # fmt: skip
+
+    def _sharding_probe(self) -> ShardingProbe | None:
+        """The FSDP2 API probe of a training layout without ``zero2`` / ``fsdp`` (else ``None``).
+
+        Over the layout's data-, tensor- or pipeline-parallel group (the first of more than one
+        rank), at one micro-batch's tokens: :mod:`scaledl.profiling.fsdp_probe`. None either
+        where the workload's ``intermediate_size`` does not split over that group: the workload
+        is measured without the probe.
+        """
+        w = self.workload
+        if not self.train or w.sharding in ("zero2", "fsdp"):
+            return None
+        sizes = {"dp": w.dp_size, "tp": w.tp_size, "pp": w.pp_size}
+        name = next((g for g, n in sizes.items() if n > 1), None)
+        if name is None or w.intermediate_size % sizes[name]:
+            return None
+        tokens = (w.batch_size // w.micro_batches) * w.seq_len
+        return ShardingProbe(self.groups[name], name, w.hidden_size, w.intermediate_size,
+                             tokens, torch_dtype(w), self.device)  # fmt: skip
 
     def _tp_shards(self, units) -> dict[str, int]:
         tp_ids = getattr(self, "tp_modules", set())
@@ -370,8 +393,9 @@ class LayoutSession(_Session):
             planned = [c for g in got for c in g["planned"]]
             collectives = [c for g in got for c in g["collectives"]]
             collectives += time_collectives(planned, self.groups, self.clock, self.device)
-            if self.tp_probe is not None:
-                collectives += self.tp_probe.time(self.clock)
+            for probe in (self.tp_probe, self.sharding_probe):
+                if probe is not None:
+                    collectives += probe.time(self.clock)
             tag = {"rank": self.rank, "step": r}
             out["layers"] += [{**tag, **row} for row in rows]
             out["allreduce"] += [{**tag, **b} for b in buckets]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
-from scaledl.parallel.collectives import TP_API
+from scaledl.parallel.collectives import API_COSTS
 from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 
@@ -283,10 +283,10 @@ OPERATOR_TIMINGS = TableSpec(
     allow_empty=True,
 )
 
-#: The profiler's collectives and the tensor-parallel API probe's rows
-#: (:mod:`scaledl.profiling.tp_probe`).
+#: The profiler's collectives and the tensor-parallel and FSDP API probes' rows
+#: (:mod:`scaledl.profiling.tp_probe`, :mod:`scaledl.profiling.fsdp_probe`).
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
-               *TP_API)  # fmt: skip
+               *API_COSTS)  # fmt: skip
 COLLECTIVE_TIMINGS = TableSpec(
     "collective_timings",
     (

@@ -3,13 +3,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets
 from scaledl.parallel.overlap import Overlap
+from scaledl.parallel.predict import sharded_step_ms
 
 MIB = 1024 * 1024
-#: alpha 0.1 ms, 1e-6 ms per byte for every collective.
-CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.1, 1e-6)), dict.fromkeys(COLLECTIVES, "t"))
+#: alpha 0.1 ms, 1e-6 ms per byte for every collective; no FSDP probe (its costs: source none).
+CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.1, 1e-6)),
+                     {c: "none" if c in FSDP_API else "t" for c in COLLECTIVES})  # fmt: skip
+#: The same with FSDP2's probed API costs (``zero2_backward``: a flat 0.3 ms).
+PROBED = CollectiveModel({**CM.params, "zero2_backward": (0.3, 0.0)},
+                         dict.fromkeys(COLLECTIVES, "t"))  # fmt: skip
 FREE = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.0, 0.0)), dict.fromkeys(COLLECTIVES, "t"))
 
 
@@ -51,6 +56,35 @@ def test_fsdp_prefetch_and_reduce_scatter_by_hand():
     assert it.pipeline_ms == pytest.approx(3.6 + 6.6)
     assert it.exposed_sync_ms == pytest.approx(0.6)
     assert it.iteration_ms == pytest.approx(3.6 + 6.6 + 0.6 + 0.5)
+
+
+def test_a_probed_fsdp_unit_costs_its_api_on_the_critical_path_by_hand():
+    # fsdp_forward / fsdp_backward of a 1e6-byte unit: 0.1 + 1e6 * 1e-6 = 1.1 ms each, no
+    # all-gather or reduce-scatter lane: forward (1 + 1.1) + (2 + 1.1), backward
+    # (4 + 1.1) + (2 + 1.1), nothing exposed, then the 0.5 ms step.
+    it = compose(inputs(sharding="fsdp"), PROBED)
+    assert it.pipeline_ms == pytest.approx(5.2 + 8.2)
+    assert it.exposed_sync_ms == pytest.approx(0.0)
+    assert it.iteration_ms == pytest.approx(5.2 + 8.2 + 0.5)
+    # ZeRO-2 keeps the gathered parameters: its backward pays zero2_backward (0.3 per unit)
+    it = compose(inputs(sharding="zero2"), PROBED)
+    assert it.iteration_ms == pytest.approx(5.2 + 6.6 + 0.5)
+    # the probe never touches an unsharded layout
+    assert compose(inputs(), PROBED).iteration_ms == compose(inputs(), CM).iteration_ms
+
+
+def test_a_sharded_step_pays_dtensor_per_tensor_by_hand():
+    # 4 tensors of a 2e6-byte stage: mean 5e5 bytes, 0.1 + 5e5 * 1e-6 = 0.6 ms per tensor
+    tensors = np.array([[4.0]])
+    assert sharded_step_ms(PROBED, inputs(sharding="fsdp"), tensors) == pytest.approx(
+        np.array([[2.4]])
+    )
+    assert sharded_step_ms(PROBED, inputs(sharding="zero2"), tensors) == pytest.approx(
+        np.array([[2.4]])
+    )
+    for x, cm in ((inputs(sharding="fsdp"), CM), (inputs(sharding="zero1"), PROBED),
+                  (inputs(sharding="fsdp", train=False), PROBED)):  # fmt: skip
+        assert sharded_step_ms(cm, x, tensors) == pytest.approx(np.zeros((1, 1)))
 
 
 def test_zero2_gathers_in_forward_only():

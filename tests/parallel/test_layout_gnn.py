@@ -3,7 +3,7 @@ import pytest
 from flops_method import Method
 from tiny_specs import tiny
 
-from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
 from scaledl.parallel.layout_gnn import (
     EDGE_FEATURES,
     NODE_FEATURES,
@@ -13,7 +13,8 @@ from scaledl.parallel.layout_gnn import (
 from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.recipe import CORRECTION_FEATURES
 
-CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)), dict.fromkeys(COLLECTIVES, "t"))
+CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)),
+                         {c: "none" if c in FSDP_API else "t" for c in COLLECTIVES})  # fmt: skip
 
 
 def workloads():

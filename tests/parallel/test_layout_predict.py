@@ -5,7 +5,7 @@ from tiny_specs import tiny
 
 from scaledl.models.features import build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts
 
@@ -74,7 +74,8 @@ def test_a_composer_replays_any_overlap_as_a_fresh_prediction():
     ws = [tiny("bert", num_layers=2, batch_size=4, world_size=2, dp_size=2, sharding=s)
           for s in ("none", "fsdp")]  # fmt: skip
     ws.append(tiny("bert", num_layers=2, batch_size=4, world_size=2, pp_size=2, micro_batches=2))
-    cm = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)), dict.fromkeys(COLLECTIVES, "t"))
+    cm = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)),
+                         {c: "none" if c in FSDP_API else "t" for c in COLLECTIVES})  # fmt: skip
     composer = LayoutComposer(Method(), ws, cm)
     lanes = {"all_reduce": 1.0, "all_gather": 0.0, "reduce_scatter": 1.0, "send": 1.0}
     gathers_serial = Overlap(lanes, dict.fromkeys(lanes, "t"))

@@ -1,0 +1,180 @@
+"""Micro-benchmark of FSDP2's per-unit cost, run in layout profiles without FSDP or ZeRO-2.
+
+FSDP2 (``torch.distributed.fsdp.fully_shard``) runs each unit (a transformer block, the root)
+on DTensor shards: before the unit's forward it all-gathers the parameters (copy-in into one
+flat buffer, the all-gather, copy-out into the unsharded parameters), after the forward it frees
+them (``reshard_after_forward=True``, FSDP; ``False``, ZeRO-2: kept until the backward), in the
+backward it gathers them again (FSDP only), and after the unit's backward it reduce-scatters the
+gradients (copy-in, the reduce-scatter, copy-out into the sharded gradients) and the root waits
+for the last one; the optimizer then steps DTensor shards, one tensor at a time through
+DTensor's dispatch on a CPU. On the 2-core CPU VM of 2026-12-04 (h = 128, a 0.5-2 MiB unit,
+gloo) that cost 1.4-2.4 ms per unit in forward and 4-11 ms in backward beyond the same module's
+compute on plain tensors, where a blocking all-gather of the unit's bytes alone took 0.4-1.2 ms
+and a reduce-scatter 0.6-2.7 ms: the collectives are a fraction of it. A layout model that costs
+an FSDP unit by its collectives (as :mod:`scaledl.parallel.compose` did, from the all-reduce
+model of DDP's buckets) is off by the rest, and no layout kind but FSDP's runs it, so a fold
+that holds FSDP out cannot learn it.
+
+So every layout profile without ``zero2`` / ``fsdp`` sharding times, per instrumented step, one
+Megatron pair (``h -> intermediate_size -> h``, the workload's widths, and once more four times
+as wide, :data:`WIDTH_SCALES`; at one micro-batch's tokens) three ways over a 2+ rank group of
+the layout (:class:`ShardingProbe`): as plain
+modules, under ``fully_shard`` with ``reshard_after_forward=True`` and with ``False``; each one
+untimed call, then one timed after a barrier (forward, backward, AdamW step); plus the step of
+the pair's local shard as plain modules (``h -> intermediate_size / n -> h``: the same tensors at
+a shard's size). The differences are one ``collective_timings`` row each (:data:`PROBE_ROWS`,
+source ``microbenchmark``):
+
+* ``fsdp_forward``: the sharded forward less the plain one (either resharding; the FSDP one),
+  ``collective_bytes`` the pair's parameter bytes (the unit's unsharded size);
+* ``fsdp_backward`` / ``zero2_backward``: the backward with / without resharding after the
+  forward less the plain one, same bytes;
+* ``fsdp_step``: the FSDP step less the local shard's plain step, *per parameter tensor*,
+  ``collective_bytes`` the mean tensor's unsharded bytes: a rank's step costs its tensors times
+  it.
+
+:class:`~scaledl.parallel.collectives.CollectiveModel` fits each by size
+(:data:`~scaledl.parallel.collectives.FSDP_API`); the composition charges every FSDP / ZeRO-2
+unit its forward and backward cost on the critical path, in place of its all-gathers and
+reduce-scatters (they are inside the probe's difference), and a sharded rank's step its tensors
+times the step cost. A difference that is not positive (noise larger than the cost) is not
+recorded, as for :mod:`scaledl.profiling.tp_probe`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from scaledl.parallel.collectives import FSDP_API
+from scaledl.profiling.timers import Clock
+
+#: The probe's rows, the collective model's FSDP costs (module docstring).
+PROBE_ROWS = FSDP_API
+#: The pair's inner width as multiples of the workload's ``intermediate_size``: two sizes, so
+#: that the collective model's fit by bytes separates a unit's fixed cost from its per-byte
+#: one (every workload of a profile may have the same widths).
+WIDTH_SCALES = (1, 4)
+
+
+def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
+    torch.manual_seed(0)
+    pair = nn.Sequential(
+        nn.Linear(hidden, intermediate), nn.GELU(), nn.Linear(intermediate, hidden)
+    )
+    return pair.to(device=device, dtype=dtype)
+
+
+class ShardingProbe:
+    """One Megatron pair as plain modules and under FSDP2, both reshardings (module docstring).
+
+    Args:
+        group: the process group to shard over (``None``: the default group).
+        group_name: its name in the rows (``dp``, ``tp`` or ``pp``).
+        hidden: the workload's hidden size ``h``.
+        intermediate: the pair's inner width (the workload's ``intermediate_size``).
+        tokens: rows of the input (one micro-batch's ``batch / m * seq_len``).
+        dtype: the workload's dtype.
+        device: this rank's device.
+
+    Raises:
+        ValueError: ``intermediate`` does not split over the group's ranks.
+    """
+
+    def __init__(
+        self,
+        group,
+        group_name: str,
+        hidden: int,
+        intermediate: int,
+        tokens: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+
+        self.group = group or dist.group.WORLD
+        self.size = dist.get_world_size(self.group)
+        if intermediate % self.size:
+            raise ValueError(
+                f"FSDP probe: intermediate_size={intermediate} does not split over the "
+                f"{self.size} ranks of group {group_name!r}"
+            )
+        self.group_name = group_name
+        mesh = DeviceMesh.from_group(self.group, device.type)
+        self.modules: dict[tuple[int, str], nn.Module] = {}
+        for scale in WIDTH_SCALES:
+            width = intermediate * scale
+            self.modules[scale, "plain"] = _pair(hidden, width, dtype, device)
+            for name, reshard in (("fsdp", True), ("zero2", False)):
+                module = _pair(hidden, width, dtype, device)
+                fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
+                self.modules[scale, name] = module
+            self.modules[scale, "shard"] = _pair(hidden, width // self.size, dtype, device)
+        self.optimizers = {
+            key: torch.optim.AdamW(m.parameters(), lr=1e-4) for key, m in self.modules.items()
+        }
+        params = {scale: list(self.modules[scale, "plain"].parameters()) for scale in WIDTH_SCALES}
+        self.tensors = len(params[1])
+        self.param_bytes = {scale: sum(p.numel() * p.element_size() for p in ps)
+                            for scale, ps in params.items()}  # fmt: skip
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randn(tokens, hidden, generator=gen).to(device=device, dtype=dtype)
+
+    def _time(self, key: tuple[int, str], clock: Clock) -> dict[str, float]:
+        """Forward, backward and step of one module, ms (after a barrier over the group)."""
+        module, optimizer = self.modules[key], self.optimizers[key]
+        x = self.x.detach().requires_grad_(True)
+        dist.barrier(group=self.group)
+        t0 = clock.mark()
+        y = module(x)
+        t1 = clock.mark()
+        y.sum().backward()
+        t2 = clock.mark()
+        optimizer.step()
+        t3 = clock.mark()
+        clock.synchronize()
+        optimizer.zero_grad(set_to_none=True)
+        return {"forward": clock.elapsed_ms(t0, t1), "backward": clock.elapsed_ms(t1, t2),
+                "step": clock.elapsed_ms(t2, t3)}  # fmt: skip
+
+    def _time_warm(self, key: tuple[int, str], clock: Clock) -> dict[str, float]:
+        """:meth:`_time` after one untimed call (the first call after other work runs cold)."""
+        self._time(key, clock)
+        return self._time(key, clock)
+
+    def time(self, clock: Clock) -> list[dict[str, Any]]:
+        """Time the four modules; the differences as ``collective_timings`` rows.
+
+        Every rank of the group must call it (the sharded modules' collectives).
+
+        Args:
+            clock: the device clock.
+
+        Returns:
+            Rows without ``collective_index``, in the order of :data:`PROBE_ROWS`; a
+            non-positive difference is left out.
+        """
+        t = {key: self._time_warm(key, clock) for key in self.modules}
+        rows = []
+        for scale in WIDTH_SCALES:
+            plain, nbytes = t[scale, "plain"], self.param_bytes[scale]
+            fsdp, zero2, shard = t[scale, "fsdp"], t[scale, "zero2"], t[scale, "shard"]
+            diffs = {
+                "fsdp_forward": (fsdp["forward"] - plain["forward"], nbytes),
+                "fsdp_backward": (fsdp["backward"] - plain["backward"], nbytes),
+                "zero2_backward": (zero2["backward"] - plain["backward"], nbytes),
+                "fsdp_step": ((fsdp["step"] - shard["step"]) / self.tensors,
+                              nbytes / self.tensors),
+            }  # fmt: skip
+            rows += [
+                {"collective": name, "group": self.group_name, "group_size": self.size,
+                 "collective_bytes": int(b), "collective_ms": ms, "source": "microbenchmark"}
+                for name, (ms, b) in diffs.items()
+                if ms > 0
+            ]  # fmt: skip
+        return rows
