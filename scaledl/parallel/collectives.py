@@ -37,8 +37,9 @@ DTensor's dispatch), micro-benchmarked in every layout profile without tensor pa
 beta``, ``B`` the pair's output bytes). Without rows they cost nothing (``source`` ``none``):
 Megatron-LM's tensor parallelism, which the GPU rows were measured with, runs no DTensors.
 
-The four FSDP2 API costs (:data:`FSDP_API`) are alike: micro-benchmarked in every layout
-profile without ``zero2`` / ``fsdp`` sharding (:mod:`scaledl.profiling.fsdp_probe`), the cost of
+The four FSDP2 API costs (:data:`FSDP_API`) are alike: micro-benchmarked by every ZeRO-1,
+tensor- and pipeline-parallel workload of a layout profile (:mod:`scaledl.profiling.fsdp_probe`),
+the cost of
 one sharded unit beyond its compute in forward (``fsdp_forward``) and in backward with and
 without resharding after the forward (``fsdp_backward``, ``zero2_backward``), all-gathers and
 reduce-scatters included, fitted by the unit's parameter bytes; and the cost of stepping one

@@ -79,9 +79,15 @@ correction (15.1% / 15.2% against 7.2% / 6.9%) and was reverted (README). Commit
 left the data-parallel waits out of the layer rows (the first layer's backward under DDP /
 ZeRO-1, ZeRO-1's step: :func:`~scaledl.parallel.training.collectives_inside`) and gave the
 optimizer node the parameter tensors a rank steps (:mod:`scaledl.parallel.optimizer_tensors`);
-the two profiles of 2026-12-04 03:44-03:51 UTC, measured after it, are the README's block
-(paired against the code before it there: tensor parallelism and pipeline better on both,
-FSDP worse on the main profile, 8.9% against 10.2% over the three kinds).
+the two profiles of 2026-12-04 03:44-03:51 UTC (``history/0344``, ``0348``), measured after
+it, judged it (paired against the code before it: tensor parallelism and pipeline better on
+both, FSDP worse on the main profile, 8.9% against 10.2% over the three kinds). With two more
+profiles of that code (11:25-11:30 UTC, ``history/1125``, ``1128``) the FSDP fold ranged over
+4.9-26.1%: its units were costed by all-gathers and reduce-scatters derived from DDP's
+buckets, where FSDP2's own per-unit cost is larger and unlike any other kind's. The FSDP probe
+(:mod:`~scaledl.profiling.fsdp_probe`, e0820c9) measures that cost in the other kinds'
+profiles; the two profiles of 12:02-12:08 UTC, measured after it, are the README's block
+(FSDP held out 6.4% / 5.6% against 17.9% / 10.1% with the code before it).
 ``selected`` stays in the table as a comparison. The
 overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
 or fitted on training workloads. The other variants' figures are a comparison, not a claim.

@@ -1,4 +1,4 @@
-"""Micro-benchmark of FSDP2's per-unit cost, run in layout profiles without FSDP or ZeRO-2.
+"""Micro-benchmark of FSDP2's per-unit cost, run by the layouts that do not shard like it.
 
 FSDP2 (``torch.distributed.fsdp.fully_shard``) runs each unit (a transformer block, the root)
 on DTensor shards: before the unit's forward it all-gathers the parameters (copy-in into one
@@ -7,23 +7,24 @@ them (``reshard_after_forward=True``, FSDP; ``False``, ZeRO-2: kept until the ba
 backward it gathers them again (FSDP only), and after the unit's backward it reduce-scatters the
 gradients (copy-in, the reduce-scatter, copy-out into the sharded gradients) and the root waits
 for the last one; the optimizer then steps DTensor shards, one tensor at a time through
-DTensor's dispatch on a CPU. On the 2-core CPU VM of 2026-12-04 (h = 128, a 0.5-2 MiB unit,
-gloo) that cost 1.4-2.4 ms per unit in forward and 4-11 ms in backward beyond the same module's
-compute on plain tensors, where a blocking all-gather of the unit's bytes alone took 0.4-1.2 ms
-and a reduce-scatter 0.6-2.7 ms: the collectives are a fraction of it. A layout model that costs
-an FSDP unit by its collectives (as :mod:`scaledl.parallel.compose` did, from the all-reduce
-model of DDP's buckets) is off by the rest, and no layout kind but FSDP's runs it, so a fold
-that holds FSDP out cannot learn it.
+DTensor's dispatch on a CPU. On the 2-core CPU VM of 2026-12-04 (h = 128, gloo; the committed
+profile ``datasets/layouts-cpu/validated``, medians) that cost 1.3-2.6 ms per 0.5-2 MB unit in
+forward and 4.8-8.7 ms in backward beyond the same module's compute, where the all-gathers and
+reduce-scatters FSDP ran in that profile's iterations took 0.8 and 2.6 ms per 1 MB: the
+collectives are a part of it. A layout model that costs an FSDP unit by its collectives (as
+:mod:`scaledl.parallel.compose` did, from the all-reduce model of DDP's buckets) is off by the
+rest, and no layout kind but FSDP's runs it, so a fold that holds FSDP out cannot learn it.
 
-So every layout profile without ``zero2`` / ``fsdp`` sharding times, per instrumented step, one
-Megatron pair (``h -> intermediate_size -> h``, the workload's widths, and once more four times
-as wide, :data:`WIDTH_SCALES`; at one micro-batch's tokens) three ways over a 2+ rank group of
-the layout (:class:`ShardingProbe`): as plain
-modules, under ``fully_shard`` with ``reshard_after_forward=True`` and with ``False``; each one
-untimed call, then one timed after a barrier (forward, backward, AdamW step); plus the step of
-the pair's local shard as plain modules (``h -> intermediate_size / n -> h``: the same tensors at
-a shard's size). The differences are one ``collective_timings`` row each (:data:`PROBE_ROWS`,
-source ``microbenchmark``):
+So every ZeRO-1, tensor- and pipeline-parallel training workload of a layout profile (the
+layout profiler's, :mod:`scaledl.profiling.layout_session`; not ``zero2`` / ``fsdp``, which run
+it themselves) times, per instrumented step, one Megatron pair (``h -> intermediate_size ->
+h``, the workload's widths, and once more four times as wide, :data:`WIDTH_SCALES`; at one
+micro-batch's tokens) three ways over a 2+ rank group of the layout (:class:`ShardingProbe`):
+as plain modules, under ``fully_shard`` with ``reshard_after_forward=True`` and with
+``False``; each one untimed call, then one timed after a barrier (forward, backward, AdamW
+step); plus the step of the pair's local shard as plain modules (``h -> intermediate_size / n
+-> h``: the same tensors at a shard's size). The differences are one ``collective_timings``
+row each (:data:`PROBE_ROWS`, source ``microbenchmark``):
 
 * ``fsdp_forward``: the sharded forward less the plain one (either resharding; the FSDP one),
   ``collective_bytes`` the pair's parameter bytes (the unit's unsharded size);
