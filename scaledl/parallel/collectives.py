@@ -45,7 +45,10 @@ without resharding after the forward (``fsdp_backward``, ``zero2_backward``), al
 reduce-scatters included, fitted by the unit's parameter bytes; and the cost of stepping one
 DTensor parameter (``fsdp_step``), fitted by the mean tensor's bytes. Without rows they cost
 nothing (``source`` ``none``) and the composition costs a unit by its all-gathers and
-reduce-scatters instead (:mod:`scaledl.parallel.compose`).
+reduce-scatters instead (:mod:`scaledl.parallel.compose`). Like the tensor-parallel costs they
+are measured over the profile's group (2 ranks on the CPU host) and have no term for the group
+size: a layout of more ranks takes the same cost, an extrapolation the domain guard's layout
+flag covers.
 """
 
 from __future__ import annotations
