@@ -20,7 +20,8 @@ layout profiler's, :mod:`scaledl.profiling.layout_session`; not ``zero2`` / ``fs
 it themselves) times, per instrumented step, one Megatron pair (``h -> intermediate_size ->
 h``, the workload's widths, and once more four times as wide, :data:`WIDTH_SCALES`; at one
 micro-batch's tokens) three ways over a 2+ rank group of the layout (:class:`ShardingProbe`):
-as plain modules, under ``fully_shard`` with ``reshard_after_forward=True`` and with
+as plain modules (at most :data:`MAX_PAIR_BYTES` of weights: :func:`probe_widths`), under
+``fully_shard`` with ``reshard_after_forward=True`` and with
 ``False``; each one untimed call, then one timed after a barrier (forward, backward, AdamW
 step); plus the step of the pair's local shard as plain modules (``h -> intermediate_size / n
 -> h``: the same tensors at a shard's size). The differences are one ``collective_timings``
@@ -59,6 +60,34 @@ PROBE_ROWS = FSDP_API
 #: that the collective model's fit by bytes separates a unit's fixed cost from its per-byte
 #: one (every workload of a profile may have the same widths).
 WIDTH_SCALES = (1, 4)
+#: The largest pair the probe builds, parameter bytes: a wide model's pair (``h = 4096``,
+#: ``intermediate_size = 16384``: 2 GiB of FP32 weights at the wide scale, four such modules
+#: before AdamW's states) would take the device memory the workload needs; a unit's cost is
+#: fitted by bytes, so the probe's sizes need only differ (:func:`probe_widths`).
+MAX_PAIR_BYTES = 32 * 2**20
+
+
+def probe_widths(hidden: int, intermediate: int, ranks: int, element_bytes: int) -> tuple[int, ...]:
+    """The probe pair's inner width at each of :data:`WIDTH_SCALES`, within the byte cap.
+
+    ``intermediate_size`` times each scale, the widest capped so that the pair's weights stay
+    within :data:`MAX_PAIR_BYTES` and the others kept that many times narrower; each a
+    multiple of ``ranks`` (at least ``ranks``), so that it shards evenly.
+
+    Args:
+        hidden: the workload's ``h``.
+        intermediate: its ``intermediate_size``.
+        ranks: ranks of the probe's group.
+        element_bytes: bytes per parameter of the workload's dtype.
+
+    Returns:
+        One width per scale, in the order of :data:`WIDTH_SCALES`.
+    """
+    cap = max(MAX_PAIR_BYTES // (2 * hidden * element_bytes), ranks)
+    top = max(WIDTH_SCALES)
+    widest = min(intermediate * top, cap)
+    widths = [min(intermediate * k, widest * k // top) for k in WIDTH_SCALES]
+    return tuple(max(w - w % ranks, ranks) for w in widths)
 
 
 def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
@@ -108,8 +137,9 @@ class ShardingProbe:
         self.group_name = group_name
         mesh = DeviceMesh.from_group(self.group, device.type)
         self.modules: dict[tuple[int, str], nn.Module] = {}
-        for scale in WIDTH_SCALES:
-            width = intermediate * scale
+        element_bytes = torch.empty(0, dtype=dtype).element_size()
+        widths = probe_widths(hidden, intermediate, self.size, element_bytes)
+        for scale, width in zip(WIDTH_SCALES, widths, strict=True):
             self.modules[scale, "plain"] = _pair(hidden, width, dtype, device)
             for name, reshard in (("fsdp", True), ("zero2", False)):
                 module = _pair(hidden, width, dtype, device)

@@ -5,7 +5,13 @@ import torch
 import torch.distributed as dist
 
 from scaledl.profiling import fsdp_probe
-from scaledl.profiling.fsdp_probe import PROBE_ROWS, WIDTH_SCALES, ShardingProbe
+from scaledl.profiling.fsdp_probe import (
+    MAX_PAIR_BYTES,
+    PROBE_ROWS,
+    WIDTH_SCALES,
+    ShardingProbe,
+    probe_widths,
+)
 from scaledl.profiling.timers import Clock
 
 
@@ -98,3 +104,13 @@ def test_the_session_probes_training_layouts_without_fsdp_or_zero2(one_rank):
     assert probe_of(tiny("bert", dp_size=2, world_size=2, sharding="zero2")) is None
     assert probe_of(tiny("bert", **zero1), train=False) is None  # no backward to time
     assert probe_of(tiny("bert")) is None  # one rank
+
+
+def test_probe_widths_scale_the_workload_and_stay_within_the_byte_cap():
+    assert probe_widths(128, 512, 2, 4) == (512, 2048)  # the committed profiles' workloads
+    # h = 4096, intermediate 16384: the wide pair capped at MAX_PAIR_BYTES, the other 4x less
+    narrow, wide = probe_widths(4096, 16384, 2, 4)
+    assert 2 * 4096 * wide * 4 <= MAX_PAIR_BYTES and (narrow, wide) == (256, 1024)
+    # each shards evenly over the group, at least one column per rank
+    assert probe_widths(8, 33, 3, 4) == (33, 132)
+    assert probe_widths(2**20, 8, 2, 4) == (2, 4)
