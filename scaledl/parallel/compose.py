@@ -20,9 +20,11 @@ one structure), :mod:`scaledl.parallel.lanes` replays them all at once. Per stag
    (Rajbhandari et al., SC 2020, Sec. 5). The part of the lane that outlasts the backward is
    exposed. Where the collective model holds FSDP2's micro-benchmarked API costs
    (:data:`~scaledl.parallel.collectives.FSDP_API`, :mod:`scaledl.profiling.fsdp_probe`) a
-   ``zero2`` / ``fsdp`` unit instead costs them on the critical path, forward and backward,
-   its all-gathers and reduce-scatter inside them (on the CPU hosts they were measured on they
-   are the smaller part, and no lane runs beside the unit's compute);
+   ``zero2`` / ``fsdp`` unit instead costs them on the critical path, its all-gathers and
+   reduce-scatter inside them, each direction on its own (a forward cost without a backward
+   one, too few positive probe rows, keeps the lanes for the backward). The probe times one
+   unit alone, so nothing of it overlaps compute: right on the CPU hosts it was measured on
+   (the collectives are the smaller part there), fully serial where a GPU would prefetch;
 5. **pipeline**: the stages' forward and backward per micro-batch, with the activation transfer
    between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`;
    the collectives of 2 to 4 and the transfers of 5 overlap compute by the factors of an
@@ -183,38 +185,41 @@ def _stage(
     fwd = x.forward_ms + x.tp_allreduce_ms
     bwd = (x.backward_ms + x.tp_allreduce_ms) if x.train else np.zeros_like(x.backward_ms)
     sharded = x.sharding in ("zero2", "fsdp")
-    probed = sharded and cm.source.get("fsdp_forward", "none") != "none"
     if sharded:
+        # units in forward order and in backward order (the root unit holds the first and the
+        # last layers: first in one, first in the other too), each with its parameter bytes
+        f_units = list(dict.fromkeys(x.unit[rows].tolist()))
+        b_units = list(dict.fromkeys(x.unit[rows[::-1]].tolist()))
+        nbytes = {u: x.param_bytes[rows[x.unit[rows] == u]].sum() for u in f_units}
         f_parts = _groups(fwd, rows, x.unit)
-        unit_bytes = [x.param_bytes[rows[x.unit[rows] == u]].sum()
-                      for u in dict.fromkeys(x.unit[rows].tolist())]  # fmt: skip
         b_parts = _groups(bwd, rows[::-1], x.unit)
-        b_gather = None
-        if probed:  # the unit's API cost, its all-gathers and reduce-scatter inside
-            api = "fsdp_backward" if x.sharding == "fsdp" else "zero2_backward"
-            forward = sum(f + cm.predict_ms("fsdp_forward", nb, x.dp_size)
-                          for f, nb in zip(f_parts, unit_bytes, strict=True))  # fmt: skip
-            b_parts = [b + cm.predict_ms(api, nb, x.dp_size)
-                       for b, nb in zip(b_parts, unit_bytes[::-1], strict=True)]  # fmt: skip
+        split = {u: overlap.split("all_gather", cm.predict_ms("all_gather", nbytes[u], x.dp_size))
+                 for u in f_units}  # fmt: skip
+        if _probed(cm, "fsdp_forward"):  # the unit's API cost, its all-gather inside
+            forward = sum(f + cm.predict_ms("fsdp_forward", nbytes[u], x.dp_size)
+                          for f, u in zip(f_parts, f_units, strict=True))  # fmt: skip
         else:
-            split = [overlap.split("all_gather", cm.predict_ms("all_gather", nb, x.dp_size))
-                     for nb in unit_bytes]  # fmt: skip
-            gather, exposed = [g for g, _ in split], [e for _, e in split]
-            forward = _forward([f + e for f, e in zip(f_parts, exposed, strict=True)], gather)
-            if x.sharding == "fsdp":
-                b_gather = gather[::-1]
-                b_parts = [b + e for b, e in zip(b_parts, exposed[::-1], strict=True)]
+            forward = _forward([f + split[u][1] for f, u in zip(f_parts, f_units, strict=True)],
+                               [split[u][0] for u in f_units])  # fmt: skip
+        api = "fsdp_backward" if x.sharding == "fsdp" else "zero2_backward"
+        b_probed = _probed(cm, api)
+        b_gather = None
+        if b_probed:  # its all-gather (FSDP) and reduce-scatter inside
+            b_parts = [b + cm.predict_ms(api, nbytes[u], x.dp_size)
+                       for b, u in zip(b_parts, b_units, strict=True)]  # fmt: skip
+        elif x.sharding == "fsdp":
+            b_gather = [split[u][0] for u in b_units]
+            b_parts = [b + split[u][1] for b, u in zip(b_parts, b_units, strict=True)]
     else:
         forward = fwd[rows].sum(axis=0)
         b_parts = [bwd[r] for r in rows[::-1]]
         b_gather = None
     if not x.train:
         return forward, 0.0, 0.0
-    if probed:
-        lane, syncs = "reduce_scatter", []
-    elif sharded:
+    if sharded:
         lane = "reduce_scatter"
-        syncs = [(k, cm.predict_ms(lane, nb, x.dp_size)) for k, nb in enumerate(unit_bytes[::-1])]
+        syncs = [] if b_probed else [(k, cm.predict_ms(lane, nbytes[u], x.dp_size))
+                                     for k, u in enumerate(b_units)]  # fmt: skip
     else:
         lane = "all_reduce"
         syncs = [(k, cm.predict_ms(lane, nb, x.dp_size))
@@ -227,6 +232,11 @@ def _stage(
     # The sync lane waits on the backward, never the reverse: one replay gives both.
     backward, sync_end = _backward(b_parts, b_gather, hidden_syncs)
     return forward, backward, np.maximum(sync_end - backward, 0.0)
+
+
+def _probed(cm: CollectiveModel, cost: str) -> bool:
+    """Whether ``cm`` holds the micro-benchmarked FSDP2 cost ``cost`` (fitted on its rows)."""
+    return cm.source.get(cost, "none") != "none"
 
 
 def compose(

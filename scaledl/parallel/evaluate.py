@@ -178,11 +178,23 @@ def layout_kind(w: Workload) -> str:
     return "pp" if w.pp_size > 1 else "ddp"
 
 
-def lanes_used(w: Workload) -> set[str]:
-    """The overlap lanes (:data:`~scaledl.parallel.overlap.LANES`) a workload's composition uses."""
+def lanes_used(w: Workload, cm: CollectiveModel | None = None) -> set[str]:
+    """The overlap lanes (:data:`~scaledl.parallel.overlap.LANES`) a workload's composition uses.
+
+    Args:
+        w: the workload.
+        cm: the collective model it is composed with: one holding FSDP2's probed costs in
+            both directions (:mod:`scaledl.profiling.fsdp_probe`) costs a ``zero2`` / ``fsdp``
+            unit without the all-gather and reduce-scatter lanes.
+    """
     lanes = set()
-    if w.mode == "train" and w.dp_size > 1:
+    probed = cm is not None and all(
+        cm.source.get(c, "none") != "none" for c in ("fsdp_forward", "fsdp_backward",
+                                                      "zero2_backward")
+    )  # fmt: skip
+    if w.mode == "train" and w.dp_size > 1 and not probed:
         lanes |= {"all_gather", "reduce_scatter"} if w.sharding in ("zero2", "fsdp") else set()
+    if w.mode == "train" and w.dp_size > 1:
         lanes |= {"all_reduce"} if w.sharding in ("none", "zero1") else set()
     if w.pp_size > 1:
         lanes.add("send")
@@ -382,7 +394,7 @@ class LayoutContext:
         allreduce = self.stage.allreduce if "ddp" in self.kind[scope[~held]] else None
         rows = _collective_rows(self.tables, set(train_ids))
         cm = CollectiveModel.fit(rows, allreduce, related=True)
-        used = set().union(*(lanes_used(self.wlist[i]) for i in scope[~held]))
+        used = set().union(*(lanes_used(self.wlist[i], cm) for i in scope[~held]))
         samples = fold_samples(self.samples, self.kinds, kind, train_ids)
         out = {}
         for rows in dict.fromkeys(CANDIDATES[name][0] for name in names):

@@ -40,7 +40,9 @@ row each (:data:`PROBE_ROWS`, source ``microbenchmark``):
 unit its forward and backward cost on the critical path, in place of its all-gathers and
 reduce-scatters (they are inside the probe's difference), and a sharded rank's step its tensors
 times the step cost. A difference that is not positive (noise larger than the cost) is not
-recorded, as for :mod:`scaledl.profiling.tp_probe`.
+recorded, as for :mod:`scaledl.profiling.tp_probe`; with the slowest rank's row kept per call
+(:func:`scaledl.parallel.evaluate._collective_rows`) that biases the small, noisy costs
+(``zero2_backward``, ``fsdp_step``) upward, a choice shared with that probe.
 """
 
 from __future__ import annotations
@@ -91,10 +93,12 @@ def probe_widths(hidden: int, intermediate: int, ranks: int, element_bytes: int)
 
 
 def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
-    torch.manual_seed(0)
-    pair = nn.Sequential(
-        nn.Linear(hidden, intermediate), nn.GELU(), nn.Linear(intermediate, hidden)
-    )
+    """A pair initialised from seed 0 without touching the workload's random state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        pair = nn.Sequential(
+            nn.Linear(hidden, intermediate), nn.GELU(), nn.Linear(intermediate, hidden)
+        )
     return pair.to(device=device, dtype=dtype)
 
 
@@ -110,8 +114,8 @@ class ShardingProbe:
         dtype: the workload's dtype.
         device: this rank's device.
 
-    Raises:
-        ValueError: ``intermediate`` does not split over the group's ranks.
+    The pair's widths are rounded to the group's ranks (:func:`probe_widths`), so any
+    ``intermediate_size`` is probed.
     """
 
     def __init__(
@@ -129,11 +133,6 @@ class ShardingProbe:
 
         self.group = group or dist.group.WORLD
         self.size = dist.get_world_size(self.group)
-        if intermediate % self.size:
-            raise ValueError(
-                f"FSDP probe: intermediate_size={intermediate} does not split over the "
-                f"{self.size} ranks of group {group_name!r}"
-            )
         self.group_name = group_name
         mesh = DeviceMesh.from_group(self.group, device.type)
         self.modules: dict[tuple[int, str], nn.Module] = {}

@@ -213,16 +213,15 @@ class LayoutSession(_Session):
         """The FSDP2 API probe of a training layout without ``zero2`` / ``fsdp`` (else ``None``).
 
         Over the layout's data-, tensor- or pipeline-parallel group (the first of more than one
-        rank), at one micro-batch's tokens: :mod:`scaledl.profiling.fsdp_probe`. None either
-        where the workload's ``intermediate_size`` does not split over that group: the workload
-        is measured without the probe.
+        rank), at one micro-batch's tokens: :mod:`scaledl.profiling.fsdp_probe` (its widths
+        rounded to the group, so any ``intermediate_size``).
         """
         w = self.workload
         if not self.train or w.sharding in ("zero2", "fsdp"):
             return None
         sizes = {"dp": w.dp_size, "tp": w.tp_size, "pp": w.pp_size}
         name = next((g for g, n in sizes.items() if n > 1), None)
-        if name is None or w.intermediate_size % sizes[name]:
+        if name is None:
             return None
         tokens = (w.batch_size // w.micro_batches) * w.seq_len
         return ShardingProbe(self.groups[name], name, w.hidden_size, w.intermediate_size,

@@ -73,6 +73,26 @@ def test_a_probed_fsdp_unit_costs_its_api_on_the_critical_path_by_hand():
     assert compose(inputs(), PROBED).iteration_ms == compose(inputs(), CM).iteration_ms
 
 
+def test_a_backward_without_probe_rows_keeps_its_lanes_by_hand():
+    # too few positive backward rows: the forward is probed (5.2 as above), the backward
+    # gathers and reduce-scatters on the lanes (6.6 and 0.6 exposed, as without a probe)
+    half = CollectiveModel(PROBED.params, {**PROBED.source, "fsdp_backward": "none"})
+    it = compose(inputs(sharding="fsdp"), half)
+    assert it.exposed_sync_ms == pytest.approx(0.6)
+    assert it.iteration_ms == pytest.approx(5.2 + 6.6 + 0.6 + 0.5)
+
+
+def test_each_reduce_scatter_carries_its_own_unit_in_backward_order_by_hand():
+    # the root unit (-1) holds the first and the last layer: it runs first in backward
+    # ([0, 4]: head 2 + embedding 2), then unit 0 ([4, 8]); its reduce-scatter (2e6 bytes:
+    # 0.1 + 1.0 = 1.1 ms) follows the root's part, unit 0's (1e6: 0.6 ms) ends at 8.6
+    x = inputs(stage=np.zeros(3, dtype=int), unit=np.array([-1, 0, -1]),
+               forward_ms=np.array([1.0, 2.0, 1.0]), backward_ms=np.array([2.0, 4.0, 2.0]),
+               tp_allreduce_ms=np.zeros(3), param_bytes=np.array([2e6, 1e6, 0.0]),
+               sharding="zero2")  # fmt: skip
+    assert compose(x, CM).exposed_sync_ms == pytest.approx(0.6)
+
+
 def test_a_sharded_step_pays_dtensor_per_tensor_by_hand():
     # 4 tensors of a 2e6-byte stage: mean 5e5 bytes, 0.1 + 5e5 * 1e-6 = 0.6 ms per tensor
     tensors = np.array([[4.0]])

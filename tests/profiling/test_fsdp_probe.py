@@ -4,7 +4,6 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from scaledl.profiling import fsdp_probe
 from scaledl.profiling.fsdp_probe import (
     MAX_PAIR_BYTES,
     PROBE_ROWS,
@@ -77,10 +76,12 @@ def test_each_module_is_timed_after_an_untimed_call(one_rank, monkeypatch):
                      for _ in range(2)]  # fmt: skip
 
 
-def test_a_width_that_does_not_split_names_the_field(one_rank, monkeypatch):
-    monkeypatch.setattr(fsdp_probe.dist, "get_world_size", lambda group=None: 3)
-    with pytest.raises(ValueError, match="intermediate_size=32 does not split over the 3 ranks"):
-        _probe()
+def test_the_probe_keeps_the_workload_random_state(one_rank):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    _probe()
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_the_session_probes_training_layouts_without_fsdp_or_zero2(one_rank):
@@ -99,7 +100,7 @@ def test_the_session_probes_training_layouts_without_fsdp_or_zero2(one_rank):
     tp = dict(tp_size=2, world_size=2, intermediate_size=32)
     assert probe_of(tiny("bert", **zero1)).group_name == "dp"
     assert probe_of(tiny("bert", **tp)).group_name == "tp"
-    assert probe_of(tiny("bert", **{**zero1, "intermediate_size": 33})) is None  # no split
+    assert probe_of(tiny("bert", **{**zero1, "intermediate_size": 33})).group_name == "dp"
     assert probe_of(tiny("bert", dp_size=2, world_size=2, sharding="fsdp")) is None  # itself
     assert probe_of(tiny("bert", dp_size=2, world_size=2, sharding="zero2")) is None
     assert probe_of(tiny("bert", **zero1), train=False) is None  # no backward to time
