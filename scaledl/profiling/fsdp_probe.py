@@ -55,6 +55,7 @@ from torch import nn
 
 from scaledl.parallel.collectives import FSDP_API
 from scaledl.profiling.timers import Clock
+from scaledl.profiling.tp_probe import megatron_pair
 
 #: The probe's rows, the collective model's FSDP costs (module docstring).
 PROBE_ROWS = FSDP_API
@@ -93,13 +94,10 @@ def probe_widths(hidden: int, intermediate: int, ranks: int, element_bytes: int)
 
 
 def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
-    """A pair initialised from seed 0 without touching the workload's random state."""
+    """The tensor-parallel probe's pair, initialised from seed 0 (the workload's RNG kept)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        pair = nn.Sequential(
-            nn.Linear(hidden, intermediate), nn.GELU(), nn.Linear(intermediate, hidden)
-        )
-    return pair.to(device=device, dtype=dtype)
+        return megatron_pair(hidden, intermediate, dtype, device)
 
 
 class ShardingProbe:

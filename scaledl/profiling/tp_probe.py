@@ -53,7 +53,10 @@ from scaledl.profiling.timers import Clock
 PROBE_ROWS = TP_API
 
 
-def _pair(hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
+def megatron_pair(
+    hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device
+) -> nn.Module:
+    """``Linear(h, i) -> GELU -> Linear(i, h)``, the probes' Megatron MLP pair, on ``device``."""
     pair = nn.Sequential(
         nn.Linear(hidden, intermediate), nn.GELU(), nn.Linear(intermediate, hidden)
     )
@@ -105,9 +108,9 @@ class TensorParallelProbe:
         self.group_name, self.train = group_name, train
         mesh = DeviceMesh.from_group(self.group, device.type)
         gen = torch.Generator().manual_seed(0)
-        self.parallel = _pair(hidden, intermediate, dtype, device)
+        self.parallel = megatron_pair(hidden, intermediate, dtype, device)
         parallelize_module(self.parallel, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-        self.local = _pair(hidden, intermediate // self.size, dtype, device)
+        self.local = megatron_pair(hidden, intermediate // self.size, dtype, device)
         self.x = torch.randn(tokens, hidden, generator=gen).to(device=device, dtype=dtype)
         self.output_bytes = tokens * hidden * self.x.element_size()
 

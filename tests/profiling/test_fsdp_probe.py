@@ -1,8 +1,6 @@
 """The FSDP2 API probe in a one-rank gloo group (the two-rank run: test_layouts)."""
 
-import pytest
 import torch
-import torch.distributed as dist
 
 from scaledl.profiling.fsdp_probe import (
     MAX_PAIR_BYTES,
@@ -12,14 +10,6 @@ from scaledl.profiling.fsdp_probe import (
     probe_widths,
 )
 from scaledl.profiling.timers import Clock
-
-
-@pytest.fixture()
-def one_rank(tmp_path):
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def _probe(intermediate: int = 32) -> ShardingProbe:

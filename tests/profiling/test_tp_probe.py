@@ -2,19 +2,10 @@
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from scaledl.profiling import tp_probe
 from scaledl.profiling.timers import Clock
 from scaledl.profiling.tp_probe import PROBE_ROWS, TensorParallelProbe
-
-
-@pytest.fixture()
-def one_rank(tmp_path):
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def _probe(train: bool, intermediate: int = 32) -> TensorParallelProbe:
