@@ -26,7 +26,10 @@ one structure), :mod:`scaledl.parallel.lanes` replays them all at once. Per stag
    unit alone, so nothing of it overlaps compute: right on the CPU hosts it was measured on
    (the collectives are the smaller part there), fully serial where a GPU would prefetch;
 5. **pipeline**: the stages' forward and backward per micro-batch, with the activation transfer
-   between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`;
+   between stages, replayed by :func:`scaledl.parallel.schedule.replay_pipeline`; a send's
+   latency ``alpha`` is the fixed cost of each point-to-point call on the stage that issues it
+   (receives too, and 1F1B's fused send-and-receive calls once:
+   :func:`scaledl.parallel.schedule.p2p_calls`), its bytes the transfer;
    the collectives of 2 to 4 and the transfers of 5 overlap compute by the factors of an
    :class:`~scaledl.parallel.overlap.Overlap` (default: fully; on CPU/gloo measured ones),
    the exposed share added to the compute they overlap;
@@ -264,12 +267,15 @@ def compose(
         bwd.append(b)
         tails.append(tail)
     p2p = []
+    call = cm.predict_ms("send", 0.0, 2)  # a call's fixed cost: the send's latency alpha
     for s in range(stages - 1):  # the exposed share of a transfer delays its sender
-        hidden, exposed = overlap.split("send", cm.predict_ms("send", x.boundary_bytes[s], 2))
+        hidden, exposed = overlap.split(
+            "send", cm.predict_ms("send", x.boundary_bytes[s], 2) - call
+        )
         p2p.append(hidden)
         fwd[s] = fwd[s] + exposed
         bwd[s + 1] = bwd[s + 1] + (exposed if x.train else 0.0)
-    pipe = replay_pipeline(fwd, bwd, x.micro_batches, x.schedule, p2p)
+    pipe = replay_pipeline(fwd, bwd, x.micro_batches, x.schedule, p2p, call if stages > 1 else 0.0)
     if not x.train:
         return LayoutIteration(pipe.makespan_ms, pipe.makespan_ms, pipe.bubble_fraction, 0.0, 0.0)
     ends, steps = [], []

@@ -178,16 +178,19 @@ def test_half_hidden_gathers_split_between_lane_and_compute():
 
 
 def test_exposed_transfers_delay_the_sender():
-    # two stages (F 1 and 2, B 2 and 4 ms), a 1e6-byte transfer of 0.1 + 1.0 ms. One
-    # micro-batch: every transfer is on the critical path either way (11.2). GPipe, m = 2:
-    # hidden, F0 runs on while its sends are on the link: F1 [2.1, 4.1], [4.1, 6.1],
-    # B1 [6.1, 10.1], [10.1, 14.1], B0 after each gradient: [11.2, 13.2], [15.2, 17.2];
-    # serial, each send delays its sender: F0 2.1 each, F1 [2.1, 4.1], [4.2, 6.2], B1 5.1
-    # each [6.2, 11.3], [11.3, 16.4], B0 [11.3, 13.3], [16.4, 18.4].
+    # two stages (F 1 and 2, B 2 and 4 ms), a 1e6-byte send of 0.1 + 1.0 ms: each point-to-
+    # point call costs its stage the latency 0.1, the transfer 1.0. One micro-batch: every
+    # transfer is on the critical path either way (11.2). GPipe, m = 2, hidden: S0 F0 [0, 1]
+    # call [1, 1.1] F0 [1.1, 2.1] call [2.1, 2.2], links [1, 2] and [2.1, 3.1]; S1 recv
+    # [2, 2.1] F1 [2.1, 4.1] recv [4.1, 4.2] F1 [4.2, 6.2] B1 [6.2, 10.2] call [10.2, 10.3]
+    # B1 [10.3, 14.3], gradient links [10.2, 11.2] and [14.3, 15.3]; S0 recv [11.2, 11.3]
+    # B0 [11.3, 13.3] recv [15.3, 15.4] B0 [15.4, 17.4]. Serial, each transfer delays its
+    # sender (F0 2 each, B1 5 each): S1 B1 [6.2, 11.2], [11.3, 16.3]; S0 B0 [11.3, 13.3],
+    # [16.4, 18.4].
     x = inputs(stage=np.array([0, 1]), unit=np.array([0, 1]), boundary_bytes=np.array([1e6]),
                optimizer_ms=np.array([0.0, 0.0]), dp_size=1.0, schedule="gpipe")  # fmt: skip
     assert compose(x, CM, Overlap.full()).iteration_ms == pytest.approx(11.2)
     assert compose(x, CM, Overlap.uniform(0.0)).iteration_ms == pytest.approx(11.2)
     two = replace(x, micro_batches=2)
-    assert compose(two, CM, Overlap.full()).iteration_ms == pytest.approx(17.2)
+    assert compose(two, CM, Overlap.full()).iteration_ms == pytest.approx(17.4)
     assert compose(two, CM, Overlap.uniform(0.0)).iteration_ms == pytest.approx(18.4)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from scaledl.parallel.lanes import Task, replay
-from scaledl.parallel.schedule import bubble_fraction, replay_pipeline, stage_order
+from scaledl.parallel.schedule import bubble_fraction, p2p_calls, replay_pipeline, stage_order
 
 
 def test_replay_serialises_a_lane_and_waits_for_dependencies():
@@ -88,3 +88,52 @@ def test_per_micro_batch_times_and_bad_lengths():
         replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, p2p_ms=[1.0, 1.0])
     with pytest.raises(ValueError, match="pipeline_schedule"):
         replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "zigzag")
+
+
+def _calls(schedule, stage, stages, m):
+    return [item[2] for item in p2p_calls(schedule, stage, stages, m) if item[0] == "call"]
+
+
+def test_gpipe_posts_every_send_and_receive_alone():
+    # torch's ScheduleGPipe: one batch_isend_irecv per receive and per send.
+    assert len(_calls("gpipe", 0, 2, 4)) == 8
+    assert len(_calls("gpipe", 1, 2, 4)) == 8
+    assert all(len(ops) == 1 for ops in _calls("gpipe", 0, 2, 4))
+
+
+def test_one_f_one_b_fuses_a_send_with_the_next_receive_of_the_other_direction():
+    # Schedule1F1B: fwd_send_bwd_recv and bwd_send_fwd_recv are one call each.
+    last = p2p_calls("1f1b", 1, 2, 4)
+    assert last[:5] == [("call", 0, (("recv", "F", 0),)), ("F", 0), ("B", 0),
+                        ("call", 1, (("send", "B", 0), ("recv", "F", 1))), ("F", 1)]  # fmt: skip
+    assert last[-1] == ("call", 4, (("send", "B", 3),))
+    assert len(_calls("1f1b", 0, 2, 4)) == 5
+    assert _calls("1f1b", 0, 2, 4)[1] == (("send", "F", 1), ("recv", "B", 0))
+    # A middle stage's warm-up forwards post their sends and receives one by one.
+    middle = _calls("1f1b", 1, 4, 4)
+    assert middle[:3] == [(("recv", "F", 0),), (("send", "F", 0),), (("recv", "F", 1),)]
+
+
+def test_call_cost_by_hand():
+    # p=2, m=2, f=b=1, call 0.1, free transfers. GPipe: S0 F0 [0,1] send [1,1.1] F1 [1.1,2.1]
+    # send [2.1,2.2]; S1 recv [1,1.1] F0 [1.1,2.1] recv [2.1,2.2] F1 [2.2,3.2] B0 [3.2,4.2]
+    # send [4.2,4.3] B1 [4.3,5.3] send [5.3,5.4]; S0 recv [4.2,4.3] B0 [4.3,5.3] recv [5.3,5.4]
+    # B1 [5.4,6.4]. 1F1B: S1 recv [1,1.1] F0 [1.1,2.1] B0 [2.1,3.1] send+recv [3.1,3.2]
+    # F1 [3.2,4.2] B1 [4.2,5.2] send [5.2,5.3]; S0 F0 [0,1] send [1,1.1] F1 [1.1,2.1]
+    # send+recv [3.1,3.2] B0 [3.2,4.2] recv [5.2,5.3] B1 [5.3,6.3].
+    gpipe = replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "gpipe", call_ms=0.1)
+    ofob = replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "1f1b", call_ms=0.1)
+    assert gpipe.makespan_ms == pytest.approx(6.4)
+    assert gpipe.stage_end_ms == pytest.approx([6.4, 5.4])
+    assert ofob.makespan_ms == pytest.approx(6.3)
+    assert ofob.stage_end_ms == pytest.approx([6.3, 5.3])
+    # Without a call cost the two schedules tie, (m + p - 1)(f + b).
+    assert replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "gpipe").makespan_ms == pytest.approx(6.0)
+
+
+def test_call_cost_vectorised():
+    c = np.array([0.0, 0.1, 0.5])
+    vec = replay_pipeline([1.0, 2.0], [2.0, 1.0], 4, "gpipe", p2p_ms=0.2, call_ms=c)
+    for i in range(3):
+        one = replay_pipeline([1.0, 2.0], [2.0, 1.0], 4, "gpipe", p2p_ms=0.2, call_ms=c[i])
+        assert vec.makespan_ms[i] == pytest.approx(one.makespan_ms)
