@@ -269,13 +269,13 @@ def compose(
     p2p = []
     call = cm.predict_ms("send", 0.0, 2)  # a call's fixed cost: the send's latency alpha
     for s in range(stages - 1):  # the exposed share of a transfer delays its sender
-        hidden, exposed = overlap.split(
-            "send", cm.predict_ms("send", x.boundary_bytes[s], 2) - call
-        )
+        transfer = np.maximum(cm.predict_ms("send", x.boundary_bytes[s], 2) - call, 0.0)
+        hidden, exposed = overlap.split("send", transfer)
         p2p.append(hidden)
         fwd[s] = fwd[s] + exposed
         bwd[s + 1] = bwd[s + 1] + (exposed if x.train else 0.0)
-    pipe = replay_pipeline(fwd, bwd, x.micro_batches, x.schedule, p2p, call if stages > 1 else 0.0)
+    call = call if stages > 1 else 0.0
+    pipe = replay_pipeline(fwd, bwd, x.micro_batches, x.schedule, p2p, call, backward=x.train)
     if not x.train:
         return LayoutIteration(pipe.makespan_ms, pipe.makespan_ms, pipe.bubble_fraction, 0.0, 0.0)
     ends, steps = [], []

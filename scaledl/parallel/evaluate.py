@@ -106,8 +106,8 @@ replay counts each stage's point-to-point calls (:func:`~scaledl.parallel.schedu
 GPipe's separate against 1F1B's fused) at the send's fitted latency; on the three profiles of
 12:02, 12:05 and 11:51 UTC it orders GPipe after 1F1B at four micro-batches for every model
 (by 0.9-3.6%, measured 3.5-16.5%) and raises the worst tau from 0.84 / 0.76 / 0.76 to
-0.86 / 0.79 / 0.79, the MREs not distinguishable pooled. The GNN correction is evaluated, not the product's:
-the recipe keeps the ridge (fixed before the GNN was compared).
+0.86 / 0.79 / 0.79, the MREs not distinguishable pooled. The GNN correction is evaluated, not
+the product's: the recipe keeps the ridge (fixed before the GNN was compared).
 """
 
 from __future__ import annotations

@@ -23,10 +23,11 @@ one); FSDP / ZeRO-2 step a local shard of every tensor, so all of them; ZeRO-1
 ``numel`` descending, each to the rank with the fewest elements so far, the first such rank on
 a tie), and every rank waits for the slowest one's broadcast, so the count is the largest
 rank's (:func:`zero1_largest_share`). A BERT of width 128 and 2 blocks has 42 tensors: the
-two ranks of ZeRO-1 step 6 (the embeddings) and 36, not 21 each, and the CPU layout profiles
-measured its ZeRO-1 iteration 7-15% slower than DDP's where the Llama's (11 and 10 of 21
-tensors) was within 0-3% (``datasets/layouts-cpu``, 2026-12-04). The plain data-parallel
-predictor's graphs are not changed.
+two ranks of ZeRO-1 step 6 (the word and position embeddings and four 128 x 128 weights, half
+the elements) and 36, not 21 each; on the main layout profile of 2026-12-04 12:02 UTC
+(``datasets/layouts-cpu/validated``) its ZeRO-1 iteration was 10-13% slower than DDP's where
+the Llama's (11 and 10 of 21 tensors) was 1-3% slower. The plain data-parallel predictor's
+graphs are not changed.
 """
 
 from __future__ import annotations
@@ -140,36 +141,41 @@ def stage_tensor_sizes(w: Workload, arch_key: str | None = None) -> list[list[in
         from scaledl.models.features import architecture_graphs
 
         layers = architecture_graphs(w)[0].layers
-        per_layer = _per_layer(w, tuple(layers["layer_name"].astype(str)))
+        held = _per_layer(w, tuple(layers["layer_name"].astype(str)))
         stage = stage_of_layers(block_ordinal(layers["block"]), w.pp_size)
-        _CACHE[key] = [[n for i in np.flatnonzero(stage == s) for n in per_layer[i]]
-                       for s in range(w.pp_size)]  # fmt: skip
+        per_stage = []
+        for s in range(w.pp_size):
+            tensors: dict[int, int] = {}  # a tensor held by several of the stage's layers: once
+            for i in np.flatnonzero(stage == s):
+                tensors.update(held[i])
+            per_stage.append(list(tensors.values()))
+        _CACHE[key] = per_stage
     return [list(sizes) for sizes in _CACHE[key]]
 
 
-def _per_layer(w: Workload, names: tuple[str, ...]) -> list[list[int]]:
-    """Parameter tensors of each layer's module (their element counts), on the meta device.
+def _per_layer(w: Workload, names: tuple[str, ...]) -> list[dict[int, int]]:
+    """The parameter tensors each layer's module holds, ``{id: element count}``, on the meta device.
 
     The rule of the tracer's parameter assignment (``scaledl.graph.tracing._assign_params``),
     simplified to module names: it records parameter counts, not tensors, and its traces are
-    cached on disk by schema, so the count is taken here until that schema next changes.
-    Each parameter is counted once, at the first layer that holds it (a head tied to the
-    embedding steps one tensor); a repeated call (``name#k``) and a layer without a module of
-    its name hold none. Parameters of no layer module (rare: a bare ``nn.Parameter`` on the
-    model) are counted on the first layer, so the total is the model's.
+    cached on disk by schema, so the count is taken here until that schema next changes. A
+    repeated call (``name#k``) and a layer without a module of its name hold none. A tensor
+    shared by two layers (a head tied to the embedding) is held by both: one stage steps it
+    once, and a pipeline whose first and last stages hold it steps it on each (as
+    ``torch.distributed.pipelining`` stages do, each with its own copy). Parameters of no
+    layer module (rare: a bare ``nn.Parameter`` on the model) are held by the first layer, so
+    one stage's count is the model's.
     """
     from scaledl.workloads.builders import build_model
 
     model = build_model(w, device="meta")
     modules = dict(model.named_modules())
-    sizes: list[list[int]] = [[] for _ in names]
-    seen: set[int] = set()
+    held: list[dict[int, int]] = [{} for _ in names]
     for i, name in enumerate(names):
         if "#" in name or name not in modules:
             continue
-        own = [p for p in modules[name].parameters() if id(p) not in seen]
-        seen.update(id(p) for p in own)
-        sizes[i] = [p.numel() for p in own]
+        held[i] = {id(p): p.numel() for p in modules[name].parameters()}
     if len(names):
-        sizes[0] += [p.numel() for p in model.parameters() if id(p) not in seen]
-    return sizes
+        seen = {t for layer in held for t in layer}
+        held[0].update({id(p): p.numel() for p in model.parameters() if id(p) not in seen})
+    return held

@@ -19,22 +19,25 @@ With equal stages (forward ``f``, backward ``b``) and free transfers both take
 ``(p - 1) / (m + p - 1)`` (GPipe, Sec. 2.2) of :func:`bubble_fraction`. Unequal stages, transfer
 costs and 1F1B's order are what the replay adds to that closed form.
 
-**Point-to-point calls.** A stage issues its sends and receives through
-``torch.distributed.batch_isend_irecv`` calls, and each call costs the stage a fixed host time
-(``call_ms``: posting the operations and waiting for them) on its own compute lane, whatever
-the bytes. The two schedules issue different numbers of calls (torch 2.13,
-``torch/distributed/pipelining/schedules.py``): ``ScheduleGPipe`` posts every receive and every
-send as a call of its own; ``Schedule1F1B`` fuses the send after a forward with the receive
-before the next backward (``fwd_send_bwd_recv``), and the send after a backward with the receive
-before the next forward (``bwd_send_fwd_recv``), into one call; its warm-up forwards and
-cool-down backwards post theirs one by one, as GPipe does (:func:`p2p_calls`). With two stages
-and four micro-batches each stage makes 8 calls under GPipe and 5 under 1F1B. On the 2-core
-CPU host (gloo) the committed layout profiles show GPipe at four micro-batches 7-12% slower
-than 1F1B in all 28 of 28 (profile, model) pairs, and the last stage idling 0.2-0.3 ms at
-each call; the fixed cost of a call explains only part of that gap, but the rest (GPipe's
-last stage computing slower while its peer waits) has no model here. 1F1B's fused calls are
-waited on at once (its sends block), which the replay does not model: the transfer of a send
-starts when its compute ends, under either schedule.
+**Point-to-point calls.** A stage posts its sends and receives in groups and waits for each
+group (``_batch_p2p`` / ``_sorted_batch_p2p`` of ``torch/distributed/pipelining/schedules.py``,
+torch 2.13: ``dist.isend`` / ``dist.irecv``, or ``batch_isend_irecv`` for a group that mixes
+both), and each group costs the stage a fixed host time (``call_ms``: posting and waiting) on
+its own compute lane, whatever the bytes. The two schedules group differently:
+``ScheduleGPipe`` posts every receive and every send as a group of its own; ``Schedule1F1B``
+puts the send after a forward and the receive before the next backward (``fwd_send_bwd_recv``),
+and the send after a backward and the receive before the next forward (``bwd_send_fwd_recv``),
+in one group; its warm-up forwards and cool-down backwards post theirs one by one, as GPipe
+does (:func:`p2p_calls`; checked against torch's own schedule code for 1-5 stages and 1-8
+micro-batches, ``tests/parallel/test_schedule.py``). With two stages and four micro-batches
+each stage makes 8 calls under GPipe and 5 under 1F1B. On the 2-core CPU host (gloo) the
+sixteen committed layout profiles of 2026-12-03 / 04 put GPipe at four micro-batches behind
+1F1B in 62 of 64 (profile, model) pairs (from 4.8% ahead to 19.7% behind), the last stage
+idling 0.2-0.3 ms at each call; the fixed cost of a call explains only part of that gap, the
+rest (GPipe's last stage computing slower while its peer waits) has no model here. 1F1B's
+groups are waited on at once (its sends block), which the replay does not model: the transfer
+of a send starts when its compute ends, under either schedule. An inference pipeline
+(``backward=False``) runs the forwards only, every send and receive a group of its own.
 """
 
 from __future__ import annotations
@@ -55,8 +58,10 @@ class PipelineReplay:
     """The replayed iteration of one pipeline (floats, or arrays with one entry per candidate).
 
     Attributes:
-        makespan_ms: the end of the last backward over all stages.
-        stage_end_ms: per stage, the end of its last backward (when its gradients are complete).
+        makespan_ms: the latest ``stage_end_ms``.
+        stage_end_ms: per stage, the end of its last backward or of its last point-to-point
+            call after it (the send of the last gradient), whichever is later: when its
+            gradients are complete and sent.
         stage_busy_ms: per stage, its compute time (forwards and backwards).
     """
 
@@ -114,7 +119,9 @@ def _per_micro_batch(name: str, values: Sequence, stages: int, m: int) -> list[l
     return out
 
 
-def p2p_calls(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple]:
+def p2p_calls(
+    schedule: str, stage: int, stages: int, micro_batches: int, backward: bool = True
+) -> list[tuple]:
     """A stage's tasks and its point-to-point calls, in the order it issues them.
 
     Each compute task ``("F", j)`` / ``("B", j)`` of :func:`stage_order` is preceded by the call
@@ -122,6 +129,13 @@ def p2p_calls(schedule: str, stage: int, stages: int, micro_batches: int) -> lis
     followed by the call that sends its output (stage ``s < p - 1``'s forwards, ``s > 0``'s
     backwards); under ``1f1b`` a send and the next receive are one call where the schedule
     turns from forward to backward or back (module docstring).
+
+    Args:
+        schedule: ``gpipe`` or ``1f1b``.
+        stage: the stage's index, 0-based.
+        stages: ``p``.
+        micro_batches: ``m``.
+        backward: ``False`` for inference: the forwards only, each send and receive alone.
 
     Returns:
         The stage's items in order: ``("F", j)``, ``("B", j)``, and the calls
@@ -135,10 +149,15 @@ def p2p_calls(schedule: str, stage: int, stages: int, micro_batches: int) -> lis
     items: list[tuple] = []
     pending: tuple | None = None  # the send of the previous task, not yet issued
     previous = None
-    for kind, j in stage_order(schedule, stage, p, micro_batches):
+    if backward:
+        order = stage_order(schedule, stage, p, micro_batches)
+    else:
+        stage_order(schedule, stage, p, micro_batches)  # the schedule's name is checked
+        order = [("F", j) for j in range(micro_batches)]
+    for kind, j in order:
         receives = (kind == "F" and stage > 0) or (kind == "B" and stage < p - 1)
         recv = ("recv", kind, j) if receives else None
-        fused = schedule == "1f1b" and pending and recv and previous != kind
+        fused = backward and schedule == "1f1b" and pending and recv and previous != kind
         calls = [(pending, recv)] if fused else [(op,) for op in (pending, recv) if op]
         for ops in calls:
             items.append(("call", sum(i[0] == "call" for i in items), ops))
@@ -158,6 +177,7 @@ def replay_pipeline(
     schedule: str = "1f1b",
     p2p_ms: Times | Sequence = 0.0,
     call_ms: Times = 0.0,
+    backward: bool = True,
 ) -> PipelineReplay:
     """Replay one iteration of a pipeline (module docstring).
 
@@ -172,6 +192,8 @@ def replay_pipeline(
             values).
         call_ms: the host time of one point-to-point call on the stage that issues it
             (:func:`p2p_calls`), milliseconds (a float or an array).
+        backward: ``False`` for inference: no backward, no gradient transfer or call
+            (``backward_ms`` is then ignored).
 
     Returns:
         The :class:`PipelineReplay`.
@@ -190,7 +212,7 @@ def replay_pipeline(
         raise ValueError(f"pipeline: p2p_ms has {len(links)} values, expected {p - 1}")
     tasks = []
     for s in range(p):
-        for item in p2p_calls(schedule, s, p, m):
+        for item in p2p_calls(schedule, s, p, m, backward):
             if item[0] == "call":
                 waits = tuple(_transfer(s, kind, j) for op, kind, j in item[2] if op == "recv")
                 tasks.append(Task(("call", s, item[1]), ("stage", s), call_ms, waits))
@@ -205,9 +227,11 @@ def replay_pipeline(
                 if s > 0:
                     tasks.append(Task(("sendB", s, j), ("bwd", s), links[s - 1], (("B", s, j),)))
     result = replay(_link_order(tasks))
-    stage_end = [np.maximum(result.end_ms[("B", s, _last_backward(schedule, s, p, m))],
-                            _last_call_end(result.end_ms, s)) for s in range(p)]  # fmt: skip
-    busy = [sum(fwd[s]) + sum(bwd[s]) for s in range(p)]
+    last = [("B", s, _last_backward(schedule, s, p, m)) if backward else ("F", s, m - 1)
+            for s in range(p)]  # fmt: skip
+    stage_end = [np.maximum(result.end_ms[last[s]], _last_call_end(result.end_ms, s))
+                 for s in range(p)]  # fmt: skip
+    busy = [sum(fwd[s]) + (sum(bwd[s]) if backward else 0.0) for s in range(p)]
     return PipelineReplay(np.maximum.reduce(stage_end), stage_end, busy)
 
 

@@ -5,8 +5,11 @@
 the workload validation accepts (:func:`scaledl.workloads.parallelism.check_layout`: ``tp_size``
 dividing the heads and feed-forward width, ``pp_size`` the blocks, ``micro_batches`` the batch
 and needing a pipeline, sharding needing ``dp_size >= 2`` and training), with ``dp_size =
-world_size / (tp_size * pp_size)``. A schedule only matters with several micro-batches, so a
-layout with one keeps the default schedule (no duplicate candidates).
+world_size / (tp_size * pp_size)``. A schedule only matters in a pipeline, so a layout
+without one keeps the default schedule (no duplicate candidates); a pipeline of fewer
+micro-batches than stages is planned with GPipe only, since PyTorch's ``Schedule1F1B``
+refuses ``micro_batches < pp_size`` (``torch.distributed.pipelining``, torch 2.13), and the
+plan names layouts this host's profiler can run.
 
 :func:`predict_layout_candidates` predicts them with the layout composition and the recipe of
 their device (:func:`scaledl.prediction.layouts.predict_layout_workloads`: the layout
@@ -111,7 +114,9 @@ def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.Da
     layouts = []
     for tp, pp, m, sched, shard in itertools.product(space.tp_sizes, space.pp_sizes,
             space.micro_batches, space.schedules, space.shardings):  # fmt: skip
-        if m == 1 and sched != LAYOUT_DEFAULTS["pipeline_schedule"]:
+        if pp == 1 and sched != LAYOUT_DEFAULTS["pipeline_schedule"]:
+            continue
+        if pp > 1 and m < pp and sched != "gpipe":  # Schedule1F1B needs m >= pp
             continue
         layouts.append({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
                         "pipeline_schedule": sched, "sharding": shard})  # fmt: skip

@@ -39,8 +39,10 @@ def check_supported(workload) -> None:
     Raises:
         ValueError: ``tp_size > 1`` or ``pp_size > 1`` for a family without a plan, a layout
             combining two of data, tensor and pipeline parallelism, or inference with a
-            layout other than plain data parallelism; the message names the field, its value
-            and the family.
+            layout other than plain data parallelism, or a 1F1B pipeline of fewer
+            micro-batches than stages (``torch.distributed.pipelining.Schedule1F1B`` refuses
+            it; Megatron-LM's 1F1B does not); the message names the field, its value and the
+            family.
     """
     w = workload
     for name in ("tp_size", "pp_size"):
@@ -56,6 +58,12 @@ def check_supported(workload) -> None:
             f"field {parallel[1]!r} (value {getattr(w, parallel[1])}): 2-D layouts "
             f"({' x '.join(parallel)}) are not profiled (family={w.family!r}); profile one of "
             "dp_size, tp_size, pp_size > 1"
+        )
+    if w.pp_size > 1 and w.pipeline_schedule == "1f1b" and w.micro_batches < w.pp_size:
+        raise ValueError(
+            f"field 'pipeline_schedule' (value '1f1b'): torch.distributed.pipelining's "
+            f"Schedule1F1B needs micro_batches >= pp_size, got micro_batches={w.micro_batches} "
+            f"< pp_size={w.pp_size} (family={w.family!r}); use gpipe or more micro-batches"
         )
     if w.mode != "train" and (w.tp_size > 1 or w.pp_size > 1):
         raise ValueError(

@@ -95,14 +95,14 @@ def _calls(schedule, stage, stages, m):
 
 
 def test_gpipe_posts_every_send_and_receive_alone():
-    # torch's ScheduleGPipe: one batch_isend_irecv per receive and per send.
+    # torch's ScheduleGPipe: every receive and every send posted and waited on alone.
     assert len(_calls("gpipe", 0, 2, 4)) == 8
     assert len(_calls("gpipe", 1, 2, 4)) == 8
     assert all(len(ops) == 1 for ops in _calls("gpipe", 0, 2, 4))
 
 
 def test_one_f_one_b_fuses_a_send_with_the_next_receive_of_the_other_direction():
-    # Schedule1F1B: fwd_send_bwd_recv and bwd_send_fwd_recv are one call each.
+    # Schedule1F1B: fwd_send_bwd_recv and bwd_send_fwd_recv are one group each.
     last = p2p_calls("1f1b", 1, 2, 4)
     assert last[:5] == [("call", 0, (("recv", "F", 0),)), ("F", 0), ("B", 0),
                         ("call", 1, (("send", "B", 0), ("recv", "F", 1))), ("F", 1)]  # fmt: skip
@@ -131,9 +131,91 @@ def test_call_cost_by_hand():
     assert replay_pipeline([1.0, 1.0], [1.0, 1.0], 2, "gpipe").makespan_ms == pytest.approx(6.0)
 
 
-def test_call_cost_vectorised():
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_call_cost_vectorised(schedule):
     c = np.array([0.0, 0.1, 0.5])
-    vec = replay_pipeline([1.0, 2.0], [2.0, 1.0], 4, "gpipe", p2p_ms=0.2, call_ms=c)
+    vec = replay_pipeline([1.0, 2.0, 1.5], [2.0, 1.0, 3.0], 4, schedule, p2p_ms=0.2, call_ms=c)
     for i in range(3):
-        one = replay_pipeline([1.0, 2.0], [2.0, 1.0], 4, "gpipe", p2p_ms=0.2, call_ms=c[i])
+        one = replay_pipeline([1.0, 2.0, 1.5], [2.0, 1.0, 3.0], 4, schedule, p2p_ms=0.2,
+                              call_ms=c[i])  # fmt: skip
         assert vec.makespan_ms[i] == pytest.approx(one.makespan_ms)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_inference_runs_the_forwards_only(schedule):
+    # p=2, m=2, f = 1 and 2, transfer 0.5, call 0.1: S0 F0 [0, 1] send [1, 1.1] F1 [1.1, 2.1]
+    # send [2.1, 2.2]; links [1, 1.5], [2.1, 2.6]; S1 recv [1.5, 1.6] F0 [1.6, 3.6] recv
+    # [3.6, 3.7] F1 [3.7, 5.7]: no gradient, no backward call.
+    r = replay_pipeline([1.0, 2.0], [9.0, 9.0], 2, schedule, p2p_ms=0.5, call_ms=0.1,
+                        backward=False)  # fmt: skip
+    assert r.makespan_ms == pytest.approx(5.7)
+    assert r.stage_busy_ms == pytest.approx([2.0, 4.0])
+    calls = [i for i in p2p_calls(schedule, 1, 2, 2, backward=False) if i[0] == "call"]
+    assert [c[2] for c in calls] == [(("recv", "F", 0),), (("recv", "F", 1),)]
+
+
+def _torch_calls(cls, stage, stages, m):
+    """The compute order and point-to-point groups torch's own schedule code issues."""
+    import torch.distributed.pipelining.schedules as torch_schedules
+
+    log = []
+
+    class Stage:
+        stage_index = stage
+
+        def get_fwd_recv_ops(self, i):
+            return [("recv", "F", i)] if stage > 0 else []
+
+        def get_fwd_send_ops(self, i):
+            return [("send", "F", i)] if stage < stages - 1 else []
+
+        def get_bwd_recv_ops(self, i):
+            return [("recv", "B", i)] if stage < stages - 1 else []
+
+        def get_bwd_send_ops(self, i):
+            return [("send", "B", i)] if stage > 0 else []
+
+        def forward_one_chunk(self, i, *args, **kwargs):
+            log.append(("F", i))
+
+        def backward_one_chunk(self, i, **kwargs):
+            log.append(("B", i))
+
+        def perform_reduce_grad(self, *args):
+            pass
+
+    def batch(ops, desc=None):
+        if ops:
+            log.append(("call", tuple(sorted(ops))))
+        return []
+
+    schedule = object.__new__(cls)  # skips __init__: no process group, no real stage
+    schedule._n_microbatches, schedule._num_stages, schedule._stage = m, stages, Stage()
+    schedule.scale_grads = True
+    schedule._check_inputs = lambda *a: ([None] * m, [{}] * m)
+    schedule._initialize_stage = schedule._maybe_compute_loss = lambda *a: None
+    schedule._maybe_get_loss = schedule._update_losses = lambda *a: None
+    patched = {"_batch_p2p": batch, "_sorted_batch_p2p": lambda ops, desc=None: (
+        {0: batch(ops)} if ops else {})}  # fmt: skip
+    saved = {name: getattr(torch_schedules, name) for name in patched}
+    try:
+        for name, fn in patched.items():
+            setattr(torch_schedules, name, fn)
+        schedule._step_microbatches()
+    finally:
+        for name, fn in saved.items():
+            setattr(torch_schedules, name, fn)
+    return log
+
+
+def test_calls_match_torchs_schedules():
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    if not all(hasattr(schedules, n) for n in ("_batch_p2p", "_sorted_batch_p2p")):
+        pytest.skip("this torch's schedules post their transfers through other helpers")
+    for name, cls in (("gpipe", schedules.ScheduleGPipe), ("1f1b", schedules.Schedule1F1B)):
+        for p in (1, 2, 3, 4):
+            for m in range(1, 7):
+                for s in range(p):
+                    ours = [("call", tuple(sorted(i[2]))) if i[0] == "call" else i
+                            for i in p2p_calls(name, s, p, m)]  # fmt: skip
+                    assert ours == _torch_calls(cls, s, p, m), (name, p, m, s)

@@ -22,8 +22,12 @@ def test_layout_grid_keeps_only_valid_layouts():
     assert not ((out["micro_batches"] > 1) & (out["pp_size"] == 1)).any()
     assert set(out["micro_batches"]) == {1, 2}  # 4 does not divide the batch of 2
     assert not ((out["sharding"] != "none") & (out["dp_size"] < 2)).any()
-    one = out[out["micro_batches"] == 1]
-    assert set(one["pipeline_schedule"]) == {"1f1b"}  # no duplicate per schedule
+    flat = out[out["pp_size"] == 1]
+    assert set(flat["pipeline_schedule"]) == {"1f1b"}  # no duplicate per schedule
+    # torch's Schedule1F1B refuses fewer micro-batches than stages: those are GPipe only
+    short = out[(out["pp_size"] > 1) & (out["micro_batches"] < out["pp_size"])]
+    assert len(short) and set(short["pipeline_schedule"]) == {"gpipe"}
+    assert {"1f1b", "gpipe"} <= set(out.loc[out["micro_batches"] >= 2, "pipeline_schedule"])
     assert not out.duplicated().any()
 
 
