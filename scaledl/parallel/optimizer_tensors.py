@@ -102,19 +102,7 @@ def zero1_largest_share(numels: list[int], ranks: int) -> int:
 def stage_tensors(w: Workload, arch_key: str | None = None) -> np.ndarray:
     """Every parameter tensor of each pipeline stage's layers, shape (``pp_size``,).
 
-    Counted once per architecture and stage count (cached): a planner composes thousands of
-    layouts of one model.
-
-    Args:
-        w: the workload.
-        arch_key: ``architecture_key(w)``, when the caller knows it.
-
-    Returns:
-        Counts per stage, shape (``pp_size``,), float (a copy: the cache is not exposed).
-
-    Raises:
-        ValueError: ``pp_size`` does not divide the blocks.
-        scaledl.workloads.builders.WorkloadError: the model cannot be built.
+    The lengths of :func:`stage_tensor_sizes` (same arguments, cache and errors), as floats.
     """
     return np.array([len(sizes) for sizes in stage_tensor_sizes(w, arch_key)], dtype=float)
 
