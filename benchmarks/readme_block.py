@@ -228,6 +228,22 @@ def _plan_layouts(r: _Result) -> str:
     )
 
 
+def _plan_gpu_layouts(r: _Result) -> str:
+    warm = ", ".join(f"{run['warm_s']:.1f}" for run in r["runs"])
+    cold = ", ".join(f"{run['cold_s']:.1f}" for run in r["runs"])
+    fastest = ", ".join(f"{ws} {lay}" for ws, lay in
+                        enumerate(r["fastest_layout_per_world_size"], start=1))  # fmt: skip
+    return (
+        f"GPU layout planner (`bench_plan_gpu_layouts.py`): {r['model']} on "
+        f"{r['device_name'].split(':', 1)[-1]}, {r['n_candidates']:,} candidates (world sizes "
+        f"1-8 x tensor x pipeline x micro-batches x schedule x batch, no sharding) composed by "
+        f"`{r['layout_recipe']}` in {warm} s warm, {cold} s cold over {len(r['runs'])} runs "
+        f"(target {r['target_seconds']:.0f} s warm: {_yes(r['within_target'])}); "
+        f"{r['fitting_candidates']:,} fit in memory, Pareto front of {r['pareto_front_size']}; "
+        f"fastest layout per world size: {fastest}."
+    )
+
+
 def _scale(r: _Result) -> str:
     within, targets = r["within_target"], r["targets"]
     return (
@@ -260,6 +276,7 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
     "predict_gpu.json": _predict_gpu,
     "plan.json": _plan,
     "plan_layouts.json": _plan_layouts,
+    "plan_gpu_layouts.json": _plan_gpu_layouts,
     "scale.json": _scale,
 }
 

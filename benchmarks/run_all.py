@@ -18,6 +18,7 @@ BENCHMARKS = (
     "bench_predict_gpu.py",
     "bench_plan.py",
     "bench_plan_layouts.py",
+    "bench_plan_gpu_layouts.py",
     "bench_scale.py",
 )
 

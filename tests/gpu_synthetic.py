@@ -99,3 +99,17 @@ def write_synthetic(directory: Path, biases: dict[str, float] | None = None):
     for name, frame in tables.items():
         frame.to_parquet(directory / f"{name}.parquet", index=False)
     return directory, profile_data_from_tables(tables, source=str(directory))
+
+
+def synthetic_layout(data, **layout) -> Workload:
+    """The two-block synthetic model (tiny_b) on the H100, training, batch 4, as a layout.
+
+    Args:
+        data: :func:`write_synthetic`'s profile data.
+        layout: workload fields to set (``tp_size``, ``pp_size``, ``dp_size``, ...); the
+            default is ``world_size`` 2, ``dp_size`` 1.
+    """
+    w = next(w for w in data.workloads.values()
+             if "tiny_b" in w.config_path and w.mode == "train"
+             and w.device_name.endswith("NVIDIA H100 80GB HBM3") and w.batch_size == 4)  # fmt: skip
+    return w.model_copy(update={"world_size": 2, "dp_size": 1, **layout})

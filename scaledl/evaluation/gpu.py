@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
-from scaledl.evaluation.gpu_layouts import VIDUR_SYSTEM, evaluate_layout_rows
+from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
 from scaledl.evaluation.gpu_peer import (
     PEER_METHOD,
     PEER_SOURCE,
@@ -66,6 +66,7 @@ from scaledl.models.domain import family_key
 from scaledl.models.features import build_graph_set, workload_frame
 from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
+from scaledl.parallel.megatron import VIDUR_SYSTEM
 from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 

@@ -95,6 +95,44 @@ class LayoutInputs:
     train: bool
 
 
+def stack_inputs(columns: list[LayoutInputs]) -> LayoutInputs:
+    """Several candidates of one structure as one :class:`LayoutInputs` (one column each).
+
+    Args:
+        columns: inputs of one column each (2-D per-layer and per-stage arrays of width 1,
+            or 1-D), sharing the structure: stages, units, parameter bytes, ``micro_batches``,
+            schedule, sharding and mode.
+
+    Returns:
+        The inputs with the per-candidate arrays side by side, shape (rows, len(columns)).
+
+    Raises:
+        ValueError: the columns do not share the structure (naming the field).
+    """
+    first = columns[0]
+    for name in ("micro_batches", "schedule", "sharding", "train"):
+        if any(getattr(x, name) != getattr(first, name) for x in columns):
+            raise ValueError(f"stack_inputs: field {name!r} differs between the columns")
+    for name in ("stage", "unit", "param_bytes"):
+        if any(not np.array_equal(getattr(x, name), getattr(first, name)) for x in columns):
+            raise ValueError(f"stack_inputs: field {name!r} differs between the columns")
+
+    def side_by_side(name: str) -> np.ndarray:
+        arrays = [np.asarray(getattr(x, name), dtype=float) for x in columns]
+        return np.concatenate([a if a.ndim == 2 else a[:, None] for a in arrays], axis=1)
+
+    return LayoutInputs(
+        stage=first.stage, unit=first.unit,
+        forward_ms=side_by_side("forward_ms"), backward_ms=side_by_side("backward_ms"),
+        tp_allreduce_ms=side_by_side("tp_allreduce_ms"), param_bytes=first.param_bytes,
+        boundary_bytes=side_by_side("boundary_bytes"), optimizer_ms=side_by_side("optimizer_ms"),
+        dp_size=np.concatenate([np.atleast_1d(np.asarray(x.dp_size, dtype=float))
+                                for x in columns]),
+        micro_batches=first.micro_batches, schedule=first.schedule, sharding=first.sharding,
+        train=first.train,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LayoutIteration:
     """The composed iteration and its parts (floats or arrays, one entry per candidate).

@@ -386,7 +386,7 @@ def plan(
                    price_per_device_hour=price_per_device_hour,
                    device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
-    spec, grid = _first_spec(predictor, base, grid, dataset_size, layouts)
+    spec, grid, left_out = _first_spec(predictor, base, grid, dataset_size, layouts)
     if coverage is not None:
         predictor.check_coverage(coverage)
     settings = _Settings(float(epochs), float(price_per_device_hour), int(dataset_size),
@@ -394,6 +394,11 @@ def plan(
     memory_gb = _memory_per_rank(grid, spec, device_memory_gb)
     table, estimates, front = _predict_grid(predictor, spec, grid, memory_gb, settings)
     table, notes = _decide(table, front, settings, deadline_h)
+    if left_out:
+        notes.append(
+            f"{left_out} sharded candidate(s) (ZeRO-1/2, FSDP) left out: a GPU predictor "
+            "composes Megatron-LM's tensor, pipeline and data parallelism only"
+        )
     if not table["fits_memory"].any():
         notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
                                      memory_headroom))  # fmt: skip
@@ -410,20 +415,32 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
     """The parsed first candidate and the grid (expanded into layouts when asked).
 
     Candidates differ from the first only in world size, nodes and batch (and layout), which
-    the grid keeps valid: one parse checks them all.
+    the grid keeps valid: one parse checks them all. A GPU predictor's layout search leaves
+    the sharded layouts out (:mod:`scaledl.prediction.gpu_layouts` composes Megatron-LM's
+    tensor, pipeline and data parallelism only), counted for the plan's notes.
+
+    Returns:
+        ``(spec, grid, left_out)``: the first candidate, the grid, the sharded candidates left
+        out.
 
     Raises:
-        PlanError: no valid layout.
+        PlanError: no valid layout (or, on a GPU predictor, none without sharding).
         scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
     """
     sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
     first = {**base, "dataset_size": int(dataset_size), **sizes}
     spec = predictor.parse_workloads([first], source="plan candidate")[0]
+    left_out = 0
     if layouts is not None:
         grid = layout_grid(grid, layouts, spec)
+        if predictor.predicts_any_device and not grid.empty:
+            sharded = (grid["sharding"] != "none").to_numpy()
+            left_out = int(sharded.sum())
+            grid = grid[~sharded].reset_index(drop=True)
         if grid.empty:
-            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
-    return spec, grid
+            why = " without sharding (a GPU predictor's)" if left_out else ""
+            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout{why}")
+    return spec, grid, left_out
 
 
 def _memory_per_rank(grid: pd.DataFrame, spec: Workload, device_memory_gb) -> np.ndarray:

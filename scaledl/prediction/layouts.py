@@ -57,7 +57,9 @@ def predict_layout_workloads(
     """Compose every workload with its device's recipe (module docstring).
 
     Args:
-        predictor: the loaded :class:`~scaledl.registry.Predictor` (a CPU predictor).
+        predictor: the loaded :class:`~scaledl.registry.Predictor`; a kernel-aware GPU
+            predictor composes by Megatron-LM's recipe
+            (:func:`scaledl.prediction.gpu_layouts.predict_gpu_layout_workloads`).
         workloads: the workloads (any layout, plain DDP included).
         arch_keys: their architecture keys.
 
@@ -66,7 +68,13 @@ def predict_layout_workloads(
 
     Raises:
         scaledl.registry.bundle.BundleError: a layout calibration of a device does not verify.
+        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+            (sharding, several nodes, a GPU without measured collectives).
     """
+    if predictor.predicts_any_device:  # a GPU predictor: Megatron-LM's composition
+        from scaledl.prediction.gpu_layouts import predict_gpu_layout_workloads
+
+        return predict_gpu_layout_workloads(predictor, workloads, arch_keys)
     n = len(workloads)
     iteration_ms = np.empty(n)
     generic: list[tuple[str, ...]] = [()] * n
@@ -110,6 +118,12 @@ def recipe_lines(counts: Mapping[str, int], what: str = "row(s)") -> list[str]:
                 f"layout recipe: current for {n} {what} (the predictor's layer-wise models, "
                 "collectives hidden): no layout calibration for their device beside this "
                 "predictor; `scaledl fit-layouts --profiles DIR` fits one"
+            )
+        elif recipe.startswith("megatron:"):
+            lines.append(
+                f"layout recipe: {recipe} for {n} {what} (Megatron-LM's split of the GPU "
+                "predictor's layers, NCCL all-reduces measured by Vidur on that node, a training "
+                "row's FP32 Adam step included; scaledl/parallel/megatron.py)"
             )
         else:
             lines.append(

@@ -21,7 +21,7 @@ from scaledl.prediction.layouts import RECIPE_PREDICTOR, predict_layout_workload
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
 from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
-from scaledl.workloads.parallelism import is_data_parallel, layout_label
+from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
@@ -68,9 +68,10 @@ def predict_specs(
         The :class:`SpecPredictions`.
 
     Raises:
-        scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, a
-            layout workload is given to a kernel-aware GPU predictor (no layout composition),
-            or a layout calibration does not verify.
+        scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, or
+            a layout calibration does not verify.
+        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+            (:func:`scaledl.prediction.gpu_layouts.gpu_system`).
     """
     if arch_keys is None:
         arch_keys = [architecture_key(w) for w in workloads]
@@ -89,13 +90,6 @@ def predict_specs(
             generic[i] = types
     if layout.any():  # tensor/pipeline/sharded layouts: the composition (scaledl.parallel)
         rows = np.flatnonzero(layout)
-        if predictor.predicts_any_device:
-            w = workloads[rows[0]]
-            raise BundleError(
-                f"{predictor.path}: field 'tp_size'/'pp_size'/'sharding' (value "
-                f"{layout_label(w)!r}): a kernel-aware GPU predictor does not compose parallel "
-                "layouts yet; predict the plain data-parallel workload, or use a CPU predictor"
-            )
         answer = predict_layout_workloads(
             predictor, [workloads[i] for i in rows], [arch_keys[i] for i in rows]
         )

@@ -271,7 +271,8 @@ def calibration_target(bundle: Path) -> tuple[Path, dict[str, Any], list[str]]:
 
     Raises:
         BundleError: the bundle does not verify.
-        ValueError: a GPU (kernel) predictor, which does not compose layouts (naming the field).
+        ValueError: a GPU (kernel) predictor, whose layouts take Megatron-LM's recipe and no
+            host calibration (naming the field).
     """
     bundle = resolve_bundle(Path(bundle))
     manifest = read_manifest(bundle)
@@ -279,8 +280,9 @@ def calibration_target(bundle: Path) -> tuple[Path, dict[str, Any], list[str]]:
     if kind != "graph":
         raise ValueError(
             f"{bundle / 'manifest.json'}: field 'predictor_kind' (value {kind!r}): a GPU "
-            "predictor does not compose parallel layouts; fit the layout calibration beside a "
-            "CPU predictor"
+            "predictor composes layouts by Megatron-LM's recipe (scaledl/parallel/megatron.py), "
+            "not by a host's layout calibration; fit the layout calibration beside a CPU "
+            "predictor"
         )
     params, _ = read_params(bundle)
     return bundle, manifest, list(params["training_devices"])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
-from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets
+from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets, stack_inputs
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import sharded_step_ms
 
@@ -194,3 +194,24 @@ def test_exposed_transfers_delay_the_sender():
     two = replace(x, micro_batches=2)
     assert compose(two, CM, Overlap.full()).iteration_ms == pytest.approx(17.4)
     assert compose(two, CM, Overlap.uniform(0.0)).iteration_ms == pytest.approx(18.4)
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_stacked_candidates_compose_as_each_alone(stages):
+    stage = np.array([0, stages - 1])
+    columns = [
+        inputs(stage=stage, forward_ms=np.array([[1.0], [2.0 * k]]),
+               backward_ms=np.array([[2.0], [3.0]]), tp_allreduce_ms=np.full((2, 1), 0.1),
+               boundary_bytes=np.full((stages - 1, 1), 1e5),
+               optimizer_ms=np.full((stages, 1), 0.5 * k), dp_size=float(k), micro_batches=2,
+               schedule="gpipe")
+        for k in (1, 2, 4)
+    ]  # fmt: skip
+    alone = [float(np.ravel(compose(x, CM).iteration_ms)[0]) for x in columns]
+    stacked = stack_inputs(columns)
+    assert stacked.forward_ms.shape == (2, 3) and stacked.dp_size.tolist() == [1.0, 2.0, 4.0]
+    np.testing.assert_allclose(compose(stacked, CM).iteration_ms, alone, rtol=1e-12)
+    with pytest.raises(ValueError, match="'micro_batches'"):
+        stack_inputs([columns[0], replace(columns[1], micro_batches=1)])
+    with pytest.raises(ValueError, match="'param_bytes'"):
+        stack_inputs([columns[0], replace(columns[1], param_bytes=np.array([1.0, 2.0]))])

@@ -1,0 +1,107 @@
+"""Megatron-LM's layouts composed from the GPU predictor: tiny synthetic models, real Vidur data."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
+
+from scaledl.devices.specs import device_spec
+from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
+from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
+from scaledl.parallel.megatron import (
+    OPTIMIZER_BYTES_PER_PARAM,
+    megatron_inputs,
+    predict_layout_row,
+    rank_layers,
+    shard_megatron,
+)
+from scaledl.parallel.shard import base_workload
+
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
+REPO = Path(__file__).resolve().parents[2]
+GPU = "NVIDIA H100 80GB HBM3"
+CONFIG = GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 5})
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    directory, data = write_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
+    return data, fit_scaledl(data, CONFIG)
+
+
+@pytest.fixture(scope="module")
+def collectives():
+    vidur = load_vidur_allreduce(REPO / "external" / "vidur" / "network")
+    return MeasuredCollectives(fit_system_allreduce(vidur, "h100_dgx"), "h100_dgx")
+
+
+def test_a_one_rank_layout_is_the_single_gpu_prediction(fitted, collectives):
+    data, method = fitted
+    w = synthetic_layout(data, world_size=1)
+    layers = rank_layers(method, w)
+    single = method.predict_iteration_ms([base_workload(w, w.batch_size)])[0]
+    assert (layers["forward_ms"] + layers["backward_ms"]).sum() == pytest.approx(single)
+    row = predict_layout_row(method, w, collectives)
+    assert row["compute_ms"] == pytest.approx(single)
+    assert row["tp_allreduce_ms"] == row["p2p_ms"] == row["exposed_sync_ms"] == 0.0
+    # the optimizer step: 32 bytes per parameter at the device's peak memory bandwidth
+    params = layers["params"].sum()
+    bandwidth_bytes_per_ms = device_spec(w.device_name).mem_bandwidth_gbps * 1e6
+    adam = OPTIMIZER_BYTES_PER_PARAM * params / bandwidth_bytes_per_ms
+    assert row["step_ms"] == pytest.approx(adam)
+    assert row["scaledl_ms"] == pytest.approx(single + adam)
+
+
+def test_tensor_parallel_splits_the_units_and_adds_two_all_reduces_per_block(fitted, collectives):
+    data, method = fitted
+    w = synthetic_layout(data, tp_size=2)
+    layers = rank_layers(method, w)
+    _, parts = megatron_inputs(layers, w, collectives)
+    activation = w.batch_size * w.seq_len * w.hidden_size * 4
+    # 2 blocks x (attention + feed-forward) + the vocabulary-parallel embedding, fwd and bwd
+    per = float(collectives.predict_ms("all_reduce", activation, 2))
+    assert parts["tp_allreduce_ms"] == pytest.approx(2 * 5 * per)
+    full = rank_layers(method, w.model_copy(update={"tp_size": 1, "world_size": 1}))
+    assert parts["compute_ms"] < (full["forward_ms"] + full["backward_ms"]).sum()
+    assert layers["params"].sum() < full["params"].sum()
+
+
+def test_shard_megatron_splits_the_head_and_the_embedding_parameters():
+    layers = pd.DataFrame(
+        {"layer_type": ["embedding", "attention", "feed-forward", "norm", "head"],
+         "params": [8.0, 4.0, 4.0, 2.0, 0.0], "fwd_flops": [0.0, 8.0, 8.0, 1.0, 8.0],
+         "kernel_fwd_ms": [1.0, 2.0, 2.0, 1.0, 2.0]}
+    )  # fmt: skip
+    out = shard_megatron(layers, 2)
+    assert out["params"].tolist() == [4.0, 2.0, 2.0, 2.0, 0.0]
+    assert out["kernel_fwd_ms"].tolist() == [1.0, 1.0, 1.0, 1.0, 1.0]  # the lookup is not split
+    assert shard_megatron(layers, 1).equals(layers)
+
+
+def test_pipeline_runs_the_stages_in_turn_with_sends_and_the_tied_embedding_sync(
+    fitted, collectives
+):
+    data, method = fitted
+    w = synthetic_layout(data, pp_size=2, micro_batches=1)
+    row = predict_layout_row(method, w, collectives)
+    single = method.predict_iteration_ms([base_workload(w, w.batch_size)])[0]
+    activation = w.batch_size * w.seq_len * w.hidden_size * 4
+    assert row["compute_ms"] == pytest.approx(single)
+    assert row["p2p_ms"] == pytest.approx(2 * collectives.predict_ms("all_reduce", activation, 2))
+    assert row["embedding_sync_ms"] > 0
+    assert row["scaledl_ms"] == pytest.approx(
+        row["compute_ms"] + row["p2p_ms"] + row["step_ms"], rel=1e-9
+    )
+
+
+def test_data_parallel_overlaps_the_gradient_buckets_with_the_backward(fitted, collectives):
+    data, method = fitted
+    w = synthetic_layout(data, dp_size=2, batch_size=2)
+    row = predict_layout_row(method, w, collectives)
+    assert row["exposed_sync_ms"] >= 0 and row["tp_allreduce_ms"] == 0
+    assert row["scaledl_ms"] == pytest.approx(
+        row["compute_ms"] + row["exposed_sync_ms"] + row["step_ms"]
+    )

@@ -1,0 +1,126 @@
+"""A GPU predictor's layouts: Megatron-LM's composition through `predict` and `plan`."""
+
+import numpy as np
+import pytest
+from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
+from typer.testing import CliRunner
+
+import scaledl.prediction.gpu_layouts as gpu_layouts
+from scaledl.cli import app
+from scaledl.layout import vidur_network_root
+from scaledl.models.kernel import KernelGraphMethod
+from scaledl.parallel.megatron import predict_layout_row
+from scaledl.planning import LayoutSpace, plan
+from scaledl.prediction.gpu_layouts import gpu_system, system_collectives
+from scaledl.registry import load_predictor, save_bundle
+from scaledl.workloads.spec import WorkloadError
+
+pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
+
+PARAMS = {"operator_params": {"grid": TINY_GRID, "min_rows": 5}}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    directory, data = write_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
+    method = KernelGraphMethod(**PARAMS).fit(data, [])
+    root = tmp_path_factory.mktemp("registry")
+    save_bundle(method, root, "scaledl-gpu", version="v1")
+    return data, method, load_predictor(root / "scaledl-gpu")
+
+
+def test_a_layout_is_composed_as_the_megatron_rows_are(bundle):
+    data, method, predictor = bundle
+    cm = system_collectives(str(vidur_network_root()), "h100_dgx")
+    layouts = [
+        synthetic_layout(data, tp_size=2),
+        synthetic_layout(data, pp_size=2, micro_batches=2, pipeline_schedule="gpipe"),
+        synthetic_layout(data, world_size=16, tp_size=2, dp_size=8),
+    ]
+    out = predictor.predict(layouts)
+    expected = [predict_layout_row(method, w, cm)["scaledl_ms"] / 1000.0 for w in layouts]
+    np.testing.assert_allclose(out["iteration_s"], expected, rtol=1e-9)
+    assert (out["recipe"] == "megatron:h100_dgx").all()
+    assert not out["in_domain"].any()
+    assert "layout=tp2: composed by the megatron:h100_dgx recipe" in out["extrapolation"].iat[0]
+    # a group larger than Vidur measured takes the nearest group's all-reduce, flagged
+    assert (
+        "world_size=16: above the largest group of the measured all-reduces (8 GPUs)"
+        in (out["extrapolation"].iat[2])
+    )
+    # the plain data-parallel workload stays the predictor's own answer (no optimizer step)
+    plain = synthetic_layout(data, world_size=1)
+    got = predictor.predict([plain])
+    assert got["recipe"].iat[0] == "predictor"
+    assert got["iteration_s"].iat[0] == pytest.approx(method.predict_iteration_ms([plain])[0] / 1e3)
+
+
+def test_rank_layers_are_predicted_once_per_micro_batch_and_split(bundle, monkeypatch):
+    data, _, predictor = bundle
+    calls = []
+    original = gpu_layouts.rank_layers
+    monkeypatch.setattr(gpu_layouts, "rank_layers",
+                        lambda method, w: calls.append(w) or original(method, w))  # fmt: skip
+    layouts = [synthetic_layout(data, world_size=2 * d, tp_size=2, dp_size=d) for d in (1, 2, 4)]
+    layouts += [synthetic_layout(data, world_size=4, tp_size=2, pp_size=2)]
+    answer = gpu_layouts.predict_gpu_layout_workloads(predictor, layouts, [""] * len(layouts))
+    assert len(calls) == 1  # same micro-batch of 4, same tensor-parallel split
+    # the three data-parallel sizes are composed in one call, as each would be alone
+    cm = system_collectives(str(vidur_network_root()), "h100_dgx")
+    alone = [predict_layout_row(predictor.method, w, cm)["scaledl_ms"] for w in layouts]
+    np.testing.assert_allclose(answer.iteration_ms, alone, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("update", "field"),
+    [
+        ({"world_size": 2, "dp_size": 2, "sharding": "zero1"}, "'sharding' (value 'zero1')"),
+        ({"world_size": 4, "tp_size": 2, "dp_size": 2, "num_nodes": 2}, "'num_nodes' (value 2)"),
+        ({"tp_size": 2, "device_name": "cuda:NVIDIA L4"}, "'device_name' (value 'cuda:NVIDIA L4')"),
+    ],
+)
+def test_what_the_recipe_does_not_compose_is_an_error_naming_the_field(bundle, update, field):
+    data, _, predictor = bundle
+    w = synthetic_layout(data, **update)
+    with pytest.raises(WorkloadError, match=field.replace("(", r"\(").replace(")", r"\)")):
+        gpu_system(w)
+    with pytest.raises(WorkloadError, match="'sharding'|'num_nodes'|'device_name'"):
+        predictor.predict([w])
+
+
+def test_the_planner_searches_gpu_layouts_without_sharding(bundle):
+    data, _, predictor = bundle
+    w = synthetic_layout(data)
+    model = {k: v for k, v in w.to_record().items()
+             if k not in ("batch_size", "dataset_size", "world_size", "num_nodes", "dp_size",
+                          "tp_size", "pp_size", "micro_batches", "pipeline_schedule",
+                          "sharding", "workload_id")}  # fmt: skip
+    space = LayoutSpace(tp_sizes=(1, 2), pp_sizes=(1, 2), micro_batches=(1, 2))
+    result = plan(predictor, model, dataset_size=512, epochs=1.0, world_sizes=[1, 2, 4],
+                  batch_sizes=[2, 4], price_per_device_hour=2.0, coverage=None,
+                  layouts=space)  # fmt: skip
+    table = result.table
+    assert len(table) and (table["sharding"] == "none").all()
+    assert set(table["layout_recipe"]) == {"megatron:h100_dgx"}
+    assert {2} <= set(table["tp_size"]) and {2} <= set(table["pp_size"])
+    assert any("sharded candidate(s) (ZeRO-1/2, FSDP) left out" in n for n in result.notes)
+
+
+def test_scaledl_predict_composes_a_gpu_layout(bundle):
+    data, _, predictor = bundle
+    w = synthetic_layout(data, tp_size=2)
+    fields = {"config_path": w.config_path, "seq_len": w.seq_len, "batch_size": 4,
+              "mode": "train", "backend": "nccl", "device_name": w.device_name,
+              "world_size": 2}  # fmt: skip
+
+    def invoke(**layout):
+        sets = [x for k, v in {**fields, **layout}.items() for x in ("--set", f"{k}={v}")]
+        return CliRunner().invoke(
+            app, ["predict", "--predictor", str(predictor.path), "--family", "hf", *sets]
+        )
+
+    result = invoke(tp_size=2, dp_size=1)
+    assert result.exit_code == 0, result.output
+    assert "layout recipe: megatron:h100_dgx for 1 row(s)" in result.output
+    result = invoke(dp_size=2, sharding="zero1")
+    assert result.exit_code == 2 and "field 'sharding' (value 'zero1')" in result.output
