@@ -103,10 +103,10 @@ def evaluate_layout_rows(
 
     Returns:
         ``{"label_source", "peer_source", "rows", "not_modelled", "unmatched", "collectives",
-        "summary", "targets"}``: one row per predicted label (parts, both predictions, both
-        relative errors), the labels not predicted and why, the rows without a NeuSight
-        prediction, each system's collective model, :func:`layout_summary` and
-        :func:`layout_targets`.
+        "summary", "targets", "ranking"}``: one row per predicted label (parts, both
+        predictions, both relative errors), the labels not predicted and why, the rows without
+        a NeuSight prediction, each system's collective model, :func:`layout_summary`,
+        :func:`layout_targets` and :func:`layout_ranking`.
 
     Raises:
         ValueError: a label without a readable workload (naming the file and field).
@@ -151,6 +151,50 @@ def evaluate_layout_rows(
         "collectives": {s: m.to_dict() for s, m in sorted(models.items())},
         "summary": summary,
         "targets": layout_targets(summary),
+        "ranking": layout_ranking(rows),
+    }
+
+
+def layout_ranking(rows: list[dict]) -> dict[str, Any]:
+    """Whether each predictor orders the layouts of one run as measured (a planner's question).
+
+    Rows of the same GPU, model and global batch are one group (the layouts a planner would
+    choose between); within each, every pair of layouts is ordered by measured time and by
+    each prediction. A pair is *ordered right* when the prediction puts the faster one first.
+
+    Args:
+        rows: the ``rows`` of :func:`evaluate_layout_rows`.
+
+    Returns:
+        ``{"groups": [...], "pairs", "scaledl_right", "neusight_right"}``: per group its
+        ``gpu``, ``model``, ``global_batch_size``, ``layouts`` in measured order and the
+        pairs each ordered right; the totals over groups (``neusight_right`` over the pairs
+        NeuSight predicted both of).
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["gpu"], r["model"], r["global_batch_size"]), []).append(r)
+    out = []
+    for (gpu, model, batch), members in groups.items():
+        members = sorted(members, key=lambda r: r["true_ms"])
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+        if not pairs:
+            continue
+        peer = [(a, b) for a, b in pairs if a["neusight_ms"] is not None
+                and b["neusight_ms"] is not None]  # fmt: skip
+        out.append({
+            "gpu": gpu, "model": model, "global_batch_size": batch,
+            "layouts": [r["layout"] for r in members], "pairs": len(pairs),
+            "scaledl_right": sum(a["scaledl_ms"] < b["scaledl_ms"] for a, b in pairs),
+            "neusight_pairs": len(peer),
+            "neusight_right": sum(a["neusight_ms"] < b["neusight_ms"] for a, b in peer),
+        })  # fmt: skip
+    return {
+        "groups": out,
+        "pairs": sum(g["pairs"] for g in out),
+        "scaledl_right": sum(g["scaledl_right"] for g in out),
+        "neusight_pairs": sum(g["neusight_pairs"] for g in out),
+        "neusight_right": sum(g["neusight_right"] for g in out),
     }
 
 

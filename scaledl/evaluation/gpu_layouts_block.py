@@ -63,6 +63,28 @@ def kind_cells(summary: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def ranking_line(ranking: dict[str, Any]) -> str:
+    """The ranking of the layouts of one run, in words: pairs each predictor ordered as measured.
+
+    Args:
+        ranking: :func:`scaledl.evaluation.gpu_layouts.layout_ranking`.
+
+    Returns:
+        One sentence: the totals, then per group (GPU, model, global batch).
+    """
+    groups = "; ".join(
+        f"{g['gpu']} {g['model']} global batch {g['global_batch_size']} "
+        f"({' < '.join(g['layouts'])} measured): ScaleDL {g['scaledl_right']}/{g['pairs']}, "
+        f"NeuSight {g['neusight_right']}/{g['neusight_pairs']}"
+        for g in ranking["groups"]
+    )
+    return (
+        "Ranking (the planner's question: which layout of one run is faster), pairs of layouts "
+        f"ordered as measured: ScaleDL {ranking['scaledl_right']} of {ranking['pairs']}, "
+        f"NeuSight {ranking['neusight_right']} of {ranking['neusight_pairs']} ({groups})."
+    )
+
+
 def gpu_layouts_markdown(result: dict[str, Any]) -> str:
     """The block's Markdown (without markers).
 
@@ -97,6 +119,8 @@ def gpu_layouts_markdown(result: dict[str, Any]) -> str:
             ],
         ),  # fmt: skip
     ]
+    if "ranking" in result:
+        lines += ["", ranking_line(result["ranking"])]
     if result.get("not_modelled"):
         lines += ["", f"Not predicted: {'; '.join(result['not_modelled'])}."]
     if result.get("unmatched"):

@@ -12,6 +12,7 @@ from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
 from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
 from scaledl.evaluation.gpu_layouts import (
     evaluate_layout_rows,
+    layout_ranking,
     layout_summary,
     layout_targets,
     layout_workload,
@@ -135,3 +136,18 @@ def test_evaluate_gpu_adds_the_layouts_and_their_targets(fitted, tmp_path):
     assert any("4-GPU rows (all)" in t["target"] for t in metrics["targets"])
     # the metrics.json schema accepts the section (a protocol not run is written as null)
     GpuResults.model_validate({"leave_one_gpu_out": None, **metrics})
+
+
+def test_ranking_counts_the_pairs_each_predictor_orders_as_measured():
+    def row(layout, true, ours, theirs, batch=4):
+        return {"gpu": "G", "model": "m", "global_batch_size": batch, "layout": layout,
+                "true_ms": true, "scaledl_ms": ours, "neusight_ms": theirs}  # fmt: skip
+
+    rows = [row("dp4", 1.0, 2.0, 1.0), row("tp4", 1.5, 1.5, 2.0), row("pp4_1", 3.0, 4.0, None),
+            row("dp4", 5.0, 5.0, 5.0, batch=16)]  # fmt: skip
+    ranking = layout_ranking(rows)
+    (group,) = ranking["groups"]  # the lone batch-16 row has no pair
+    assert group["layouts"] == ["dp4", "tp4", "pp4_1"]
+    assert (group["pairs"], group["scaledl_right"]) == (3, 2)  # dp4 vs tp4 misordered
+    assert (group["neusight_pairs"], group["neusight_right"]) == (1, 1)  # no pp4_1 prediction
+    assert (ranking["pairs"], ranking["scaledl_right"], ranking["neusight_right"]) == (3, 2, 1)
