@@ -19,11 +19,17 @@ design and the single-GPU and Vidur data only):
    fitted on the single-GPU labels only. One rank's micro-batch graph gets the operator models'
    kernel times; for tensor parallelism Megatron's split (Shoeybi et al., "Megatron-LM",
    arXiv 1909.08053, Sec. 3): attention and feed-forward as
-   :func:`~scaledl.parallel.shard.shard_tensor_parallel` (kernel times, FLOPs and parameters
-   divided by ``t``) and also the output layer (``head``: Megatron's vocabulary-parallel
-   output layer and cross entropy); the word embedding's parameters are split too, its lookup
-   is not. The layer-wise models predict each layer, and every layer is multiplied by the
-   predictor's correction at the rank's layer sum
+   :func:`~scaledl.parallel.shard.shard_tensor_parallel` (FLOPs and parameters divided by
+   ``t``) and also the output layer (``head``: Megatron's vocabulary-parallel output layer);
+   the word embedding's parameters are split too, its lookup is not. The kernel times of a
+   split unit are those of its operators on the rank's own shapes (:func:`shard_operators`:
+   a column-parallel linear's output width, a row-parallel linear's input width, the heads of
+   the attention's batched matmuls and the elements between them divided by ``t``), predicted
+   by the operator models, so a narrower GEMM runs at its own (lower) efficiency; until
+   2026-12-04 the unit's kernel time was divided by ``t`` (``kernel_split="divide"``, kept as
+   the comparison of :func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`). The
+   layer-wise models predict each layer, and every layer is multiplied by the predictor's
+   correction at the rank's layer sum
    (:meth:`~scaledl.models.kernel.KernelGraphMethod.correction_factor`), so a one-rank layout
    is exactly the single-GPU prediction.
 2. *Collectives* (:class:`~scaledl.parallel.measured_collectives.MeasuredCollectives`, fitted
@@ -49,13 +55,19 @@ design and the single-GPU and Vidur data only):
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
+from scaledl.graph.layer_graph import build_layer_graph
+from scaledl.graph.operators import at_batch, aten_descriptors
 from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.kernel import KernelGraphMethod, kernel_columns
 from scaledl.models.layerwise_stage import node_predictions
+from scaledl.models.operators import device_columns
 from scaledl.models.threads import single_threaded
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.measured_collectives import MeasuredCollectives
@@ -66,6 +78,7 @@ from scaledl.parallel.shard import (
     shard_tensor_parallel,
     stage_of_layers,
 )
+from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import PRECISION_BYTES, Workload
 
 #: Vidur system whose NCCL all-reduce times stand for a GPU's runs within one DGX node. DGX A100
@@ -110,12 +123,140 @@ def shard_megatron(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
     return out
 
 
-def rank_layers(method: KernelGraphMethod, workload: Workload) -> pd.DataFrame:
+#: Layer types whose operators Megatron splits over the tensor-parallel ranks.
+SPLIT_UNIT_TYPES = ("attention", "cross-attention", "feed-forward")
+#: How a split unit's kernel time is obtained (module docstring, step 1).
+KERNEL_SPLITS = ("operators", "divide")
+
+
+def shard_operators(ops: pd.DataFrame, layer_types: pd.Series, tp_size: int) -> pd.DataFrame:
+    """One Megatron tensor-parallel rank's operators: each shape split as the rank runs it.
+
+    Within an attention or feed-forward unit (Shoeybi et al. 2019, Sec. 3) the last linear is
+    row-parallel (its input width ``k`` and its input and weight bytes divided by ``t``, the
+    output full: the all-reduce follows it), every other linear column-parallel (output width
+    ``n``, weight, bias and output bytes divided by ``t``), and the operators between the first
+    and the last linear run on the rank's heads or columns (a batched matmul's ``batch``, an
+    element-wise or reduction operator's elements and bytes divided by ``t``); the operators
+    before the first linear and after the last (norms, dropout and residual on the full
+    hidden state) are not split. In the output layer (``head``) the vocabulary-parallel linear
+    (``n`` the vocabulary) is split by its output width and the operators after it by their
+    elements. Other layers are unchanged.
+
+    Args:
+        ops: operator descriptors (:data:`~scaledl.graph.operators.DESCRIPTOR_COLUMNS`,
+            ``layer_index``, ``op_index``) of one micro-batch graph, rows in execution order.
+        layer_types: ``layer_type`` per layer index.
+        tp_size: ``t`` >= 1.
+
+    Returns:
+        A copy with the split shapes (float columns).
+    """
+    out = ops.copy()
+    if tp_size == 1:
+        return out
+    t = float(tp_size)
+    cols = ("batch", "m", "n", "k", "elements", "bytes_in", "bytes_out")
+    v = {c: out[c].to_numpy(dtype=np.float64).copy() for c in cols}
+    kind = out["op_kind"].to_numpy()
+    linear = kind == "linear"
+    layer = out["layer_index"].to_numpy()
+    types = layer_types.reindex(layer).to_numpy()
+    itemsize = np.divide(v["bytes_out"], v["batch"] * v["m"] * v["n"],
+                         out=np.zeros(len(out)), where=linear & (v["m"] * v["n"] > 0))  # fmt: skip
+    for li in np.unique(layer):
+        rows = np.flatnonzero(layer == li)
+        lin = rows[linear[rows]]
+        if types[rows[0]] in SPLIT_UNIT_TYPES and len(lin):
+            first, last = lin[0], lin[-1]
+            col = lin[:-1] if len(lin) > 1 else lin[:0]
+            between = rows[(rows > first) & (rows < last) & ~linear[rows]]
+            row_parallel = [last] if len(lin) > 1 else []
+        elif types[rows[0]] == "head" and len(lin):
+            col = lin[-1:]
+            between = rows[(rows > lin[-1]) & ~linear[rows]]
+            row_parallel = []
+        else:
+            continue
+        for i in col:  # column-parallel: output width, weight, bias and output split
+            weight = (v["k"][i] * v["n"][i] + v["n"][i]) * itemsize[i]
+            v["bytes_in"][i] -= weight * (1 - 1 / t)
+            v["n"][i] /= t
+            v["elements"][i] /= t
+            v["bytes_out"][i] /= t
+        for i in row_parallel:  # row-parallel: input width, input and weight split
+            split = (v["m"][i] * v["k"][i] + v["k"][i] * v["n"][i]) * itemsize[i]
+            v["bytes_in"][i] -= split * (1 - 1 / t)
+            v["k"][i] /= t
+        for i in between:
+            if out["op_class"].iat[i] == "matmul":
+                v["batch"][i] /= t
+            for c in ("elements", "bytes_in", "bytes_out"):
+                v[c][i] /= t
+    for c in cols:
+        out[c] = v[c]
+    return out
+
+
+@lru_cache(maxsize=16)
+def _traced_operators(key: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Operator descriptors of an architecture at batch 2 and 3 and its layer types (cached).
+
+    Args:
+        key: :func:`~scaledl.workloads.identity.architecture_key` of the architecture.
+    """
+    base = Workload.parse({**json.loads(key), "batch_size": 2, "world_size": 1, "num_nodes": 1})
+    traces = [build_layer_graph(base.model_copy(update={"batch_size": b})) for b in (2, 3)]
+    d2, d3 = (aten_descriptors(g.operators) for g in traces)
+    return d2, d3, traces[0].layers.set_index("layer_index")["layer_type"]
+
+
+def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -> pd.DataFrame:
+    """Kernel milliseconds per layer of one tensor-parallel rank (:func:`shard_operators`).
+
+    The micro-batch's operators come from the meta-device traces at batch 2 and 3, scaled to
+    the batch (:func:`~scaledl.graph.operators.at_batch`, as the GPU predictor's own
+    :func:`~scaledl.models.kernel.kernel_columns`), are split, and are predicted by the
+    predictor's operator models on the workload's device.
+
+    Args:
+        method: the fitted GPU predictor.
+        base: one rank's micro-batch workload (:func:`~scaledl.parallel.shard.base_workload`).
+        tp_size: ``t`` >= 1 (1: the unsplit kernels, equal to ``kernel_columns``).
+
+    Returns:
+        ``kernel_fwd_ms`` and ``kernel_bwd_ms`` (0 for inference) indexed by layer index.
+    """
+    d2, d3, types = _traced_operators(architecture_key(base))
+    ops = at_batch(d2, d3, np.array([base.batch_size]))
+    ops = shard_operators(ops, types, tp_size)
+    ops = pd.concat([ops, device_columns([base.device_name] * len(ops),
+                                         [base.precision] * len(ops))], axis=1)  # fmt: skip
+    out = pd.DataFrame(index=types.index)
+    for column, direction in (("kernel_fwd_ms", "forward"), ("kernel_bwd_ms", "backward")):
+        if direction == "backward" and base.mode != "train":
+            out[column] = 0.0
+            continue
+        per_op = pd.Series(method.operator_model_.predict(ops, direction), index=ops.index)
+        out[column] = per_op.groupby(ops["layer_index"].to_numpy()).sum().reindex(
+            types.index, fill_value=0.0)  # fmt: skip
+    return out
+
+
+def rank_layers(
+    method: KernelGraphMethod, workload: Workload, kernel_split: str = "operators"
+) -> pd.DataFrame:
     """Per layer of one rank's micro-batch: predicted forward and backward milliseconds.
 
     Args:
         method: the fitted GPU predictor (ridge-fallback correction).
         workload: the layout workload (``tp_size`` and ``micro_batches`` are read).
+        kernel_split: how a split unit's kernel time is obtained (:data:`KERNEL_SPLITS`):
+            ``operators`` (the rank's own operator shapes, :func:`sharded_kernel_ms`) or
+            ``divide`` (the full unit's kernel time divided by ``t``, before 2026-12-04).
+
+    Raises:
+        ValueError: an unknown ``kernel_split``.
 
     Returns:
         The layer nodes in execution order after :func:`shard_megatron`, with ``forward_ms``
@@ -126,7 +267,14 @@ def rank_layers(method: KernelGraphMethod, workload: Workload) -> pd.DataFrame:
     gs = build_graph_set([base])
     nodes = pd.concat([gs.nodes, kernel_columns(gs, method.operator_model_)], axis=1)
     layers = nodes[(nodes["node_kind"] == "layer").to_numpy()].reset_index(drop=True)
+    if kernel_split not in KERNEL_SPLITS:
+        raise ValueError(f"argument 'kernel_split' (value {kernel_split!r}): one of "
+                         f"{KERNEL_SPLITS}")  # fmt: skip
     layers = shard_megatron(layers, workload.tp_size)
+    if workload.tp_size > 1 and kernel_split == "operators":
+        kernels = sharded_kernel_ms(method, base, workload.tp_size)
+        for column in ("kernel_fwd_ms", "kernel_bwd_ms"):
+            layers[column] = kernels.loc[layers["layer_index"], column].to_numpy()
     with single_threaded():
         pred = node_predictions(method.layerwise_, None, layers)
     total = float((pred["forward_ms"] + pred["backward_ms"]).sum())
@@ -202,21 +350,25 @@ def megatron_inputs(
 
 
 def predict_layout_row(
-    method: KernelGraphMethod, workload: Workload, collectives: MeasuredCollectives
+    method: KernelGraphMethod,
+    workload: Workload,
+    collectives: MeasuredCollectives,
+    kernel_split: str = "operators",
 ) -> dict[str, float]:
-    """ScaleDL's iteration of one 4-GPU label and its parts.
+    """ScaleDL's iteration of one layout workload and its parts.
 
     Args:
         method: the fitted GPU predictor.
-        workload: the layout workload (:func:`layout_workload`).
+        workload: the layout workload.
         collectives: the GPU system's collective model.
+        kernel_split: how the split units' kernels are obtained (:func:`rank_layers`).
 
     Returns:
         ``scaledl_ms`` (the composed iteration), ``exposed_sync_ms`` (DDP's all-reduces not
         hidden by the backward), ``step_ms`` (the slowest stage's step with its embedding sync)
         and the parts of :func:`megatron_inputs`, milliseconds.
     """
-    layers = rank_layers(method, workload)
+    layers = rank_layers(method, workload, kernel_split)
     inputs, parts = megatron_inputs(layers, workload, collectives)
     result = compose(inputs, collectives)
     return {

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
@@ -9,6 +10,8 @@ from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
 from scaledl.devices.specs import device_spec
 from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
 from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.models.features import build_graph_set
+from scaledl.models.kernel import kernel_columns
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import (
     OPTIMIZER_BYTES_PER_PARAM,
@@ -16,6 +19,8 @@ from scaledl.parallel.megatron import (
     predict_layout_row,
     rank_layers,
     shard_megatron,
+    shard_operators,
+    sharded_kernel_ms,
 )
 from scaledl.parallel.shard import base_workload
 
@@ -105,3 +110,58 @@ def test_data_parallel_overlaps_the_gradient_buckets_with_the_backward(fitted, c
     assert row["scaledl_ms"] == pytest.approx(
         row["compute_ms"] + row["exposed_sync_ms"] + row["step_ms"]
     )
+
+
+def test_shard_operators_splits_each_shape_as_one_rank_runs_it():
+    # an attention unit: norm, column-parallel QKV, batched matmul, softmax, row-parallel
+    # output projection, dropout; then a head's vocabulary-parallel linear and its softmax
+    ops = pd.DataFrame({
+        "layer_index": [0, 0, 0, 0, 0, 0, 1, 1],
+        "op_class": ["reduction", "matmul", "matmul", "reduction", "matmul", "elementwise",
+                     "matmul", "reduction"],
+        "op_kind": ["layer_norm", "linear", "batched", "softmax", "linear", "dropout",
+                    "linear", "softmax"],
+        "batch": [1.0, 1.0, 8.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "m": [0.0, 16.0, 4.0, 0.0, 16.0, 0.0, 16.0, 0.0],
+        "n": [0.0, 24.0, 4.0, 0.0, 8.0, 0.0, 100.0, 0.0],
+        "k": [0.0, 8.0, 2.0, 0.0, 8.0, 0.0, 8.0, 0.0],
+        "elements": [128.0, 384.0, 128.0, 128.0, 128.0, 128.0, 1600.0, 1600.0],
+        "bytes_in": [512.0, (128 + 192 + 24) * 4.0, 256.0, 512.0, (128 + 64 + 8) * 4.0, 512.0,
+                     (128 + 800 + 100) * 4.0, 6400.0],
+        "bytes_out": [512.0, 1536.0, 512.0, 512.0, 512.0, 512.0, 6400.0, 6400.0],
+    })  # fmt: skip
+    types = pd.Series(["attention", "head"], index=[0, 1])
+    out = shard_operators(ops, types, 2)
+    assert out.iloc[0].equals(ops.iloc[0].astype(out.iloc[0].dtype))  # the norm: full hidden
+    qkv, bmm, soft, proj, drop, head, head_soft = (out.iloc[i] for i in range(1, 8))
+    assert (qkv["n"], qkv["elements"], qkv["bytes_out"]) == (12.0, 192.0, 768.0)
+    assert qkv["bytes_in"] == (128 + 96 + 12) * 4.0  # input full, weight and bias halved
+    assert (bmm["batch"], bmm["bytes_in"]) == (4.0, 128.0) and soft["elements"] == 64.0
+    assert (proj["k"], proj["n"], proj["bytes_out"]) == (4.0, 8.0, 512.0)
+    assert proj["bytes_in"] == (64 + 32 + 8) * 4.0  # input and weight halved, bias kept
+    assert drop["elements"] == 128.0  # after the row-parallel linear: full hidden
+    assert (head["n"], head_soft["elements"]) == (50.0, 800.0)
+    assert shard_operators(ops, types, 1).equals(ops.astype(out.dtypes.to_dict()))
+
+
+def test_split_kernels_equal_the_predictors_own_at_one_rank_and_grow_when_split(fitted):
+    data, method = fitted
+    w = synthetic_layout(data, tp_size=2)
+    base = base_workload(w, w.batch_size)
+    gs = build_graph_set([base])
+    layer = (gs.nodes["node_kind"] == "layer").to_numpy()
+    own = kernel_columns(gs, method.operator_model_)[layer].reset_index(drop=True)
+    one = sharded_kernel_ms(method, base, 1).reset_index(drop=True)
+    np.testing.assert_allclose(one.to_numpy(), own.to_numpy(), rtol=1e-9)
+    two = sharded_kernel_ms(method, base, 2).reset_index(drop=True)
+    split = gs.nodes.loc[layer, "layer_type"].isin(["attention", "feed-forward"]).to_numpy()
+    # each rank's kernels: less than the whole unit's, at least the unit's split by t
+    assert (two.loc[split, "kernel_fwd_ms"] < one.loc[split, "kernel_fwd_ms"]).all()
+    assert (two.loc[split, "kernel_fwd_ms"] >= one.loc[split, "kernel_fwd_ms"] / 2 - 1e-9).all()
+    np.testing.assert_allclose(two.loc[~split].to_numpy(), one.loc[~split].to_numpy())
+    # the earlier split divided the unit's kernels by t
+    divided = rank_layers(method, w, "divide")
+    ops_split = rank_layers(method, w)
+    assert ops_split["forward_ms"].sum() >= divided["forward_ms"].sum() - 1e-9
+    with pytest.raises(ValueError, match="'kernel_split'"):
+        rank_layers(method, w, "halve")
