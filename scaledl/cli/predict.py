@@ -39,7 +39,9 @@ def predict(
 
     Every row names what answered it (``recipe``: ``predictor``; for a tensor-parallel,
     pipeline or sharded layout the layout calibration of its device, ``calibrated:...``, fitted
-    by ``scaledl fit-layouts``, else ``current``, said below the table); every row says
+    by ``scaledl fit-layouts``, else ``current``; on a GPU predictor Megatron-LM's recipe,
+    ``megatron:<system>``, for layouts and data parallelism of several GPUs; said below the
+    table); every row says
     whether it lies in the predictor's training domain (``in_domain``) and, if
     not, why (listed below the table; with more than 5 such rows, counted by reason with the
     first 5 rows); ``--strict`` makes that an error (exit code 2 naming the

@@ -77,6 +77,7 @@ from scaledl.parallel.shard import (
     micro_batch_activation_bytes,
     shard_tensor_parallel,
     stage_of_layers,
+    unit_of_layers,
 )
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import PRECISION_BYTES, Workload
@@ -86,6 +87,8 @@ from scaledl.workloads.spec import PRECISION_BYTES, Workload
 #: fabric, so both take ``a100_dgx``.
 VIDUR_SYSTEM = {"NVIDIA H100 80GB HBM3": "h100_dgx", "NVIDIA A100-SXM4-40GB": "a100_dgx",
                 "NVIDIA A100-SXM4-80GB": "a100_dgx"}  # fmt: skip
+#: GPUs of one DGX node (Vidur's systems: DGX A100, DGX H100): a layout is composed within one.
+GPUS_PER_NODE = 8
 #: Bytes moved per parameter by Megatron's FP32 optimizer step: Adam reads parameter, gradient
 #: and two moments and writes parameter and two moments (7 x 4 B); the clipping's norm reads
 #: the gradient (4 B).
@@ -241,6 +244,41 @@ def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -
         out[column] = per_op.groupby(ops["layer_index"].to_numpy()).sum().reindex(
             types.index, fill_value=0.0)  # fmt: skip
     return out
+
+
+def megatron_rank_parameters(
+    layers: pd.DataFrame, tp_size: int, pp_size: int
+) -> tuple[list[float], float]:
+    """Parameters one Megatron-LM rank holds per pipeline stage, and the largest unit's.
+
+    As :func:`~scaledl.parallel.shard.rank_parameters`, on Megatron's split
+    (:func:`shard_megatron`: the embeddings and the output layer split over the
+    tensor-parallel ranks too) and with the last stage's copy of the word embedding when the
+    model is pipelined (:func:`megatron_inputs`).
+
+    Args:
+        layers: the layer nodes of the model (``block``, ``layer_type``, ``layer_name``,
+            ``params``), in execution order.
+        tp_size: tensor-parallel ranks.
+        pp_size: pipeline stages.
+
+    Returns:
+        ``(per stage parameters, largest unit parameters)``, one rank's.
+
+    Raises:
+        ValueError: ``pp_size`` does not divide the blocks.
+    """
+    block = block_ordinal(layers["block"])
+    stage = stage_of_layers(block, pp_size)
+    split = shard_megatron(layers, tp_size)
+    params = split["params"].to_numpy(dtype=np.float64).copy()
+    params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0
+    per_stage = [float(params[stage == s].sum()) for s in range(pp_size)]
+    embedding = (split["layer_type"] == "embedding").to_numpy()
+    if pp_size > 1 and embedding.any():
+        per_stage[-1] += float(params[embedding].max())
+    unit = unit_of_layers(block)
+    return per_stage, max(float(params[unit == u].sum()) for u in np.unique(unit))
 
 
 def rank_layers(

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.features import architecture_graphs
+from scaledl.parallel.megatron import megatron_rank_parameters
 from scaledl.parallel.shard import rank_parameters
 from scaledl.planning.memory import MemoryEstimate, estimate_layout_memory
 from scaledl.prediction.layouts import predict_layout_workloads
@@ -138,8 +139,21 @@ def layout_specs(spec: Workload, grid: pd.DataFrame) -> list[Workload]:
             for row in grid[fields].itertuples(index=False)]  # fmt: skip
 
 
-def layout_memory(specs: list[Workload]) -> list[MemoryEstimate]:
-    """Memory per rank of each candidate (the most loaded pipeline stage)."""
+def layout_memory(specs: list[Workload], megatron: bool = False) -> list[MemoryEstimate]:
+    """Memory per rank of each candidate (the most loaded pipeline stage).
+
+    Args:
+        specs: the candidates (one architecture).
+        megatron: the parameters a rank holds are Megatron-LM's
+            (:func:`~scaledl.parallel.megatron.megatron_rank_parameters`: embeddings and
+            output layer split too, the last stage's copy of the word embedding), as a GPU
+            predictor composes them; else PyTorch's tensor parallelism's
+            (:func:`~scaledl.parallel.shard.rank_parameters`).
+
+    Returns:
+        One estimate per candidate.
+    """
+    split = megatron_rank_parameters if megatron else rank_parameters
     layers = architecture_graphs(specs[0])[0].layers if specs else None
     params: dict[tuple[int, int], tuple[list[float], float]] = {}
     memo: dict[tuple, MemoryEstimate] = {}
@@ -147,7 +161,7 @@ def layout_memory(specs: list[Workload]) -> list[MemoryEstimate]:
     for w in specs:
         shape = (w.tp_size, w.pp_size)
         if shape not in params:
-            params[shape] = rank_parameters(layers, *shape)
+            params[shape] = split(layers, *shape)
         key = (w.batch_size, w.dp_size, w.world_size, *shape, w.micro_batches,
                w.pipeline_schedule, w.sharding)  # fmt: skip
         if key not in memo:

@@ -395,9 +395,11 @@ def plan(
     table, estimates, front = _predict_grid(predictor, spec, grid, memory_gb, settings)
     table, notes = _decide(table, front, settings, deadline_h)
     if left_out:
+        counts = ", ".join(f"{n} by {field}" for field, n in sorted(left_out.items()))
         notes.append(
-            f"{left_out} sharded candidate(s) (ZeRO-1/2, FSDP) left out: a GPU predictor "
-            "composes Megatron-LM's tensor, pipeline and data parallelism only"
+            f"{sum(left_out.values())} candidate(s) left out ({counts}): a GPU predictor "
+            "composes Megatron-LM's tensor, pipeline and data parallelism without sharding, "
+            "within one 8-GPU node (scaledl/prediction/gpu_layouts.py)"
         )
     if not table["fits_memory"].any():
         notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
@@ -416,31 +418,53 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
 
     Candidates differ from the first only in world size, nodes and batch (and layout), which
     the grid keeps valid: one parse checks them all. A GPU predictor's layout search leaves
-    the sharded layouts out (:mod:`scaledl.prediction.gpu_layouts` composes Megatron-LM's
-    tensor, pipeline and data parallelism only), counted for the plan's notes.
+    out what its Megatron-LM recipe does not compose (:func:`_megatron_candidates`).
 
     Returns:
-        ``(spec, grid, left_out)``: the first candidate, the grid, the sharded candidates left
-        out.
+        ``(spec, grid, left_out)``: the first candidate, the grid, the candidates left out per
+        field (``{field: count}``, empty but on a GPU predictor).
 
     Raises:
-        PlanError: no valid layout (or, on a GPU predictor, none without sharding).
+        PlanError: no valid layout (or, on a GPU predictor, none it composes).
         scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
     """
     sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
     first = {**base, "dataset_size": int(dataset_size), **sizes}
     spec = predictor.parse_workloads([first], source="plan candidate")[0]
-    left_out = 0
+    left_out: dict[str, int] = {}
     if layouts is not None:
         grid = layout_grid(grid, layouts, spec)
-        if predictor.predicts_any_device and not grid.empty:
-            sharded = (grid["sharding"] != "none").to_numpy()
-            left_out = int(sharded.sum())
-            grid = grid[~sharded].reset_index(drop=True)
         if grid.empty:
-            why = " without sharding (a GPU predictor's)" if left_out else ""
-            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout{why}")
+            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
+        if predictor.predicts_any_device:
+            grid, left_out = _megatron_candidates(grid, spec)
     return spec, grid, left_out
+
+
+def _megatron_candidates(grid: pd.DataFrame, spec) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The layout candidates a GPU predictor's Megatron-LM recipe composes, and those left out.
+
+    Sharded candidates, several nodes and more GPUs than one node holds are left out
+    (:func:`~scaledl.prediction.gpu_layouts.megatron_refusal`), counted per field for the
+    plan's notes.
+
+    Raises:
+        PlanError: no candidate is left (naming why, e.g. the GPU has no measured collectives).
+    """
+    from scaledl.prediction.gpu_layouts import megatron_refusal
+
+    keys = ["sharding", "num_nodes", "world_size"]
+    reasons = {}
+    for row in grid[keys].drop_duplicates().itertuples(index=False):
+        reasons[tuple(row)] = megatron_refusal(
+            spec.model_copy(update=dict(zip(keys, row, strict=True)))
+        )
+    why = [reasons[tuple(row)] for row in grid[keys].itertuples(index=False)]
+    keep = np.array([w is None for w in why])
+    if not keep.any():
+        raise PlanError(f"no candidate a GPU predictor composes: {next(w for w in why if w)}")
+    fields = pd.Series([w.split("'")[1] for w in why if w], dtype=object)
+    return grid[keep].reset_index(drop=True), fields.value_counts().to_dict()
 
 
 def _memory_per_rank(grid: pd.DataFrame, spec: Workload, device_memory_gb) -> np.ndarray:
@@ -467,7 +491,7 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
         if settings.layouts is not None:
             specs = layout_specs(spec, part)
             shared = predict_layout_candidates(predictor, specs, arch)
-            estimates += layout_memory(specs)
+            estimates += layout_memory(specs, megatron=predictor.predicts_any_device)
         else:
             specs = [
                 spec.model_copy(

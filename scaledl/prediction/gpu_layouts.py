@@ -1,28 +1,32 @@
 """Layout workloads of a GPU predictor: Megatron-LM's composition, collectives measured by Vidur.
 
 A kernel-aware GPU predictor (``predictor_kind: kernel``) answers a tensor-, pipeline- or
-data-parallel workload of a GPU by :mod:`scaledl.parallel.megatron`: one rank's layers on
-Megatron-LM's split predicted by the GPU predictor, NCCL all-reduces fitted on Vidur's
-measurements of the GPU's DGX system (:class:`~scaledl.parallel.measured_collectives.
-MeasuredCollectives`), Megatron's FP32 Adam step, composed by :mod:`scaledl.parallel.compose`.
-Its recipe is ``megatron:<system>`` (e.g. ``megatron:h100_dgx``). The iteration includes the
-optimizer step, as Megatron's train step does; the predictor's plain data-parallel answers
-(recipe ``predictor``) time forward and backward only, as NeuSight's single-GPU labels do, so
-the ``recipe`` column says which of the two a row is. A planner's layout search composes every
-candidate, plain data parallel included, with this recipe, so its candidates compare alike.
+data-parallel workload of several GPUs by :mod:`scaledl.parallel.megatron`: one rank's layers
+on Megatron-LM's split predicted by the GPU predictor, NCCL all-reduces fitted on Vidur's
+measurements of the GPU's DGX node (:class:`~scaledl.parallel.measured_collectives.
+MeasuredCollectives`), Megatron's Adam step (FP32 states), composed by
+:mod:`scaledl.parallel.compose`. Its recipe is ``megatron:<system>`` (e.g.
+``megatron:h100_dgx``). A composed iteration includes the gradient all-reduce and the optimizer
+step, as Megatron's train step does; one GPU is answered by the predictor itself (recipe
+``predictor``: forward and backward, as NeuSight's single-GPU labels time them), so the
+``recipe`` column says which of the two a row is, and a planner's layout search composes every
+candidate, one GPU included, so that its candidates compare alike.
 
-Refused, with an error naming the field and value (never a silent other answer):
-
-* ``sharding`` other than ``none``: ZeRO / FSDP are not composed for GPUs (Megatron-LM's
-  distributed optimizer is not modelled, and no GPU measurement of it is held);
-* ``num_nodes`` above 1: Vidur measured the all-reduces within one DGX node;
-* a GPU without measured collectives (:data:`~scaledl.parallel.megatron.VIDUR_SYSTEM`: the
-  H100 SXM and the A100 SXM4 of DGX nodes); the error names the GPUs that have them.
+What the recipe does not compose (:func:`megatron_refusal`): ``sharding`` other than ``none``
+(Megatron-LM's distributed optimizer is not modelled and no GPU measurement of ZeRO / FSDP is
+held); ``num_nodes`` above 1 or more GPUs than one node holds (Vidur measured one DGX node of
+:data:`~scaledl.parallel.megatron.GPUS_PER_NODE`); a GPU without measured collectives
+(:data:`~scaledl.parallel.megatron.VIDUR_SYSTEM`: the H100 SXM and the A100 SXM4 of DGX
+nodes). A tensor-, pipeline- or sharded layout it does not compose is an error naming the row,
+the field and the value (:func:`gpu_system`, checked when the row is parsed); a plain
+data-parallel workload of several GPUs it does not compose keeps the predictor's single-GPU
+iteration and is flagged (:func:`uncomposed_reason`: the all-reduce and step are not added);
+a planner's layout search leaves such candidates out and counts them in its notes.
 
 Flagged by the domain guard (``in_domain`` False): every tensor-, pipeline- or sharded layout
-(field ``layout``: no interval stratum covers layouts; the accuracy measured on NeuSight's 4-GPU
-rows is in the README), and a world size above the largest group Vidur measured (field
-``world_size``: the all-reduce of the nearest measured group is used).
+(field ``layout``: no interval stratum covers layouts; the accuracy measured on NeuSight's
+4-GPU rows is in the README), and a data- or tensor-parallel group of a size Vidur did not
+measure (2, 4 and 8 GPUs; field ``dp_size`` / ``tp_size``: the nearest measured group's fit).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 
 from scaledl.parallel.compose import LayoutInputs, compose, stack_inputs
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
-from scaledl.parallel.megatron import VIDUR_SYSTEM, megatron_inputs, rank_layers
+from scaledl.parallel.megatron import GPUS_PER_NODE, VIDUR_SYSTEM, megatron_inputs, rank_layers
 from scaledl.parallel.shard import base_workload
 from scaledl.prediction.layouts import LayoutAnswer
 from scaledl.registry.guard import Extrapolation
@@ -46,39 +50,77 @@ from scaledl.workloads.spec import Workload, WorkloadError
 RECIPE_MEGATRON = "megatron"
 
 
-def gpu_system(w: Workload, source: str = "") -> str:
-    """The Vidur system whose collectives compose a GPU layout workload (module docstring).
+def megatron_refusal(w: Workload) -> str | None:
+    """Why Megatron-LM's recipe does not compose a GPU workload, or ``None`` (it does).
 
     Args:
         w: the workload.
-        source: where it came from, named in the error.
+
+    Returns:
+        ``None``, or ``field 'name' (value v): why`` for the first field refused: ``sharding``
+        other than ``none``, ``num_nodes`` above 1, ``world_size`` above one node's
+        :data:`~scaledl.parallel.megatron.GPUS_PER_NODE`, a ``device_name`` without measured
+        collectives.
+    """
+    if w.sharding != "none":
+        return (f"field 'sharding' (value {w.sharding!r}): a GPU predictor composes Megatron-LM's "
+                "tensor, pipeline and data parallelism, not ZeRO / FSDP sharding; use "
+                "sharding=none")  # fmt: skip
+    if w.num_nodes > 1:
+        return (f"field 'num_nodes' (value {w.num_nodes}): a GPU layout is composed within one "
+                "node (Vidur measured the all-reduces of one DGX node)")  # fmt: skip
+    if w.world_size > GPUS_PER_NODE:
+        return (f"field 'world_size' (value {w.world_size}): more GPUs than one DGX node holds "
+                f"({GPUS_PER_NODE}); a GPU layout is composed within one node")  # fmt: skip
+    if w.device_name.split(":", 1)[-1] not in VIDUR_SYSTEM:
+        return (f"field 'device_name' (value {w.device_name!r}): no measured collectives for "
+                f"this GPU's node; layouts are composed on {sorted(VIDUR_SYSTEM)}")  # fmt: skip
+    return None
+
+
+def gpu_system(w: Workload, where: str = "") -> str:
+    """The Vidur system whose collectives compose a GPU workload (module docstring).
+
+    Args:
+        w: the workload.
+        where: the row it came from (``file: row n``), named in the error.
 
     Returns:
         The system (e.g. ``h100_dgx``).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: ``sharding`` is not ``none``, ``num_nodes`` is
-            above 1, or the GPU has no measured collectives (naming the field and value).
+        scaledl.workloads.spec.WorkloadError: :func:`megatron_refusal` refuses it (naming the
+            row, the field and the value).
     """
-    where = f"{source}: " if source else ""
-    if w.sharding != "none":
-        raise WorkloadError(
-            f"{where}field 'sharding' (value {w.sharding!r}): a GPU predictor composes "
-            "Megatron-LM's tensor, pipeline and data parallelism, not ZeRO / FSDP sharding; "
-            "use sharding=none"
-        )
-    if w.num_nodes > 1:
-        raise WorkloadError(
-            f"{where}field 'num_nodes' (value {w.num_nodes}): a GPU layout is composed within "
-            "one node (Vidur measured the all-reduces of one DGX node)"
-        )
-    gpu = w.device_name.split(":", 1)[-1]
-    if gpu not in VIDUR_SYSTEM:
-        raise WorkloadError(
-            f"{where}field 'device_name' (value {w.device_name!r}): no measured collectives for "
-            f"this GPU's node; layouts are composed on {sorted(VIDUR_SYSTEM)}"
-        )
-    return VIDUR_SYSTEM[gpu]
+    why = megatron_refusal(w)
+    if why is not None:
+        raise WorkloadError(f"{where}: {why}" if where else why)
+    return VIDUR_SYSTEM[w.device_name.split(":", 1)[-1]]
+
+
+def composed_by_megatron(w: Workload) -> bool:
+    """Whether a GPU predictor answers ``w`` by Megatron-LM's recipe (module docstring).
+
+    Every tensor-, pipeline- or sharded layout is (those it cannot compose are errors); a
+    plain data-parallel workload of several GPUs is when the recipe composes it (its gradient
+    all-reduce and optimizer step included), else the predictor's own single-GPU iteration
+    answers it, flagged (:func:`uncomposed_reason`); one GPU is always the predictor's own.
+    """
+    if not is_data_parallel(w):
+        return True
+    return w.world_size > 1 and megatron_refusal(w) is None
+
+
+def uncomposed_reason(w: Workload) -> list[Extrapolation]:
+    """The flag of a data-parallel GPU workload of several GPUs the recipe does not compose."""
+    if w.world_size == 1 or composed_by_megatron(w):
+        return []
+    return [Extrapolation(
+        "world_size", w.world_size,
+        "the GPU predictor's single-GPU iteration: the gradient all-reduce and the optimizer "
+        f"step are not added ({megatron_refusal(w)})",
+        None,
+    )]  # fmt: skip
 
 
 @lru_cache(maxsize=8)
@@ -102,12 +144,12 @@ def system_collectives(root: str, system: str) -> MeasuredCollectives:
     return MeasuredCollectives(fit_system_allreduce(vidur, system), system)
 
 
-def _largest_group(cm: MeasuredCollectives) -> int:
-    """The largest one-node group of the system's measured all-reduces."""
-    return max(world for (world, nodes), _ in cm.allreduce.params_ if nodes == 1)
+def _measured_groups(cm: MeasuredCollectives) -> list[int]:
+    """The one-node group sizes of the system's measured all-reduces."""
+    return sorted({world for (world, nodes), _ in cm.allreduce.params_ if nodes == 1})
 
 
-def megatron_reasons(w: Workload, recipe: str, largest_group: int) -> list[Extrapolation]:
+def megatron_reasons(w: Workload, recipe: str, measured_groups: list[int]) -> list[Extrapolation]:
     """The domain guard's reasons for one workload composed by ``recipe`` (module docstring)."""
     reasons = []
     if not is_data_parallel(w):
@@ -117,13 +159,15 @@ def megatron_reasons(w: Workload, recipe: str, largest_group: int) -> list[Extra
             "layers, Vidur's measured NCCL all-reduces), no interval stratum covers layouts",
             None,
         ))  # fmt: skip
-    if w.world_size > largest_group:
-        reasons.append(Extrapolation(
-            "world_size", w.world_size,
-            f"above the largest group of the measured all-reduces ({largest_group} GPUs): "
-            "the nearest group's times are used",
-            None,
-        ))  # fmt: skip
+    for field in ("dp_size", "tp_size"):
+        size = getattr(w, field)
+        if size > 1 and size not in measured_groups:
+            reasons.append(Extrapolation(
+                field, size,
+                f"no all-reduce over {size} GPUs was measured (Vidur: {measured_groups} GPUs): "
+                "the nearest measured group's fit is used",
+                None,
+            ))  # fmt: skip
     return reasons
 
 
@@ -156,8 +200,7 @@ def predict_gpu_layout_workloads(
     from scaledl.layout import vidur_network_root
 
     n = len(workloads)
-    systems = [gpu_system(w, f"{predictor.path}: workload {i + 1}")
-               for i, w in enumerate(workloads)]  # fmt: skip
+    systems = [gpu_system(w) for w in workloads]
     root = str(vidur_network_root())
     generic: list[tuple[str, ...]] = [()] * n
     recipes = [f"{RECIPE_MEGATRON}:{s}" for s in systems]
@@ -177,7 +220,7 @@ def predict_gpu_layout_workloads(
         structures.setdefault(structure, []).append((i, inputs))
         used = layers["used_generic"].to_numpy(dtype=bool)
         generic[i] = tuple(sorted(set(layers.loc[used, "layer_type"].astype(str))))
-        reasons.append(megatron_reasons(w, recipes[i], _largest_group(cm)))
+        reasons.append(megatron_reasons(w, recipes[i], _measured_groups(cm)))
     iteration_ms = np.empty(n)
     for (_, system, *_), members in structures.items():
         rows = [i for i, _ in members]

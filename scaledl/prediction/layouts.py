@@ -9,7 +9,9 @@ correction compose it is the **recipe**, chosen per device:
   that host's layout profiles with the evaluation's selection,
   :mod:`scaledl.parallel.calibration`);
 * ``current``: without one, the registered predictor's own layer-wise and all-reduce models,
-  every collective hidden behind compute (:func:`scaledl.parallel.predict.predict_layouts`).
+  every collective hidden behind compute (:func:`scaledl.parallel.predict.predict_layouts`);
+* ``megatron:<system>``: on a kernel-aware GPU predictor, Megatron-LM's composition with the
+  NCCL all-reduces Vidur measured on the GPU's node (:mod:`scaledl.prediction.gpu_layouts`).
 
 Every answer names its recipe (:data:`RECIPE_PREDICTOR` for the rows the predictor's own
 method answers), and :func:`recipe_lines` says it in words, so the fallback is never silent.
@@ -40,9 +42,10 @@ class LayoutAnswer:
         iteration_ms: shape (n,).
         generic_types: per workload, the layer types the generic layer model predicted.
         recipes: per workload, the recipe that composed it (module docstring).
-        reasons: per workload, the domain guard's ``layout`` reason (empty for plain DDP; it
-            says when a calibrated prediction is in-sample, the workload one of the profiles
-            the calibration was fitted on).
+        reasons: per workload, the domain guard's reasons of the composition: ``layout``
+            (none for plain DDP; it says when a calibrated prediction is in-sample, the
+            workload one of the profiles the calibration was fitted on) and, on a GPU, a
+            group size no all-reduce was measured at (``dp_size`` / ``tp_size``).
     """
 
     iteration_ms: np.ndarray
@@ -123,7 +126,7 @@ def recipe_lines(counts: Mapping[str, int], what: str = "row(s)") -> list[str]:
             lines.append(
                 f"layout recipe: {recipe} for {n} {what} (Megatron-LM's split of the GPU "
                 "predictor's layers, NCCL all-reduces measured by Vidur on that node, a training "
-                "row's FP32 Adam step included; scaledl/parallel/megatron.py)"
+                "row's gradient all-reduce and Adam step included; scaledl/parallel/megatron.py)"
             )
         else:
             lines.append(

@@ -17,6 +17,7 @@ import pandas as pd
 
 from scaledl.models.features import architecture_key
 from scaledl.prediction.engine import IterationPredictions, predict_iterations
+from scaledl.prediction.gpu_layouts import composed_by_megatron, uncomposed_reason
 from scaledl.prediction.layouts import RECIPE_PREDICTOR, predict_layout_workloads
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
@@ -57,7 +58,10 @@ def predict_specs(
     with a tensor, pipeline or sharded layout the layout composition of :mod:`scaledl.parallel`
     with their device's recipe (:func:`~scaledl.prediction.layouts.predict_layout_workloads`:
     the layout calibration beside the predictor, else the predictor's layer-wise models),
-    flagged by the domain guard (field ``layout``).
+    flagged by the domain guard (field ``layout``). On a GPU predictor, Megatron-LM's recipe
+    also composes the plain data-parallel specs of several GPUs it can compose (gradient
+    all-reduce and optimizer step included); the others of several GPUs keep the predictor's
+    single-GPU iteration, flagged (:func:`~scaledl.prediction.gpu_layouts.uncomposed_reason`).
 
     Args:
         predictor: the loaded predictor.
@@ -75,12 +79,17 @@ def predict_specs(
     """
     if arch_keys is None:
         arch_keys = [architecture_key(w) for w in workloads]
-    layout = np.array([not is_data_parallel(w) for w in workloads], dtype=bool)
+    if predictor.predicts_any_device:  # Megatron-LM's recipe (scaledl.prediction.gpu_layouts)
+        layout = np.array([composed_by_megatron(w) for w in workloads], dtype=bool)
+    else:
+        layout = np.array([not is_data_parallel(w) for w in workloads], dtype=bool)
     ddp = np.flatnonzero(~layout)
     iteration_ms = np.empty(len(workloads))
     generic: list[tuple[str, ...]] = [()] * len(workloads)
     recipes = [RECIPE_PREDICTOR] * len(workloads)
-    extra: list[list[Extrapolation]] = [[] for _ in workloads]
+    extra: list[list[Extrapolation]] = [
+        uncomposed_reason(w) if predictor.predicts_any_device else [] for w in workloads
+    ]
     if len(ddp):
         iterations = predict_iterations(
             predictor.method, [workloads[i] for i in ddp], [arch_keys[i] for i in ddp]

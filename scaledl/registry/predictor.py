@@ -41,6 +41,7 @@ from scaledl.models.intervals import CalibrationError
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.device import normalise_device_name
+from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 
 #: The trace cache's folder in the predictor's name directory (hidden: listings skip it).
@@ -303,7 +304,9 @@ class Predictor:
 
         Returns:
             ``parse(record, where) -> Workload``, raising
-            :class:`~scaledl.workloads.spec.WorkloadError` naming ``where``.
+            :class:`~scaledl.workloads.spec.WorkloadError` naming ``where`` (on a GPU
+            predictor also for a layout its Megatron-LM recipe does not compose,
+            :func:`scaledl.prediction.gpu_layouts.gpu_system`).
         """
 
         def parse(record: Any, where: str) -> Workload:
@@ -313,6 +316,10 @@ class Predictor:
                 w = Workload.from_record(self._with_device(record, where), where, table=table)
             if w.device_name not in self.devices:
                 self._check_unseen_device(w.device_name, where)
+            if self.predicts_any_device and not is_data_parallel(w):
+                from scaledl.prediction.gpu_layouts import gpu_system
+
+                gpu_system(w, where)  # a layout Megatron-LM's recipe cannot compose: an error
             check_traceable(w, where)
             return w
 

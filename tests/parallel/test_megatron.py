@@ -10,19 +10,20 @@ from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
 from scaledl.devices.specs import device_spec
 from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
 from scaledl.external.vidur import load_vidur_allreduce
-from scaledl.models.features import build_graph_set
+from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.kernel import kernel_columns
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import (
     OPTIMIZER_BYTES_PER_PARAM,
     megatron_inputs,
+    megatron_rank_parameters,
     predict_layout_row,
     rank_layers,
     shard_megatron,
     shard_operators,
     sharded_kernel_ms,
 )
-from scaledl.parallel.shard import base_workload
+from scaledl.parallel.shard import base_workload, rank_parameters
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
@@ -165,3 +166,18 @@ def test_split_kernels_equal_the_predictors_own_at_one_rank_and_grow_when_split(
     assert ops_split["forward_ms"].sum() >= divided["forward_ms"].sum() - 1e-9
     with pytest.raises(ValueError, match="'kernel_split'"):
         rank_layers(method, w, "halve")
+
+
+def test_megatron_rank_parameters_split_the_embeddings_and_copy_the_word_table(fitted):
+    data, _ = fitted
+    w = synthetic_layout(data)
+    layers = architecture_graphs(w)[0].layers
+    assert megatron_rank_parameters(layers, 1, 1) == rank_parameters(layers, 1, 1)
+    (tp2,), _ = megatron_rank_parameters(layers, 2, 1)
+    (torch_tp2,), _ = rank_parameters(layers, 2, 1)
+    embedding = layers.loc[layers["layer_type"] == "embedding", "params"].sum()
+    assert tp2 == pytest.approx(torch_tp2 - embedding / 2)  # Megatron splits the tables too
+    stages, _ = megatron_rank_parameters(layers, 1, 2)
+    torch_stages, _ = rank_parameters(layers, 1, 2)
+    word = layers.loc[layers["layer_type"] == "embedding", "params"].max()
+    assert stages[0] == torch_stages[0] and stages[1] == pytest.approx(torch_stages[1] + word)

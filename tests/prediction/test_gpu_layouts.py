@@ -35,7 +35,7 @@ def test_a_layout_is_composed_as_the_megatron_rows_are(bundle):
     layouts = [
         synthetic_layout(data, tp_size=2),
         synthetic_layout(data, pp_size=2, micro_batches=2, pipeline_schedule="gpipe"),
-        synthetic_layout(data, world_size=16, tp_size=2, dp_size=8),
+        synthetic_layout(data, world_size=6, tp_size=2, dp_size=3),
     ]
     out = predictor.predict(layouts)
     expected = [predict_layout_row(method, w, cm)["scaledl_ms"] / 1000.0 for w in layouts]
@@ -43,16 +43,27 @@ def test_a_layout_is_composed_as_the_megatron_rows_are(bundle):
     assert (out["recipe"] == "megatron:h100_dgx").all()
     assert not out["in_domain"].any()
     assert "layout=tp2: composed by the megatron:h100_dgx recipe" in out["extrapolation"].iat[0]
-    # a group larger than Vidur measured takes the nearest group's all-reduce, flagged
+    # a group size Vidur did not measure takes the nearest group's all-reduce, flagged
     assert (
-        "world_size=16: above the largest group of the measured all-reduces (8 GPUs)"
+        "dp_size=3: no all-reduce over 3 GPUs was measured (Vidur: [2, 4, 8] GPUs)"
         in (out["extrapolation"].iat[2])
     )
-    # the plain data-parallel workload stays the predictor's own answer (no optimizer step)
-    plain = synthetic_layout(data, world_size=1)
-    got = predictor.predict([plain])
-    assert got["recipe"].iat[0] == "predictor"
-    assert got["iteration_s"].iat[0] == pytest.approx(method.predict_iteration_ms([plain])[0] / 1e3)
+    # one GPU stays the predictor's own answer (no optimizer step); data parallelism of several
+    # is composed (all-reduce and step added) where the recipe can, else flagged
+    one = synthetic_layout(data, world_size=1)
+    dp2 = synthetic_layout(data, dp_size=2, batch_size=2)
+    l4 = dp2.model_copy(update={"device_name": "cuda:NVIDIA L4"})
+    got = predictor.predict([one, dp2, l4])
+    assert got["recipe"].tolist() == ["predictor", "megatron:h100_dgx", "predictor"]
+    assert got["iteration_s"].iat[0] == pytest.approx(method.predict_iteration_ms([one])[0] / 1e3)
+    assert got["iteration_s"].iat[1] == pytest.approx(
+        predict_layout_row(method, dp2, cm)["scaledl_ms"] / 1e3
+    )
+    assert (
+        "the gradient all-reduce and the optimizer step are not added"
+        in (got["extrapolation"].iat[2])
+    )
+    assert "'device_name'" in got["extrapolation"].iat[2]
 
 
 def test_rank_layers_are_predicted_once_per_micro_batch_and_split(bundle, monkeypatch):
@@ -76,16 +87,21 @@ def test_rank_layers_are_predicted_once_per_micro_batch_and_split(bundle, monkey
     [
         ({"world_size": 2, "dp_size": 2, "sharding": "zero1"}, "'sharding' (value 'zero1')"),
         ({"world_size": 4, "tp_size": 2, "dp_size": 2, "num_nodes": 2}, "'num_nodes' (value 2)"),
+        ({"world_size": 16, "tp_size": 2, "dp_size": 8}, "'world_size' (value 16)"),
         ({"tp_size": 2, "device_name": "cuda:NVIDIA L4"}, "'device_name' (value 'cuda:NVIDIA L4')"),
     ],
 )
-def test_what_the_recipe_does_not_compose_is_an_error_naming_the_field(bundle, update, field):
+def test_what_the_recipe_does_not_compose_is_an_error_naming_the_row_and_field(
+    bundle, update, field
+):
     data, _, predictor = bundle
     w = synthetic_layout(data, **update)
-    with pytest.raises(WorkloadError, match=field.replace("(", r"\(").replace(")", r"\)")):
+    escaped = field.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(WorkloadError, match=escaped):
         gpu_system(w)
-    with pytest.raises(WorkloadError, match="'sharding'|'num_nodes'|'device_name'"):
-        predictor.predict([w])
+    ok = synthetic_layout(data, tp_size=2)
+    with pytest.raises(WorkloadError, match=f"row 2: field {escaped}"):
+        predictor.predict([ok, w], source="layouts.csv")
 
 
 def test_the_planner_searches_gpu_layouts_without_sharding(bundle):
@@ -103,7 +119,7 @@ def test_the_planner_searches_gpu_layouts_without_sharding(bundle):
     assert len(table) and (table["sharding"] == "none").all()
     assert set(table["layout_recipe"]) == {"megatron:h100_dgx"}
     assert {2} <= set(table["tp_size"]) and {2} <= set(table["pp_size"])
-    assert any("sharded candidate(s) (ZeRO-1/2, FSDP) left out" in n for n in result.notes)
+    assert any("candidate(s) left out (" in n and "by sharding" in n for n in result.notes)
 
 
 def test_scaledl_predict_composes_a_gpu_layout(bundle):
