@@ -41,8 +41,9 @@ design and the single-GPU and Vidur data only):
    left out (latency only, under 0.1 ms). Data parallelism: DDP's buckets over the backward,
    overlapped with it (``DDP_impl`` torch). Pipeline: each stage boundary sends the
    ``batch x seq x hidden`` activation forward and its gradient back, and after the backward
-   the tied word embedding's gradient is all-reduced between the first and the last stage
-   (Megatron keeps a copy of the word embedding on the last stage for the output layer).
+   a tied word embedding's gradient is all-reduced between the first and the last stage
+   (Megatron keeps a copy of the word embedding on the last stage for the output layer;
+   :func:`tied_word_embeddings`: GPT-2 and BERT tie it, Llama does not).
 3. *Optimizer step* (Megatron's train step includes it; the single-GPU labels do not, so the
    predictor has no model of it): Megatron's FP32 Adam (apex ``FusedAdam``) reads parameters,
    gradients and both moments and writes parameters and moments, and the gradient-norm
@@ -246,21 +247,45 @@ def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -
     return out
 
 
+@lru_cache(maxsize=64)
+def _tied(key: str) -> bool:
+    """Whether the architecture's output layer shares the input word embedding's weight."""
+    from scaledl.workloads.builders import build_model
+
+    w = Workload.parse({**json.loads(key), "batch_size": 2, "world_size": 1, "num_nodes": 1})
+    model = build_model(w, device="meta")
+    inputs = getattr(model, "get_input_embeddings", lambda: None)()
+    outputs = getattr(model, "get_output_embeddings", lambda: None)()
+    return inputs is not None and outputs is not None and outputs.weight is inputs.weight
+
+
+def tied_word_embeddings(w: Workload) -> bool:
+    """Whether ``w``'s model ties its output layer to its word embedding.
+
+    Hugging Face's ``get_output_embeddings().weight is get_input_embeddings().weight``, on the
+    meta device. Megatron-LM then keeps a copy of the word embedding on the last pipeline stage and
+    all-reduces its gradient with the first stage's after the backward (GPT-2, BERT); an
+    untied output layer (Llama) is the last stage's own parameters, with no such sync.
+    """
+    return _tied(architecture_key(w))
+
+
 def megatron_rank_parameters(
-    layers: pd.DataFrame, tp_size: int, pp_size: int
+    layers: pd.DataFrame, tp_size: int, pp_size: int, tied: bool = True
 ) -> tuple[list[float], float]:
     """Parameters one Megatron-LM rank holds per pipeline stage, and the largest unit's.
 
     As :func:`~scaledl.parallel.shard.rank_parameters`, on Megatron's split
     (:func:`shard_megatron`: the embeddings and the output layer split over the
     tensor-parallel ranks too) and with the last stage's copy of the word embedding when the
-    model is pipelined (:func:`megatron_inputs`).
+    model is pipelined and ties it (:func:`megatron_inputs`).
 
     Args:
         layers: the layer nodes of the model (``block``, ``layer_type``, ``layer_name``,
             ``params``), in execution order.
         tp_size: tensor-parallel ranks.
         pp_size: pipeline stages.
+        tied: the output layer shares the word embedding (:func:`tied_word_embeddings`).
 
     Returns:
         ``(per stage parameters, largest unit parameters)``, one rank's.
@@ -275,7 +300,7 @@ def megatron_rank_parameters(
     params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0
     per_stage = [float(params[stage == s].sum()) for s in range(pp_size)]
     embedding = (split["layer_type"] == "embedding").to_numpy()
-    if pp_size > 1 and embedding.any():
+    if pp_size > 1 and tied and embedding.any():
         per_stage[-1] += float(params[embedding].max())
     unit = unit_of_layers(block)
     return per_stage, max(float(params[unit == u].sum()) for u in np.unique(unit))
@@ -357,7 +382,7 @@ def megatron_inputs(
     params = layers["params"].to_numpy(dtype=np.float64)
     stage_params = np.array([params[stage == s].sum() for s in range(p)])
     embedding_sync = 0.0
-    if p > 1:
+    if p > 1 and tied_word_embeddings(workload):
         word = float(params[types == "embedding"].max()) if (types == "embedding").any() else 0.0
         stage_params[-1] += word  # the last stage's copy of the tied word embedding
         embedding_sync = float(collectives.predict_ms("all_reduce", word * nbytes, 2))

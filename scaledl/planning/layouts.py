@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 
 from scaledl.models.features import architecture_graphs
-from scaledl.parallel.megatron import megatron_rank_parameters
+from scaledl.parallel.megatron import megatron_rank_parameters, tied_word_embeddings
 from scaledl.parallel.shard import rank_parameters
 from scaledl.planning.memory import MemoryEstimate, estimate_layout_memory
 from scaledl.prediction.layouts import predict_layout_workloads
@@ -153,8 +154,12 @@ def layout_memory(specs: list[Workload], megatron: bool = False) -> list[MemoryE
     Returns:
         One estimate per candidate.
     """
-    split = megatron_rank_parameters if megatron else rank_parameters
     layers = architecture_graphs(specs[0])[0].layers if specs else None
+    if megatron and specs:
+        tied = tied_word_embeddings(specs[0])
+        split = partial(megatron_rank_parameters, tied=tied)
+    else:
+        split = rank_parameters
     params: dict[tuple[int, int], tuple[list[float], float]] = {}
     memo: dict[tuple, MemoryEstimate] = {}
     out = []

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
+from tiny_specs import tiny
 
 from scaledl.devices.specs import device_spec
 from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
@@ -22,6 +23,7 @@ from scaledl.parallel.megatron import (
     shard_megatron,
     shard_operators,
     sharded_kernel_ms,
+    tied_word_embeddings,
 )
 from scaledl.parallel.shard import base_workload, rank_parameters
 
@@ -87,9 +89,7 @@ def test_shard_megatron_splits_the_head_and_the_embedding_parameters():
     assert shard_megatron(layers, 1).equals(layers)
 
 
-def test_pipeline_runs_the_stages_in_turn_with_sends_and_the_tied_embedding_sync(
-    fitted, collectives
-):
+def test_pipeline_runs_the_stages_in_turn_with_sends(fitted, collectives):
     data, method = fitted
     w = synthetic_layout(data, pp_size=2, micro_batches=1)
     row = predict_layout_row(method, w, collectives)
@@ -97,7 +97,8 @@ def test_pipeline_runs_the_stages_in_turn_with_sends_and_the_tied_embedding_sync
     activation = w.batch_size * w.seq_len * w.hidden_size * 4
     assert row["compute_ms"] == pytest.approx(single)
     assert row["p2p_ms"] == pytest.approx(2 * collectives.predict_ms("all_reduce", activation, 2))
-    assert row["embedding_sync_ms"] > 0
+    # the synthetic GPT-2 has no LM head: no tied output layer, no copy to sync
+    assert not tied_word_embeddings(w) and row["embedding_sync_ms"] == 0
     assert row["scaledl_ms"] == pytest.approx(
         row["compute_ms"] + row["p2p_ms"] + row["step_ms"], rel=1e-9
     )
@@ -181,3 +182,10 @@ def test_megatron_rank_parameters_split_the_embeddings_and_copy_the_word_table(f
     torch_stages, _ = rank_parameters(layers, 1, 2)
     word = layers.loc[layers["layer_type"] == "embedding", "params"].max()
     assert stages[0] == torch_stages[0] and stages[1] == pytest.approx(torch_stages[1] + word)
+    # an untied output layer (Llama) is the last stage's own: no copy of the word table
+    assert megatron_rank_parameters(layers, 1, 2, tied=False)[0] == torch_stages
+
+
+def test_tied_word_embeddings_read_off_the_model():
+    assert tied_word_embeddings(tiny("bert", num_layers=2))
+    assert not tied_word_embeddings(tiny("llama", num_layers=2))
