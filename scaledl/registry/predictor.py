@@ -194,7 +194,7 @@ class Predictor:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """:meth:`predict` with ``detail``: the per-workload path, with the per-node frame."""
         specs = self._to_workloads(workloads, source)
-        _refuse_layouts(specs, source)
+        _refuse_layouts(specs, source, self.predicts_any_device)
         result, nodes = self.method.predict_with_detail(specs)
         generic = nodes.groupby("workload_id")["used_generic"].any()
         result.insert(1, "family", [w.family for w in specs])
@@ -387,16 +387,21 @@ def load_predictor(path: Path | str) -> Predictor:
     return Predictor(parts)
 
 
-def _refuse_layouts(specs: list[Workload], source: str) -> None:
+def _refuse_layouts(specs: list[Workload], source: str, gpu: bool = False) -> None:
     """Per-node detail is the layer graph's: refuse a tensor/pipeline/sharded layout.
+
+    On a GPU predictor (``gpu``) also a data-parallel workload of several GPUs that
+    Megatron-LM's recipe composes (:func:`scaledl.prediction.gpu_layouts.composed_by_megatron`):
+    its iteration is a composition, not the layer graph's sum.
 
     Raises:
         WorkloadError: naming the row and the layout.
     """
-    from scaledl.workloads.parallelism import is_data_parallel, layout_label
+    from scaledl.prediction.gpu_layouts import composed_by_megatron
+    from scaledl.workloads.parallelism import layout_label
 
     for i, w in enumerate(specs):
-        if not is_data_parallel(w):
+        if not is_data_parallel(w) or (gpu and composed_by_megatron(w)):
             raise WorkloadError(
                 f"{source + ': ' if source else ''}row {i + 1}: layout {layout_label(w)!r}: "
                 "per-node detail covers data-parallel workloads only; predict layouts without "

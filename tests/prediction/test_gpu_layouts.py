@@ -140,3 +140,13 @@ def test_scaledl_predict_composes_a_gpu_layout(bundle):
     assert "layout recipe: megatron:h100_dgx for 1 row(s)" in result.output
     result = invoke(dp_size=2, sharding="zero1")
     assert result.exit_code == 2 and "field 'sharding' (value 'zero1')" in result.output
+
+
+def test_per_node_detail_refuses_what_the_recipe_composes(bundle):
+    data, _, predictor = bundle
+    one = synthetic_layout(data, world_size=1)
+    result, nodes = predictor.predict([one], detail=True)
+    assert len(nodes) and result["recipe"].iat[0] == "predictor"
+    dp2 = synthetic_layout(data, dp_size=2, batch_size=2)
+    with pytest.raises(WorkloadError, match="row 1: layout 'dp2': per-node detail"):
+        predictor.predict([dp2], detail=True)
