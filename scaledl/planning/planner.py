@@ -504,7 +504,11 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
                 )  # fmt: skip
                 for ws, n, b in part.itertuples(index=False)
             ]
-            shared = predict_specs(predictor, specs, [arch] * len(specs))
+            if predictor.predicts_any_device and _all_composed(specs):
+                # one GPU composed too (its optimizer step), so the world sizes compare alike
+                shared = predict_layout_candidates(predictor, specs, arch)
+            else:
+                shared = predict_specs(predictor, specs, [arch] * len(specs))
             if parameters is None:
                 parameters = float(range_features([spec])["parameters"].iloc[0])
             for w in specs:
@@ -523,6 +527,20 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
         front.add(chunk["time_to_train_h"].to_numpy(), chunk["cost"].to_numpy(), ok, start)
         parts.append(chunk)
     return pd.concat(parts, ignore_index=True), estimates, front
+
+
+def _all_composed(specs: list[Workload]) -> bool:
+    """Whether Megatron-LM's recipe composes every data-parallel candidate of a GPU plan.
+
+    Then every one, one GPU included, is composed
+    (:func:`~scaledl.planning.layouts.predict_layout_candidates`), so the candidates of a
+    data-parallel plan carry the same optimizer step and compare alike; else each takes
+    :func:`~scaledl.prediction.predict.predict_specs`' answer (one GPU the predictor's own,
+    several composed or flagged).
+    """
+    from scaledl.prediction.gpu_layouts import megatron_refusal
+
+    return all(megatron_refusal(w) is None for w in specs)
 
 
 def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadline_h):

@@ -9,8 +9,9 @@ MeasuredCollectives`), Megatron's Adam step (FP32 states), composed by
 ``megatron:h100_dgx``). A composed iteration includes the gradient all-reduce and the optimizer
 step, as Megatron's train step does; one GPU is answered by the predictor itself (recipe
 ``predictor``: forward and backward, as NeuSight's single-GPU labels time them), so the
-``recipe`` column says which of the two a row is, and a planner's layout search composes every
-candidate, one GPU included, so that its candidates compare alike.
+``recipe`` column says which of the two a row is, and a plan composes every candidate, one
+GPU included (a data-parallel plan when the recipe composes all its candidates), so that its
+candidates compare alike.
 
 What the recipe does not compose (:func:`megatron_refusal`): ``sharding`` other than ``none``
 (Megatron-LM's distributed optimizer is not modelled and no GPU measurement of ZeRO / FSDP is

@@ -150,3 +150,21 @@ def test_per_node_detail_refuses_what_the_recipe_composes(bundle):
     dp2 = synthetic_layout(data, dp_size=2, batch_size=2)
     with pytest.raises(WorkloadError, match="row 1: layout 'dp2': per-node detail"):
         predictor.predict([dp2], detail=True)
+
+
+def test_a_data_parallel_gpu_plan_composes_every_world_size_alike(bundle):
+    data, _, predictor = bundle
+    w = synthetic_layout(data)
+    model = {k: v for k, v in w.to_record().items()
+             if k not in ("batch_size", "dataset_size", "world_size", "num_nodes", "dp_size",
+                          "tp_size", "pp_size", "micro_batches", "pipeline_schedule",
+                          "sharding", "workload_id")}  # fmt: skip
+    args = dict(dataset_size=512, epochs=1.0, world_sizes=[1, 2], batch_sizes=[2],
+                price_per_device_hour=2.0, coverage=None)  # fmt: skip
+    plain = plan(predictor, model, **args).table.set_index("world_size")["time_to_train_h"]
+    layouts = plan(predictor, model, layouts=LayoutSpace(tp_sizes=(1,), pp_sizes=(1,),
+                   micro_batches=(1,), shardings=("none",)), **args).table  # fmt: skip
+    # one GPU carries the optimizer step in both plans: the same times as the layout search
+    np.testing.assert_allclose(
+        plain.sort_index(), layouts.set_index("world_size")["time_to_train_h"].sort_index()
+    )
