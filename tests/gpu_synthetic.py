@@ -113,3 +113,17 @@ def synthetic_layout(data, **layout) -> Workload:
              if "tiny_b" in w.config_path and w.mode == "train"
              and w.device_name.endswith("NVIDIA H100 80GB HBM3") and w.batch_size == 4)  # fmt: skip
     return w.model_copy(update={"world_size": 2, "dp_size": 1, **layout})
+
+
+def fitted_synthetic(directory: Path):
+    """:func:`write_synthetic` into ``directory`` and the GPU predictor the evaluation fits on it.
+
+    Returns:
+        ``(data, method)``: the profile data and the fitted
+        :class:`~scaledl.models.kernel.KernelGraphMethod` (tiny operator grid).
+    """
+    from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
+
+    _, data = write_synthetic(directory)
+    config = GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 5})
+    return data, fit_scaledl(data, config)

@@ -76,9 +76,9 @@ from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
     micro_batch_activation_bytes,
+    rank_parameters,
     shard_tensor_parallel,
     stage_of_layers,
-    unit_of_layers,
 )
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import PRECISION_BYTES, Workload
@@ -293,17 +293,12 @@ def megatron_rank_parameters(
     Raises:
         ValueError: ``pp_size`` does not divide the blocks.
     """
-    block = block_ordinal(layers["block"])
-    stage = stage_of_layers(block, pp_size)
-    split = shard_megatron(layers, tp_size)
-    params = split["params"].to_numpy(dtype=np.float64).copy()
-    params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0
-    per_stage = [float(params[stage == s].sum()) for s in range(pp_size)]
-    embedding = (split["layer_type"] == "embedding").to_numpy()
+    per_stage, largest = rank_parameters(layers, tp_size, pp_size, split=shard_megatron)
+    embedding = (layers["layer_type"] == "embedding").to_numpy()
     if pp_size > 1 and tied and embedding.any():
-        per_stage[-1] += float(params[embedding].max())
-    unit = unit_of_layers(block)
-    return per_stage, max(float(params[unit == u].sum()) for u in np.unique(unit))
+        split = shard_megatron(layers, tp_size)["params"].to_numpy(dtype=np.float64)
+        per_stage[-1] += float(split[embedding].max())
+    return per_stage, largest
 
 
 def rank_layers(

@@ -200,7 +200,9 @@ def tensor_parallel_linears(
     return linears - rowwise, rowwise
 
 
-def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[list[float], float]:
+def rank_parameters(
+    layers: pd.DataFrame, tp_size: int, pp_size: int, split=None
+) -> tuple[list[float], float]:
     """Parameters one rank holds per pipeline stage, and the largest sharding unit's.
 
     Args:
@@ -209,6 +211,9 @@ def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[l
             of its own.
         tp_size: tensor-parallel ranks.
         pp_size: pipeline stages.
+        split: ``split(layers, tp_size)`` -> the rank's layer nodes (default
+            :func:`shard_tensor_parallel`, PyTorch's plan; Megatron-LM's:
+            :func:`scaledl.parallel.megatron.shard_megatron`).
 
     Returns:
         ``(per stage parameters, largest unit parameters)``, one rank's (after the TP split).
@@ -218,7 +223,8 @@ def rank_parameters(layers: pd.DataFrame, tp_size: int, pp_size: int) -> tuple[l
     """
     block = block_ordinal(layers["block"])
     stage = stage_of_layers(block, pp_size)
-    params = shard_tensor_parallel(layers, tp_size)["params"].to_numpy(dtype=np.float64).copy()
+    params = (split or shard_tensor_parallel)(layers, tp_size)["params"].to_numpy(np.float64)
+    params = params.copy()
     params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0
     unit = unit_of_layers(block)
     largest = max(float(params[unit == u].sum()) for u in np.unique(unit))

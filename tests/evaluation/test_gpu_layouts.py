@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
+from gpu_synthetic import TINY_GRID, fitted_synthetic, synthetic_layout, write_synthetic
 
-from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
+from scaledl.evaluation.gpu import GpuEvaluationConfig
 from scaledl.evaluation.gpu_layouts import (
     evaluate_layout_rows,
     layout_ranking,
@@ -26,13 +26,11 @@ pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test 
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = "NVIDIA H100 80GB HBM3"
-CONFIG = GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 5})
 
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    directory, data = write_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
-    return data, fit_scaledl(data, CONFIG)
+    return fitted_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
 
 
 def _labels(data) -> pd.DataFrame:

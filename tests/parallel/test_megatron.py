@@ -5,11 +5,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from gpu_synthetic import TINY_GRID, synthetic_layout, write_synthetic
+from gpu_synthetic import fitted_synthetic, synthetic_layout
 from tiny_specs import tiny
 
 from scaledl.devices.specs import device_spec
-from scaledl.evaluation.gpu import GpuEvaluationConfig, fit_scaledl
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.kernel import kernel_columns
@@ -31,13 +30,11 @@ pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test 
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = "NVIDIA H100 80GB HBM3"
-CONFIG = GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 5})
 
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    directory, data = write_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
-    return data, fit_scaledl(data, CONFIG)
+    return fitted_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
 
 
 @pytest.fixture(scope="module")

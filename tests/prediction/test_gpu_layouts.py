@@ -104,13 +104,28 @@ def test_what_the_recipe_does_not_compose_is_an_error_naming_the_row_and_field(
         predictor.predict([ok, w], source="layouts.csv")
 
 
+def _model_fields(w) -> dict:
+    """The model's fields of a workload, without those a plan chooses."""
+    chosen = (
+        "batch_size",
+        "dataset_size",
+        "world_size",
+        "num_nodes",
+        "dp_size",
+        "tp_size",
+        "pp_size",
+        "micro_batches",
+        "pipeline_schedule",
+        "sharding",
+        "workload_id",
+    )
+    return {k: v for k, v in w.to_record().items() if k not in chosen}
+
+
 def test_the_planner_searches_gpu_layouts_without_sharding(bundle):
     data, _, predictor = bundle
     w = synthetic_layout(data)
-    model = {k: v for k, v in w.to_record().items()
-             if k not in ("batch_size", "dataset_size", "world_size", "num_nodes", "dp_size",
-                          "tp_size", "pp_size", "micro_batches", "pipeline_schedule",
-                          "sharding", "workload_id")}  # fmt: skip
+    model = _model_fields(w)
     space = LayoutSpace(tp_sizes=(1, 2), pp_sizes=(1, 2), micro_batches=(1, 2))
     result = plan(predictor, model, dataset_size=512, epochs=1.0, world_sizes=[1, 2, 4],
                   batch_sizes=[2, 4], price_per_device_hour=2.0, coverage=None,
@@ -155,10 +170,7 @@ def test_per_node_detail_refuses_what_the_recipe_composes(bundle):
 def test_a_data_parallel_gpu_plan_composes_every_world_size_alike(bundle):
     data, _, predictor = bundle
     w = synthetic_layout(data)
-    model = {k: v for k, v in w.to_record().items()
-             if k not in ("batch_size", "dataset_size", "world_size", "num_nodes", "dp_size",
-                          "tp_size", "pp_size", "micro_batches", "pipeline_schedule",
-                          "sharding", "workload_id")}  # fmt: skip
+    model = _model_fields(w)
     args = dict(dataset_size=512, epochs=1.0, world_sizes=[1, 2], batch_sizes=[2],
                 price_per_device_hour=2.0, coverage=None)  # fmt: skip
     plain = plan(predictor, model, **args).table.set_index("world_size")["time_to_train_h"]
