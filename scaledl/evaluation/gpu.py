@@ -15,12 +15,6 @@ product's meta-device tracer and the methods are the product's classes. Protocol
 * **operators**: in each LOMO fold, the fold's operator model predicts the held-out model's
   measured operators (NeuSight's per-node latencies): MRE per operator class and direction, and
   the time-weighted error ``sum |pred - true| / sum true``.
-* **data parallel**: the ``-dp4`` labels (4 GPUs, global batch in the name) are predicted by the
-  product's data-parallel rule, per-rank iteration at the per-rank batch plus the bucketed
-  gradient all-reduce (:class:`~scaledl.models.allreduce.AlphaBetaAllReduce` fitted on Vidur's
-  NCCL measurements of the same GPU's DGX system), with no overlap (``compute_plus_allreduce``,
-  an upper bound) and with full overlap (``compute_only``, a lower bound), by the method
-  trained on all single-GPU workloads.
 * **4-GPU layouts** (``parallel_layouts``, with NeuSight's own predictions of those rows): every
   ``-dp4``, ``-tp4`` and ``-pp4_1`` label predicted as Megatron-LM ran it, the same fitted
   method's per-rank layers composed with Vidur-fitted collectives and the optimizer step
@@ -60,13 +54,11 @@ from scaledl.evaluation.gpu_report import gpu_targets
 from scaledl.evaluation.splits import validation_ids
 from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
-from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.domain import family_key
-from scaledl.models.features import build_graph_set, workload_frame
+from scaledl.models.features import workload_frame
 from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
-from scaledl.parallel.megatron import VIDUR_SYSTEM
 from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
 
@@ -86,14 +78,16 @@ class GpuEvaluationConfig:
     Attributes:
         methods: methods of :data:`GPU_METHODS` to evaluate.
         min_gnn_architectures: fewest training architectures for ScaleDL's GNN correction.
-        parallel_labels: the import's ``parallel_labels.parquet`` (multi-GPU labels); ``None``
-            skips the data-parallel evaluation.
-        vidur_root: Vidur ``network`` folder (all-reduce times for the data-parallel labels).
+        parallel_labels: the import's ``parallel_labels.parquet`` (the 4-GPU labels); ``None``
+            skips the 4-GPU evaluation (``parallel_layouts``).
+        vidur_root: Vidur ``network`` folder (the collectives of the 4-GPU composition);
+            ``None`` skips the 4-GPU evaluation.
         leave_one_gpu_out: run the LOGO protocol.
         operator_params: keyword arguments of the operator models, updating
             :data:`~scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`.
         peer_root: NeuSight's own predictions (``external/neusight_peer``), the peer column
-            (:mod:`scaledl.evaluation.gpu_peer`); ``None`` leaves it out.
+            (:mod:`scaledl.evaluation.gpu_peer`) and the 4-GPU rows' peer; ``None`` leaves
+            both out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
             (default :func:`scaledl.layout.neusight_root`).
         baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
@@ -393,72 +387,6 @@ def operator_metrics(errors: pd.DataFrame) -> dict:
     }
 
 
-def data_parallel(
-    data: ProfileData,
-    labels: pd.DataFrame,
-    vidur_root: Path,
-    config: GpuEvaluationConfig,
-    method: KernelGraphMethod | None = None,
-) -> dict:
-    """Predict the multi-GPU labels the product's data-parallel rule covers (see module doc).
-
-    Args:
-        data: all single-GPU profile data (the methods are fitted on all of it).
-        labels: ``parallel_labels`` of the import.
-        vidur_root: Vidur ``network`` folder.
-        config: the evaluation settings (ScaleDL's).
-        method: ScaleDL fitted on ``data`` (fitted here when ``None``).
-
-    Returns:
-        ``{"rows": [...], "mre": {variant: mre}, "not_modelled": [...], "allreduce_source"}``.
-    """
-    vidur = load_vidur_allreduce(vidur_root)
-    method = method if method is not None else _fit("scaledl", data, config)
-    rows, not_modelled = [], []
-    for r in labels.itertuples(index=False):
-        gpu = r.device_name.split(":", 1)[-1]
-        if r.strategy != "dp" or not isinstance(r.workload, str) or gpu not in VIDUR_SYSTEM:
-            not_modelled.append(f"{gpu} {Path(r.file).stem}")
-            continue
-        spec = Workload.from_record(json.loads(r.workload), source=str(r.file))
-        system = vidur[vidur["system"] == VIDUR_SYSTEM[gpu]]
-        allreduce = AlphaBetaAllReduce(per_topology=True).fit(
-            system["allreduce_bytes"], system["world_size"], system["allreduce_ms"],
-            system["num_nodes"],
-        )  # fmt: skip
-        nodes = build_graph_set([spec]).nodes
-        buckets = nodes[nodes["node_kind"] == "allreduce"]
-        comm = float(
-            allreduce.predict_ms(buckets["allreduce_bytes"], buckets["world_size"],
-                                 buckets["num_nodes"]).sum()
-        )  # fmt: skip
-        single = spec.model_copy(
-            update={"world_size": 1, "dp_size": 1, "dataset_size": spec.batch_size}
-        )
-        with single_threaded():
-            compute = float(method.predict_iteration_ms([Workload.parse(single.model_dump())])[0])
-        rows.append(
-            {
-                "gpu": gpu, "model": r.model, "global_batch_size": int(r.global_batch_size),
-                "per_rank_batch": spec.batch_size, "world_size": spec.world_size,
-                "true_ms": float(r.iteration_ms), "compute_ms": compute, "allreduce_ms": comm,
-                "device_seen": spec.device_name in method.training_devices_,
-                "vidur_system": VIDUR_SYSTEM[gpu],
-            }
-        )  # fmt: skip
-    frame = pd.DataFrame(rows)
-    out: dict = {"rows": rows, "not_modelled": not_modelled}
-    if len(frame):
-        true = frame["true_ms"]
-        upper = frame["compute_ms"] + frame["allreduce_ms"]
-        out["mre"] = {
-            "compute_plus_allreduce": float((np.abs(upper - true) / true).mean()),
-            "compute_only": float((np.abs(frame["compute_ms"] - true) / true).mean()),
-        }
-    out["allreduce_source"] = "Vidur (microsoft/vidur, MIT) NCCL all-reduce, DGX systems"
-    return out
-
-
 def evaluate_gpu(
     validated_dir: Path, config: GpuEvaluationConfig | None = None
 ) -> tuple[dict, pd.DataFrame]:
@@ -503,21 +431,20 @@ def evaluate_gpu(
         metrics[str(protocol)] = {**_per_gpu(rows), **metrics[str(protocol)]}
     metrics["operators"] = operator_metrics(ops) if len(ops) else {}
     metrics["notes"] += _correction_notes(metrics, config)
-    if config.parallel_labels is not None and config.vidur_root is not None:
+    layout_inputs = (config.parallel_labels, config.vidur_root, config.peer_root)
+    if all(x is not None for x in layout_inputs):
         labels = pd.read_parquet(config.parallel_labels)
-        method = _fit("scaledl", data, config)
-        vidur_root = Path(config.vidur_root)
-        metrics["data_parallel"] = data_parallel(data, labels, vidur_root, config, method)
-        if config.peer_root is not None:
-            peer = load_peer_layout_predictions(config.peer_root, config.neusight_root)
-            metrics["parallel_layouts"] = evaluate_layout_rows(
-                method, labels, load_vidur_allreduce(vidur_root), peer
-            )
+        peer = load_peer_layout_predictions(config.peer_root, config.neusight_root)
+        metrics["parallel_layouts"] = evaluate_layout_rows(
+            _fit("scaledl", data, config), labels, load_vidur_allreduce(config.vidur_root), peer
+        )
     else:
-        metrics["notes"].append("data-parallel labels not evaluated (no parallel labels/Vidur)")
+        metrics["notes"].append(
+            "4-GPU labels not evaluated (parallel_labels, vidur_root and peer_root needed)"
+        )
     metrics["not_modelled"] = {
-        "parallelism": "tensor (-tp4) and pipeline (-pp4_1) parallelism by the data-parallel "
-        "rule; they are composed in parallel_layouts (with NeuSight's own predictions)",
+        "parallelism": "ZeRO / FSDP sharding and several nodes on GPUs (NeuSight's 4-GPU rows "
+        "are dp4, tp4 and pp4_1 on one node: composed in parallel_layouts)",
         "optimizer_step": "the single-GPU NeuSight labels exclude it; so do their predictions "
         "(the 4-GPU Megatron-LM labels include it, and parallel_layouts adds it)",
     }

@@ -9,7 +9,6 @@ written by :mod:`scaledl.report.formatting`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from scaledl.report.formatting import pct, reached_text
@@ -20,8 +19,6 @@ PROTOCOLS = (
     ("leave_one_model_out", "Leave one model out (MRE per GPU)", "LOMO"),
     ("leave_one_gpu_out", "Leave one GPU out (held-out GPU from its specs only)", "LOGO"),
 )
-DP_HEADER = ["GPU", "model", "global batch", "true ms", "compute ms", "all-reduce ms",
-             "GPU trained on"]  # fmt: skip
 OPERATOR_HEADER = ["class", "direction", "MRE", "time-weighted", "n"]
 
 
@@ -95,15 +92,6 @@ def operator_rows(ops: dict) -> list[list[Any]]:
     ]
 
 
-def data_parallel_rows(dp: dict) -> list[list[Any]]:
-    """Rows of :data:`DP_HEADER`: each data-parallel label and its prediction."""
-    return [
-        [r["gpu"], r["model"], r["global_batch_size"], f"{r['true_ms']:.1f}",
-         f"{r['compute_ms']:.1f}", f"{r['allreduce_ms']:.1f}", r["device_seen"]]
-        for r in dp["rows"]
-    ]  # fmt: skip
-
-
 PEER_HEADER = ["protocol", "rows", "n", "ScaleDL", "peer", "difference", "95% CI", "verdict"]
 
 
@@ -148,21 +136,13 @@ def gpu_report_html(gpu: dict) -> str:
         for key, title, _ in PROTOCOLS
         if gpu.get(key)
     ]  # fmt: skip
-    dp, peer = gpu.get("data_parallel"), gpu.get("peer")
+    peer = gpu.get("peer")
     return render(
         "gpu_section.html.j2",
         gpu=gpu,
         protocols=protocols,
         operators={"header": OPERATOR_HEADER, "rows": operator_rows(gpu["operators"])}
         if gpu.get("operators")
-        else None,
-        data_parallel={
-            "header": DP_HEADER,
-            "rows": data_parallel_rows(dp),
-            "mre": json.dumps(dp.get("mre", {})),
-            "not_modelled": ", ".join(dp["not_modelled"]),
-        }
-        if dp and dp.get("rows")
         else None,
         peer={**peer, "header": PEER_HEADER, "rows": peer_table(peer)} if peer else None,
         layouts=_layouts_tables(gpu.get("parallel_layouts")),
@@ -226,28 +206,6 @@ def _markdown_operators(ops: dict) -> list[str]:
     ]
 
 
-def _markdown_data_parallel(dp: dict, layouts: bool = False) -> list[str]:
-    """The data-parallel line; ``layouts``: the 4-GPU composition covers the other rows."""
-    rows = ", ".join(
-        f"{r['gpu']} global batch {r['global_batch_size']}: {r['true_ms']:.0f} ms measured, "
-        f"{r['compute_ms']:.0f} + {r['allreduce_ms']:.0f} ms predicted"
-        + ("" if r["device_seen"] else " (GPU never trained on)")
-        for r in dp["rows"]
-    )
-    mre = dp.get("mre", {})
-    return [
-        "",
-        f"Data parallel ({rows}): MRE {pct(mre.get('compute_plus_allreduce', float('nan')))} "
-        f"with the all-reduce added, {pct(mre.get('compute_only', float('nan')))} with it fully "
-        f"overlapped. "
-        + (
-            "The tensor- and pipeline-parallel rows: the 4-GPU line below."
-            if layouts
-            else f"Not modelled: {', '.join(dp['not_modelled'])}."
-        ),
-    ]
-
-
 def layouts_summary_line(layouts: dict) -> str:
     """One sentence: ScaleDL's and NeuSight's MRE on the 4-GPU rows, per layout kind and all.
 
@@ -263,7 +221,8 @@ def layouts_summary_line(layouts: dict) -> str:
             continue
         parts.append(f"{name} {pct(s['mre_scaledl'])} vs {pct(s['mre_neusight'])} ({s['n']} rows)")
     return (
-        "4-GPU rows (Megatron-LM dp4/tp4/pp4_1, composed by `scaledl/evaluation/gpu_layouts.py`), "
+        "4-GPU rows (Megatron-LM dp4/tp4/pp4_1, composed by `scaledl/parallel/megatron.py`, "
+        "evaluated by `scaledl/evaluation/gpu_layouts.py`), "
         f"ScaleDL vs NeuSight MRE: {'; '.join(parts)}."
     )
 
@@ -277,7 +236,7 @@ def gpu_markdown(gpu: dict) -> str:
     Returns:
         Markdown: the iteration MRE per GPU and method under leave one model out (LOMO) and
         leave one GPU out (LOGO) with the mean and worst GPU, the operators of held-out models,
-        the data-parallel labels, the 4-GPU layouts line, the paired peer table and the
+        the 4-GPU layouts line, the paired peer table and the
         targets, every number from ``gpu``.
     """
     lines = [
@@ -288,9 +247,6 @@ def gpu_markdown(gpu: dict) -> str:
     ]
     if gpu.get("operators"):
         lines += _markdown_operators(gpu["operators"])
-    dp = gpu.get("data_parallel")
-    if dp and dp.get("rows"):
-        lines += _markdown_data_parallel(dp, layouts=bool(gpu.get("parallel_layouts")))
     if gpu.get("parallel_layouts"):
         lines += ["", layouts_summary_line(gpu["parallel_layouts"])]
     peer = gpu.get("peer")

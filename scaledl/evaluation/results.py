@@ -441,7 +441,6 @@ class GpuResults(Section):
         leave_one_model_out: the leave-one-model-out protocol.
         operators: operator-level errors of the held-out models (``{}`` without operators).
         leave_one_gpu_out: the leave-one-GPU-out protocol, ``null`` when not run.
-        data_parallel: the data-parallel labels' predictions, ``null`` when not evaluated.
         not_modelled: what the product does not model (parallelism, ...), and why.
         targets: the GPU targets, measured.
         runtime_s: wall time of the GPU evaluation, seconds.
@@ -463,7 +462,6 @@ class GpuResults(Section):
     leave_one_model_out: GpuProtocol
     operators: dict[str, Any]
     leave_one_gpu_out: GpuProtocol | None
-    data_parallel: dict[str, Any] | None
     not_modelled: dict[str, str]
     targets: list[TargetRow]
     runtime_s: float

@@ -353,7 +353,7 @@ def external_stage(run: EvaluationRun) -> tuple[Any, Any, pd.DataFrame | None]:
     )
     gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
     # A protocol the GPU evaluation did not run is written as null, never left out.
-    gpu = {"leave_one_gpu_out": None, "data_parallel": None, **gpu}
+    gpu = {"leave_one_gpu_out": None, **gpu}
     return external, run.section("gpu", gpu), gpu_pred
 
 

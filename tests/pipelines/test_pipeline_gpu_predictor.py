@@ -34,7 +34,7 @@ def test_the_manifest_records_the_gpu_evaluation_or_why_it_was_skipped():
                 "per_model": {}, "per_mode": {}, "folds": {}}  # fmt: skip
     body["gpu"] = {"source": "s", "n_workloads": 2, "gpus": ["A"], "models": ["m"],
                    "methods": ["scaledl"], "notes": [], "leave_one_model_out": protocol,
-                   "operators": {}, "leave_one_gpu_out": None, "data_parallel": None,
+                   "operators": {}, "leave_one_gpu_out": None,
                    "not_modelled": {}, "targets": [], "runtime_s": 1.0}  # fmt: skip
     body["gpu"]["peer"] = {"comparisons": {"leave_one_model_out": {"overall": {"n": 2}}}}
     record = gpu_metrics_record(Metrics.from_dict(body, source="<test>"), "m.json")
