@@ -157,3 +157,9 @@ def test_plan_questions_a_deadline_typed_in_seconds(registry_root):
     result, text = plan(registry_root, "--deadline-h", 43200)
     assert result.exit_code == 0, text
     assert "43200 s would be 12 h" in text
+
+
+def test_plan_refuses_a_layout_set_without_layouts(registry_root):
+    result, text = plan(registry_root, "--layout-set", "tp_sizes=1,2")
+    assert result.exit_code == 2, text
+    assert "--layout-set 'tp_sizes=1,2': needs --layouts" in text

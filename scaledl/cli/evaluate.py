@@ -108,7 +108,8 @@ def evaluate_gpu_layouts_command(
     """Predict NeuSight's 4-GPU rows (dp4, tp4, pp4_1) and compare with NeuSight's own.
 
     The GPU predictor is fitted on the single-GPU profiles only; the rows are composed by
-    :mod:`scaledl.evaluation.gpu_layouts` with collectives fitted on Vidur's measurements.
+    :mod:`scaledl.parallel.megatron` with collectives fitted on Vidur's measurements and
+    compared by :mod:`scaledl.evaluation.gpu_layouts`.
     Bad input exits 2 naming the file and field.
     """
     import pandas as pd

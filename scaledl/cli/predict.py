@@ -169,6 +169,8 @@ def plan(
     try:
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
+        if layout_set and not layouts:
+            raise ValueError(f"--layout-set {layout_set[0]!r}: needs --layouts (the layout search)")
         space = _layout_space(layout_set or []) if layouts else None
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:

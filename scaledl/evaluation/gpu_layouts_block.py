@@ -130,8 +130,8 @@ def gpu_layouts_markdown(result: dict[str, Any]) -> str:
         f"Data: {result['label_source']}. ScaleDL: the GPU predictor fitted on the "
         f"{result['n_training_workloads']} single-GPU workloads only, per rank on the sharded or "
         "staged shapes, collectives fitted on Vidur's NCCL all-reduces of the GPU's DGX system, "
-        "Megatron's FP32 Adam step from memory traffic, composed by `scaledl.parallel` "
-        f"(`scaledl/evaluation/gpu_layouts.py`). Peer: {result['peer_source']}.",
+        "Megatron's FP32 Adam step from memory traffic, composed by `scaledl/parallel/megatron.py` "
+        f"(evaluated by `scaledl/evaluation/gpu_layouts.py`). Peer: {result['peer_source']}.",
         "",
         *_table(ROW_HEADER, row_cells(result)),
         "",

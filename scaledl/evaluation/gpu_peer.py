@@ -93,7 +93,7 @@ def peer_comparison(predictions: pd.DataFrame, method: str = "scaledl") -> dict[
     Returns:
         ``{protocol: {"overall", "per_mode": {mode: ...}, "per_gpu": {gpu: ...},
         "half_of_peer": {"overall", "per_mode"}}}``, each a
-        :class:`~scaledl.evaluation.significance.PairedComparison` as a dict (``method`` minus
+        :class:`~scaledl.evaluation.significance.Comparison` as a dict (``method`` minus
         NeuSight; ``half_of_peer``: minus half of NeuSight's errors, the 0.5x target), or
         ``{"skipped": reason}`` with fewer than two paired rows.
     """

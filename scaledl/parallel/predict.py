@@ -56,7 +56,7 @@ class LayoutPredictions:
         pipeline_ms: the pipeline replay's makespan, shape (n,).
         bubble_fraction: idle share of the busiest stage, shape (n,).
         exposed_sync_ms: gradient synchronisation not hidden by the backward, shape (n,).
-        optimizer_ms: optimizer step (and ZeRO-1's parameter all-gather), shape (n,).
+        optimizer_ms: optimizer step (and ZeRO-1's parameter broadcasts), shape (n,).
         generic_types: per workload, the layer types the generic layer model predicted.
     """
 
@@ -66,10 +66,6 @@ class LayoutPredictions:
     exposed_sync_ms: np.ndarray
     optimizer_ms: np.ndarray
     generic_types: list[tuple[str, ...]]
-
-    def frame(self) -> pd.DataFrame:
-        """The time columns as a DataFrame."""
-        return pd.DataFrame({k: v for k, v in self.__dict__.items() if k != "generic_types"})
 
 
 def structure_key(w: Workload, arch_key: str | None = None) -> tuple:

@@ -16,8 +16,8 @@ one compute lane per stage and one lane per link and direction. Orders per stage
 
 With equal stages (forward ``f``, backward ``b``) and free transfers both take
 ``(m + p - 1)(f + b)``: each stage idles ``(p - 1)(f + b)``, the bubble fraction
-``(p - 1) / (m + p - 1)`` (GPipe, Sec. 2.2) of :func:`bubble_fraction`. Unequal stages, transfer
-costs and 1F1B's order are what the replay adds to that closed form.
+``(p - 1) / (m + p - 1)`` (GPipe, Sec. 2.2; the tests check the replay against it). Unequal
+stages, transfer costs and 1F1B's order are what the replay adds to that closed form.
 
 **Point-to-point calls.** A stage posts its sends and receives in groups and waits for each
 group (``_batch_p2p`` / ``_sorted_batch_p2p`` of ``torch/distributed/pipelining/schedules.py``,
@@ -74,17 +74,6 @@ class PipelineReplay:
         """The idle share of the iteration of the busiest stage, ``1 - busy / makespan``."""
         busiest = np.maximum.reduce(self.stage_busy_ms)
         return 1.0 - busiest / np.maximum(self.makespan_ms, 1e-12)
-
-
-def bubble_fraction(stages: int, micro_batches: int) -> float:
-    """The closed-form bubble ``(p - 1) / (m + p - 1)`` of equal stages (GPipe, Sec. 2.2).
-
-    Raises:
-        ValueError: a count below 1.
-    """
-    if stages < 1 or micro_batches < 1:
-        raise ValueError(f"stages={stages}, micro_batches={micro_batches}: need >= 1")
-    return (stages - 1) / (micro_batches + stages - 1)
 
 
 def stage_order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple]:

@@ -133,11 +133,33 @@ def shard_tensor_parallel(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
     return out
 
 
+def tensor_parallel_allreduce_layers(types: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Which layers a tensor-parallel all-reduce follows (Megatron-LM's split, Sec. 3).
+
+    Every attention unit (after its row-parallel output projection) and the last feed-forward
+    unit of each run of them in a block: a feed-forward split in two units (BERT's
+    intermediate and output) has one all-reduce, after the second.
+
+    Args:
+        types: ``layer_type`` per layer, in execution order.
+        block: :func:`block_ordinal` per layer (or any label equal within one block).
+
+    Returns:
+        bool array, shape (n_layers,).
+    """
+    types = np.asarray(types).astype(str)
+    result = np.isin(types, ("attention", "cross-attention"))
+    ff = types == "feed-forward"
+    for i in np.flatnonzero(ff):
+        nxt = i + 1
+        result[i] = nxt >= len(types) or not ff[nxt] or block[nxt] != block[i]
+    return result
+
+
 def tensor_parallel_collective_bytes(layers: pd.DataFrame, block: np.ndarray) -> np.ndarray:
     """Bytes of the all-reduce after each layer in forward (and before it in backward).
 
-    One per attention unit (its output) and one per block after its last feed-forward unit
-    (a feed-forward split in two units, BERT's intermediate and output, has one all-reduce).
+    The layers of :func:`tensor_parallel_allreduce_layers`, each all-reducing its output.
 
     Args:
         layers: layer nodes in execution order (``layer_type``, ``output_bytes``).
@@ -146,16 +168,8 @@ def tensor_parallel_collective_bytes(layers: pd.DataFrame, block: np.ndarray) ->
     Returns:
         float array, shape (n_layers,): 0 where no all-reduce follows.
     """
-    types = layers["layer_type"].astype(str).to_numpy()
-    out_bytes = layers["output_bytes"].to_numpy(dtype=np.float64)
-    result = np.where(np.isin(types, ("attention", "cross-attention")), out_bytes, 0.0)
-    ff = types == "feed-forward"
-    for i in np.flatnonzero(ff):
-        nxt = i + 1
-        last_of_block = nxt >= len(types) or not ff[nxt] or block[nxt] != block[i]
-        if last_of_block:
-            result[i] = out_bytes[i]
-    return result
+    after = tensor_parallel_allreduce_layers(layers["layer_type"].to_numpy(), block)
+    return np.where(after, layers["output_bytes"].to_numpy(dtype=np.float64), 0.0)
 
 
 def tensor_parallel_linears(

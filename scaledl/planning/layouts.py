@@ -12,11 +12,13 @@ refuses ``micro_batches < pp_size`` (``torch.distributed.pipelining``, torch 2.1
 plan names layouts this host's profiler can run.
 
 :func:`predict_layout_candidates` predicts them with the layout composition and the recipe of
-their device (:func:`scaledl.prediction.layouts.predict_layout_workloads`: the layout
-calibration beside the predictor, else the ``current`` recipe; plain DDP candidates included,
-so every candidate of a layout search comes from the same model) and :func:`layout_memory`
-gives each one's memory per rank (:func:`~scaledl.planning.memory.estimate_layout_memory`, the
-most loaded stage).
+their device (:func:`scaledl.prediction.layouts.predict_layout_workloads`: on a CPU host the
+layout calibration beside the predictor, else the ``current`` recipe; on a GPU predictor
+Megatron-LM's recipe ``megatron:<system>``, :mod:`scaledl.prediction.gpu_layouts`; plain DDP
+candidates included, so every candidate of a layout search comes from the same model) and
+:func:`layout_memory` gives each one's memory per rank
+(:func:`~scaledl.planning.memory.estimate_layout_memory`, the most loaded stage; on a GPU
+predictor on Megatron's split, :func:`~scaledl.parallel.megatron.megatron_rank_parameters`).
 """
 
 from __future__ import annotations

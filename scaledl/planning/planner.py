@@ -366,7 +366,9 @@ def plan(
         strict: only in-domain candidates are eligible (module docstring).
         layouts: search these parallel layouts too (:mod:`scaledl.planning.layouts`; every
             candidate is then predicted by the layout composition); ``None``: data parallel
-            only, predicted by the predictor's own method.
+            only, predicted by the predictor's own method or, on a GPU predictor whose
+            Megatron-LM recipe composes every candidate, by that recipe (one GPU included, so
+            the world sizes carry the same optimizer step; the notes name the recipe).
 
     Returns:
         The :class:`Plan`.
@@ -401,6 +403,8 @@ def plan(
             "composes Megatron-LM's tensor, pipeline and data parallelism without sharding, "
             "within one 8-GPU node (scaledl/prediction/gpu_layouts.py)"
         )
+    if layouts is None and "layout_recipe" in table:  # a data-parallel plan composed on GPUs
+        notes += recipe_lines(table["layout_recipe"].value_counts().to_dict(), "candidate(s)")
     if not table["fits_memory"].any():
         notes.insert(0, _memory_note(estimates, grid["batch_size"].tolist(), memory_gb,
                                      memory_headroom))  # fmt: skip
@@ -486,6 +490,10 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
     front = ParetoFront()
     parts, estimates = [], []
     memo: dict[tuple[int, bool], Any] = {}
+    # decided once for the whole grid, so every chunk's candidates compare alike
+    composed = (
+        settings.layouts is None and predictor.predicts_any_device and _all_composed(spec, grid)
+    )
     for start in range(0, len(grid), PLAN_CHUNK):
         part = grid.iloc[start : start + PLAN_CHUNK].reset_index(drop=True)
         if settings.layouts is not None:
@@ -504,7 +512,7 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
                 )  # fmt: skip
                 for ws, n, b in part.itertuples(index=False)
             ]
-            if predictor.predicts_any_device and _all_composed(specs):
+            if composed:
                 # one GPU composed too (its optimizer step), so the world sizes compare alike
                 shared = predict_layout_candidates(predictor, specs, arch)
             else:
@@ -520,6 +528,7 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
                              memory_gb[start : start + len(part)], settings)  # fmt: skip
         if settings.layouts is not None:
             chunk.insert(2, "layout", layout_labels(specs))
+        if settings.layouts is not None or composed:
             chunk["layout_recipe"] = shared.recipes
         ok = chunk["fits_memory"].to_numpy()
         if settings.strict:
@@ -529,18 +538,27 @@ def _predict_grid(predictor, spec: Workload, grid: pd.DataFrame, memory_gb, sett
     return pd.concat(parts, ignore_index=True), estimates, front
 
 
-def _all_composed(specs: list[Workload]) -> bool:
+def _all_composed(spec: Workload, grid: pd.DataFrame) -> bool:
     """Whether Megatron-LM's recipe composes every data-parallel candidate of a GPU plan.
 
     Then every one, one GPU included, is composed
     (:func:`~scaledl.planning.layouts.predict_layout_candidates`), so the candidates of a
-    data-parallel plan carry the same optimizer step and compare alike; else each takes
-    :func:`~scaledl.prediction.predict.predict_specs`' answer (one GPU the predictor's own,
-    several composed or flagged).
+    data-parallel plan carry the same optimizer step and compare alike, and the plan's notes
+    name the recipe; else each takes :func:`~scaledl.prediction.predict.predict_specs`' answer
+    (one GPU the predictor's own, several composed or flagged).
+
+    Args:
+        spec: the model's workload (device, precision, mode).
+        grid: the candidates (``world_size``, ``num_nodes``), the whole plan's.
     """
     from scaledl.prediction.gpu_layouts import megatron_refusal
 
-    return all(megatron_refusal(w) is None for w in specs)
+    pairs = grid[["world_size", "num_nodes"]].drop_duplicates().itertuples(index=False)
+    return all(
+        megatron_refusal(spec.model_copy(update={"world_size": int(ws), "dp_size": int(ws),
+                                                 "num_nodes": int(n)})) is None
+        for ws, n in pairs
+    )  # fmt: skip
 
 
 def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadline_h):

@@ -22,12 +22,14 @@ nodes). A tensor-, pipeline- or sharded layout it does not compose is an error n
 the field and the value (:func:`gpu_system`, checked when the row is parsed); a plain
 data-parallel workload of several GPUs it does not compose keeps the predictor's single-GPU
 iteration and is flagged (:func:`uncomposed_reason`: the all-reduce and step are not added);
-a planner's layout search leaves such candidates out and counts them in its notes.
+a planner's layout search leaves such candidates out and counts them in its notes. In
+inference such a workload is not flagged: its replicas run apart, with nothing to add.
 
-Flagged by the domain guard (``in_domain`` False): every tensor-, pipeline- or sharded layout
+Flagged by the domain guard (``in_domain`` False): every tensor- or pipeline-parallel layout
 (field ``layout``: no interval stratum covers layouts; the accuracy measured on NeuSight's
 4-GPU rows is in the README), and a data- or tensor-parallel group of a size Vidur did not
-measure (2, 4 and 8 GPUs; field ``dp_size`` / ``tp_size``: the nearest measured group's fit).
+measure (2, 4 and 8 GPUs; field ``dp_size`` / ``tp_size``: the nearest measured group's fit;
+``dp_size`` only in training, where its gradient all-reduce runs).
 """
 
 from __future__ import annotations
@@ -113,8 +115,12 @@ def composed_by_megatron(w: Workload) -> bool:
 
 
 def uncomposed_reason(w: Workload) -> list[Extrapolation]:
-    """The flag of a data-parallel GPU workload of several GPUs the recipe does not compose."""
-    if w.world_size == 1 or composed_by_megatron(w):
+    """The flag of a data-parallel GPU workload of several GPUs the recipe does not compose.
+
+    None in inference: its replicas run apart (no gradient all-reduce, no optimizer step), so
+    the single-GPU iteration is the answer.
+    """
+    if w.world_size == 1 or w.mode != "train" or composed_by_megatron(w):
         return []
     return [Extrapolation(
         "world_size", w.world_size,
@@ -160,7 +166,8 @@ def megatron_reasons(w: Workload, recipe: str, measured_groups: list[int]) -> li
             "layers, Vidur's measured NCCL all-reduces), no interval stratum covers layouts",
             None,
         ))  # fmt: skip
-    for field in ("dp_size", "tp_size"):
+    fields = ("dp_size", "tp_size") if w.mode == "train" else ("tp_size",)  # no dp all-reduce
+    for field in fields:
         size = getattr(w, field)
         if size > 1 and size not in measured_groups:
             reasons.append(Extrapolation(

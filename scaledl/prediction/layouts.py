@@ -1,7 +1,8 @@
 """Layout workloads from a predictor: its device's layout calibration, else the current recipe.
 
 A tensor-parallel, pipeline or sharded workload (and, in a planner's layout search, every
-candidate) is composed by :mod:`scaledl.parallel`. Which layer-wise models, collectives and
+candidate; on a GPU predictor also data parallelism of several GPUs) is composed by
+:mod:`scaledl.parallel`. Which layer-wise models, collectives and
 correction compose it is the **recipe**, chosen per device:
 
 * ``calibrated:<candidate>@<version>``: the layout calibration saved beside the predictor for

@@ -38,8 +38,9 @@ class SpecPredictions:
         iteration_s: predicted iteration seconds, shape (n,).
         used_generic: whether a layer type was predicted by the generic layer model, (n,).
         reasons: the domain guard's reasons per spec (empty: in domain).
-        recipes: what answered each spec: ``predictor`` (its own method), ``current`` or a
-            layout calibration's label (:mod:`scaledl.prediction.layouts`).
+        recipes: what answered each spec: ``predictor`` (its own method), ``current``, a
+            layout calibration's label or ``megatron:<system>`` (a GPU predictor's composed
+            layouts and data parallelism, :mod:`scaledl.prediction.layouts`).
     """
 
     workloads: list[Workload]

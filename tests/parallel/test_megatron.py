@@ -74,15 +74,16 @@ def test_tensor_parallel_splits_the_units_and_adds_two_all_reduces_per_block(fit
     assert layers["params"].sum() < full["params"].sum()
 
 
-def test_shard_megatron_splits_the_head_and_the_embedding_parameters():
+def test_shard_megatron_splits_the_head_and_the_word_embedding_parameters():
+    # word embedding, position embedding (replicated by Megatron), one block, the output layer
     layers = pd.DataFrame(
-        {"layer_type": ["embedding", "attention", "feed-forward", "norm", "head"],
-         "params": [8.0, 4.0, 4.0, 2.0, 0.0], "fwd_flops": [0.0, 8.0, 8.0, 1.0, 8.0],
-         "kernel_fwd_ms": [1.0, 2.0, 2.0, 1.0, 2.0]}
+        {"layer_type": ["embedding", "embedding", "attention", "feed-forward", "norm", "head"],
+         "params": [8.0, 2.0, 4.0, 4.0, 2.0, 0.0], "fwd_flops": [0.0, 0.0, 8.0, 8.0, 1.0, 8.0],
+         "kernel_fwd_ms": [1.0, 1.0, 2.0, 2.0, 1.0, 2.0]}
     )  # fmt: skip
     out = shard_megatron(layers, 2)
-    assert out["params"].tolist() == [4.0, 2.0, 2.0, 2.0, 0.0]
-    assert out["kernel_fwd_ms"].tolist() == [1.0, 1.0, 1.0, 1.0, 1.0]  # the lookup is not split
+    assert out["params"].tolist() == [4.0, 2.0, 2.0, 2.0, 2.0, 0.0]
+    assert out["kernel_fwd_ms"].tolist() == [1.0] * 6  # the lookups are not split
     assert shard_megatron(layers, 1).equals(layers)
 
 
@@ -129,7 +130,7 @@ def test_shard_operators_splits_each_shape_as_one_rank_runs_it():
                      (128 + 800 + 100) * 4.0, 6400.0],
         "bytes_out": [512.0, 1536.0, 512.0, 512.0, 512.0, 512.0, 6400.0, 6400.0],
     })  # fmt: skip
-    types = pd.Series(["attention", "head"], index=[0, 1])
+    types = pd.DataFrame({"layer_type": ["attention", "head"], "block": ["h.0", ""]})
     out = shard_operators(ops, types, 2)
     assert out.iloc[0].equals(ops.iloc[0].astype(out.iloc[0].dtype))  # the norm: full hidden
     qkv, bmm, soft, proj, drop, head, head_soft = (out.iloc[i] for i in range(1, 8))
@@ -166,18 +167,19 @@ def test_split_kernels_equal_the_predictors_own_at_one_rank_and_grow_when_split(
         rank_layers(method, w, "halve")
 
 
-def test_megatron_rank_parameters_split_the_embeddings_and_copy_the_word_table(fitted):
+def test_megatron_rank_parameters_split_the_word_embedding_and_copy_it(fitted):
     data, _ = fitted
     w = synthetic_layout(data)
     layers = architecture_graphs(w)[0].layers
     assert megatron_rank_parameters(layers, 1, 1) == rank_parameters(layers, 1, 1)
     (tp2,), _ = megatron_rank_parameters(layers, 2, 1)
     (torch_tp2,), _ = rank_parameters(layers, 2, 1)
-    embedding = layers.loc[layers["layer_type"] == "embedding", "params"].sum()
-    assert tp2 == pytest.approx(torch_tp2 - embedding / 2)  # Megatron splits the tables too
+    tables = layers.loc[layers["layer_type"] == "embedding", "params"]
+    assert len(tables) == 2  # GPT-2's word and position embeddings
+    word = tables.max()
+    assert tp2 == pytest.approx(torch_tp2 - word / 2)  # only the word table is split
     stages, _ = megatron_rank_parameters(layers, 1, 2)
     torch_stages, _ = rank_parameters(layers, 1, 2)
-    word = layers.loc[layers["layer_type"] == "embedding", "params"].max()
     assert stages[0] == torch_stages[0] and stages[1] == pytest.approx(torch_stages[1] + word)
     # an untied output layer (Llama) is the last stage's own: no copy of the word table
     assert megatron_rank_parameters(layers, 1, 2, tied=False)[0] == torch_stages
@@ -186,3 +188,35 @@ def test_megatron_rank_parameters_split_the_embeddings_and_copy_the_word_table(f
 def test_tied_word_embeddings_read_off_the_model():
     assert tied_word_embeddings(tiny("bert", num_layers=2))
     assert not tied_word_embeddings(tiny("llama", num_layers=2))
+
+
+def test_a_feed_forward_in_two_units_is_split_column_then_row_with_one_all_reduce(collectives):
+    # BERT's feed-forward: intermediate (linear, GELU) and output (linear, dropout) units
+    ops = pd.DataFrame({
+        "layer_index": [0, 0, 1, 1],
+        "op_class": ["matmul", "elementwise", "matmul", "elementwise"],
+        "op_kind": ["linear", "gelu", "linear", "dropout"],
+        "batch": [1.0] * 4, "m": [16.0, 0.0, 16.0, 0.0], "n": [32.0, 0.0, 8.0, 0.0],
+        "k": [8.0, 0.0, 32.0, 0.0], "elements": [512.0, 512.0, 128.0, 128.0],
+        "bytes_in": [(128 + 256 + 32) * 4.0, 2048.0, (512 + 256 + 8) * 4.0, 512.0],
+        "bytes_out": [2048.0, 2048.0, 512.0, 512.0],
+    })  # fmt: skip
+    units = pd.DataFrame({"layer_type": ["feed-forward"] * 2, "block": ["layer.0"] * 2})
+    out = shard_operators(ops, units, 2)
+    inter, gelu, output, drop = (out.iloc[i] for i in range(4))
+    assert (inter["n"], inter["k"], inter["bytes_out"]) == (16.0, 8.0, 1024.0)  # column
+    assert gelu["elements"] == 256.0  # on the rank's columns
+    assert (output["k"], output["n"], output["bytes_out"]) == (16.0, 8.0, 512.0)  # row
+    assert drop["elements"] == 128.0  # after the row-parallel linear: full hidden
+    # one all-reduce per feed-forward (after the output unit), one per attention: two per block
+    layers = pd.DataFrame({
+        "layer_type": ["embedding", "attention", "feed-forward", "feed-forward", "attention",
+                       "feed-forward", "feed-forward", "head"],
+        "block": [-1, 0, 0, 0, 1, 1, 1, -1], "params": [1.0] * 8,
+        "forward_ms": [1.0] * 8, "backward_ms": [1.0] * 8,
+    })  # fmt: skip
+    w = tiny(family="bert", device_name=f"cuda:{GPU}", world_size=2, tp_size=2)
+    _, parts = megatron_inputs(layers, w, collectives)
+    activation = w.batch_size * w.seq_len * w.hidden_size * 4
+    per = float(collectives.predict_ms("blocking_all_reduce", activation, 2))
+    assert parts["tp_allreduce_ms"] == pytest.approx(2 * 5 * per)  # fwd and bwd, 2 x 2 + 1

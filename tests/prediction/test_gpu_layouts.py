@@ -180,3 +180,35 @@ def test_a_data_parallel_gpu_plan_composes_every_world_size_alike(bundle):
     np.testing.assert_allclose(
         plain.sort_index(), layouts.set_index("world_size")["time_to_train_h"].sort_index()
     )
+    result = plan(predictor, model, **args)
+    assert any(n.startswith("layout recipe: megatron:h100_dgx for 2 candidate(s)")
+               for n in result.notes)  # fmt: skip
+
+
+def test_a_gpu_plan_with_a_world_size_the_recipe_refuses_composes_none(bundle):
+    data, _, predictor = bundle
+    w = synthetic_layout(data)
+    model = _model_fields(w)
+    args = dict(dataset_size=512, epochs=1.0, batch_sizes=[2], price_per_device_hour=2.0,
+                coverage=None)  # fmt: skip
+    # 16 GPUs exceed one 8-GPU node: no candidate is composed, one GPU is the predictor's own
+    mixed = plan(predictor, model, world_sizes=[1, 16], **args)
+    assert not any(n.startswith("layout recipe:") for n in mixed.notes)
+    single = mixed.table.set_index("world_size").loc[1, "time_to_train_h"]
+    own = plan(predictor, model, world_sizes=[1], **args)
+    assert any(n.startswith("layout recipe:") for n in own.notes)
+    assert single < own.table.set_index("world_size").loc[1, "time_to_train_h"]  # no step
+
+
+def test_inference_replicas_have_no_gradient_all_reduce_to_flag(bundle):
+    data, _, _ = bundle
+    train = synthetic_layout(data, world_size=3, dp_size=3, batch_size=2)
+    infer = train.model_copy(update={"mode": "infer"})
+    cm = system_collectives(str(vidur_network_root()), "h100_dgx")
+    groups = gpu_layouts._measured_groups(cm)
+    assert [r.field for r in gpu_layouts.megatron_reasons(train, "megatron:h100_dgx", groups)] \
+        == ["dp_size"]  # fmt: skip
+    assert gpu_layouts.megatron_reasons(infer, "megatron:h100_dgx", groups) == []
+    l4 = {"device_name": "cuda:NVIDIA L4"}
+    assert gpu_layouts.uncomposed_reason(train.model_copy(update=l4))
+    assert gpu_layouts.uncomposed_reason(infer.model_copy(update=l4)) == []
