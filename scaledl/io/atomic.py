@@ -50,6 +50,13 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and restoring it at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def _temp_prefix(target: Path) -> str:
     return f".{target.name}.{os.getpid()}."
 
@@ -60,7 +67,8 @@ def atomic_file(path: Path) -> Iterator[Path]:
 
     The caller writes the temporary file (any writer that takes a path). On success it is
     fsynced, renamed onto ``path`` and the directory fsynced; on an exception it is removed
-    and ``path`` is untouched. The directory is created if missing.
+    and ``path`` is untouched. The directory is created if missing. The file gets the mode a
+    plain ``open`` would give it (``0o666`` less the umask), not ``mkstemp``'s ``0o600``.
 
     Raises:
         OSError: writing, syncing or renaming failed (``ENOSPC``, ``EROFS``...); ``path`` is
@@ -69,6 +77,7 @@ def atomic_file(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # a plain open's mode, not mkstemp's 0o600
     os.close(fd)
     tmp = Path(name)
     try:
@@ -125,6 +134,7 @@ def atomic_dir(
     exchange is not available (another OS, a file system without it) the old folder is renamed
     aside first: a crash between the two renames leaves no ``target`` (the old one as a hidden
     temporary). On an exception the temporary folder is removed and ``target`` is untouched.
+    The folder gets a plain ``mkdir``'s mode (``0o777`` less the umask), not ``mkdtemp``'s.
 
     Args:
         target: the folder to publish.
@@ -141,6 +151,7 @@ def atomic_dir(
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent))
+    tmp.chmod(0o777 & ~_umask())  # a plain mkdir's mode, not mkdtemp's 0o700
     try:
         yield tmp
         if if_exists is not None and not replace and target.exists():

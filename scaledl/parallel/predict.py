@@ -381,7 +381,9 @@ def layout_reasons(
         in_sample: per workload, whether it fitted that calibration (said in its reason).
 
     Returns:
-        One list per workload.
+        One list per workload: the layout's reason and, for a 1F1B pipeline of fewer
+        micro-batches than stages (replayed, but refused by PyTorch's ``Schedule1F1B``, torch
+        2.13, so never profiled and left out of a layout search), a second one.
     """
     if recipe == "current":
         why = ("composed from the layer-wise models (tensor/pipeline/sharding replay), "
@@ -392,9 +394,18 @@ def layout_reasons(
                "stratum covers layouts")  # fmt: skip
     fitted = f"{why}; in-sample: this workload was profiled and fitted the calibration"
     seen = in_sample if in_sample is not None else [False] * len(workloads)
-    return [
-        []
-        if is_data_parallel(w)
-        else [Extrapolation("layout", layout_label(w), fitted if own else why, None)]
-        for w, own in zip(workloads, seen, strict=True)
-    ]
+    out = []
+    for w, own in zip(workloads, seen, strict=True):
+        if is_data_parallel(w):
+            out.append([])
+            continue
+        reasons = [Extrapolation("layout", layout_label(w), fitted if own else why, None)]
+        if w.pipeline_schedule == "1f1b" and w.pp_size > 1 and w.micro_batches < w.pp_size:
+            reasons.append(Extrapolation(
+                "micro_batches", w.micro_batches,
+                f"1F1B with fewer micro-batches than its {w.pp_size} stages: PyTorch's "
+                "Schedule1F1B refuses it, so no such layout was profiled (the replay runs it)",
+                None,
+            ))  # fmt: skip
+        out.append(reasons)
+    return out

@@ -74,33 +74,63 @@ class LayoutSpace:
             values = getattr(self, name)
             if not values or any(not isinstance(v, (int, np.integer)) or v < 1 for v in values):
                 raise ValueError(f"layouts: field {name!r} (value {values!r}): positive integers")
-        bad = [s for s in self.schedules if s not in PIPELINE_SCHEDULES]
-        bad += [s for s in self.shardings if s not in SHARDINGS]
-        if bad or not self.schedules or not self.shardings:
-            raise ValueError(
-                f"layouts: value {bad or 'empty'}: schedules from {PIPELINE_SCHEDULES}, "
-                f"shardings from {SHARDINGS}"
-            )
+        for name, allowed in (("schedules", PIPELINE_SCHEDULES), ("shardings", SHARDINGS)):
+            values = getattr(self, name)
+            bad = [s for s in values if s not in allowed]
+            if bad or not values:
+                raise ValueError(
+                    f"layouts: field {name!r} (value {bad or 'empty'}): each one of {allowed}"
+                )
 
 
-def _valid(spec: Workload, world: int, batch: int, layout: dict, memo: dict) -> bool:
-    """Whether the workload validation accepts the layout.
+def _refusal(spec: Workload, world: int, batch: int, layout: dict, memo: dict) -> str | None:
+    """Why the workload validation refuses the layout, or ``None`` (it accepts it).
 
     Memoised: the rules read only the layout, the batch and whether ``dp_size >= 2``.
     """
     model_ranks = layout["tp_size"] * layout["pp_size"]
     if world % model_ranks:
-        return False
+        return (f"world_size={world} is not divisible by tp_size * pp_size = "
+                f"{layout['tp_size']} * {layout['pp_size']}")  # fmt: skip
     dp = world // model_ranks
     key = (*layout.values(), batch, min(dp, 2))
     if key not in memo:
         view = SimpleNamespace(**{**spec.__dict__, **layout, "batch_size": batch, "dp_size": dp})
         try:
             check_layout(view)
-            memo[key] = True
-        except ValueError:
-            memo[key] = False
+            memo[key] = None
+        except ValueError as exc:
+            memo[key] = str(exc)
     return memo[key]
+
+
+def _layouts(space: LayoutSpace) -> list[dict]:
+    """The layouts of ``space`` worth a candidate (module docstring: schedules)."""
+    layouts = []
+    for tp, pp, m, sched, shard in itertools.product(space.tp_sizes, space.pp_sizes,
+            space.micro_batches, space.schedules, space.shardings):  # fmt: skip
+        if pp == 1 and sched != LAYOUT_DEFAULTS["pipeline_schedule"]:
+            continue
+        if pp > 1 and m < pp and sched != "gpipe":  # Schedule1F1B needs m >= pp
+            continue
+        layouts.append({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
+                        "pipeline_schedule": sched, "sharding": shard})  # fmt: skip
+    return layouts
+
+
+def layout_refusals(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> list[str]:
+    """Why the layouts of ``space`` are refused, most frequent first (when none is valid).
+
+    Returns:
+        Distinct reasons (the workload validation's messages, naming field and value).
+    """
+    memo: dict[tuple, str | None] = {}
+    reasons = [
+        _refusal(spec, int(ws), int(b), lay, memo)
+        for ws, b in grid[["world_size", "batch_size"]].itertuples(index=False)
+        for lay in _layouts(space)
+    ]
+    return pd.Series([r for r in reasons if r], dtype=object).value_counts().index.tolist()
 
 
 def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.DataFrame:
@@ -115,21 +145,13 @@ def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.Da
         ``grid``'s columns and ``dp_size``, ``tp_size``, ``pp_size``, ``micro_batches``,
         ``pipeline_schedule``, ``sharding``; possibly empty.
     """
-    layouts = []
-    for tp, pp, m, sched, shard in itertools.product(space.tp_sizes, space.pp_sizes,
-            space.micro_batches, space.schedules, space.shardings):  # fmt: skip
-        if pp == 1 and sched != LAYOUT_DEFAULTS["pipeline_schedule"]:
-            continue
-        if pp > 1 and m < pp and sched != "gpipe":  # Schedule1F1B needs m >= pp
-            continue
-        layouts.append({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
-                        "pipeline_schedule": sched, "sharding": shard})  # fmt: skip
-    memo: dict[tuple, bool] = {}
+    layouts = _layouts(space)
+    memo: dict[tuple, str | None] = {}
     rows = [
         (ws, n, b, ws // (lay["tp_size"] * lay["pp_size"]), *lay.values())
         for ws, n, b in grid[["world_size", "num_nodes", "batch_size"]].itertuples(index=False)
         for lay in layouts
-        if _valid(spec, int(ws), int(b), lay, memo)
+        if _refusal(spec, int(ws), int(b), lay, memo) is None
     ]
     columns = ["world_size", "num_nodes", "batch_size", "dp_size", *layouts[0]] if layouts else []
     return pd.DataFrame(rows, columns=columns)

@@ -46,6 +46,7 @@ from scaledl.planning.layouts import (
     layout_grid,
     layout_labels,
     layout_memory,
+    layout_refusals,
     layout_specs,
     predict_layout_candidates,
 )
@@ -54,12 +55,18 @@ from scaledl.planning.pareto import ParetoFront, tie_ranks
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
 from scaledl.registry.guard import guard_columns
+from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError
 
 #: Fields :func:`plan` chooses; a model that sets them is an error.
 PLANNED_FIELDS = ("world_size", "num_nodes", "batch_size", "dataset_size")
 #: Candidates predicted at a time (graphs, GNN batch and guard of one chunk in memory).
 PLAN_CHUNK = 16_384
+#: Why a model with layout fields is refused (the planner chooses the layout).
+_LAYOUT_CHOSEN = (
+    "the planner chooses the layout; search it with layouts=LayoutSpace(...) (CLI: --layouts, "
+    "narrowed by --layout-set, e.g. tp_sizes=2)"
+)
 #: Columns of :attr:`Plan.table`.
 PLAN_COLUMNS = (
     "world_size",
@@ -437,9 +444,12 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
     spec = predictor.parse_workloads([first], source="plan candidate")[0]
     left_out: dict[str, int] = {}
     if layouts is not None:
-        grid = layout_grid(grid, layouts, spec)
-        if grid.empty:
-            raise PlanError(f"argument 'layouts' (value {layouts!r}): no valid layout")
+        candidates = layout_grid(grid, layouts, spec)
+        if candidates.empty:
+            why = "; ".join(layout_refusals(grid, layouts, spec)[:3])
+            raise PlanError(f"argument 'layouts': no valid layout of the world sizes and "
+                            f"batches given ({why})")  # fmt: skip
+        grid = candidates
         if predictor.predicts_any_device:
             grid, left_out = _megatron_candidates(grid, spec)
     return spec, grid, left_out
@@ -662,8 +672,11 @@ def _implausible_deadline(deadline_h: float, slowest_h: float) -> list[str]:
 
 def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:
     if isinstance(model, Workload):
+        if not is_data_parallel(model):
+            raise WorkloadError(f"model: layout {layout_label(model)!r}: {_LAYOUT_CHOSEN}")
         fields = model.model_dump(mode="json")
-        return {k: v for k, v in fields.items() if k not in PLANNED_FIELDS and v is not None}
+        skip = (*PLANNED_FIELDS, *LAYOUT_FIELDS)
+        return {k: v for k, v in fields.items() if k not in skip and v is not None}
     if not isinstance(model, dict):
         raise PlanError(f"argument 'model' (value {model!r:.80}): a mapping of workload fields")
     chosen = [k for k in PLANNED_FIELDS if k in model]
@@ -671,6 +684,11 @@ def _model_fields(model: dict[str, Any] | Workload) -> dict[str, Any]:
         raise WorkloadError(
             f"model: field {chosen[0]!r} (value {model[chosen[0]]!r}): the planner chooses "
             f"{', '.join(PLANNED_FIELDS[:3])} and takes dataset_size as its own argument"
+        )
+    layout = [k for k in LAYOUT_FIELDS if k in model]
+    if layout:
+        raise WorkloadError(
+            f"model: field {layout[0]!r} (value {model[layout[0]]!r}): {_LAYOUT_CHOSEN}"
         )
     return dict(model)
 

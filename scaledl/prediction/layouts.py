@@ -120,8 +120,11 @@ def recipe_lines(counts: Mapping[str, int], what: str = "row(s)") -> list[str]:
         if recipe == RECIPE_CURRENT:
             lines.append(
                 f"layout recipe: current for {n} {what} (the predictor's layer-wise models, "
-                "collectives hidden): no layout calibration for their device beside this "
-                "predictor; `scaledl fit-layouts --profiles DIR` fits one"
+                "collectives hidden; no layout calibration for their device beside this "
+                "predictor): not fit to rank layouts, nor to compare with one-device rows, "
+                "since its ranking of measured layouts held out was near chance (README, "
+                "'Parallel layouts'); `scaledl fit-layouts --profiles DIR` fits a calibration "
+                "(e.g. on datasets/layouts-cpu/validated)"
             )
         elif recipe.startswith("megatron:"):
             lines.append(

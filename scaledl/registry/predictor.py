@@ -401,9 +401,15 @@ def _refuse_layouts(specs: list[Workload], source: str, gpu: bool = False) -> No
     from scaledl.workloads.parallelism import layout_label
 
     for i, w in enumerate(specs):
-        if not is_data_parallel(w) or (gpu and composed_by_megatron(w)):
+        where = f"{source + ': ' if source else ''}row {i + 1}: layout {layout_label(w)!r}"
+        if not is_data_parallel(w):
             raise WorkloadError(
-                f"{source + ': ' if source else ''}row {i + 1}: layout {layout_label(w)!r}: "
-                "per-node detail covers data-parallel workloads only; predict layouts without "
-                "detail (scaledl.parallel composes them)"
+                f"{where}: per-node detail covers data-parallel workloads only; predict layouts "
+                "without detail (scaledl.parallel composes them)"
+            )
+        if gpu and composed_by_megatron(w):
+            raise WorkloadError(
+                f"{where}: on a GPU predictor data parallelism of several GPUs is composed by "
+                "the Megatron-LM recipe (its iteration is not the layer graph's sum), so it has "
+                "no per-node detail; predict it without detail, or one GPU with detail"
             )

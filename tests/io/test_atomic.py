@@ -1,5 +1,7 @@
 """Durable atomic writes: fsync before every rename and of the directory after; crash-safe."""
 
+import os
+import stat
 import subprocess
 import sys
 
@@ -96,3 +98,25 @@ def test_write_parquet_atomic_leaves_no_temporary_file(tmp_path):
         write_parquet_atomic(pd.DataFrame({"a": [object()]}), path)
     assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
     assert pd.read_parquet(path)["a"].tolist() == [1, 2]
+
+
+def test_a_written_file_takes_the_umask_mode_not_mkstemps(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "out.csv", "a,b\n")
+        with atomic_file(tmp_path / "other.csv") as tmp:
+            tmp.write_text("x\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "other.csv").stat().st_mode) == 0o644
+
+
+def test_a_published_folder_takes_the_umask_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "bundle") as tmp:
+            (tmp / "x").write_text("1")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "bundle").stat().st_mode) == 0o755

@@ -100,6 +100,13 @@ def test_layouts_are_flagged():
     assert calibrated[0] == [] and "calibrated:x@v recipe" in calibrated[1][0].reason
     assert "in-sample" not in calibrated[1][0].reason
     assert "in-sample: this workload was profiled" in calibrated[2][0].reason
+    # 1F1B of fewer micro-batches than stages: replayed, flagged (PyTorch's schedule refuses it)
+    short = tiny("bert", num_layers=2, world_size=2, pp_size=2, micro_batches=1,
+                 pipeline_schedule="1f1b")  # fmt: skip
+    gpipe = short.model_copy(update={"pipeline_schedule": "gpipe"})
+    flagged, plain = layout_reasons([short, gpipe])
+    assert [r.field for r in flagged] == ["layout", "micro_batches"]
+    assert "Schedule1F1B refuses it" in flagged[1].reason and len(plain) == 1
 
 
 @pytest.mark.slow

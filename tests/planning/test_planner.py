@@ -142,6 +142,9 @@ def test_no_candidate_meets_an_impossible_deadline(predictor):
 def test_bad_inputs_are_named(predictor):
     with pytest.raises(WorkloadError, match="field 'world_size'.*the planner chooses"):
         plan(predictor, {**MODEL, "world_size": 2}, device_memory_gb=1.0, **ARGS)
+    with pytest.raises(WorkloadError, match="field 'tp_size' .value 2.: the planner chooses the "
+                       "layout; search it with layouts=LayoutSpace"):  # fmt: skip
+        plan(predictor, {**MODEL, "tp_size": 2}, device_memory_gb=1.0, **ARGS)
     with pytest.raises(PlanError, match="'epochs'"):
         plan(predictor, MODEL, **{**ARGS, "epochs": 0})
     with pytest.raises(CalibrationError, match="coverage"):

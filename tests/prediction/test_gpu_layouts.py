@@ -163,7 +163,8 @@ def test_per_node_detail_refuses_what_the_recipe_composes(bundle):
     result, nodes = predictor.predict([one], detail=True)
     assert len(nodes) and result["recipe"].iat[0] == "predictor"
     dp2 = synthetic_layout(data, dp_size=2, batch_size=2)
-    with pytest.raises(WorkloadError, match="row 1: layout 'dp2': per-node detail"):
+    composed = "row 1: layout 'dp2': on a GPU predictor data parallelism of several GPUs"
+    with pytest.raises(WorkloadError, match=composed):
         predictor.predict([dp2], detail=True)
 
 
