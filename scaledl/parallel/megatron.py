@@ -82,6 +82,7 @@ from scaledl.parallel.measured_collectives import MeasuredCollectives
 from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
+    divide_rows,
     micro_batch_activation_bytes,
     rank_parameters,
     shard_tensor_parallel,
@@ -124,11 +125,7 @@ def shard_megatron(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
     if tp_size == 1:
         return out
     head = out["layer_type"].isin(MEGATRON_EXTRA_TP_TYPES).to_numpy()
-    for column in _SPLIT_COLUMNS:
-        if column in out:
-            values = out[column].to_numpy(dtype=np.float64).copy()
-            values[head] /= tp_size
-            out[column] = values
+    divide_rows(out, head, tp_size, _SPLIT_COLUMNS)
     params = out["params"].to_numpy(dtype=np.float64).copy()
     embedding = np.flatnonzero((out["layer_type"] == "embedding").to_numpy())
     if len(embedding):  # the word embedding: the largest; position embeddings are replicated

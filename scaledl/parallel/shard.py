@@ -125,12 +125,29 @@ def shard_tensor_parallel(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
     if tp_size == 1:
         return out
     split = out["layer_type"].isin(TENSOR_PARALLEL_TYPES).to_numpy()
-    for column in _SHARDED_COLUMNS:
-        if column in out:
-            values = out[column].to_numpy(dtype=np.float64).copy()
-            values[split] /= tp_size
-            out[column] = values
-    return out
+    return divide_rows(out, split, tp_size, _SHARDED_COLUMNS)
+
+
+def divide_rows(
+    layers: pd.DataFrame, rows: np.ndarray, divisor: float, columns: tuple[str, ...]
+) -> pd.DataFrame:
+    """Divide ``columns`` (those present) of the ``rows`` by ``divisor``, in place.
+
+    Args:
+        layers: layer nodes.
+        rows: bool mask, shape (n_layers,).
+        divisor: ``t``, the tensor-parallel ranks.
+        columns: the columns to divide (float after).
+
+    Returns:
+        ``layers``.
+    """
+    for column in columns:
+        if column in layers:
+            values = layers[column].to_numpy(dtype=np.float64).copy()
+            values[rows] /= divisor
+            layers[column] = values
+    return layers
 
 
 def tensor_parallel_allreduce_layers(types: np.ndarray, block: np.ndarray) -> np.ndarray:
