@@ -467,6 +467,23 @@ def test_int_lists_take_ranges():
             _int_list(bad, "--world-sizes")
 
 
+def test_int_list_refuses_a_range_bomb_before_expanding_it():
+    import tracemalloc
+
+    from scaledl.cli.common import INT_LIST_LIMIT, int_list
+
+    tracemalloc.start()
+    refusal = "10,000,000 values, over the limit of 262,144; give fewer or narrower ranges"
+    with pytest.raises(ValueError, match=f"--layout-set tp_sizes '1-10000000': {refusal}"):
+        int_list("1-10000000", "--layout-set tp_sizes")
+    _, peak_bytes = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak_bytes < 1_000_000  # counted, never expanded (the list alone would be 80 MB)
+    assert len(int_list(f"1-{INT_LIST_LIMIT}", "--world-sizes")) == INT_LIST_LIMIT
+    with pytest.raises(ValueError, match="262,145 values"):
+        int_list(f"1-{INT_LIST_LIMIT},7", "--world-sizes")
+
+
 # --------------------------------------------------------------- hard faults (issue 23)
 def test_profile_into_a_read_only_folder_exits_2_before_launching(tmp_path, monkeypatch):
     # Root writes through a chmod'd folder: the read-only file system is injected (EROFS).

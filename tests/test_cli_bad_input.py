@@ -129,13 +129,15 @@ MODEL = [x for k, v in BERT.items() if k not in ("family", "batch_size", "datase
          for x in ("--set", f"{k}={v}")]  # fmt: skip
 
 
-def plan(registry_root, *args):
+def plan(registry_root, *args, flags=()):
     base = {"--dataset-size": 256, "--epochs": 2, "--price-per-device-hour": 3,
             "--device-memory-gb": 1, "--world-sizes": "1,2", "--batch-sizes": "2,4"}  # fmt: skip
-    given = dict(zip(args[::2], args[1::2], strict=True))
-    options = [x for k, v in {**base, **given}.items() for x in (k, v)]
+    given = [(k, v) for k, v in zip(args[::2], args[1::2], strict=True)]
+    repeated = [(k, v) for k, v in given if k == "--layout-set"]  # a repeatable option
+    options = [x for k, v in {**base, **dict(given)}.items() if k != "--layout-set"
+               for x in (k, v)] + [x for pair in repeated for x in pair]  # fmt: skip
     return invoke("plan", "--predictor", registry_root / "scaledl", "--family", "bert", *MODEL,
-                  "--coverage", 0, *options)  # fmt: skip
+                  "--coverage", 0, *options, *flags)  # fmt: skip
 
 
 @pytest.mark.parametrize("option", ["--epochs", "--price-per-device-hour", "--deadline-h"])
@@ -163,3 +165,59 @@ def test_plan_refuses_a_layout_set_without_layouts(registry_root):
     result, text = plan(registry_root, "--layout-set", "tp_sizes=1,2")
     assert result.exit_code == 2, text
     assert "--layout-set 'tp_sizes=1,2': needs --layouts" in text
+
+
+def test_plan_refuses_a_search_past_its_limits_naming_the_count(registry_root):
+    result, text = plan(registry_root, "--world-sizes", "1-4096", flags=["--layouts"])
+    assert result.exit_code == 2, text
+    assert (
+        "argument 'layouts': 2,621,440 combinations (4,096 world size(s) x 1 node count(s) x "
+        "2 batch size(s) x 320 layout(s) of the space), over the limit of 1,000,000" in text
+    )
+    result, text = plan(registry_root, "--layout-set", "tp_sizes=1-10000000", flags=["--layouts"])
+    assert result.exit_code == 2, text
+    assert (
+        "--layout-set tp_sizes '1-10000000': 10,000,000 values, over the limit of 262,144" in text
+    )
+    result, text = plan(registry_root, "--world-sizes", "1-1024", "--batch-sizes", "1-1024")
+    assert result.exit_code == 2, text
+    assert "1,048,576 candidates" in text and "over the limit of 262,144 per plan" in text
+
+
+def test_plan_layout_set_takes_the_workloads_sharding_alias(registry_root):
+    result, text = plan(registry_root, "--layout-set", "shardings=zero3", flags=["--layouts"])
+    assert result.exit_code == 0, text
+    assert "dp2-fsdp" in text and "searched " in text and " candidates predicted in " in text
+
+
+def test_plan_layout_set_field_given_twice_is_an_error(registry_root):
+    result, text = plan(registry_root, "--layout-set", "tp_sizes=1", "--layout-set", "tp_sizes=2",
+                        flags=["--layouts"])  # fmt: skip
+    assert result.exit_code == 2, text
+    assert "--layout-set 'tp_sizes=2': field 'tp_sizes' given twice" in text
+
+
+def test_plan_with_no_valid_layout_says_why_with_counts(registry_root):
+    result, text = plan(registry_root, "--layout-set", "pp_sizes=2", "--layout-set",
+                        "micro_batches=1", "--layout-set", "schedules=1f1b", "--layout-set",
+                        "tp_sizes=1", "--layout-set", "shardings=none",
+                        flags=["--layouts"])  # fmt: skip
+    assert result.exit_code == 2, text
+    assert "no valid layout among the 4 combinations" in text
+    assert "refused: 4 as pipeline_schedule='1f1b' needs micro_batches >= pp_size" in text
+
+
+def test_yaml_boolean_layout_field_is_an_error_not_data_parallelism(registry_root, tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump([BERT]) + "  tp_size: true\n")
+    result, text = predict(registry_root, "--workloads", path)
+    assert result.exit_code == 2, text
+    assert f"{path}: row 1: invalid workload: field 'tp_size' (value True): a boolean" in text
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", "True"), ("2.5", "2.5"), ("NaN", "nan")])
+def test_profile_json_workload_refuses_a_boolean_fraction_or_nan(text, value):
+    spec = json.dumps({**BERT, "batch_size": "X"}).replace('"X"', text)
+    result, out = invoke("profile", "--workload", spec)
+    assert result.exit_code == 2, out
+    assert f"--workload: row 1: invalid workload: field 'batch_size' (value {value})" in out

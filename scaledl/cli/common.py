@@ -118,25 +118,42 @@ def workload_rows(workloads: Path | None, family: str | None, set_: list[str] | 
     return [record]
 
 
-def int_list(text: str, option: str) -> list[int]:
+#: Most values one integer list option may expand to (ranges included), counted before any
+#: range is expanded: the planner's candidate limit
+#: (:data:`scaledl.planning.planner.MAX_PLAN_CANDIDATES`), since each value is at least one
+#: candidate.
+INT_LIST_LIMIT = 262_144
+
+
+def int_list(text: str, option: str, limit: int = INT_LIST_LIMIT) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; an item ``a-b`` is the range ``a`` to ``b`` inclusive.
 
+    The values are counted before a range is expanded: more than ``limit`` is refused, so a
+    range like ``1-10000000`` costs nothing.
+
     Raises:
-        ValueError: naming the option and the value.
+        ValueError: a bad item, or more than ``limit`` values (naming the option, the value and
+            the count).
     """
     expected = f"{option} {text!r}: expected comma-separated integers or ranges a-b"
-    values: list[int] = []
+    items: list[tuple[int, int]] = []  # (low, high) inclusive
     try:
         for item in (v.strip() for v in text.split(",")):
             low, dash, high = item.partition("-")
             if dash and low:  # a range a-b (a lone "-3" is a negative number, refused later)
                 if int(high) < int(low):
                     raise ValueError(expected)
-                values.extend(range(int(low), int(high) + 1))
+                items.append((int(low), int(high)))
             elif item:
-                values.append(int(item))
+                items.append((int(item), int(item)))
     except ValueError:
         raise ValueError(expected) from None
-    if not values:
+    if not items:
         raise ValueError(expected)
-    return values
+    count = sum(high - low + 1 for low, high in items)
+    if count > limit:
+        raise ValueError(
+            f"{option} {text!r:.80}: {count:,} values, over the limit of {limit:,}; give "
+            "fewer or narrower ranges"
+        )
+    return [v for low, high in items for v in range(low, high + 1)]

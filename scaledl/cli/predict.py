@@ -158,7 +158,10 @@ def plan(
     ``--layouts`` every valid data x tensor x pipeline layout of each world size is a candidate
     too (batch sizes are then per data-parallel replica), and the fastest layout per world size
     is printed; ``--layout-set tp_sizes=1,2`` (``pp_sizes``, ``micro_batches``, ``schedules``,
-    ``shardings``) narrows the space.
+    ``shardings``, each once) narrows the space. A search is bounded before it is built: at
+    most 262,144 values per list and 262,144 candidates (100,000 valid layout candidates of at
+    most 1,000,000 combinations); past a limit it is refused with the count. The output ends
+    with what was searched (combinations, candidates, seconds).
     """
     from scaledl.models.intervals import CalibrationError
     from scaledl.planning import PlanError
@@ -172,6 +175,11 @@ def plan(
         if layout_set and not layouts:
             raise ValueError(f"--layout-set {layout_set[0]!r}: needs --layouts (the layout search)")
         space = _layout_space(layout_set or []) if layouts else None
+        sizes = {  # counted before expanded (int_list), before the bundle is loaded
+            "world_sizes": int_list(world_sizes, "--world-sizes"),
+            "batch_sizes": int_list(batch_sizes, "--batch-sizes"),
+            "nodes": int_list(nodes, "--nodes"),
+        }
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -180,9 +188,7 @@ def plan(
             rows[0],
             dataset_size=dataset_size,
             epochs=epochs,
-            world_sizes=int_list(world_sizes, "--world-sizes"),
-            batch_sizes=int_list(batch_sizes, "--batch-sizes"),
-            nodes=int_list(nodes, "--nodes"),
+            **sizes,
             price_per_device_hour=price_per_device_hour,
             device_memory_gb=device_memory_gb,
             deadline_h=deadline_h,
@@ -210,8 +216,12 @@ def _show_plan(result, all_rows: bool, png: Path | None, out: Path | None) -> No
 def _layout_space(pairs: list[str]):
     """The :class:`~scaledl.planning.LayoutSpace` of ``--layout-set field=a,b`` options.
 
+    A sharding's alias is the workload's (``zero3`` for ``fsdp``,
+    :data:`~scaledl.workloads.parallelism.SHARDING_ALIASES`).
+
     Raises:
-        ValueError: a pair without ``=``, an unknown field or a bad value (named).
+        ValueError: a pair without ``=``, an unknown field, a field given twice or a bad value
+            (named).
     """
     from dataclasses import fields
 
@@ -226,6 +236,11 @@ def _layout_space(pairs: list[str]):
                 f"--layout-set {pair!r}: expected field=values with field one of {list(known)}"
             )
         name = name.strip()
+        if name in values:
+            raise ValueError(
+                f"--layout-set {pair!r}: field {name!r} given twice; give its values once, "
+                "comma-separated (e.g. tp_sizes=1,2,4)"
+            )
         if name in ("schedules", "shardings"):
             values[name] = tuple(v.strip() for v in text.split(",") if v.strip())
         else:

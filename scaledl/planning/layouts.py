@@ -11,6 +11,13 @@ micro-batches than stages is planned with GPipe only, since PyTorch's ``Schedule
 refuses ``micro_batches < pp_size`` (``torch.distributed.pipelining``, torch 2.13), and the
 plan names layouts this host's profiler can run.
 
+The search is bounded before anything is built: :func:`layout_count` counts the layouts of a
+space arithmetically, and the planner refuses a search of more than
+:data:`MAX_LAYOUT_COMBINATIONS` combinations (world sizes x nodes x batches x layouts) or of
+more than :data:`MAX_LAYOUT_CANDIDATES` valid ones, which :func:`search_layouts` counts without
+keeping them. A search with nothing valid says why: every refused combination is counted by
+the rule that refused it (:meth:`LayoutSearch.why_none`).
+
 :func:`predict_layout_candidates` predicts them with the layout composition and the recipe of
 their device (:func:`scaledl.prediction.layouts.predict_layout_workloads`: on a CPU host the
 layout calibration beside the predictor, else the ``current`` recipe; on a GPU predictor
@@ -24,6 +31,8 @@ predictor on Megatron's split, :func:`~scaledl.parallel.megatron.megatron_rank_p
 from __future__ import annotations
 
 import itertools
+import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
@@ -41,14 +50,28 @@ from scaledl.workloads.parallelism import (
     LAYOUT_DEFAULTS,
     LAYOUT_FIELDS,
     PIPELINE_SCHEDULES,
+    SHARDING_ALIASES,
     SHARDINGS,
     check_layout,
     layout_label,
+    normalise_sharding,
 )
 from scaledl.workloads.spec import Workload
 
 #: Columns a layout search adds to the plan's table, after ``num_nodes``.
 LAYOUT_COLUMNS = ("layout", *LAYOUT_FIELDS, "layout_recipe")
+#: Most combinations (world sizes x nodes x batches x :func:`layout_count`) one layout search
+#: examines: 2 to 4 s of validation at the 230,000 to 500,000 a second measured on a 2-core
+#: host (1-64 and 1-512 world sizes x 4 batches x 448 layouts).
+MAX_LAYOUT_COMBINATIONS = 1_000_000
+#: Most valid layout candidates one plan predicts: about 19 s warm at the layout benchmark's
+#: rate (11,808 candidates in 2.2 s, ``benchmarks/bench_plan_layouts.py``).
+MAX_LAYOUT_CANDIDATES = 100_000
+#: Why a 1F1B pipeline of fewer micro-batches than stages is no candidate (module docstring).
+_SHORT_1F1B = (
+    "pipeline_schedule='1f1b' needs micro_batches >= pp_size (torch's Schedule1F1B); "
+    "micro_batches={m}, pp_size={pp}: use gpipe or more micro-batches"
+)
 
 
 @dataclass(frozen=True)
@@ -70,17 +93,38 @@ class LayoutSpace:
     shardings: tuple[str, ...] = SHARDINGS
 
     def __post_init__(self) -> None:
+        """Check the values; take a sharding's alias as the workload does; drop repeats.
+
+        Raises:
+            ValueError: an empty field or a bad value (naming the field and the value).
+        """
         for name in ("tp_sizes", "pp_sizes", "micro_batches"):
-            values = getattr(self, name)
-            if not values or any(not isinstance(v, (int, np.integer)) or v < 1 for v in values):
+            values = tuple(getattr(self, name))
+            bad = [v for v in values if isinstance(v, (bool, np.bool_))
+                   or not isinstance(v, (int, np.integer)) or v < 1]  # fmt: skip
+            if not values or bad:
                 raise ValueError(f"layouts: field {name!r} (value {values!r}): positive integers")
+            object.__setattr__(self, name, tuple(dict.fromkeys(int(v) for v in values)))
+        object.__setattr__(self, "shardings", tuple(normalise_sharding(s) for s in self.shardings))
         for name, allowed in (("schedules", PIPELINE_SCHEDULES), ("shardings", SHARDINGS)):
-            values = getattr(self, name)
-            bad = [s for s in values if s not in allowed]
+            values = tuple(getattr(self, name))
+            bad = [s for s in values if not isinstance(s, str) or s not in allowed]
             if bad or not values:
-                raise ValueError(
-                    f"layouts: field {name!r} (value {bad or 'empty'}): each one of {allowed}"
-                )
+                aliases = f" (aliases {SHARDING_ALIASES})" if name == "shardings" else ""
+                raise ValueError(f"layouts: field {name!r} (value {bad or 'empty'}): each one "
+                                 f"of {allowed}{aliases}")  # fmt: skip
+            object.__setattr__(self, name, tuple(dict.fromkeys(values)))
+
+
+def layout_count(space: LayoutSpace) -> int:
+    """How many layouts :func:`_layouts` yields for ``space``, counted without building them.
+
+    A layout without a pipeline keeps the default schedule only; each pipeline takes every
+    schedule (a 1F1B one of fewer micro-batches than stages counted too, as refused).
+    """
+    flat = int(1 in space.pp_sizes) * int(LAYOUT_DEFAULTS["pipeline_schedule"] in space.schedules)
+    pipes = sum(1 for pp in space.pp_sizes if pp > 1) * len(space.schedules)
+    return len(space.tp_sizes) * len(space.shardings) * len(space.micro_batches) * (flat + pipes)
 
 
 def _refusal(spec: Workload, world: int, batch: int, layout: dict, memo: dict) -> str | None:
@@ -104,57 +148,115 @@ def _refusal(spec: Workload, world: int, batch: int, layout: dict, memo: dict) -
     return memo[key]
 
 
-def _layouts(space: LayoutSpace) -> list[dict]:
-    """The layouts of ``space`` worth a candidate (module docstring: schedules)."""
+def _layouts(space: LayoutSpace) -> list[tuple[dict, str | None]]:
+    """The layouts of ``space`` worth a candidate, each with why it is refused or ``None``.
+
+    Refused here: a 1F1B pipeline of fewer micro-batches than stages (module docstring); the
+    workload validation's rules are :func:`_refusal`'s.
+    """
     layouts = []
     for tp, pp, m, sched, shard in itertools.product(space.tp_sizes, space.pp_sizes,
             space.micro_batches, space.schedules, space.shardings):  # fmt: skip
         if pp == 1 and sched != LAYOUT_DEFAULTS["pipeline_schedule"]:
             continue
-        if pp > 1 and m < pp and sched != "gpipe":  # Schedule1F1B needs m >= pp
-            continue
-        layouts.append({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
-                        "pipeline_schedule": sched, "sharding": shard})  # fmt: skip
+        why = _SHORT_1F1B.format(m=m, pp=pp) if pp > 1 and m < pp and sched != "gpipe" else None
+        layouts.append(({"tp_size": int(tp), "pp_size": int(pp), "micro_batches": int(m),
+                         "pipeline_schedule": sched, "sharding": shard}, why))  # fmt: skip
     return layouts
 
 
-def layout_refusals(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> list[str]:
-    """Why the layouts of ``space`` are refused, most frequent first (when none is valid).
+def _rule(reason: str) -> str:
+    """The rule a refusal's message states: its numbers and quoted values left out."""
+    return re.sub(r"'[^']*'", "'.'", re.sub(r"\d+", "N", reason))
 
-    Returns:
-        Distinct reasons (the workload validation's messages, naming field and value).
+
+@dataclass(frozen=True)
+class LayoutSearch:
+    """What :func:`search_layouts` found.
+
+    Attributes:
+        candidates: the valid candidates, :func:`layout_grid`'s columns (empty when there are
+            more than the search's ``max_candidates``: then only counted).
+        combinations: combinations examined (grid rows x layouts of the space).
+        valid: how many are valid.
+        refused: per rule, ``(count, an example message)``, most frequent first.
     """
-    memo: dict[tuple, str | None] = {}
-    reasons = [
-        _refusal(spec, int(ws), int(b), lay, memo)
-        for ws, b in grid[["world_size", "batch_size"]].itertuples(index=False)
-        for lay in _layouts(space)
-    ]
-    return pd.Series([r for r in reasons if r], dtype=object).value_counts().index.tolist()
+
+    candidates: pd.DataFrame
+    combinations: int
+    valid: int
+    refused: dict[str, tuple[int, str]]
+
+    def why_none(self, shown: int = 5) -> str:
+        """Why the combinations are refused: counts per rule, each with an example.
+
+        Args:
+            shown: rules listed (the most frequent); the rest are counted.
+
+        Returns:
+            e.g. ``"12 as world_size=3 is not divisible by ...; 4 as micro_batches=2 ..."``.
+        """
+        parts = [f"{n:,} as {example}" for n, example in list(self.refused.values())[:shown]]
+        rest = len(self.refused) - shown
+        return "; ".join(parts) + (f"; and {rest} more rule(s)" if rest > 0 else "")
 
 
-def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.DataFrame:
+def search_layouts(
+    grid: pd.DataFrame,
+    space: LayoutSpace,
+    spec: Workload,
+    max_candidates: int = MAX_LAYOUT_CANDIDATES,
+) -> LayoutSearch:
     """Every valid layout of every (world size, nodes, batch) candidate (module docstring).
 
     Args:
         grid: ``world_size``, ``num_nodes``, ``batch_size`` rows.
         space: the layouts searched.
         spec: the model (its architecture and mode decide what is valid).
+        max_candidates: most valid candidates kept; past it they are only counted (the caller
+            refuses the search, naming the count).
+
+    Returns:
+        The :class:`LayoutSearch`; its candidates have ``grid``'s columns and ``dp_size``,
+        ``tp_size``, ``pp_size``, ``micro_batches``, ``pipeline_schedule``, ``sharding``.
+    """
+    layouts = _layouts(space)
+    memo: dict[tuple, str | None] = {}
+    refused: Counter = Counter()  # by refusal message, grouped by rule below
+    rows, valid = [], 0
+    for ws, n, b in grid[["world_size", "num_nodes", "batch_size"]].itertuples(index=False):
+        for lay, why in layouts:
+            why = why or _refusal(spec, int(ws), int(b), lay, memo)
+            if why is not None:
+                refused[why] += 1
+                continue
+            valid += 1
+            if valid <= max_candidates:
+                rows.append((ws, n, b, ws // (lay["tp_size"] * lay["pp_size"]), *lay.values()))
+    if valid > max_candidates:
+        rows = []
+    rules: Counter = Counter()
+    examples: dict[str, str] = {}
+    for why, n in refused.items():
+        rules[_rule(why)] += n
+        examples.setdefault(_rule(why), why)
+    columns = ["world_size", "num_nodes", "batch_size", "dp_size", *LAYOUT_DEFAULTS]
+    return LayoutSearch(
+        candidates=pd.DataFrame(rows, columns=columns),
+        combinations=len(grid) * len(layouts),
+        valid=valid,
+        refused={rule: (n, examples[rule]) for rule, n in rules.most_common()},
+    )
+
+
+def layout_grid(grid: pd.DataFrame, space: LayoutSpace, spec: Workload) -> pd.DataFrame:
+    """The valid candidates of :func:`search_layouts` (at most its ``max_candidates``).
 
     Returns:
         ``grid``'s columns and ``dp_size``, ``tp_size``, ``pp_size``, ``micro_batches``,
         ``pipeline_schedule``, ``sharding``; possibly empty.
     """
-    layouts = _layouts(space)
-    memo: dict[tuple, str | None] = {}
-    rows = [
-        (ws, n, b, ws // (lay["tp_size"] * lay["pp_size"]), *lay.values())
-        for ws, n, b in grid[["world_size", "num_nodes", "batch_size"]].itertuples(index=False)
-        for lay in layouts
-        if _refusal(spec, int(ws), int(b), lay, memo) is None
-    ]
-    columns = ["world_size", "num_nodes", "batch_size", "dp_size", *layouts[0]] if layouts else []
-    return pd.DataFrame(rows, columns=columns)
+    return search_layouts(grid, space, spec).candidates
 
 
 def layout_specs(spec: Workload, grid: pd.DataFrame) -> list[Workload]:

@@ -24,6 +24,12 @@ Decisions:
   candidates: those that fit in memory (and, strict, lie in domain).
 * A CPU's memory is the host's, shared by the ranks on one node: its default per-rank memory
   is the host RAM divided by the ranks per node.
+* Every search is bounded before it is built: the candidates (the product of the distinct
+  world sizes, node counts and batch sizes, counted arithmetically) at most
+  :data:`MAX_PLAN_CANDIDATES`; a layout search's combinations and valid candidates at most
+  :data:`~scaledl.planning.layouts.MAX_LAYOUT_COMBINATIONS` and
+  :data:`~scaledl.planning.layouts.MAX_LAYOUT_CANDIDATES`. Past a limit the plan is refused
+  with the count and what to narrow; every plan says what it searched (:class:`Searched`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,13 +49,15 @@ from scaledl.models.domain import range_features
 from scaledl.models.features import architecture_key
 from scaledl.planning.layouts import (
     LAYOUT_COLUMNS,
+    MAX_LAYOUT_CANDIDATES,
+    MAX_LAYOUT_COMBINATIONS,
     LayoutSpace,
-    layout_grid,
+    layout_count,
     layout_labels,
     layout_memory,
-    layout_refusals,
     layout_specs,
     predict_layout_candidates,
+    search_layouts,
 )
 from scaledl.planning.memory import estimate_memory, fits_memory
 from scaledl.planning.pareto import ParetoFront, tie_ranks
@@ -62,6 +71,9 @@ from scaledl.workloads.spec import Workload, WorkloadError
 PLANNED_FIELDS = ("world_size", "num_nodes", "batch_size", "dataset_size")
 #: Candidates predicted at a time (graphs, GNN batch and guard of one chunk in memory).
 PLAN_CHUNK = 16_384
+#: Most candidates one plan predicts (world sizes x nodes x batch sizes): the 262,144 of
+#: ``benchmarks/bench_scale.py``, planned in 32 s with a 1.2 GB peak on a 2-core host.
+MAX_PLAN_CANDIDATES = 262_144
 #: Why a model with layout fields is refused (the planner chooses the layout).
 _LAYOUT_CHOSEN = (
     "the planner chooses the layout; search it with layouts=LayoutSpace(...) (CLI: --layouts, "
@@ -98,6 +110,31 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
+class Searched:
+    """What a plan searched.
+
+    Attributes:
+        combinations: combinations examined (world sizes x nodes x batch sizes, times the
+            layouts of the space in a layout search), before validity.
+        candidates: candidates predicted.
+        limit: the most candidates the search may predict.
+        seconds: wall time of the whole plan, s.
+    """
+
+    combinations: int
+    candidates: int
+    limit: int
+    seconds: float
+
+    def text(self) -> str:
+        """One line, e.g. ``searched 448 combinations: 118 candidates predicted in 1.2 s``."""
+        return (
+            f"searched {self.combinations:,} combinations: {self.candidates:,} candidates "
+            f"predicted in {self.seconds:.3g} s (limit {self.limit:,} candidates)"
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     """The planner's result.
 
@@ -111,6 +148,7 @@ class Plan:
         coverage: coverage of the intervals (``None``: no interval).
         device_memory_gb: memory per rank the fit was checked against, GB.
         notes: what the plan could not do, and why.
+        searched: what the plan searched (``None``: not recorded).
     """
 
     table: pd.DataFrame
@@ -122,6 +160,7 @@ class Plan:
     coverage: float | None
     device_memory_gb: float
     notes: list[str] = field(default_factory=list)
+    searched: Searched | None = None
 
     @property
     def pareto(self) -> pd.DataFrame:
@@ -177,6 +216,8 @@ class Plan:
             counts = self.table["layout_recipe"].value_counts().to_dict()
             lines += recipe_lines(counts, "candidate(s)")
         lines += [f"note: {note}" for note in self.notes]
+        if self.searched is not None:
+            lines.append(self.searched.text())
         return "\n".join(lines)
 
     def plot(self, path: Path | str) -> Path:
@@ -245,6 +286,7 @@ def candidate_grid(
     batch_sizes: list[int],
     nodes: list[int] = (1,),
     devices_per_node: int | None = None,
+    max_candidates: int = MAX_PLAN_CANDIDATES,
 ) -> pd.DataFrame:
     """The candidate configurations: every (world size, nodes, batch size) that can run.
 
@@ -256,21 +298,34 @@ def candidate_grid(
         batch_sizes: candidate per-rank batch sizes.
         nodes: candidate node counts.
         devices_per_node: devices one node has (``None``: no limit).
+        max_candidates: most combinations (the product of the distinct values' counts,
+            checked before the grid is built).
 
     Returns:
         Columns ``world_size``, ``num_nodes``, ``batch_size``.
 
     Raises:
-        PlanError: a value is not a positive integer, or no combination can run.
+        PlanError: a value is not a positive integer, more than ``max_candidates``
+            combinations (naming the count), or no combination can run.
     """
     for name, values in (
         ("world_sizes", world_sizes),
         ("batch_sizes", batch_sizes),
         ("nodes", nodes),
     ):
-        bad = [v for v in values if not isinstance(v, (int, np.integer)) or v < 1]
+        bad = [v for v in values if isinstance(v, (bool, np.bool_))
+               or not isinstance(v, (int, np.integer)) or v < 1]  # fmt: skip
         if not len(values) or bad:
-            raise PlanError(f"argument {name!r} (value {list(values)!r}): positive integers needed")
+            raise PlanError(f"argument {name!r} (value {list(values)!r:.200}): positive integers "
+                            "needed")  # fmt: skip
+    axes = _axis_sizes(world_sizes, nodes, batch_sizes)
+    combinations = math.prod(axes)
+    if combinations > max_candidates:
+        raise PlanError(
+            f"{combinations:,} candidates ({_axes_text(axes)}), over the limit of "
+            f"{max_candidates:,} per plan; narrow the world sizes, nodes or batch sizes "
+            "(CLI: --world-sizes, --nodes, --batch-sizes)"
+        )
     rows = [
         (ws, n, b)
         for ws, n, b in itertools.product(
@@ -284,6 +339,49 @@ def candidate_grid(
             f"{list(world_sizes)} with at most {devices_per_node} ranks per node"
         )
     return pd.DataFrame(rows, columns=["world_size", "num_nodes", "batch_size"])
+
+
+def _axis_sizes(world_sizes, nodes, batch_sizes) -> tuple[int, int, int]:
+    """Distinct world sizes, node counts and batch sizes."""
+    return len(set(world_sizes)), len(set(nodes)), len(set(batch_sizes))
+
+
+def _axes_text(axes: tuple[int, ...], layouts: int | None = None) -> str:
+    """``"64 world sizes x 1 node count x 4 batch sizes"`` (``x N layouts`` when given)."""
+    names = ("world size(s)", "node count(s)", "batch size(s)")
+    parts = [f"{n:,} {name}" for n, name in zip(axes, names, strict=True)]
+    if layouts is not None:
+        parts.append(f"{layouts:,} layout(s) of the space")
+    return " x ".join(parts)
+
+
+def _check_layout_search(world_sizes, nodes, batch_sizes, layouts: LayoutSpace) -> int:
+    """Refuse a layout search of too many combinations, before any is built.
+
+    Returns:
+        The number of layouts of the space (:func:`~scaledl.planning.layouts.layout_count`).
+
+    Raises:
+        PlanError: more than :data:`~scaledl.planning.layouts.MAX_LAYOUT_COMBINATIONS`
+            combinations, or a space without a layout (naming why).
+    """
+    count = layout_count(layouts)
+    if count == 0:
+        raise PlanError(
+            f"argument 'layouts': the space has no layout: pp_sizes {list(layouts.pp_sizes)} "
+            f"has no pipeline and schedules {list(layouts.schedules)} lack '1f1b', the schedule "
+            "a layout without a pipeline keeps; add a pp size > 1 or the schedule 1f1b"
+        )
+    axes = _axis_sizes(world_sizes, nodes, batch_sizes)
+    combinations = math.prod(axes) * count
+    if combinations > MAX_LAYOUT_COMBINATIONS:
+        raise PlanError(
+            f"argument 'layouts': {combinations:,} combinations ({_axes_text(axes, count)}), "
+            f"over the limit of {MAX_LAYOUT_COMBINATIONS:,} per layout search; narrow the "
+            "world sizes or batch sizes, or the space (CLI: --world-sizes, --batch-sizes, "
+            "--layout-set tp_sizes=... pp_sizes=... micro_batches=... shardings=...)"
+        )
+    return count
 
 
 def pareto_mask(time: np.ndarray, cost: np.ndarray, eligible: np.ndarray | None = None):
@@ -388,6 +486,7 @@ def plan(
     """
     from scaledl.registry.predictor import Predictor, load_predictor
 
+    started = time.perf_counter()
     if not isinstance(predictor, Predictor):
         predictor = load_predictor(predictor)
     base = _model_fields(model)
@@ -395,6 +494,9 @@ def plan(
                    price_per_device_hour=price_per_device_hour,
                    device_memory_gb=device_memory_gb)  # fmt: skip
     grid = candidate_grid(world_sizes, batch_sizes, nodes, devices_per_node)
+    combinations = len(grid)
+    if layouts is not None:
+        combinations *= _check_layout_search(world_sizes, nodes, batch_sizes, layouts)
     spec, grid, left_out = _first_spec(predictor, base, grid, dataset_size, layouts)
     if coverage is not None:
         predictor.check_coverage(coverage)
@@ -419,9 +521,11 @@ def plan(
     table = table.iloc[order].reset_index(drop=True)  # ties: grid order (pareto.tie_ranks)
     columns = list(PLAN_COLUMNS)
     columns[2:2] = LAYOUT_COLUMNS if layouts is not None else ()
+    limit = MAX_PLAN_CANDIDATES if layouts is None else MAX_LAYOUT_CANDIDATES
+    searched = Searched(combinations, len(table), limit, time.perf_counter() - started)
     return Plan(table[columns], base, int(dataset_size), float(epochs),
                 float(price_per_device_hour), deadline_h, coverage, float(np.min(memory_gb)),
-                notes)  # fmt: skip
+                notes, searched)  # fmt: skip
 
 
 def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, layouts):
@@ -436,7 +540,9 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
         field (``{field: count}``, empty but on a GPU predictor).
 
     Raises:
-        PlanError: no valid layout (or, on a GPU predictor, none it composes).
+        PlanError: no valid layout (naming each rule that refused combinations, with its
+            count), more than :data:`~scaledl.planning.layouts.MAX_LAYOUT_CANDIDATES` valid
+            ones (or, on a GPU predictor, none it composes).
         scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
     """
     sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
@@ -444,12 +550,21 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
     spec = predictor.parse_workloads([first], source="plan candidate")[0]
     left_out: dict[str, int] = {}
     if layouts is not None:
-        candidates = layout_grid(grid, layouts, spec)
-        if candidates.empty:
-            why = "; ".join(layout_refusals(grid, layouts, spec)[:3])
-            raise PlanError(f"argument 'layouts': no valid layout of the world sizes and "
-                            f"batches given ({why})")  # fmt: skip
-        grid = candidates
+        search = search_layouts(grid, layouts, spec, MAX_LAYOUT_CANDIDATES)
+        if search.valid == 0:
+            raise PlanError(
+                f"argument 'layouts': no valid layout among the {search.combinations:,} "
+                f"combinations of the world sizes, nodes, batches and layouts given; refused: "
+                f"{search.why_none()}"
+            )
+        if search.valid > MAX_LAYOUT_CANDIDATES:
+            raise PlanError(
+                f"argument 'layouts': {search.valid:,} valid layout candidates (of "
+                f"{search.combinations:,} combinations), over the limit of "
+                f"{MAX_LAYOUT_CANDIDATES:,} per plan; narrow the world sizes or batch sizes, "
+                "or the space (CLI: --world-sizes, --batch-sizes, --layout-set)"
+            )
+        grid = search.candidates
         if predictor.predicts_any_device:
             grid, left_out = _megatron_candidates(grid, spec)
     return spec, grid, left_out
@@ -476,7 +591,11 @@ def _megatron_candidates(grid: pd.DataFrame, spec) -> tuple[pd.DataFrame, dict[s
     why = [reasons[tuple(row)] for row in grid[keys].itertuples(index=False)]
     keep = np.array([w is None for w in why])
     if not keep.any():
-        raise PlanError(f"no candidate a GPU predictor composes: {next(w for w in why if w)}")
+        counts = pd.Series(why, dtype=object).value_counts()
+        listed = "; ".join(f"{n:,} as {reason}" for reason, n in counts.head(5).items())
+        more = f"; and {len(counts) - 5} more reason(s)" if len(counts) > 5 else ""
+        raise PlanError(f"no candidate a GPU predictor composes: of {len(why):,} candidates, "
+                        f"{listed}{more}")  # fmt: skip
     fields = pd.Series([w.split("'")[1] for w in why if w], dtype=object)
     return grid[keep].reset_index(drop=True), fields.value_counts().to_dict()
 
@@ -580,11 +699,15 @@ def _decide(table: pd.DataFrame, front: ParetoFront, settings: _Settings, deadli
     notes = []
     eligible = table["fits_memory"].to_numpy()
     if settings.strict:
+        fits = int(eligible.sum())
         eligible = eligible & table["in_domain"].to_numpy()
         if not eligible.any():
+            outside = table.loc[table["fits_memory"], "extrapolation"]
+            first = outside.iloc[0] if len(outside) else table["extrapolation"].iloc[0]
             raise PlanError(
-                "strict: no candidate that fits in memory lies in the predictor's training "
-                f"domain (first reasons: {table['extrapolation'].iloc[0]})"
+                f"strict: no candidate that fits in memory lies in the predictor's training "
+                f"domain: of {len(table):,} candidates {len(table) - fits:,} do not fit in "
+                f"memory and {fits:,} that fit lie outside the domain (first reasons: {first})"
             )
     table["eligible"] = eligible
     table["pareto"] = front.mask(len(table))

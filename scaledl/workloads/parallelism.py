@@ -49,7 +49,14 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
     "pipeline_schedule": "1f1b",
     "sharding": "none",
 }
-_SHARDING_ALIASES = {"zero3": "fsdp", "fsdp2": "fsdp", "ddp": "none"}
+#: Other names of a sharding, accepted wherever a sharding is (a workload, the planner's
+#: layout space): the one alias table.
+SHARDING_ALIASES = {"zero3": "fsdp", "fsdp2": "fsdp", "ddp": "none"}
+
+
+def normalise_sharding(value: Any) -> Any:
+    """A sharding's own name for an alias (:data:`SHARDING_ALIASES`); anything else unchanged."""
+    return SHARDING_ALIASES.get(value, value) if isinstance(value, str) else value
 
 
 def fill_layout(data: dict[str, Any]) -> None:
@@ -62,8 +69,8 @@ def fill_layout(data: dict[str, Any]) -> None:
         ValueError: ``world_size`` not equal to that product, or not divisible by
             ``tp_size * pp_size`` (the message starts with the field's name).
     """
-    if isinstance(data.get("sharding"), str):
-        data["sharding"] = _SHARDING_ALIASES.get(data["sharding"], data["sharding"])
+    if "sharding" in data:
+        data["sharding"] = normalise_sharding(data["sharding"])
     for key, value in LAYOUT_DEFAULTS.items():
         data.setdefault(key, value)
     tp, pp = _as_int(data["tp_size"]), _as_int(data["pp_size"])
@@ -73,6 +80,9 @@ def fill_layout(data: dict[str, Any]) -> None:
         return
     model_ranks = tp * pp
     world, dp = _as_int(data.get("world_size")), _as_int(data.get("dp_size"))
+    if world is None and data.get("world_size") is not None:
+        data.setdefault("dp_size", 1)  # the field validator names the bad world size
+        return
     if data.get("dp_size") is None and data.get("world_size") is None:
         data["dp_size"], data["world_size"] = 1, model_ranks
     elif data.get("dp_size") is None and world is not None:

@@ -26,6 +26,9 @@ Decisions (written here because nobody answers questions):
   parquet) an empty cell is a field not given, since rows of several families leave each
   other's fields empty, except in :data:`SCALE_FIELDS`, the numbers every workload has, where
   it is an error (:func:`table_row`).
+* An integer field takes an integer, or an integral float (``2.0``: a table's integer column
+  that has an empty cell is read as floats); a fractional float (``2.5``) and a boolean
+  (``true``, which pydantic would read as 1) are errors naming the field and the value.
 * ``workload_id`` is the first 16 hex digits of the SHA-256 of the normalised spec as sorted JSON
   (fields equal to their default included, except the layout fields of a plain-DDP workload),
   so it is stable across processes and releases.
@@ -44,7 +47,16 @@ import numbers
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from scaledl.io.excerpt import excerpt
 from scaledl.workloads.parallelism import (
@@ -173,6 +185,14 @@ class Workload(BaseModel):
     micro_batches: int = Field(default=1, gt=0)
     pipeline_schedule: PipelineSchedule = "1f1b"
     sharding: Sharding = "none"
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_int(cls, value: Any, info: ValidationInfo) -> Any:
+        """Refuse a boolean for an integer field (pydantic's lax mode reads ``true`` as 1)."""
+        if isinstance(value, (bool, np.bool_)) and _is_int_field(cls.model_fields[info.field_name]):
+            raise ValueError("a boolean where an integer is expected; give a number")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -365,6 +385,11 @@ class Workload(BaseModel):
             )
         kept = {k: v for k, v in record.items() if k not in RECORD_METADATA_COLUMNS}
         return cls.parse(table_row(kept, source) if table else kept, source)
+
+
+def _is_int_field(info: Any) -> bool:
+    """Whether a pydantic field holds an integer (``int`` or ``int | None``)."""
+    return info.annotation is int or int in getattr(info.annotation, "__args__", ())
 
 
 def _problems(exc: ValidationError, data: dict[str, Any]) -> list[str]:

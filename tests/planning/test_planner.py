@@ -51,6 +51,24 @@ def test_candidate_grid_keeps_runnable_combinations():
         candidate_grid([1], [0])
 
 
+def test_candidate_grid_refuses_past_its_limit_before_building():
+    import tracemalloc
+
+    from scaledl.planning.planner import MAX_PLAN_CANDIDATES
+
+    sizes = list(range(1, 1025))
+    tracemalloc.start()
+    with pytest.raises(PlanError, match=r"1,048,576 candidates \(1,024 world size\(s\) x 1 node "
+                       r"count\(s\) x 1,024 batch size\(s\)\), over the limit of 262,144 per "
+                       r"plan; narrow"):  # fmt: skip
+        candidate_grid(sizes, sizes, [1])
+    _, peak_bytes = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak_bytes < 1_000_000  # counted, never built
+    # the limit itself is planned (benchmarks/bench_scale.py's 512 x 512)
+    assert len(candidate_grid(sizes[:512], sizes[:512])) == MAX_PLAN_CANDIDATES
+
+
 def test_pareto_mask_is_exactly_the_non_dominated_set():
     rng = np.random.default_rng(3)
     time, cost = rng.uniform(size=200), rng.uniform(size=200)
@@ -115,6 +133,10 @@ def test_plan_front_and_deadline_pick(predictor, tmp_path):
     assert t["chosen"].sum() == 1
     text = result.to_text()
     assert "<- chosen" in text and "Pareto front" in text and f"{deadline:g} h" in text
+    # what it searched: 3 world sizes x 2 node counts x 3 batches, 15 of them runnable
+    searched = result.searched
+    assert (searched.combinations, searched.candidates) == (15, len(t)) and searched.seconds > 0
+    assert "searched 15 combinations: 15 candidates predicted in " in text
     png = result.plot(tmp_path / "plan.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

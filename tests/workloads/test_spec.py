@@ -295,3 +295,29 @@ def test_a_huge_value_is_quoted_as_a_bounded_excerpt():
     with pytest.raises(WorkloadError) as info:
         Workload.parse(huge, source="w.yaml")
     assert len(str(info.value)) < 500
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tp_size", True, "a boolean where an integer is expected"),
+        ("batch_size", False, "a boolean where an integer is expected"),
+        ("num_layers", True, "a boolean where an integer is expected"),
+        ("world_size", 2.5, "got a number with a fractional part"),
+        ("batch_size", math.nan, "not a finite number"),
+        ("hidden_size", math.inf, "not a finite number"),
+    ],
+)
+def test_a_boolean_fraction_or_non_finite_number_is_no_integer(field, value, message):
+    with pytest.raises(WorkloadError) as info:
+        Workload.parse({**BERT, field: value}, source="w.yaml: row 3")
+    text = str(info.value)
+    assert text.startswith(f"w.yaml: row 3: invalid workload: field '{field}' (value {value!r})")
+    assert message in text
+
+
+def test_an_integral_float_is_an_integer():
+    # a table's integer column with an empty cell is read as floats: 2.0 is 2
+    w = Workload.parse({**BERT, "batch_size": 4.0, "world_size": 2.0})
+    assert (w.batch_size, w.world_size, w.dp_size) == (4, 2, 2)
+    assert isinstance(w.batch_size, int)
