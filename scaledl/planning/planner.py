@@ -479,7 +479,9 @@ def plan(
         The :class:`Plan`.
 
     Raises:
-        PlanError: bad arguments (named), no candidate, or (strict) no in-domain candidate.
+        PlanError: bad arguments (named), a search past its limits (module docstring; naming
+            the count), no candidate (naming why, with counts), or (strict) no in-domain
+            candidate.
         scaledl.workloads.spec.WorkloadError: the model is not a valid workload (row numbers
             count the candidates from 1).
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibrated bundle.

@@ -420,7 +420,12 @@ def _implied(name: str, fields: dict[str, int]) -> int | None:
 
 
 def _as_int(value: Any) -> Any:
-    """An integral number (a CSV cell may be a float, a numpy scalar) as int; else unchanged."""
+    """An integral number (a CSV cell may be a float, a numpy scalar) as int; else unchanged.
+
+    A boolean stays a boolean (refused as no integer), as numpy's ``bool_`` does.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return value
     if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         return int(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):

@@ -242,6 +242,8 @@ def test_fields_come_from_the_config_and_must_agree():
     message = refused(path, seq_len=16, hidden_size=64)
     assert "hidden_size=64 does not match hidden_size=32" in message
     assert "image_size=32 is not a field of config" in refused(path, seq_len=16, image_size=32)
+    # a boolean is no integer, even where the config's value is 1
+    assert "num_layers=True: expected an integer" in refused(path, seq_len=16, num_layers=True)
 
 
 def test_editing_the_config_changes_the_workload(tmp_path):
