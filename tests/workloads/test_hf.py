@@ -243,7 +243,8 @@ def test_fields_come_from_the_config_and_must_agree():
     assert "hidden_size=64 does not match hidden_size=32" in message
     assert "image_size=32 is not a field of config" in refused(path, seq_len=16, image_size=32)
     # a boolean is no integer, even where the config's value is 1
-    assert "num_layers=True: expected an integer" in refused(path, seq_len=16, num_layers=True)
+    with pytest.raises(WorkloadError, match="field 'num_layers': num_layers=True: expected an"):
+        hf(path, seq_len=16, num_layers=True)  # the config's value is 1, which True is not
 
 
 def test_editing_the_config_changes_the_workload(tmp_path):
