@@ -163,23 +163,27 @@ def plan(
     most 1,000,000 combinations); past a limit it is refused with the count. The output ends
     with what was searched (combinations, candidates, seconds).
     """
+    try:  # the options' own checks first, before the planner is imported (seconds)
+        output_path(out, (".csv", ".parquet"), "--out")
+        output_path(png, (".png",), "--png")
+        if layout_set and not layouts:
+            raise ValueError(f"--layout-set {layout_set[0]!r}: needs --layouts (the layout search)")
+        space_values = _layout_values(layout_set or [])
+        sizes = {  # counted before expanded (int_list)
+            "world_sizes": int_list(world_sizes, "--world-sizes"),
+            "batch_sizes": int_list(batch_sizes, "--batch-sizes"),
+            "nodes": int_list(nodes, "--nodes"),
+        }
+    except ValueError as exc:
+        fail(str(exc))
     from scaledl.models.intervals import CalibrationError
-    from scaledl.planning import PlanError
+    from scaledl.planning import LayoutSpace, PlanError
     from scaledl.planning import plan as make_plan
     from scaledl.registry import BundleError, load_predictor
     from scaledl.workloads.spec import WorkloadError
 
     try:
-        output_path(out, (".csv", ".parquet"), "--out")
-        output_path(png, (".png",), "--png")
-        if layout_set and not layouts:
-            raise ValueError(f"--layout-set {layout_set[0]!r}: needs --layouts (the layout search)")
-        space = _layout_space(layout_set or []) if layouts else None
-        sizes = {  # counted before expanded (int_list), before the bundle is loaded
-            "world_sizes": int_list(world_sizes, "--world-sizes"),
-            "batch_sizes": int_list(batch_sizes, "--batch-sizes"),
-            "nodes": int_list(nodes, "--nodes"),
-        }
+        space = LayoutSpace(**space_values) if layouts else None
         rows = workload_rows(model, family, set_)
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
@@ -213,29 +217,31 @@ def _show_plan(result, all_rows: bool, png: Path | None, out: Path | None) -> No
         typer.echo(f"table: {out}")
 
 
-def _layout_space(pairs: list[str]):
-    """The :class:`~scaledl.planning.LayoutSpace` of ``--layout-set field=a,b`` options.
+#: The fields of :class:`~scaledl.planning.LayoutSpace` (``--layout-set``), named here so that
+#: the options are checked before the planner is imported; a test keeps them equal.
+LAYOUT_SET_FIELDS = ("tp_sizes", "pp_sizes", "micro_batches", "schedules", "shardings")
 
-    A sharding's alias is the workload's (``zero3`` for ``fsdp``,
-    :data:`~scaledl.workloads.parallelism.SHARDING_ALIASES`).
+
+def _layout_values(pairs: list[str]) -> dict[str, tuple]:
+    """The :class:`~scaledl.planning.LayoutSpace` fields of ``--layout-set field=a,b`` options.
+
+    Integer lists are counted before expanded (:func:`~scaledl.cli.common.int_list`); the
+    values are checked by ``LayoutSpace``, which takes a sharding's alias as the workload does
+    (``zero3`` for ``fsdp``, :data:`~scaledl.workloads.parallelism.SHARDING_ALIASES`).
 
     Raises:
-        ValueError: a pair without ``=``, an unknown field, a field given twice or a bad value
-            (named).
+        ValueError: a pair without ``=``, an unknown field, a field given twice or a list past
+            its limit (named).
     """
-    from dataclasses import fields
-
-    from scaledl.planning import LayoutSpace
-
-    known = {f.name: f for f in fields(LayoutSpace)}
-    values = {}
+    values: dict[str, tuple] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or name.strip() not in known:
-            raise ValueError(
-                f"--layout-set {pair!r}: expected field=values with field one of {list(known)}"
-            )
         name = name.strip()
+        if not sep or name not in LAYOUT_SET_FIELDS:
+            raise ValueError(
+                f"--layout-set {pair!r}: expected field=values with field one of "
+                f"{list(LAYOUT_SET_FIELDS)}"
+            )
         if name in values:
             raise ValueError(
                 f"--layout-set {pair!r}: field {name!r} given twice; give its values once, "
@@ -245,4 +251,15 @@ def _layout_space(pairs: list[str]):
             values[name] = tuple(v.strip() for v in text.split(",") if v.strip())
         else:
             values[name] = tuple(int_list(text, f"--layout-set {name}"))
-    return LayoutSpace(**values)
+    return values
+
+
+def _layout_space(pairs: list[str]):
+    """The :class:`~scaledl.planning.LayoutSpace` of ``--layout-set`` options.
+
+    Raises:
+        ValueError: as :func:`_layout_values`, or a bad value (named).
+    """
+    from scaledl.planning import LayoutSpace
+
+    return LayoutSpace(**_layout_values(pairs))

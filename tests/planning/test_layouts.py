@@ -83,6 +83,14 @@ def test_cli_layout_set_parses_fields_and_names_a_bad_one():
         _layout_space(["tp_sizes=1,2", "pp_sizes=2", "tp_sizes=4"])
 
 
+def test_cli_layout_set_fields_are_the_layout_spaces():
+    from dataclasses import fields
+
+    from scaledl.cli.predict import LAYOUT_SET_FIELDS
+
+    assert LAYOUT_SET_FIELDS == tuple(f.name for f in fields(LayoutSpace))
+
+
 def test_layout_space_takes_the_workloads_sharding_aliases():
     from scaledl.cli.predict import _layout_space
 
