@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +53,50 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
     except OSError as exc:
         raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
     return path
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name one file or folder: after links and ``..``, or by inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def refuse_overwrite(
+    outputs: dict[str, Path | None], inputs: dict[str, Path | Iterable[Path] | None]
+) -> None:
+    """Refuse, before any work, an output that is one of the command's inputs or outputs.
+
+    Two paths are the same when they resolve to one path (:func:`os.path.realpath`: symbolic
+    links, ``..``) or are one file (:func:`os.path.samefile`: hard links). Every command that
+    reads files and writes an output calls this first, so an output never replaces its input.
+
+    Args:
+        outputs: option name -> output path (``None``: not written).
+        inputs: option name -> input path, or several (``--repeat``), or ``None``.
+
+    Raises:
+        ValueError: one line naming both options and both paths.
+    """
+    given = [(name, Path(p)) for name, p in outputs.items() if p is not None]
+    read = [
+        (name, Path(p))
+        for name, value in inputs.items()
+        if value is not None
+        for p in ([value] if isinstance(value, str | os.PathLike) else value)
+    ]
+    for i, (out_name, out) in enumerate(given):
+        for kind, others in (("input", read), ("output", given[:i])):
+            for name, other in others:
+                if _same_path(out, other):
+                    raise ValueError(
+                        f"{out_name} {out}: the same file as the {kind} {name} {other} "
+                        f"({os.path.realpath(other)}); refused, it would be overwritten: "
+                        "write to another path"
+                    )
 
 
 def write_table(table: pd.DataFrame, out: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout
+from scaledl.cli.common import fail, layout, refuse_overwrite
 
 app = typer.Typer()
 import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
@@ -45,6 +45,11 @@ def validate(
     quarantine = quarantine or beside.quarantine
     report = report or beside.report
     try:
+        outputs = {"--out": out, "--quarantine": quarantine, "--report": report}
+        refuse_overwrite(outputs, {"PATH": path})
+    except ValueError as exc:
+        fail(str(exc))
+    try:
         result = validate_profiles(path, out, quarantine, report)
     except ValidationError as exc:
         fail(str(exc))
@@ -80,8 +85,10 @@ def import_neusight_command(
     from scaledl.layout import neusight_root
 
     out = out or layout().imported_dir("neusight")
+    path = path or neusight_root()
     try:
-        summary = import_neusight(path or neusight_root(), out)
+        refuse_overwrite({"--out": out}, {"PATH": path})
+        summary = import_neusight(path, out)
     except (NeusightFormatError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())
