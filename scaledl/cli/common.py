@@ -76,7 +76,8 @@ def refuse_overwrite(
 
     Args:
         outputs: option name -> output path (``None``: not written).
-        inputs: option name -> input path, or several (``--repeat``), or ``None``.
+        inputs: option name -> input path, or several (``--repeat``), or ``None``; one that
+            does not exist is skipped.
 
     Raises:
         ValueError: one line naming both options and both paths.
@@ -87,6 +88,7 @@ def refuse_overwrite(
         for name, value in inputs.items()
         if value is not None
         for p in ([value] if isinstance(value, str | os.PathLike) else value)
+        if os.path.exists(p)  # a name that is no file (a preset name) cannot be replaced
     ]
     for i, (out_name, out) in enumerate(given):
         for kind, others in (("input", read), ("output", given[:i])):

@@ -82,8 +82,10 @@ def test_validate_refuses_an_out_or_quarantine_that_is_the_profiles(tmp_path):
 
 def test_distinct_paths_pass(tmp_path):
     (tmp_path / "a.csv").write_text("x\n")
+    (tmp_path / "r2").mkdir()
     refuse_overwrite({"--out": tmp_path / "b.csv", "--png": None}, {"--w": tmp_path / "a.csv"})
-    refuse_overwrite({"--out": tmp_path / "b.json"}, {"--repeat": [tmp_path / "r1"], "--a": None})
+    refuse_overwrite({"--out": tmp_path / "b.json"}, {"--repeat": [tmp_path / "r2"], "--a": None})
+    refuse_overwrite({"--out": tmp_path / "quick"}, {"--preset": "quick"})  # a name, no file
     with pytest.raises(ValueError, match="the same file as the input --repeat"):
         refuse_overwrite(
             {"--out": tmp_path / "r2"}, {"--repeat": [tmp_path / "r1", tmp_path / "r2"]}
