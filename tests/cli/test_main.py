@@ -5,16 +5,22 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
+def test_the_installed_command_runs_main_which_handles_sigterm():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["scaledl"] == "scaledl.cli:main"
+
+
+@pytest.mark.slow
 def test_sigterm_mid_stream_leaves_no_temporary_and_the_output_untouched(registry_root, tmp_path):
     # 30,000 rows: several seconds of prediction after the temporary appears (it is created
     # before the first row is read), far more than the polling below needs to see it.
