@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -99,6 +100,32 @@ def refuse_overwrite(
                         f"({os.path.realpath(other)}); refused, it would be overwritten: "
                         "write to another path"
                     )
+
+
+def writable_folder(path: Path, option: str, what: str) -> Path:
+    """Create an output folder and prove it writable (a temporary file), before any work.
+
+    Args:
+        path: the folder.
+        option: the option naming it, for the error.
+        what: what the command writes there (``"the validated tables"``), for the error.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: the folder cannot be created or written (a read-only file system, no
+            permission, a full disk): one line naming the option, the folder and ``what``.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {path}: cannot write {what} here ({exc.strerror or exc}); give {option} "
+            "a writable folder"
+        ) from None
+    return path
 
 
 def write_table(table: pd.DataFrame, out: Path) -> None:
