@@ -52,7 +52,8 @@ def summary(
         fail(f"{metrics_path}: no evaluation yet (run `make run`)")
     try:
         if markdown:
-            refuse_overwrite({"--results": results, "--readme": readme}, {"--data": metrics_path})
+            outputs = {"--results": results, "--readme": readme}
+            refuse_overwrite(outputs, {"the metrics of --data": metrics_path})
         metrics = Metrics.read(metrics_path)
         if markdown:
             metrics.write(results)
