@@ -10,6 +10,8 @@ the commands stay top-level: ``scaledl predict``, not ``scaledl predict predict`
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from scaledl.cli import (
@@ -37,6 +39,28 @@ for _group in (design, profile, data, predictors, predict, devices, evaluate, re
     app.add_typer(_group.app)
 
 
+def _terminated(signum: int, frame) -> None:
+    """SIGTERM handler: unwind the command like Ctrl-C does, exiting ``128 + signum`` (143)."""
+    signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
+    typer.echo(f"scaledl: stopped by {signal.Signals(signum).name}", err=True)
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point (``scaledl`` and ``python -m scaledl.cli``).
+
+    By default SIGTERM ends a Python process without running ``finally`` blocks, so a command
+    stopped by ``kill``, a scheduler or a container runtime would leave the hidden temporary of
+    an atomic write (:mod:`scaledl.io.atomic`) beside its output. Here SIGTERM raises
+    ``SystemExit(143)`` instead, as SIGINT raises ``KeyboardInterrupt``: every ``with`` block
+    unwinds (the temporary is removed, the output is left as it was) and the exit code is the
+    shell's ``128 + 15``. Further SIGTERMs are ignored while it unwinds. The handler is
+    installed by this entry point only (the previous one restored on return), never on
+    import: Dagster and ``torchrun`` workers keep their own; ``scaledl profile`` replaces it
+    while it profiles (:mod:`scaledl.profiling.interrupt`).
+    """
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        app()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

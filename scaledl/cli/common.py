@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -50,6 +53,78 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
+    return path
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name one file or folder: after links and ``..``, or by inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def refuse_overwrite(
+    outputs: dict[str, Path | None], inputs: dict[str, Path | Iterable[Path] | None]
+) -> None:
+    """Refuse, before any work, an output that is one of the command's inputs or outputs.
+
+    Two paths are the same when they resolve to one path (:func:`os.path.realpath`: symbolic
+    links, ``..``) or are one file (:func:`os.path.samefile`: hard links). Every command that
+    reads files and writes an output calls this first, so an output never replaces its input.
+
+    Args:
+        outputs: option name -> output path (``None``: not written).
+        inputs: option name -> input path, or several (``--repeat``), or ``None``; one that
+            does not exist is skipped.
+
+    Raises:
+        ValueError: one line naming both options and both paths.
+    """
+    given = [(name, Path(p)) for name, p in outputs.items() if p is not None]
+    read = [
+        (name, Path(p))
+        for name, value in inputs.items()
+        if value is not None
+        for p in ([value] if isinstance(value, str | os.PathLike) else value)
+        if os.path.exists(p)  # a name that is no file (a preset name) cannot be replaced
+    ]
+    for i, (out_name, out) in enumerate(given):
+        for kind, others in (("input", read), ("output", given[:i])):
+            for name, other in others:
+                if _same_path(out, other):
+                    raise ValueError(
+                        f"{out_name} {out}: the same file as the {kind} {name} {other} "
+                        f"({os.path.realpath(other)}); refused, it would be overwritten: "
+                        "write to another path"
+                    )
+
+
+def writable_folder(path: Path, option: str, what: str) -> Path:
+    """Create an output folder and prove it writable (a temporary file), before any work.
+
+    Args:
+        path: the folder.
+        option: the option naming it, for the error.
+        what: what the command writes there (``"the validated tables"``), for the error.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: the folder cannot be created or written (a read-only file system, no
+            permission, a full disk): one line naming the option, the folder and ``what``.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {path}: cannot write {what} here ({exc.strerror or exc}); give {option} "
+            "a writable folder"
+        ) from None
     return path
 
 

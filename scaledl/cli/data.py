@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout
+from scaledl.cli.common import fail, layout, refuse_overwrite, writable_folder
 
 app = typer.Typer()
 import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
@@ -34,6 +34,12 @@ def validate(
     ``data/imported/validated/neusight``, ``data/imported/quarantine/neusight`` and
     ``data/reports/validation/imported/neusight``, where the pipeline and ``evaluate-gpu`` read
     them (:meth:`scaledl.layout.DataLayout.validation_outputs`).
+
+    The profiles are only read, never written: a read-only profiles folder is validated when
+    the three outputs can be written (give ``--out``, ``--quarantine`` and ``--report`` on a
+    writable file system when the defaults beside it are read-only). Each output folder is
+    created and proven writable before the validation starts; one that is not ends the
+    command with exit code 2 naming the option, the folder and what it holds.
     """
     from scaledl.validation import ValidationError, validate_profiles
 
@@ -45,9 +51,19 @@ def validate(
     quarantine = quarantine or beside.quarantine
     report = report or beside.report
     try:
+        outputs = {"--out": out, "--quarantine": quarantine, "--report": report}
+        refuse_overwrite(outputs, {"PATH": path})
+        writable_folder(out, "--out", "the validated tables")
+        writable_folder(quarantine, "--quarantine", "the quarantined rows")
+        writable_folder(report, "--report", "the validation report")
+    except ValueError as exc:
+        fail(str(exc))
+    try:
         result = validate_profiles(path, out, quarantine, report)
     except ValidationError as exc:
         fail(str(exc))
+    except OSError as exc:  # a disk that fills up while the outputs are written
+        fail(f"{exc.filename or out}: cannot write the validation outputs: {exc.strerror or exc}")
     counts = result.to_dict()
     typer.echo(json.dumps(counts.get("tables", counts), indent=2, default=str)[:4000])
     typer.echo(f"report: {report / 'index.html'}")
@@ -80,8 +96,10 @@ def import_neusight_command(
     from scaledl.layout import neusight_root
 
     out = out or layout().imported_dir("neusight")
+    path = path or neusight_root()
     try:
-        summary = import_neusight(path or neusight_root(), out)
+        refuse_overwrite({"--out": out}, {"PATH": path})
+        summary = import_neusight(path, out)
     except (NeusightFormatError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     rows = ", ".join(f"{name} {n}" for name, n in summary.tables.items())

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout
+from scaledl.cli.common import fail, layout, refuse_overwrite
 
 app = typer.Typer()
 
@@ -35,7 +35,9 @@ def design(
     )
     from scaledl.workloads.device import local_backend, local_device_name
 
+    out = out or layout().design_path
     try:
+        refuse_overwrite({"--out": out}, {"--augment": augment, "--preset": Path(preset)})
         spec = load_preset(preset)
         count = n or spec["design"]["n_workloads"]
         device, backend = local_device_name(), local_backend()
@@ -47,7 +49,7 @@ def design(
                                      device_name=device, backend=backend)  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
-    path = write_design(result, out or layout().design_path)
+    path = write_design(result, out)
     typer.echo(
         f"{path}: {len(result.table)} workloads ({result.sampler}), log det {result.log_det:.2f}, "
         f"D-efficiency {result.d_efficiency:.3f}, from {result.n_candidates} candidates"

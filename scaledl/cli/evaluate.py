@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, output_path
+from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
 
 app = typer.Typer()
 
@@ -33,6 +33,12 @@ def evaluate(
 
     profiles = profiles or layout().validated_dir
     out = out or layout().reports_dir
+    try:
+        sources = {"--profiles": profiles, "--gpu-profiles": gpu_profiles,
+                   "--gpu-parallel-labels": gpu_parallel_labels}  # fmt: skip
+        refuse_overwrite({"--out": out}, sources)
+    except ValueError as exc:
+        fail(str(exc))
     config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
     try:
         metrics = run_evaluation(profiles, out, config)
@@ -71,6 +77,11 @@ def evaluate_gpu_command(
     profiles = profiles or layout().imported_validated_dir()
     parallel_labels = parallel_labels or layout().imported_parallel_labels()
     out = out or layout().reports_dir
+    try:
+        sources = {"--profiles": profiles, "--parallel-labels": parallel_labels}
+        refuse_overwrite({"--out": out}, sources)
+    except ValueError as exc:
+        fail(str(exc))
     if not profiles.is_dir():
         fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
@@ -127,7 +138,14 @@ def evaluate_gpu_layouts_command(
 
     profiles = profiles or layout().imported_validated_dir()
     parallel_labels = parallel_labels or layout().imported_parallel_labels()
-    out = output_path(out, (".json",), "--out")
+    try:
+        refuse_overwrite(
+            {"--out": out, "--readme": readme},
+            {"--profiles": profiles, "--parallel-labels": parallel_labels},
+        )
+        out = output_path(out, (".json",), "--out")
+    except ValueError as exc:
+        fail(str(exc))
     if not parallel_labels.is_file():
         fail(f"{parallel_labels}: no parallel labels (scaledl import neusight)")
     try:

@@ -8,7 +8,15 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from scaledl.cli.common import fail, int_list, layout, output_path, workload_rows, write_table
+from scaledl.cli.common import (
+    fail,
+    int_list,
+    layout,
+    output_path,
+    refuse_overwrite,
+    workload_rows,
+    write_table,
+)
 
 app = typer.Typer()
 
@@ -53,6 +61,10 @@ def predict(
     from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
+    try:
+        refuse_overwrite({"--out": out}, {"--workloads": workloads, "--predictor": predictor})
+    except ValueError as exc:
+        fail(str(exc))
     if workloads is not None and out is not None and not detail:
         if workloads.suffix.lower() in (".csv", ".parquet"):
             _predict_streamed(
@@ -164,6 +176,7 @@ def plan(
     with what was searched (combinations, candidates, seconds).
     """
     try:  # the options' own checks first, before the planner is imported (seconds)
+        refuse_overwrite({"--out": out, "--png": png}, {"--model": model, "--predictor": predictor})
         output_path(out, (".csv", ".parquet"), "--out")
         output_path(png, (".png",), "--png")
         if layout_set and not layouts:

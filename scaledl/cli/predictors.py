@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout
+from scaledl.cli.common import fail, layout, refuse_overwrite
 
 app = typer.Typer()
 
@@ -38,6 +38,12 @@ def train(
 
     validated = validated or layout().validated_dir
     registry = registry or layout().predictors_dir
+    try:
+        refuse_overwrite(
+            {"--registry": registry}, {"--validated": validated, "--calibration": calibration}
+        )
+    except ValueError as exc:
+        fail(str(exc))
     try:
         intervals = IntervalCalibration.read(calibration) if calibration is not None else None
         sha = tables_sha256(validated)

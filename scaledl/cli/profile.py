@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, parse_workloads
+from scaledl.cli.common import fail, layout, parse_workloads, refuse_overwrite
 from scaledl.workloads.files import read_workloads_file
 
 app = typer.Typer()
@@ -53,6 +53,11 @@ def profile(
     from scaledl.profiling.store import ProfileStoreError
 
     out = out or layout().profiles_dir
+    try:
+        sources = {"--design": design, "--workloads": workloads, "--preset": Path(preset)}
+        refuse_overwrite({"--out": out}, sources)
+    except ValueError as exc:
+        fail(str(exc))
     specs = _local_workloads(design, workloads, workload)
     settings = _settings(preset, repeats, timeout_s, rdzv_endpoint, node_rank)
     try:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, output_path
+from scaledl.cli.common import fail, output_path, refuse_overwrite
 
 app = typer.Typer()
 
@@ -35,7 +35,11 @@ def evaluate_reference_command(
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError, load_profile_data
 
-    out = output_path(out, (".json",), "--out")
+    try:
+        refuse_overwrite({"--out": out, "--readme": readme}, {"--data": data})
+        out = output_path(out, (".json",), "--out")
+    except ValueError as exc:
+        fail(str(exc))
     try:
         profiles = load_profile_data(data)
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
@@ -106,7 +110,12 @@ def evaluate_layouts_command(
     from scaledl.report.summary import replace_block
     from scaledl.workloads.device import local_cpu_name
 
-    out = output_path(out, (".json",), "--out")
+    try:
+        sources = {"--data": data, "--repeat": repeat, "--across": across}
+        refuse_overwrite({"--out": out, "--readme": readme}, sources)
+        out = output_path(out, (".json",), "--out")
+    except ValueError as exc:
+        fail(str(exc))
     try:
         result = evaluate_layouts(data)
         result["repeats"] = [repeat_summary(evaluate_layouts(r), result) for r in repeat or []]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, output_path
+from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
 from scaledl.cli.evaluate import headline
 from scaledl.io.atomic import write_atomic
 from scaledl.layout import DataLayout
@@ -51,11 +51,14 @@ def summary(
     if not metrics_path.exists():
         fail(f"{metrics_path}: no evaluation yet (run `make run`)")
     try:
+        if markdown:
+            outputs = {"--results": results, "--readme": readme}
+            refuse_overwrite(outputs, {"the metrics of --data": metrics_path})
         metrics = Metrics.read(metrics_path)
         if markdown:
             metrics.write(results)
             write_readme_block(results, readme, source=results.as_posix())
-    except (MetricsError, ReadmeBlockError) as exc:
+    except (MetricsError, ReadmeBlockError, ValueError) as exc:
         fail(str(exc))
     if markdown:
         typer.echo(f"{results}: written from {metrics_path}")
@@ -109,7 +112,11 @@ def reproducibility(
     from scaledl.evaluation.reproducibility import cross_run_reproducibility
     from scaledl.models.data import ProfileDataError, read_tables
 
-    out = output_path(out, (".json",), "--out")
+    try:
+        refuse_overwrite({"--out": out}, {"RUN_A": run_a, "RUN_B": run_b})
+        out = output_path(out, (".json",), "--out")
+    except ValueError as exc:
+        fail(str(exc))
     try:
         result = cross_run_reproducibility(read_tables(run_a), read_tables(run_b))
     except (ProfileDataError, ValueError) as exc:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from scaledl.design.design import DESIGN_COLUMNS, DesignResult
 from scaledl.design.errors import DesignError
 from scaledl.io.atomic import atomic_file
+from scaledl.io.safe import UnsafeInputError, check_regular_file
 
 METADATA_KEY = b"scaledl.design"
 REQUIRED_COLUMNS = ("workload_id", "family", "batch_size", *DESIGN_COLUMNS)
@@ -58,12 +59,16 @@ def read_design(path: str | Path) -> pd.DataFrame:
         The table; ``attrs["design"]`` holds the design-level metadata (empty dict if absent).
 
     Raises:
-        DesignError: the file is missing, is not readable parquet, or lacks design columns; the
-            message names the file.
+        DesignError: the file is missing, not a regular file (a FIFO, a device), not readable
+            parquet, or lacks design columns; the message names the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DesignError(f"{path}: design file not found")
+    try:
+        check_regular_file(path)
+    except FileNotFoundError:
+        raise DesignError(f"{path}: design file not found") from None
+    except UnsafeInputError as exc:
+        raise DesignError(str(exc)) from None
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:

@@ -17,6 +17,7 @@ from pydantic import Field, PlainValidator, StrictInt
 
 from scaledl.design.errors import PresetError
 from scaledl.design.features import ORDERS
+from scaledl.io.safe import UnsafeInputError, read_text
 from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS
 
@@ -107,12 +108,15 @@ def load_preset(name_or_path: str | Path) -> dict[str, Any]:
         (defaults to the file stem) and ``source`` (the file path) set.
 
     Raises:
-        PresetError: unknown name, missing or unreadable file, invalid YAML, or an invalid
-            field; the message names the file, the field and the value.
+        PresetError: unknown name, missing or unreadable file (or not a regular file: a FIFO,
+            a device), invalid YAML, or an invalid field; the message names the file, the field
+            and the value.
     """
     path = _resolve(name_or_path)
     try:
-        text = path.read_text()
+        text = read_text(path)
+    except UnsafeInputError as exc:
+        raise PresetError(str(exc)) from None
     except OSError as exc:
         raise PresetError(f"{path}: cannot read preset file: {exc}") from None
     try:
@@ -182,9 +186,9 @@ def _resolve(name_or_path: str | Path) -> Path:
         return PRESET_DIR / f"{name_or_path}.yaml"
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise PresetError(f"{path}: preset file not found")
-        return path
+        return path  # not a regular file (a FIFO, a device): refused by the read
     raise PresetError(
         f"unknown preset {str(name_or_path)!r}: expected one of {preset_names()} "
         f"(in {PRESET_DIR}) or the path of a .yaml file"

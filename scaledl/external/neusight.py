@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -74,6 +73,7 @@ import pandas as pd
 
 from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.graph.units import LAYER_TYPE_PATTERNS
+from scaledl.io.safe import UnsafeInputError, check_regular_file, read_json
 from scaledl.layout import neusight_root
 
 _NAME_RE = re.compile(
@@ -219,25 +219,45 @@ def workload_id(gpu: str, model: str, mode: str, seq_len: int, batch_size: int) 
 
 # --------------------------------------------------------------------------- small readers
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object through :func:`scaledl.io.safe.read_json` (regular file, finite numbers).
+
+    Raises:
+        NeusightFormatError: unreadable, not a regular file, not JSON, a non-finite number
+            (naming its key) or not an object; the message names the file.
+    """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)
+    except UnsafeInputError as exc:
+        raise NeusightFormatError(str(exc)) from exc
+    except OSError as exc:
         raise NeusightFormatError(f"{path}: cannot read JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise NeusightFormatError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _number(path: Path, key: str, value: Any, positive: bool) -> float:
+    """A finite number ``>= 0`` (``> 0`` when ``positive``) of a JSON key, as a float.
+
+    Raises:
+        NeusightFormatError: not a number, not finite or out of range (naming file, key, value).
+    """
+    bound = "> 0" if positive else ">= 0"
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    try:
+        number = float(value) if is_number else math.nan
+    except OverflowError:  # an integer of hundreds of digits
+        number = math.inf
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise NeusightFormatError(
+            f"{path}: key {key!r} (value {repr(value)[:40]}) must be a finite number {bound}"
+        )
+    return number
 
 
 def _read_label(path: Path) -> dict[str, float]:
     data = _read_json(path)
-    out = {}
-    for key in _JSON_KEYS:
-        value = data.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise NeusightFormatError(f"{path}: key {key!r} must be a number >= 0; got {value!r}")
-        out[key] = float(value)
-    if out["e2e_latency"] <= 0:
-        raise NeusightFormatError(
-            f"{path}: key 'e2e_latency' must be > 0; got {out['e2e_latency']}"
-        )
-    return out
+    return {key: _number(path, key, data.get(key), key == "e2e_latency") for key in _JSON_KEYS}
 
 
 def read_device_configs(root: Path | str | None = None) -> pd.DataFrame:
@@ -250,7 +270,8 @@ def read_device_configs(root: Path | str | None = None) -> pd.DataFrame:
         One row per GPU: ``gpu`` (file stem), ``device_name`` and the device columns.
 
     Raises:
-        NeusightFormatError: a file lacks a key or has a non-positive value.
+        NeusightFormatError: a file that is not a regular JSON file, lacks a key or has a value
+            that is not a finite number > 0.
     """
     root = Path(root) if root is not None else neusight_root()
     rows = []
@@ -258,10 +279,7 @@ def read_device_configs(root: Path | str | None = None) -> pd.DataFrame:
         data = _read_json(path)
         row: dict[str, Any] = {"gpu": path.stem, "device_name": data.get("Device", path.stem)}
         for key, col in _DEVICE_KEYS.items():
-            value = data.get(key)
-            if not isinstance(value, int | float) or value <= 0:
-                raise NeusightFormatError(f"{path}: key {key!r} must be > 0; got {value!r}")
-            row[col] = float(value)
+            row[col] = _number(path, key, data.get(key), positive=True)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -291,8 +309,9 @@ def read_model_config(path: Path) -> dict[str, int]:
     from scaledl.workloads.spec import WorkloadError
 
     try:
+        check_regular_file(path)
         info = read_hf_config(str(path))
-    except WorkloadError as exc:
+    except (WorkloadError, UnsafeInputError) as exc:
         raise NeusightFormatError(f"{path}: {exc}") from exc
     fields = info.workload_fields()
     for name in ("hidden_size", "num_layers", "num_heads", "vocab_size"):
@@ -389,12 +408,15 @@ def read_trace(path: Path | str) -> list[_Node]:
         Its nodes in execution order.
 
     Raises:
-        NeusightFormatError: a missing column, or a cell that cannot be parsed (the message names
-            the file, column and data row, counted from 1 after the header).
+        NeusightFormatError: not a regular file, a missing column, a latency that is not a
+            finite number >= 0, or a cell that cannot be parsed (the message names the file,
+            column and data row, counted from 1 after the header).
     """
     path = Path(path)
     try:
-        raw = pd.read_csv(path, encoding="utf-8")
+        raw = pd.read_csv(check_regular_file(path), encoding="utf-8")
+    except UnsafeInputError as exc:
+        raise NeusightFormatError(str(exc)) from exc
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NeusightFormatError(f"{path}: cannot read CSV ({exc})") from exc
     missing = [c for c in _CSV_COLUMNS if c not in raw.columns]
@@ -402,11 +424,11 @@ def read_trace(path: Path | str) -> list[_Node]:
         raise NeusightFormatError(f"{path}: missing column(s) {missing}")
     for col in ("fw_latency", "bw_latency"):
         values = pd.to_numeric(raw[col], errors="coerce")
-        bad = ~(values >= 0)
+        bad = ~(np.isfinite(values) & (values >= 0))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise NeusightFormatError(
-                f"{path}: column {col!r}, row {row + 1}: expected a latency >= 0, "
+                f"{path}: column {col!r}, row {row + 1}: expected a finite latency >= 0, "
                 f"got {raw[col].iloc[row]!r}"
             )
         raw[col] = values

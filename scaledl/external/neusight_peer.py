@@ -20,6 +20,7 @@ from scaledl.external.neusight import (
     _MODES,
     _NAME_RE,
     NeusightFormatError,
+    _number,
     _read_json,
     read_device_configs,
 )
@@ -50,8 +51,8 @@ def load_peer_predictions(
     Raises:
         FileNotFoundError: no ``prediction`` folder under ``peer_root``.
         NeusightFormatError: a file name that is not a NeuSight stem, a GPU folder without a
-            device config, or an ``e2e_latency`` that is not a positive number (naming the
-            file, the key and the value).
+            device config, or an ``e2e_latency`` that is not a finite number > 0 (naming
+            the file, the key and the value).
     """
     rows = []
     for path, m, gpu, value in _predictions(peer_root, neusight_root):
@@ -109,7 +110,7 @@ def _predictions(peer_root, neusight_root):
     Raises:
         FileNotFoundError: no ``prediction`` folder under ``peer_root``.
         NeusightFormatError: a file name that is not a NeuSight stem, a GPU folder without a
-            device config, or an ``e2e_latency`` that is not a positive number.
+            device config, or an ``e2e_latency`` that is not a finite number > 0.
     """
     from scaledl.layout import neusight_peer_root
 
@@ -130,10 +131,6 @@ def _predictions(peer_root, neusight_root):
                 f"{path}: GPU folder {gpu!r} has no device_configs/{gpu}.json in the NeuSight "
                 "data folder"
             )
-        value = _read_json(path).get("e2e_latency")
-        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-            raise NeusightFormatError(
-                f"{path}: key 'e2e_latency' (value {value!r}) must be a number > 0"
-            )
-        out.append((path, m, str(devices.loc[gpu]), float(value)))
+        value = _number(path, "e2e_latency", _read_json(path).get("e2e_latency"), positive=True)
+        out.append((path, m, str(devices.loc[gpu]), value))
     return out

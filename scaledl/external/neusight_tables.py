@@ -61,7 +61,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.external.neusight import NeusightData, NeusightFormatError, load_neusight
+from scaledl.external.neusight import (
+    NeusightData,
+    NeusightFormatError,
+    _read_json,
+    load_neusight,
+)
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
@@ -188,7 +193,7 @@ def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> t
     paths, classes = {}, {}
     for model, mode in sorted(models):
         source = root / "model_configs" / f"{model}.json"
-        config = json.loads(source.read_text())
+        config = _read_json(source)
         classes[(model, mode)] = config_architecture(config, mode, source)
         config["architectures"] = [classes[(model, mode)]]
         path = out_dir / "configs" / f"{model}-{mode}.json"

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.io.safe import check_regular_file
 from scaledl.layout import vidur_network_root
 from scaledl.models.allreduce import (
     AlphaBetaAllReduce,
@@ -66,9 +67,10 @@ def load_vidur_allreduce(root: Path | str | None = None) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: ``root`` holds no ``*/all_reduce.csv``.
-        ValueError: a file lacks a required column, or has a non-positive time, size or worker
-            count, or ``num_workers`` not divisible by ``devices_per_node`` (the message names the
-            file and column).
+        ValueError: a file that is not a regular CSV file, lacks a required column, has a time,
+            size or worker count that is not a finite positive number (a standard deviation:
+            finite >= 0), or ``num_workers`` not divisible by ``devices_per_node`` (the message
+            names the file, column, row and value).
     """
     root = Path(root) if root is not None else vidur_network_root()
     files = sorted(root.glob("*/all_reduce.csv"))
@@ -76,17 +78,23 @@ def load_vidur_allreduce(root: Path | str | None = None) -> pd.DataFrame:
         raise FileNotFoundError(f"no */all_reduce.csv under {root}")
     frames = []
     for path in files:
-        raw = pd.read_csv(path)
+        try:
+            raw = pd.read_csv(check_regular_file(path))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read CSV ({exc})") from None
         missing = [c for c in _REQUIRED if c not in raw.columns]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}")
-        for col in ("size", "num_workers", "devices_per_node", f"{_TIME_PREFIX}median"):
+        for col in _REQUIRED:
             values = pd.to_numeric(raw[col], errors="coerce")
-            bad = ~(values > 0)
+            low = values >= 0 if col == f"{_TIME_PREFIX}std" else values > 0
+            bad = ~(np.isfinite(values) & low)
             if bad.any():
                 row = int(np.flatnonzero(bad.to_numpy())[0])
+                bound = ">= 0" if col == f"{_TIME_PREFIX}std" else "> 0"
                 raise ValueError(
-                    f"{path}: column {col!r} must be positive; row {row} has {raw[col].iloc[row]!r}"
+                    f"{path}: column {col!r}, row {row}: expected a finite number {bound}, "
+                    f"got {raw[col].iloc[row]!r}"
                 )
         world = raw["num_workers"].astype(int)
         per_node = raw["devices_per_node"].astype(int)

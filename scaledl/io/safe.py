@@ -115,15 +115,44 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"non-finite number {name}")
+class _NonFinite:
+    """A ``NaN`` / ``Infinity`` / out-of-range number met while parsing, refused by its field."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text[:40]
 
 
-def _finite_float(text: str) -> float:
+def _number(text: str) -> float | _NonFinite:
     value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} does not fit a finite float")
-    return value
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _non_finite_in(value: Any, where: str) -> str | None:
+    """``where`` (with list indices) and the text of the first non-finite number, else ``None``.
+
+    Objects are checked as they are built (:func:`_checked_pairs`), so only lists are walked.
+    """
+    if isinstance(value, _NonFinite):
+        return f"{where} (value {value.text})" if where else f"value {value.text}"
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _non_finite_in(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _checked_pairs(hook: Any) -> Any:
+    """An ``object_pairs_hook`` refusing a non-finite number by its field, then ``hook``."""
+
+    def pairs(items: list[tuple[str, Any]]) -> Any:
+        for key, value in items:
+            found = _non_finite_in(value, f"field {key!r}")
+            if found is not None:
+                raise ValueError(f"{found}: not a finite number")
+        return hook(items) if hook is not None else dict(items)
+
+    return pairs
 
 
 def parse_json(
@@ -138,8 +167,8 @@ def parse_json(
         object_pairs_hook: passed to :func:`json.loads` (e.g. one refusing repeated keys).
 
     Raises:
-        UnsafeInputError: nested too deeply, a ``NaN`` / ``Infinity`` / out-of-range number,
-            or not JSON; the message names ``source``.
+        UnsafeInputError: nested too deeply, a ``NaN`` / ``Infinity`` / out-of-range number
+            (named by its field), or not JSON; the message names ``source``.
     """
     depth = json_depth(text)
     if depth > max_depth:
@@ -147,14 +176,18 @@ def parse_json(
             f"{source}: JSON nested {depth} levels deep, over the limit of {max_depth}"
         )
     try:
-        return json.loads(
+        value = json.loads(
             text,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=object_pairs_hook,
+            parse_constant=_NonFinite,
+            parse_float=_number,
+            object_pairs_hook=_checked_pairs(object_pairs_hook),
         )
+        found = _non_finite_in(value, "")
+        if found is not None:
+            raise ValueError(f"{found}: not a finite number")
     except (ValueError, RecursionError) as exc:
         raise UnsafeInputError(f"{source}: not valid JSON: {exc}") from None
+    return value
 
 
 def read_json(

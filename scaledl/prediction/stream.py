@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from scaledl.io.atomic import atomic_file
+from scaledl.io.safe import check_regular_file
 from scaledl.prediction.predict import predict_rows
 from scaledl.workloads.files import csv_separator
 from scaledl.workloads.spec import WorkloadError
@@ -192,7 +193,8 @@ def predict_file(
         The :class:`StreamSummary`.
 
     Raises:
-        ValueError: an unknown suffix, an unreadable file, ``chunk_rows`` not positive.
+        ValueError: an unknown suffix, an unreadable file or not a regular one (a FIFO, a
+            device), ``chunk_rows`` not positive.
         scaledl.workloads.spec.WorkloadError: a bad row (named by its number in the file),
             no row, or (``strict``) a row outside the domain.
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibration.
@@ -206,8 +208,12 @@ def predict_file(
         raise ValueError(f"{out}: unknown output suffix {out.suffix!r} {list(_SUFFIXES)}")
     if coverage is not None:
         predictor.check_coverage(coverage)
+    try:
+        check_regular_file(path)  # before anything opens it: a FIFO's open never returns
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
     summary = StreamSummary()
-    total = count_rows(path) if path.is_file() else None
+    total = count_rows(path)
     with (
         atomic_file(out) as tmp,
         tqdm(total=total, unit="rows", disable=not progress, desc="predict") as bar,

@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from scaledl.io.safe import check_regular_file, read_text
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A YAML loader that refuses a mapping giving the same key twice (YAML keeps the last)."""
@@ -81,15 +83,20 @@ def read_workloads_file(path: Path) -> list[dict]:
         One mapping per row, in file order.
 
     Raises:
-        ValueError: unknown suffix, unreadable or undecodable file, duplicate key or column,
-            an empty scale-field cell (naming the file, row and field).
+        ValueError: unknown suffix, unreadable or undecodable file, not a regular file (a FIFO,
+            a device: :func:`scaledl.io.safe.check_regular_file`), duplicate key or column, an
+            empty scale-field cell (naming the file, row and field).
     """
     from scaledl.workloads.spec import table_row
 
     suffix = path.suffix.lower()
     try:
+        check_regular_file(path)  # before anything opens it: a FIFO's open never returns
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read workloads: {exc}") from exc
+    try:
         if suffix in (".yaml", ".yml"):
-            data = load_yaml(path.read_text(encoding="utf-8"))
+            data = load_yaml(read_text(path))
             if isinstance(data, dict):
                 data = data.get("workloads", [data])
             if not isinstance(data, list):

@@ -128,6 +128,9 @@ def test_a_bad_prediction_file_is_named_with_key_and_value(trimmed):
     message = r"bert_large-train-512-2.json: key 'e2e_latency' \(value -3.0\)"
     with pytest.raises(NeusightFormatError, match=message):
         load_peer_predictions(peer_root, neusight)
+    bad.write_text('{"e2e_latency": Infinity}')
+    with pytest.raises(NeusightFormatError, match=r"field 'e2e_latency' \(value Infinity\)"):
+        load_peer_predictions(peer_root, neusight)
     bad.unlink()
     (peer_root / "prediction" / "NVIDIA_X").mkdir()
     (peer_root / "prediction" / "NVIDIA_X" / f"{STEMS[0]}.json").write_text('{"e2e_latency": 1}')

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -126,3 +127,62 @@ def test_malformed_label_in_tree_names_the_file(tmp_path):
     )
     with pytest.raises(NeusightFormatError, match=r"bert_large-inf-512-8\.json.*e2e_latency"):
         load_neusight(tmp_path)
+
+
+def _label_tree(root: Path) -> Path:
+    """A NeuSight folder of the real configs and one GPU folder (returned) without labels."""
+    for sub in ("device_configs", "model_configs"):
+        (root / sub).symlink_to(ROOT / sub)
+    gpu = root / "label" / "Tesla_P4"
+    gpu.mkdir(parents=True)
+    (gpu / "bert_large-inf-512-8.csv").symlink_to(
+        ROOT / "label" / "Tesla_P4" / "bert_large-inf-512-8.csv"
+    )
+    return gpu
+
+
+@pytest.mark.parametrize(
+    ("name", "e2e"),
+    [
+        ("bert_large-inf-512-8.json", "NaN"),
+        ("bert_large-inf-512-8.json", "Infinity"),
+        ("bert_large-inf-512-8.json", "1" + "0" * 400),  # an integer no float holds
+        ("bert_large-train-512-8-dp4.json", "NaN"),
+    ],
+)
+def test_a_non_finite_label_is_refused_naming_file_key_and_value(tmp_path, name, e2e):
+    gpu = _label_tree(tmp_path)
+    (gpu / name).write_text(
+        f'{{"num_layer": 24, "e2e_latency": {e2e}, "fw_latency": 1, "bwall_latency": 0}}'
+    )
+    shown = e2e[:40]
+    with pytest.raises(NeusightFormatError, match=rf"{name}: .*'e2e_latency'.*{shown}"):
+        load_neusight(tmp_path)
+
+
+def test_an_infinite_kernel_time_in_a_trace_names_file_column_and_row(tmp_path):
+    df = pd.read_csv(ROOT / "label" / "Tesla_P4" / "bert_large-inf-512-8.csv")
+    df["fw_latency"] = df["fw_latency"].astype(object)
+    df.loc[4, "fw_latency"] = "inf"
+    bad = tmp_path / "trace.csv"
+    df.to_csv(bad, index=False)
+    with pytest.raises(NeusightFormatError, match=r"trace\.csv: column 'fw_latency', row 5: .*inf"):
+        read_trace(bad)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_label_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path, kind):
+    label = _label_tree(tmp_path) / "bert_large-inf-512-8.json"
+    if kind == "fifo":
+        os.mkfifo(label)  # an open() of it would block for ever
+    else:
+        label.symlink_to("/dev/zero")  # a read() of it would never end
+    with pytest.raises(NeusightFormatError, match=r"bert_large-inf-512-8\.json: is a"):
+        load_neusight(tmp_path)
+
+
+def test_a_trace_that_is_a_fifo_is_refused(tmp_path):
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(NeusightFormatError, match=r"trace\.csv: is a FIFO"):
+        read_trace(fifo)

@@ -42,3 +42,19 @@ def test_malformed_file_is_named(tmp_path):
     bad.write_text("num_workers,size\n2,1024\n")
     with pytest.raises(ValueError, match="all_reduce.csv.*missing column"):
         load_vidur_allreduce(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("time_stats.all_reduce.median", "inf"), ("time_stats.all_reduce.mean", "nan")],
+)
+def test_a_non_finite_time_names_file_column_row_and_value(tmp_path, column, value):
+    source = sorted(ROOT.glob("*/all_reduce.csv"))[0].read_text().splitlines()
+    header = source[0].split(",")
+    row = source[1].split(",")
+    row[header.index(column)] = value
+    bad = tmp_path / "sys" / "all_reduce.csv"
+    bad.parent.mkdir()
+    bad.write_text("\n".join([source[0], ",".join(row)]) + "\n")
+    with pytest.raises(ValueError, match=rf"all_reduce.csv: column '{column}', row 0: .*{value}"):
+        load_vidur_allreduce(tmp_path)

@@ -61,6 +61,13 @@ def test_non_finite_numbers_are_refused(text):
         parse_json(text, "where.json")
 
 
+def test_a_non_finite_number_is_named_by_its_field():
+    with pytest.raises(UnsafeInputError, match=r"l.json: .*field 'e2e_latency' \(value NaN\)"):
+        parse_json('{"num_layer": 2, "e2e_latency": NaN}', "l.json")
+    with pytest.raises(UnsafeInputError, match=r"field 'b'\[1\] \(value Infinity\)"):
+        parse_json('{"a": {"b": [1, Infinity]}}', "l.json")
+
+
 def test_not_utf8_and_not_json(tmp_path):
     path = tmp_path / "x.json"
     path.write_bytes(b"\xff\xfe")

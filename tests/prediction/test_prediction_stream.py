@@ -1,5 +1,7 @@
 """Streaming: chunked equals one-shot row for row; an error leaves no output file."""
 
+import os
+
 import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
@@ -83,3 +85,12 @@ def test_strict_names_the_row_in_the_file(predictor, tmp_path):
         predict_file(predictor, path, tmp_path / "p.csv", strict=True, chunk_rows=4,
                      progress=False)  # fmt: skip
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_a_fifo_is_refused_before_any_output(predictor, tmp_path):
+    fifo = tmp_path / "w.csv"
+    os.mkfifo(fifo)  # an open() of it would block for ever
+    out = tmp_path / "pred.csv"
+    with pytest.raises(ValueError, match=r"w\.csv: is a FIFO, not a regular file"):
+        predict_file(predictor, fifo, out, progress=False)
+    assert list(tmp_path.iterdir()) == [fifo]

@@ -1,10 +1,13 @@
-"""Workload files (CSV, YAML) and JSON workloads: a field's type is strict in every format."""
+"""Workload files (CSV, YAML) and JSON workloads: regular files only, a field's type strict."""
 
 import json
+import os
 
 import pytest
 import yaml
 
+from scaledl.design import load_preset, read_design
+from scaledl.design.errors import DesignError
 from scaledl.workloads.files import read_workloads_file
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -111,3 +114,32 @@ def test_a_json_workload_is_as_strict(field, text, message):
     with pytest.raises(WorkloadError, match=rf"^--workload: invalid workload: field '{field}' "
                        rf"\(value [^)]*\): .*{message}"):  # fmt: skip
         Workload.parse(record, source="--workload")
+
+
+def _special(path, kind):
+    if kind == "fifo":
+        os.mkfifo(path)  # an open() of it would block for ever
+    else:
+        path.symlink_to("/dev/zero")  # a read() of it would never end
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+@pytest.mark.parametrize("suffix", [".csv", ".yaml", ".parquet"])
+def test_a_workloads_file_that_is_not_regular_is_refused(tmp_path, kind, suffix):
+    path = _special(tmp_path / f"w{suffix}", kind)
+    with pytest.raises(ValueError, match=rf"w\{suffix}: is a (FIFO|device), not a regular file"):
+        read_workloads_file(path)
+
+
+def test_a_missing_workloads_file_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"nowhere\.csv: cannot read workloads"):
+        read_workloads_file(tmp_path / "nowhere.csv")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_design_or_preset_that_is_not_regular_is_refused(tmp_path, kind):
+    with pytest.raises(DesignError, match=r"design\.parquet: is a"):
+        read_design(_special(tmp_path / "design.parquet", kind))
+    with pytest.raises(DesignError, match=r"preset\.yaml: is a"):
+        load_preset(_special(tmp_path / "preset.yaml", kind))
