@@ -495,7 +495,7 @@ def latest_bundle(name_dir: Path) -> Path | None:
     if version is None:
         return None
     bundle = Path(name_dir) / version
-    check_inside(bundle, Path(name_dir).parent)
+    check_inside(bundle, Path(name_dir).absolute().parent)
     if not (bundle / "manifest.json").exists():
         raise BundleError(
             f"{Path(name_dir) / 'latest'}: names version {version!r}, which has no manifest.json"
@@ -536,8 +536,9 @@ def resolve_bundle(path: Path) -> Path:
     """
     path = Path(path)
     if os.path.lexists(path / "manifest.json"):
-        if os.path.lexists(path.parent / "latest"):
-            check_inside(path, path.parent.parent)
+        parent = path.absolute().parent  # lexical: `v2` given from inside its name directory
+        if os.path.lexists(parent / "latest"):
+            check_inside(path, parent.parent)
         return path
     bundle = latest_bundle(path)
     if bundle is not None:

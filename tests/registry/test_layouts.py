@@ -87,9 +87,10 @@ def _set(path, value):
 
 MANIFEST_EDITS = {
     "out-of-range overlap": (_set("overlap.hidden.send", 1.5), "overlap.hidden"),
+    # refused by the JSON reader (scaledl.io.safe), which names the number, not the field
     "infinite coefficient": (
         lambda d: d["correction"]["coef"].__setitem__(0, HUGE),
-        "correction.coef",
+        "number 1e999 does not fit a finite float",
     ),
     "unknown field": (_set("run", "__import__('os').system('true')"), "'run'"),
     "unknown recipe": (_set("recipe", "evil"), "'recipe'"),

@@ -6,7 +6,10 @@ dtype, as skops does when it loads one). The end-to-end tests craft the node arr
 ``layerwise.skops``, the GPU bundle's ``operators.skops`` and a layout calibration's
 ``layerwise.skops``; each file's manifest is made consistent again (checksum and size) so only
 the loader's own checks stand in the way, and ``scaledl predict`` runs in a subprocess under a
-timeout, so a regression (a hang, a SIGSEGV) fails the test instead of killing pytest.
+timeout, so a regression (a hang, a SIGSEGV) fails the test instead of killing pytest. Before
+the checks, the self-loop hung past the timeout and the out-of-range child and feature ended in
+SIGSEGV. The timeout is 300 s, not a bound on speed: on a 2-core host loaded 7x over, the CLI
+took 70-80 s to start and refuse.
 """
 
 import io
