@@ -141,8 +141,9 @@ def atomic_dir(
         replace: replace an existing ``target``.
         if_exists: called as ``if_exists(tmp, target)`` when ``target`` exists (and not
             ``replace``): it raises to refuse, or returns to keep the existing ``target`` (the
-            temporary folder is removed). Without it an existing non-empty ``target`` makes
-            ``os.replace`` fail with ``OSError``.
+            temporary folder is removed); also when another publisher's rename wins the race
+            after the check. Without it an existing non-empty ``target`` makes ``os.replace``
+            fail with ``OSError``.
 
     Raises:
         OSError: writing, syncing or renaming failed; ``target`` is unchanged then.
@@ -169,7 +170,15 @@ def atomic_dir(
                 os.replace(tmp, target)
                 tmp = Path(aside)  # the old folder, removed below
             else:
-                os.replace(tmp, target)
+                try:
+                    os.replace(tmp, target)
+                except OSError as exc:
+                    # Another publisher renamed its folder onto ``target`` after the check.
+                    if if_exists is None or exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                    if_exists(tmp, target)
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    return
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from scaledl.io.safe import UnsafeInputError, read_json
 from scaledl.io.schema import Artefact, parse_artefact
 
 #: Strata, from the closest to the training data to the farthest.
@@ -303,12 +304,14 @@ class IntervalCalibration:
         """Read a calibration file.
 
         Raises:
-            CalibrationError: unreadable, not JSON or malformed (naming the file).
+            CalibrationError: unreadable, not a regular file, too large or deeply nested, not
+                finite JSON, or malformed (naming the file; :func:`scaledl.io.safe.read_json`).
         """
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise CalibrationError(f"{path}: cannot read calibration: {exc}") from None
+            data = read_json(path)
+        except (OSError, UnsafeInputError) as exc:
+            reason = str(exc).removeprefix(f"{path}: ")
+            raise CalibrationError(f"{path}: cannot read calibration: {reason}") from None
         return cls.from_dict(data, source=str(path))
 
 

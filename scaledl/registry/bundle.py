@@ -22,15 +22,20 @@ Publishing is durable (:mod:`scaledl.io.atomic`): every file and the version fol
 before the rename into place, the name directory after it, and ``latest`` the same way, so a
 crash or power loss leaves ``latest`` on the old version or the new one; a crashed publish can
 be retried to completion, and the temporaries a dead publish left are removed by the next one.
+Of two concurrent publishes of one version, the loser of the rename finishes as a retry does
+(same manifest) or raises ``ValueError`` naming the version.
 
 Loading never runs code from a bundle. It checks the format version, that every file is a
 regular file (a symlink or hardlink to one is fine: DVC's cache layouts; FIFOs and devices are
 refused unread) of the size and SHA-256 the manifest records, and the scikit-learn version
 *before* deserialising anything; skops then builds only the exact types of
-:data:`TRUSTED_TYPES` beyond its own safe defaults (no prefixes), ``torch.load`` only tensors
-(``weights_only=True``), and every loaded number must be finite and in range. Any mismatch
-raises :class:`BundleError` (or a subclass) naming the file, field and a bounded excerpt of the
-value.
+:data:`TRUSTED_TYPES` beyond its own safe defaults (no prefixes) and every tree's structure
+is checked before anything predicts (:func:`load_skops`, :mod:`scaledl.registry.trees`),
+``torch.load`` builds only tensors (``weights_only=True``), every JSON file is read by
+:func:`scaledl.io.safe.read_json` (regular, bounded in size and nesting, finite), and every
+loaded number must be finite and in range. A registry version folder must resolve inside its
+registry root (:func:`check_inside`). Any mismatch raises :class:`BundleError` (or a subclass)
+naming the file, field and a bounded excerpt of the value.
 
 The loader knows the files it reads (:data:`BUNDLE_FILES`, and :data:`OPTIONAL_BUNDLE_FILES`
 when the manifest lists them): each must be listed in the manifest's ``files`` with its
@@ -38,8 +43,8 @@ SHA-256, so a file edited and dropped from the manifest is refused, not trusted 
 file the manifest does not list is never read). A manifest entry that is not a plain file name
 of the bundle directory, or that the loader does not know, is refused too (a bundle from
 another format). Other files in the directory are never read. :func:`list_predictors` lists a
-broken version with its reason instead of failing, so one damaged version never hides the good
-ones.
+broken version with its reason (whatever the error) instead of failing, so one damaged version
+never hides the good ones.
 
 Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
 deserialises every file (skops, ``torch.load``), without importing PyTorch Geometric;
@@ -68,6 +73,8 @@ import pandas as pd
 
 from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
+from scaledl.io.safe import UnsafeInputError, read_json, read_text
+from scaledl.registry.trees import TreeStructureError, check_trees
 
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
     import torch
@@ -88,6 +95,12 @@ _LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "t
 TRUSTED_TYPES = frozenset(
     {"scaledl.models.layerwise.LayerTimeRegressor", "sklearn.tree._tree.Tree"}
 )
+#: Bounds of a layer regressor's fitted numbers (decisions; the committed CPU host's fits have
+#: intercepts under 1 ms, scaled coefficients under 3 ms and correction ranges within the
+#: default ``max_correction`` of 1): an intercept or coefficient (milliseconds at the largest
+#: training feature) beyond 1000 s, or a log correction beyond +-10 (a factor of 22,000).
+MAX_LAYER_MS = 1e6
+MAX_LOG_CORRECTION = 10.0
 #: Largest ``manifest.json`` and ``latest`` read (bytes): a bigger one is refused unread.
 MAX_MANIFEST_BYTES = 1 << 20
 _MAX_LATEST_BYTES = 256
@@ -390,7 +403,7 @@ def _finish_existing(tmp: Path, target: Path) -> None:
             f"{target}: bundle version {target.name!r} exists already and does not verify "
             f"({exc}); remove it to publish it again"
         ) from exc
-    if existing != json.loads((tmp / "manifest.json").read_text()):
+    if existing != _read_bundle_json(tmp / "manifest.json", MAX_MANIFEST_BYTES, "unreadable"):
         raise ValueError(
             f"{target}: bundle version {target.name!r} exists already with another manifest "
             "(another training or other metrics)"
@@ -457,8 +470,8 @@ def _read_latest(name_dir: Path) -> str | None:
             "version directory)"
         ) from None
     try:
-        version = latest.read_bytes().decode().strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        version = read_text(latest, _MAX_LATEST_BYTES).strip()
+    except (OSError, UnsafeInputError) as exc:
         raise BundleError(f"{latest}: unreadable: {exc}") from exc
     if version in ("", ".", "..") or Path(version).name != version:
         raise BundleError(f"{latest}: names {excerpt(version)}, not a version directory name")
@@ -475,13 +488,14 @@ def latest_bundle(name_dir: Path) -> Path | None:
         ``<name_dir>/<version>``; ``None`` when there is no ``latest`` (nothing registered).
 
     Raises:
-        BundleError: ``latest`` is unusable (see :func:`_read_latest`) or names a version that
-            has no ``manifest.json``.
+        BundleError: ``latest`` is unusable (see :func:`_read_latest`), names a version that
+            has no ``manifest.json`` or one that lies outside the registry (:func:`check_inside`).
     """
     version = _read_latest(name_dir)
     if version is None:
         return None
     bundle = Path(name_dir) / version
+    check_inside(bundle, Path(name_dir).absolute().parent)
     if not (bundle / "manifest.json").exists():
         raise BundleError(
             f"{Path(name_dir) / 'latest'}: names version {version!r}, which has no manifest.json"
@@ -489,14 +503,42 @@ def latest_bundle(name_dir: Path) -> Path | None:
     return bundle
 
 
+def check_inside(version_dir: Path, root: Path) -> None:
+    """Refuse a registry version folder that resolves outside its registry root.
+
+    A version folder that is a symlink to elsewhere would serve and list files the registry
+    does not hold. Symlinked *files* stay allowed (DVC's cache layouts).
+
+    Args:
+        version_dir: ``<root>/<name>/<version>``.
+        root: the registry root (links in it resolved too).
+
+    Raises:
+        BundleError: naming the folder, where it resolves and the root.
+    """
+    resolved = Path(version_dir).resolve()
+    if not resolved.is_relative_to(Path(root).resolve()):
+        raise BundleError(
+            f"{version_dir}: outside the registry root, refused (it resolves to {resolved}; "
+            f"the root is {Path(root).resolve()}): a version folder must lie inside its registry"
+        )
+
+
 def resolve_bundle(path: Path) -> Path:
     """The bundle directory of ``path``: a bundle, or a name directory (follows ``latest``).
 
+    A bundle in a registry name directory (one holding ``latest``) must lie inside the
+    registry (:func:`check_inside`); a bundle elsewhere (a candidate) is taken as named.
+
     Raises:
-        BundleError: no bundle there, or ``latest`` is unusable (see :func:`_read_latest`).
+        BundleError: no bundle there, ``latest`` is unusable (see :func:`_read_latest`), or a
+            registry version outside its registry.
     """
     path = Path(path)
     if os.path.lexists(path / "manifest.json"):
+        parent = path.absolute().parent  # lexical: `v2` given from inside its name directory
+        if os.path.lexists(parent / "latest"):
+            check_inside(path, parent.parent)
         return path
     bundle = latest_bundle(path)
     if bundle is not None:
@@ -519,10 +561,7 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     """
     path = Path(bundle) / "manifest.json"
     _regular_file(path, limit=MAX_MANIFEST_BYTES, what="unreadable manifest: ")
-    try:
-        manifest = json.loads(path.read_text(), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
+    manifest = _read_bundle_json(path, MAX_MANIFEST_BYTES, "unreadable manifest")
     if not isinstance(manifest, dict):
         raise BundleError(f"{path}: unreadable manifest: not a JSON object")
     if manifest.get("format_version") != FORMAT_VERSION:
@@ -578,13 +617,28 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     return manifest
 
 
+def _read_bundle_json(path: Path, max_bytes: int, what: str) -> Any:
+    """A bundle's JSON file through :func:`scaledl.io.safe.read_json`: regular, bounded, finite.
+
+    Args:
+        path: the file.
+        max_bytes: the largest size accepted, in bytes.
+        what: the reason's first words (``unreadable manifest``).
+
+    Raises:
+        BundleError: missing, not a regular file, over ``max_bytes``, nested deeper than
+            :data:`scaledl.io.safe.MAX_JSON_DEPTH`, a non-finite number or not JSON (naming
+            the file).
+    """
+    try:
+        return read_json(path, max_bytes=max_bytes)
+    except (OSError, UnsafeInputError) as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise BundleError(f"{path}: {what}: {reason}") from None
+
+
 def _is_size(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _refuse_constant(name: str) -> None:
-    """``json`` hook for ``NaN``, ``Infinity`` and ``-Infinity``: a bundle's numbers are finite."""
-    raise ValueError(f"non-finite number {name}: every number of a bundle must be finite")
 
 
 def _file_sizes(directory: Path, files: dict[str, str]) -> dict[str, int]:
@@ -636,7 +690,6 @@ def read_bundle(bundle: Path) -> BundleParts:
     Raises:
         BundleError: verification or deserialisation failed (naming the bundle or file).
     """
-    import skops.io as sio
     import torch
 
     from scaledl.models.layerwise import LayerwiseModel
@@ -648,10 +701,9 @@ def read_bundle(bundle: Path) -> BundleParts:
 
         return read_kernel_parts(bundle, manifest)
     layer_file = bundle / "layerwise.skops"
-    check_skops_types(layer_file, TRUSTED_TYPES)
+    models = load_skops(layer_file, TRUSTED_TYPES)
     params, checked = read_params(bundle)
     try:
-        models = sio.load(layer_file, trusted=sorted(TRUSTED_TYPES))
         layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
@@ -661,6 +713,39 @@ def read_bundle(bundle: Path) -> BundleParts:
     return BundleParts(
         bundle, manifest, layerwise, params, state, checked.training_domain, calibration
     )
+
+
+def load_skops(path: Path, trusted: frozenset[str]) -> Any:
+    """Load a verified skops file: allow-listed types only, every tree's structure checked.
+
+    The one skops loader of every bundle kind (CPU and GPU bundles, layout calibrations):
+    :func:`check_skops_types`, then ``skops.io.load``, then
+    :func:`~scaledl.registry.trees.check_trees` before anything predicts.
+
+    Args:
+        path: the ``.skops`` file (its size and checksum verified by the caller).
+        trusted: the exact type names allowed beyond skops' defaults.
+
+    Returns:
+        The loaded object.
+
+    Raises:
+        BundleError: a type outside the allow-list, an unreadable file, or a tree whose
+            structure prediction cannot walk (naming the file, the estimator, the node, the
+            field and the value).
+    """
+    import skops.io as sio
+
+    check_skops_types(path, trusted)
+    try:
+        loaded = sio.load(path, trusted=sorted(trusted))
+    except Exception as exc:
+        raise BundleError(f"{path}: cannot load: {bounded(str(exc), 300)}") from exc
+    try:
+        check_trees(loaded, str(path))
+    except TreeStructureError as exc:
+        raise BundleError(str(exc)) from None
+    return loaded
 
 
 def check_skops_types(path: Path, trusted: frozenset[str]) -> None:
@@ -705,10 +790,7 @@ def read_params(bundle: Path, kind: str = "graph") -> tuple[dict[str, Any], Any]
     from scaledl.registry.params import check_params
 
     params_file = bundle / "params.json"
-    try:
-        params = json.loads(params_file.read_text(), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{params_file}: unreadable: {exc}") from exc
+    params = _read_bundle_json(params_file, MAX_MANIFEST_BYTES, "unreadable")
     try:
         return params, check_params(params, kind, str(params_file))
     except ValueError as exc:
@@ -757,6 +839,10 @@ def _check_loaded_numbers(bundle: Path, layerwise: LayerwiseModel, state) -> Non
 def _check_regressors(path: Path, models: Any) -> None:
     """Refuse layer regressors whose fitted arrays are not finite or out of range.
 
+    In range: ``coef_`` in ``[0, MAX_LAYER_MS]``, ``|intercept_| <= MAX_LAYER_MS``, ``scale_``
+    positive, ``correction_range_`` a ``(low, high)`` with ``-MAX_LOG_CORRECTION <= low <=
+    high <= MAX_LOG_CORRECTION``.
+
     Raises:
         BundleError: naming the file, the regressor, the field and a bounded excerpt.
     """
@@ -775,8 +861,14 @@ def _check_regressors(path: Path, models: Any) -> None:
         except (TypeError, ValueError) as exc:
             raise BundleError(f"{path}: regressor {layer_type}/{direction}: {exc}") from exc
         bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
-        bad += ["coef_"] * bool((arrays["coef_"] < 0).any())
+        bad += ["coef_"] * bool(((arrays["coef_"] < 0) | (arrays["coef_"] > MAX_LAYER_MS)).any())
+        bad += ["intercept_"] * bool((np.abs(arrays["intercept_"]) > MAX_LAYER_MS).any())
         bad += ["scale_"] * bool((arrays["scale_"] <= 0).any())
+        low_high = arrays["correction_range_"]
+        bad += ["correction_range_"] * bool(
+            low_high.shape != (2,)
+            or not -MAX_LOG_CORRECTION <= low_high[0] <= low_high[1] <= MAX_LOG_CORRECTION
+        )
         if bad:
             raise BundleError(
                 f"{path}: regressor {excerpt(layer_type)}/{excerpt(direction)} field {bad[0]!r} "
@@ -952,14 +1044,14 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
     for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         try:
             latest, latest_problem = _read_latest(name_dir), ""
-        except BundleError as exc:
-            latest, latest_problem = None, str(exc)
+        except Exception as exc:  # listed, never fatal: one bad name hides no other
+            latest, latest_problem = None, _one_line(exc, name_dir / "latest")
         versions = sorted(
             p for p in name_dir.iterdir()
             if p.is_dir() and p.name != "latest" and not p.name.startswith(".")
         )  # fmt: skip
         for bundle in versions:
-            rows.append(_list_row(name_dir.name, bundle, bundle.name == latest))
+            rows.append(_list_row(name_dir.name, bundle, bundle.name == latest, root))
         if latest_problem:
             rows.append(_problem_row(name_dir, "latest", "broken", latest_problem))
         elif latest is not None and latest not in {v.name for v in versions}:
@@ -968,13 +1060,14 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
 
 
-def _list_row(name: str, bundle: Path, is_latest: bool) -> dict[str, Any]:
+def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str, Any]:
     try:
+        check_inside(bundle, root)
         manifest, status, problem = read_manifest(bundle), "ok", ""
     except IncompatibleBundleError as exc:
-        manifest, status, problem = {}, "incompatible", str(exc)
-    except BundleError as exc:
-        manifest, status, problem = {}, "broken", str(exc)
+        manifest, status, problem = {}, "incompatible", _one_line(exc, bundle)
+    except Exception as exc:  # any error: listed broken, never fatal (hides no other version)
+        manifest, status, problem = {}, "broken", _one_line(exc, bundle)
     data = manifest.get("training_data")
     return {
         "name": name,
@@ -986,6 +1079,14 @@ def _list_row(name: str, bundle: Path, is_latest: bool) -> dict[str, Any]:
         "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
         "path": str(bundle),
     }
+
+
+def _one_line(exc: Exception, where: Path) -> str:
+    """An error's first line, bounded; other than a :class:`BundleError`, with ``where``."""
+    text = (str(exc).splitlines() or [""])[0]
+    if not isinstance(exc, BundleError):
+        text = f"{where}: {type(exc).__name__}: {text}".rstrip(": ")
+    return bounded(text, 300)
 
 
 def _problem_row(name_dir: Path, version: str, status: str, problem: str) -> dict[str, Any]:

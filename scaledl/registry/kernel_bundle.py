@@ -18,8 +18,9 @@ are :data:`KERNEL_BUNDLE_FILES`:
 * ``calibration.json`` (optional): the conformal intervals, calibrated on the GPU evaluation
   (:mod:`scaledl.evaluation.gpu_calibration`).
 
-Every loaded number is checked finite (tree thresholds and values, the correction's
-coefficients, the layer regressors as in a CPU bundle). A bundle predicts any GPU of the device
+Every loaded tree's structure is checked before anything predicts
+(:mod:`scaledl.registry.trees`), and every loaded number finite (the correction's coefficients,
+the layer regressors as in a CPU bundle). A bundle predicts any GPU of the device
 table: a GPU never trained on is predicted from its specs and flagged by the domain guard
 (``unseen_device``). A kernel-aware method whose correction is the GNN (trained with at least
 ``min_gnn_architectures`` architectures) is not stored by this format: :func:`save_kernel_bundle`
@@ -41,7 +42,7 @@ from scaledl.registry.bundle import (
     BundleError,
     BundleParts,
     _check_regressors,
-    check_skops_types,
+    load_skops,
     publish_bundle,
     read_calibration,
     read_params,
@@ -209,19 +210,13 @@ def read_kernel_parts(bundle: Path, manifest: dict[str, Any]) -> BundleParts:
         BundleError: a type outside the allow-lists, an unreadable file or a non-finite or
             out-of-range number (naming the file, field and a bounded excerpt).
     """
-    import skops.io as sio
-
     from scaledl.models.layerwise import LayerwiseModel
 
-    loaded = {}
-    for file, trusted in (("layerwise.skops", TRUSTED_TYPES),
-                          ("operators.skops", OPERATOR_TRUSTED_TYPES)):  # fmt: skip
-        path = bundle / file
-        check_skops_types(path, trusted)
-        try:
-            loaded[file] = sio.load(path, trusted=sorted(trusted))
-        except Exception as exc:
-            raise BundleError(f"{path}: cannot load: {bounded(str(exc), 300)}") from exc
+    loaded = {
+        file: load_skops(bundle / file, trusted)
+        for file, trusted in (("layerwise.skops", TRUSTED_TYPES),
+                              ("operators.skops", OPERATOR_TRUSTED_TYPES))
+    }  # fmt: skip
     params_file = bundle / "params.json"
     params, checked = read_params(bundle, KIND)
     try:
@@ -245,7 +240,10 @@ def _layerwise_init(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_operators(path: Path, operators: Any) -> None:
-    """Refuse operator models or a correction with non-finite fitted numbers.
+    """Refuse operator models that are not boosted trees or a correction with non-finite numbers.
+
+    The trees' structure, thresholds and values were checked when loaded
+    (:func:`~scaledl.registry.bundle.load_skops`).
 
     Raises:
         BundleError: naming the file, the model and the field.
@@ -263,11 +261,6 @@ def _check_operators(path: Path, operators: Any) -> None:
             where = f"{path}: operator model {excerpt(op_class)}/{excerpt(direction)}"
             if not isinstance(reg, GradientBoostingRegressor):
                 raise BundleError(f"{where}: not a GradientBoostingRegressor")
-            for i, tree in enumerate(np.ravel(reg.estimators_)):
-                arrays = {"threshold": tree.tree_.threshold, "value": tree.tree_.value}
-                for field_name, array in arrays.items():
-                    if not np.isfinite(np.asarray(array, dtype=float)).all():
-                        raise BundleError(f"{where}: tree {i} field {field_name!r} not finite")
     correction = operators["correction"]
     if correction is not None:
         if not isinstance(correction, RidgeCV):

@@ -24,8 +24,11 @@ write_atomic`). Loading never runs code from the files, as for a bundle
 (:mod:`scaledl.registry.bundle`): the manifest must be a regular file under 1 MiB of finite
 JSON, the skops file a regular file of the recorded size and SHA-256, written by the same
 scikit-learn minor version; skops builds only the types of
-:data:`~scaledl.registry.bundle.TRUSTED_TYPES` beyond its safe defaults, and every fitted
-number of the regressors is checked finite and in range. Any problem raises
+:data:`~scaledl.registry.bundle.TRUSTED_TYPES` beyond its safe defaults, every tree's
+structure is checked (:func:`~scaledl.registry.bundle.load_skops`), every fitted number of the
+regressors is checked finite and in range, and the correction and collective costs within
+:data:`MAX_CORRECTION_INTERCEPT`, :data:`MAX_CORRECTION_COEF`, :data:`MAX_ALPHA_MS` and
+:data:`MAX_MS_PER_BYTE`. Any problem raises
 :class:`~scaledl.registry.bundle.BundleError` naming the file, the field and the value.
 """
 
@@ -36,9 +39,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
@@ -52,11 +55,11 @@ from scaledl.registry.bundle import (
     TRUSTED_TYPES,
     BundleError,
     _check_regressors,
-    _refuse_constant,
+    _read_bundle_json,
     _regular_file,
-    check_skops_types,
     latest_bundle,
     library_versions,
+    load_skops,
     read_manifest,
     read_params,
     resolve_bundle,
@@ -68,6 +71,21 @@ LAYOUTS_DIR = "layouts"
 FORMAT_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 LAYERWISE_FILE = "layerwise.skops"
+#: Bounds of a calibration's numbers, checked when it is saved and loaded (decisions: the
+#: committed CPU host's fit has |coef| <= 0.05, intercept 0.30, latencies <= 1.8 ms and costs
+#: <= 2.4e-6 ms/byte). The correction multiplies a composed time by ``exp(x @ coef +
+#: intercept)`` over features of unit scale (shares in [0, 1], log2 sizes, log milliseconds):
+#: an intercept beyond +-10 scales every time by more than e**10 (22,000x), a coefficient beyond
+#: +-5 by e**5 (150x) per unit of a feature; neither is a fit of the recipe.
+MAX_CORRECTION_INTERCEPT = 10.0
+MAX_CORRECTION_COEF = 5.0
+#: A collective's latency above 10 s or a cost above 1e-3 ms/byte (1 MB/s) is no network's.
+MAX_ALPHA_MS = 1e4
+MAX_MS_PER_BYTE = 1e-3
+
+AlphaMs = Annotated[float, Field(ge=0.0, le=MAX_ALPHA_MS)]
+MsPerByte = Annotated[float, Field(ge=0.0, le=MAX_MS_PER_BYTE)]
+CorrectionCoef = Annotated[float, Field(ge=-MAX_CORRECTION_COEF, le=MAX_CORRECTION_COEF)]
 
 
 class CollectivesParams(Artefact):
@@ -75,12 +93,13 @@ class CollectivesParams(Artefact):
 
     Attributes:
         kind: ``collective_model``.
-        params: ``{collective: (alpha_ms, ms_per_byte)}`` for every collective, each >= 0.
+        params: ``{collective: (alpha_ms, ms_per_byte)}`` for every collective, in
+            ``[0, MAX_ALPHA_MS]`` and ``[0, MAX_MS_PER_BYTE]``.
         source: where each pair came from (``measured``, ``derived``, ``from <collective>``).
     """
 
     kind: Literal["collective_model"]
-    params: dict[str, tuple[NonNegativeFloat, NonNegativeFloat]]
+    params: dict[str, tuple[AlphaMs, MsPerByte]]
     source: dict[str, str]
 
     @model_validator(mode="after")
@@ -125,13 +144,13 @@ class CorrectionParams(Artefact):
 
     Attributes:
         features: :data:`~scaledl.parallel.recipe.CORRECTION_FEATURES`, in order.
-        coef: one coefficient per feature.
-        intercept: the intercept.
+        coef: one coefficient per feature, each within +-:data:`MAX_CORRECTION_COEF`.
+        intercept: the intercept (log scale), within +-:data:`MAX_CORRECTION_INTERCEPT`.
     """
 
     features: tuple[str, ...]
-    coef: tuple[float, ...]
-    intercept: float
+    coef: tuple[CorrectionCoef, ...]
+    intercept: Annotated[float, Field(ge=-MAX_CORRECTION_INTERCEPT, le=MAX_CORRECTION_INTERCEPT)]
 
     @model_validator(mode="after")
     def _features_match(self) -> CorrectionParams:
@@ -412,16 +431,14 @@ def read_layout_calibration(target: Path):
     Raises:
         BundleError: naming the file, the field and a bounded excerpt of the value.
     """
-    import skops.io as sio
-
     from scaledl.models.layerwise import LayerwiseModel
 
     path = Path(target) / MANIFEST_FILE
     _regular_file(path, limit=MAX_MANIFEST_BYTES, what="unreadable layout calibration: ")
+    data = _read_bundle_json(path, MAX_MANIFEST_BYTES, "unreadable layout calibration")
     try:
-        data = json.loads(path.read_text(), parse_constant=_refuse_constant)
         m = parse_artefact(CalibrationManifest, data, str(path))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except ValueError as exc:
         raise BundleError(f"{path}: unreadable layout calibration: {exc}") from exc
     saved = m.library_versions.get("scikit-learn", "")[:40]
     current = library_versions()["scikit-learn"]
@@ -438,9 +455,8 @@ def read_layout_calibration(target: Path):
             f"{layer_file}: checksum mismatch (manifest {m.files[LAYERWISE_FILE][:12]}..., file "
             f"{actual[:12]}...): the calibration was altered or truncated"
         )
-    check_skops_types(layer_file, TRUSTED_TYPES)
+    models = load_skops(layer_file, TRUSTED_TYPES)
     try:
-        models = sio.load(layer_file, trusted=sorted(TRUSTED_TYPES))
         layerwise = LayerwiseModel.from_fitted(
             models, min_samples=m.layerwise_min_samples, features=m.layerwise_features
         )

@@ -20,6 +20,7 @@ import skops
 import skops.io as sio
 import torch
 from faults import FsyncSpy, count_io, crash_at, tmpfs
+from tiny_specs import tiny_spec
 
 from scaledl.registry import BundleError, list_predictors, load_predictor, register_bundle
 from scaledl.registry.bundle import TRUSTED_TYPES, latest_bundle, read_manifest, sha256_file
@@ -232,7 +233,9 @@ def test_a_non_finite_number_in_params_is_refused(bundle, where):
             params["training_domain"]["ranges"][first] = [12345.5, 12345.5]
 
     edit_params(bundle, edit, raw=("12345.5", "NaN"))
-    with pytest.raises(BundleError, match="params.json: unreadable: non-finite number NaN"):
+    with pytest.raises(
+        BundleError, match="params.json: unreadable: not valid JSON: non-finite number NaN"
+    ):
         load_predictor(bundle)
 
 
@@ -388,3 +391,121 @@ def test_a_layer_regressor_out_of_range_is_refused(bundle, field, value):
     relist(bundle, "layerwise.skops")
     with pytest.raises(BundleError, match=f"regressor '\\*'/'forward' field '{field}'"):
         load_predictor(bundle)
+
+
+# ------------------------------------------------------------------ issue 50
+NESTED = "[" * 100_000 + "]" * 100_000  # 200 KB: a RecursionError inside json without a bound
+
+
+def registry_with(bundle: Path, v1: Path, root: Path) -> Path:
+    """A registry of ``v1`` (registered) and the altered ``bundle`` moved in as ``v2``."""
+    name_dir = fresh_registry(v1, root)
+    shutil.move(bundle, name_dir / "v2")
+    return name_dir
+
+
+@pytest.mark.parametrize("file", ["manifest.json", "params.json", "calibration.json"])
+def test_a_deeply_nested_json_is_refused_naming_the_file(bundle, v1, tmp_path, file):
+    from typer.testing import CliRunner
+
+    from scaledl.cli import app
+
+    (bundle / file).write_text(NESTED)
+    if file != "manifest.json":
+        relist(bundle, file)
+    with pytest.raises(BundleError, match=f"{file}: .*nested 100000 levels deep") as info:
+        load_predictor(bundle)
+    assert str(bundle / file) in str(info.value)
+    name_dir = registry_with(bundle, v1, tmp_path / "registry")
+    inline = [
+        x for k, v in tiny_spec("bert").items() if k != "family" for x in ("--set", f"{k}={v}")
+    ]
+    args = ["predict", "--predictor", str(name_dir / "v2"), "--family", "bert", *inline]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "nested 100000 levels deep" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    # listed: the manifest's error breaks v2 in the listing; the others only load, not list
+    table = list_predictors(tmp_path / "registry").set_index("version")
+    assert table.loc["v1", "status"] == "ok"
+    if file == "manifest.json":
+        assert table.loc["v2", "status"] == "broken"
+        assert "nested 100000 levels deep" in table.loc["v2", "problem"]
+
+
+def test_any_error_of_one_version_is_listed_and_hides_no_other(bundle, v1, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from scaledl.cli import app
+    from scaledl.registry import bundle as bundle_module
+
+    registry_with(bundle, v1, tmp_path / "registry")
+    real = bundle_module.read_manifest
+
+    def failing(path):
+        if Path(path).name == "v2":
+            raise MemoryError("no memory left\nsecond line")  # not a BundleError
+        return real(path)
+
+    monkeypatch.setattr(bundle_module, "read_manifest", failing)
+    table = list_predictors(tmp_path / "registry").set_index("version")
+    assert table.loc["v1", "status"] == "ok"
+    assert table.loc["v2", "status"] == "broken"
+    assert table.loc["v2", "problem"].endswith("v2: MemoryError: no memory left")
+    result = CliRunner().invoke(app, ["list-predictors", "--registry", str(tmp_path / "registry")])
+    assert result.exit_code == 0 and "v1" in result.stdout
+    assert "scaledl v2: broken: " in result.output and "second line" not in result.output
+
+
+def test_a_version_folder_linked_out_of_the_registry_is_refused(bundle, v1, tmp_path):
+    name_dir = fresh_registry(v1, tmp_path / "registry")
+    outside = tmp_path / "elsewhere" / "v2"
+    outside.parent.mkdir()
+    shutil.move(bundle, outside)
+    (name_dir / "v2").symlink_to(outside)
+    (name_dir / "latest").write_text("v2\n")
+    refused = r"v2: outside the registry root, refused \(it resolves to .*elsewhere/v2;"
+    with pytest.raises(BundleError, match=refused):
+        load_predictor(name_dir)
+    with pytest.raises(BundleError, match=refused):
+        load_predictor(name_dir / "v2")
+    table = list_predictors(tmp_path / "registry").set_index("version")
+    assert (
+        table.loc["v2", "status"] == "broken"
+        and "outside the registry root" in (table.loc["v2", "problem"])
+    )
+    assert table.loc["v1", "status"] == "ok"
+    # a link inside the registry is a version like any other
+    (name_dir / "v2").unlink()
+    shutil.move(outside, name_dir / ".store")
+    (name_dir / "v2").symlink_to(name_dir / ".store")
+    assert load_predictor(name_dir).version == "v2"
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_publish_that_loses_the_race_finishes_or_names_the_version(
+    bundle, tmp_path, monkeypatch, same
+):
+    """The loser checked that ``v2`` did not exist, then the winner renamed its folder first."""
+    root = tmp_path / "registry"
+    target = root / "scaledl" / "v2"
+    real_replace = os.replace
+    raced = []
+
+    def racing_replace(src, dst, *args, **kwargs):
+        if Path(dst) == target and not raced:
+            raced.append(True)
+            register_bundle(bundle, root, "scaledl", metrics={"run": 1.0})  # the winner
+            assert target.is_dir()
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", racing_replace)
+    metrics = {"run": 1.0 if same else 2.0}
+    if same:
+        assert register_bundle(bundle, root, "scaledl", metrics=metrics) == target
+    else:
+        with pytest.raises(ValueError, match="bundle version 'v2' exists already with another"):
+            register_bundle(bundle, root, "scaledl", metrics=metrics)
+    assert raced
+    assert read_manifest(target)["metrics"] == {"run": 1.0}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["latest", "v2"]  # no temporary
+    assert (target.parent / "latest").read_text() == "v2\n"

@@ -5,10 +5,11 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import skops.io as sio
 from scaledl_fixtures import save_beside
-from tiny_specs import tiny
+from tiny_specs import tiny, tiny_spec
 
 from scaledl.registry import BundleError, load_predictor
 from scaledl.registry.bundle import read_manifest, sha256_file
@@ -86,9 +87,10 @@ def _set(path, value):
 
 MANIFEST_EDITS = {
     "out-of-range overlap": (_set("overlap.hidden.send", 1.5), "overlap.hidden"),
+    # refused by the JSON reader (scaledl.io.safe), which names the number, not the field
     "infinite coefficient": (
         lambda d: d["correction"]["coef"].__setitem__(0, HUGE),
-        "correction.coef",
+        "number 1e999 does not fit a finite float",
     ),
     "unknown field": (_set("run", "__import__('os').system('true')"), "'run'"),
     "unknown recipe": (_set("recipe", "evil"), "'recipe'"),
@@ -103,6 +105,27 @@ MANIFEST_EDITS = {
         "collectives.params",
     ),  # fmt: skip
     "other file listed": (_set("files", {"../gnn.pt": "0" * 64}), "'files'"),
+    # issue 50: every number of a calibration in range when it is loaded
+    "intercept far below": (
+        _set("correction.intercept", -800.0),
+        "field 'correction.intercept' (value -800.0)",
+    ),
+    "intercept far above": (
+        _set("correction.intercept", 800.0),
+        "field 'correction.intercept' (value 800.0)",
+    ),
+    "huge coefficient": (
+        lambda d: d["correction"]["coef"].__setitem__(2, 50.0),
+        "field 'correction.coef.2' (value 50.0)",
+    ),
+    "huge collective latency": (
+        _set("collectives.params.send", [1e6, 0.0]),
+        "field 'collectives.params.send.0' (value 1000000.0)",
+    ),
+    "slow collective cost": (
+        _set("collectives.params.send", [0.0, 0.5]),
+        "field 'collectives.params.send.1' (value 0.5)",
+    ),
     "other predictor": (_set("predictor_version", "v1"), "'predictor_version'"),
 }
 
@@ -164,3 +187,34 @@ def test_a_refused_calibration_fails_the_prediction_never_falls_back(bundle, lay
     assert predictor.predict([ddp])["recipe"].tolist() == ["predictor"]  # no layout: not read
     with pytest.raises(BundleError, match="field 'overlap'"):
         predictor.predict([ddp, fsdp])
+
+
+def test_a_calibration_out_of_range_ends_the_cli_in_one_line(bundle, layout_calibration, tmp_path):
+    """Issue 50: ``scaledl predict`` of a layout with a refused calibration: exit 2, no trace."""
+    from typer.testing import CliRunner
+
+    from scaledl.cli import app
+
+    target = save_beside(layout_calibration, bundle)
+    device = found(bundle)[1]
+    rows = tmp_path / "layouts.csv"
+    spec = tiny_spec(
+        "bert", world_size=2, dp_size=1, tp_size=2, num_layers=2, batch_size=4, device_name=device
+    )
+    pd.DataFrame([spec]).to_csv(rows, index=False)
+    args = ["predict", "--predictor", str(bundle), "--workloads", str(rows)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    for value in (-800.0, 800.0):
+        edit_manifest(target, _set("correction.intercept", value))
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert not isinstance(result.exception, Exception) or isinstance(
+            result.exception, SystemExit
+        )
+        line = result.output.strip()
+        assert str(target / MANIFEST_FILE) in line and len(line.splitlines()) == 1
+        assert f"field 'correction.intercept' (value {value})" in line
+    (target / MANIFEST_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "nested 100000 levels deep" in result.output
+    assert str(target / MANIFEST_FILE) in result.output
