@@ -19,7 +19,9 @@ attributes: ensembles, pipelines, wrappers) and refuses a tree unless:
   ``estimators_`` (gradient boosting walks its trees with its own input's columns); thresholds
   and values are finite, and the value array has shape ``(node_count, n_outputs,
   max_n_classes)``;
-* a gradient-boosting ensemble's ``estimators_`` has one column per tree of an iteration
+* a gradient-boosting ensemble's ``learning_rate`` is in ``(0, MAX_LEARNING_RATE]`` and its
+  ``init_`` constant finite (prediction scales and offsets every tree by them), and its
+  ``estimators_`` has one column per tree of an iteration
   (``n_trees_per_iteration_``) of single-output trees: its prediction writes column ``k`` of
   that many and reads one value per node.
 
@@ -43,6 +45,9 @@ MAX_TREE_NODES = 2**16 - 1
 #: Most objects :func:`check_trees` visits in one file: far above the product's largest
 #: (a GPU bundle's operators, some thousands of trees and their estimators).
 MAX_OBJECTS = 2_000_000
+#: Largest learning rate a boosting ensemble may carry: scikit-learn's default is 0.1 and the
+#: product's grids stay below 1; a NaN or a huge rate would make every prediction NaN or inf.
+MAX_LEARNING_RATE = 10.0
 _LEAF = -1
 
 
@@ -125,6 +130,22 @@ def _check_boosting(model: Any, where: str) -> None:
     """A gradient-boosting ensemble's ``estimators_``: (stages, trees per iteration) of trees."""
     from sklearn.tree import DecisionTreeRegressor  # scikit-learn on use (check_trees)
 
+    rate = model.__dict__.get("learning_rate")  # prediction scales every stage by it
+    if (
+        not isinstance(rate, int | float | np.number)
+        or isinstance(rate, bool)
+        or not (0 < float(rate) <= MAX_LEARNING_RATE)
+    ):
+        raise TreeStructureError(
+            f"{where}: field 'learning_rate' (value {excerpt(rate)}): not a number in "
+            f"(0, {MAX_LEARNING_RATE}]"
+        )
+    init = model.__dict__.get("init_")
+    constant = getattr(init, "__dict__", {}).get("constant_")
+    if constant is not None and not np.isfinite(np.asarray(constant, dtype=float)).all():
+        raise TreeStructureError(
+            f"{where}: field 'init_.constant_' (value {excerpt(constant)}): not finite"
+        )
     estimators = model.__dict__.get("estimators_")
     if estimators is None:
         return

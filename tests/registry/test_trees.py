@@ -158,6 +158,19 @@ def test_a_boosting_ensemble_of_the_wrong_shape_is_refused():
         check_trees(boosted, "f.skops")
 
 
+@pytest.mark.parametrize("rate", [float("nan"), float("inf"), 0.0, -0.1, 1e6, True])
+def test_a_boosting_learning_rate_out_of_range_is_refused_naming_the_field(rate):
+    # prediction scales every stage by it: NaN made every operator prediction NaN
+    boosted = GradientBoostingRegressor(n_estimators=2, max_depth=2, random_state=0).fit(X, Y)
+    boosted.learning_rate = rate
+    with pytest.raises(TreeStructureError, match=r"g.skops: \[3\]: field 'learning_rate'"):
+        check_trees([0, 1, 2, boosted], "g.skops")
+    boosted.learning_rate = 0.1
+    boosted.init_.constant_ = np.array([[np.nan]])
+    with pytest.raises(TreeStructureError, match=r"field 'init_.constant_'"):
+        check_trees(boosted, "g.skops")
+
+
 class _Holder:
     """An estimator-like wrapper (a LayerTimeRegressor holds its boosting in ``booster_``)."""
 
