@@ -13,6 +13,11 @@ from scaledl.cli.common import fail, layout, output_path
 app = typer.Typer()
 
 
+def _stderr(line: str) -> None:
+    """A progress line on stderr (stdout keeps the results)."""
+    typer.echo(line, err=True)
+
+
 @app.command()
 def evaluate(
     profiles: Annotated[
@@ -26,16 +31,23 @@ def evaluate(
         Path | None, typer.Option(help="The import's parallel_labels.parquet")
     ] = None,
 ) -> None:
-    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...)."""
+    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...).
+
+    Progress goes to stderr; the GPU evaluation is cached under <data>/.cache/gpu_evaluation.
+    """
     from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
     from scaledl.models.data import ProfileDataError
 
     profiles = profiles or layout().validated_dir
     out = out or layout().reports_dir
-    config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
+    config = EvaluationConfig(
+        gpu_profiles=gpu_profiles,
+        gpu_parallel_labels=gpu_parallel_labels,
+        gpu_cache_dir=layout().gpu_evaluation_cache_dir,
+    )
     try:
-        metrics = run_evaluation(profiles, out, config)
+        metrics = run_evaluation(profiles, out, config, _stderr)
     except ProfileDataError as exc:
         fail(str(exc))
     typer.echo(headline(metrics))
@@ -56,14 +68,20 @@ def evaluate_gpu_command(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [<data>/reports]")] = None,
+    cache: Annotated[
+        bool, typer.Option(help="Read / store the result in <data>/.cache/gpu_evaluation")
+    ] = True,
 ) -> None:
     """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4).
 
     The defaults are where ``scaledl import neusight`` and ``scaledl validate
-    <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`).
+    <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`). Progress goes to
+    stderr; the result is computed once per content of the inputs and code (``--no-cache``:
+    always computed).
     """
     from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
     from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
+    from scaledl.evaluation.progress import EvaluationProgress
     from scaledl.io.atomic import atomic_file, write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError
@@ -77,8 +95,11 @@ def evaluate_gpu_command(
     config = GpuEvaluationConfig(
         parallel_labels=labels, vidur_root=vidur_network_root(), peer_root=neusight_peer_root()
     )
+    cache_dir = layout().gpu_evaluation_cache_dir if cache else None
+    progress = EvaluationProgress(_stderr)
     try:
-        metrics, pred = evaluate_gpu(profiles, config)
+        with progress.stage("gpu"):
+            metrics, pred = evaluate_gpu(profiles, config, progress, cache_dir)
     except (ProfileDataError, ValueError) as exc:
         fail(str(exc))
     write_atomic(out / "gpu_metrics.json", json.dumps(metrics, indent=2, default=str))
