@@ -93,7 +93,10 @@ def evaluate_gpu_command(
         fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
     config = GpuEvaluationConfig(
-        parallel_labels=labels, vidur_root=vidur_network_root(), peer_root=neusight_peer_root()
+        parallel_labels=labels,
+        vidur_root=vidur_network_root(),
+        peer_root=neusight_peer_root(),
+        n_jobs=-1,
     )
     cache_dir = layout().gpu_evaluation_cache_dir if cache else None
     progress = EvaluationProgress(_stderr)

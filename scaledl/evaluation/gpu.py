@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
 from scaledl.devices.specs import device_spec
 from scaledl.evaluation.gpu_cache import ResultCache, cache_key
@@ -93,6 +94,8 @@ class GpuEvaluationConfig:
             both out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
             (default :func:`scaledl.layout.neusight_root`).
+        n_jobs: parallel processes of the folds (``joblib``: -1 every core, 1 in-process);
+            the results do not depend on it.
         baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
             arguments}``, each fitted in every fold like ``scaledl`` and reported as a column
             (default: ``scaledl_v1``, :data:`V1_PARAMS`); their ``operator_params`` update
@@ -107,6 +110,7 @@ class GpuEvaluationConfig:
     operator_params: dict = field(default_factory=dict)
     peer_root: Path | None = None
     neusight_root: Path | None = None
+    n_jobs: int = 1
     baselines: dict[str, dict] = field(default_factory=lambda: {"scaledl_v1": V1_PARAMS})
 
     def __post_init__(self) -> None:
@@ -306,34 +310,58 @@ def leave_one_out(
         (``additive`` shares ScaleDL's fit: its layer sum).
     """
     groups = np.array([key(data.workloads[i]) for i in data.ids])
-    frames, op_frames, folds = [], [], {}
+    held_out = sorted(set(groups))
     if progress is not None:
-        progress.add_units(len(set(groups)))
-    for held in sorted(set(groups)):
-        train = data.subset(np.array(data.ids)[groups != held])
-        test = data.subset(np.array(data.ids)[groups == held])
-        workloads = [test.workloads[i] for i in test.ids]
-        folds[held] = {}
-        fitted_by_key: dict[str, object] = {}
-        fitted_by_method: dict[str, object] = {}
-        for method in config.all_methods:
-            key_ = _fit_key(method, config)
-            started = time.perf_counter()
-            if key_ not in fitted_by_key:
-                fitted_by_key[key_] = _fit(method, train, config)
-            fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
-            pred = _predict(method, fitted, workloads)
-            frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
-            folds[held][method] = {"fit_predict_s": time.perf_counter() - started}
-        kernel = fitted_by_method.get("scaledl")
-        if kernel is not None:
-            folds[held].update(_fold_correction(kernel))
-            if protocol == "leave_one_model_out":
-                op_frames.append(_operator_errors(kernel, test, held))
+        progress.add_units(len(held_out))
+    ids = np.array(data.ids)
+    jobs = (
+        delayed(_fold)(
+            protocol,
+            held,
+            data.subset(ids[groups != held]),
+            data.subset(ids[groups == held]),
+            config,
+        )  # fmt: skip
+        for held in held_out
+    )
+    # Folds are independent: run in parallel processes, handed back in order as they end.
+    parallel = Parallel(n_jobs=config.n_jobs, backend="loky", return_as="generator")
+    frames, op_frames, folds = [], [], {}
+    for held, (rows, ops, fold) in zip(held_out, parallel(jobs), strict=True):
+        frames.append(rows)
+        if ops is not None:
+            op_frames.append(ops)
+        folds[held] = fold
         if progress is not None:
             progress.unit_done(f"GPU {protocol}, fold {held}, {len(config.all_methods)} methods")
     ops = pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame()
     return pd.concat(frames, ignore_index=True), ops, folds
+
+
+def _fold(
+    protocol: str, held: str, train: ProfileData, test: ProfileData, config: GpuEvaluationConfig
+) -> tuple[pd.DataFrame, pd.DataFrame | None, dict]:
+    """One fold of :func:`leave_one_out`: its predictions, operator errors and record."""
+    workloads = [test.workloads[i] for i in test.ids]
+    frames, fold = [], {}
+    fitted_by_key: dict[str, object] = {}
+    fitted_by_method: dict[str, object] = {}
+    for method in config.all_methods:
+        key_ = _fit_key(method, config)
+        started = time.perf_counter()
+        if key_ not in fitted_by_key:
+            fitted_by_key[key_] = _fit(method, train, config)
+        fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
+        pred = _predict(method, fitted, workloads)
+        frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
+        fold[method] = {"fit_predict_s": time.perf_counter() - started}
+    kernel = fitted_by_method.get("scaledl")
+    ops = None
+    if kernel is not None:
+        fold.update(_fold_correction(kernel))
+        if protocol == "leave_one_model_out":
+            ops = _operator_errors(kernel, test, held)
+    return pd.concat(frames, ignore_index=True), ops, fold
 
 
 def _fold_correction(kernel: KernelGraphMethod) -> dict:

@@ -82,12 +82,16 @@ def code_sha256() -> str:
     return digest.hexdigest()
 
 
+#: Settings that do not change the result (how many processes compute it).
+NOT_IN_KEY = frozenset({"n_jobs"})
+
+
 def settings_key(config: Any) -> str:
-    """The settings of a dataclass config that are not paths, as sorted JSON."""
+    """The settings of a dataclass config that are not paths (nor :data:`NOT_IN_KEY`), as JSON."""
     values = {
         f.name: getattr(config, f.name)
         for f in dataclasses.fields(config)
-        if not isinstance(getattr(config, f.name), Path)
+        if not isinstance(getattr(config, f.name), Path) and f.name not in NOT_IN_KEY
     }
     return json.dumps(values, sort_keys=True, default=str)
 

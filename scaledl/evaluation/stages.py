@@ -356,6 +356,7 @@ def external_stage(run: EvaluationRun) -> tuple[Any, Any, pd.DataFrame | None]:
         parallel_labels=config.gpu_parallel_labels,
         vidur_root=config.vidur_root,
         peer_root=neusight_peer_root(),
+        n_jobs=config.n_jobs,
     )
     gpu, gpu_pred = evaluate_gpu(
         Path(config.gpu_profiles), gpu_config, run.progress, config.gpu_cache_dir

@@ -1,5 +1,6 @@
 """The GPU evaluation's cache: read back for the same inputs, computed again when they change."""
 
+import dataclasses
 import shutil
 
 import pandas as pd
@@ -79,7 +80,10 @@ def test_the_gpu_evaluation_is_cached_until_an_input_changes(tmp_path, monkeypat
     # The model configs the tables name are inputs too.
     named = gpu._config_files(directory)
     assert named and all(p.suffix == ".json" and p.is_file() for p in named)
-    # So are other settings.
+    # The processes computing it are not part of the key; other settings are.
+    assert cache_key([directory], CONFIG) == cache_key(
+        [directory], dataclasses.replace(CONFIG, n_jobs=2)
+    )
     assert cache_key([directory], CONFIG) != cache_key(
         [directory], GpuEvaluationConfig(operator_params={"grid": TINY_GRID, "min_rows": 6})
     )
