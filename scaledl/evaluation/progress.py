@@ -76,8 +76,9 @@ class EvaluationProgress:
         """Report the block as stage ``name`` of ``total`` units (0: not counted in units).
 
         Lines: ``start``, one per :meth:`unit_done`, a heartbeat while silent for
-        ``heartbeat_s``, and ``done`` with the stage's seconds (kept in
-        :attr:`stage_seconds`, added to an earlier stage of the same name).
+        ``heartbeat_s``, and ``done in`` (``failed after`` when the block raises) with the
+        stage's seconds (kept in :attr:`stage_seconds`, added to an earlier stage of the same
+        name).
         """
         self._stage, self._stage_started = name, time.perf_counter()
         self._done, self._total = 0, total
@@ -86,15 +87,17 @@ class EvaluationProgress:
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()
+        outcome = "failed after"
         try:
             yield self
+            outcome = "done in"
         finally:
             stop.set()
             beat.join()
             seconds = time.perf_counter() - self._stage_started
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
             self._emit(
-                f"evaluation stage {name}: done in {seconds:.1f} s; "
+                f"evaluation stage {name}: {outcome} {seconds:.1f} s; "
                 f"elapsed {_minutes(self._elapsed())}"
             )
             self._stage = None

@@ -58,3 +58,13 @@ def test_the_heartbeat_speaks_while_a_unit_is_silent():
 def test_a_heartbeat_of_zero_seconds_is_refused():
     with pytest.raises(ValueError, match="heartbeat_s"):
         EvaluationProgress(heartbeat_s=0)
+
+
+def test_a_failing_stage_says_so_and_stops_its_heartbeat():
+    progress = EvaluationProgress(heartbeat_s=0.05)
+    with pytest.raises(RuntimeError, match="fit broke"), progress.stage("splits"):
+        raise RuntimeError("fit broke")
+    assert progress.lines[-1].startswith("evaluation stage splits: failed after ")
+    count = len(progress.lines)
+    threading.Event().wait(0.2)  # a heartbeat still running would add lines
+    assert len(progress.lines) == count
