@@ -1,7 +1,8 @@
 """Benchmark of the predictor: batch prediction, bundle loading and training time per method.
 
 * loading the latest bundle under ``data/predictors/scaledl`` in a fresh process, imports
-  included (``python -c "import scaledl; scaledl.load_predictor(...)"``, target 3 s), and after
+  included (``python -c "import scaledl; scaledl.load_predictor(...)"``, target 3 s; the
+  median of five processes, :func:`common.fresh_load_seconds`), and after
   the imports; loading verifies and deserialises the bundle, the GNN module is built (PyTorch
   Geometric imported) at the first prediction;
 * the first prediction of one workload in a fresh process (import + load + predict: what a
@@ -25,19 +26,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import DATA, fresh_json, timed_twice, write_result
+from common import DATA, fresh_json, fresh_load_seconds, timed_twice, write_result
 
 N_WORKLOADS = 10_000
 PREDICT_TARGET_S = 5.0
 LOAD_TARGET_S = 3.0
 # Timed in a fresh interpreter: the imports are part of what a new process pays.
-_FRESH_LOAD = """
-import json, time
-started = time.perf_counter()
-import scaledl
-predictor = scaledl.load_predictor({latest!r})
-print(json.dumps({{"seconds": time.perf_counter() - started}}))
-"""
 _FRESH_FIRST_PREDICTION = """
 import json, time
 started = time.perf_counter()
@@ -100,7 +94,7 @@ def main() -> None:
     latest = str(DATA / "predictors" / "scaledl")
     if not (Path(latest) / "latest").exists() or not (DATA / "validated").exists():
         raise SystemExit(f"{latest}/latest or {DATA / 'validated'} missing: run `make run` first")
-    load_s = fresh_json(_FRESH_LOAD.format(latest=latest))["seconds"]
+    load_s = fresh_load_seconds(latest)["median"]
     started = time.perf_counter()
     predictor = scaledl.load_predictor(latest)
     load_warm_s = time.perf_counter() - started

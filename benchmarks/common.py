@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,30 @@ for _ in range(2):
 print(json.dumps({{"cold_s": times[0], "warm_s": times[1], **({extra}),
                   "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))
 """
+
+
+_FRESH_LOAD = """
+import json, time
+started = time.perf_counter()
+import scaledl
+predictor = scaledl.load_predictor({predictor!r})
+print(json.dumps({{"seconds": time.perf_counter() - started}}))
+"""
+
+
+def fresh_load_seconds(predictor: Path | str, repeats: int = 5) -> dict:
+    """Seconds to ``import scaledl; scaledl.load_predictor(predictor)`` in fresh interpreters.
+
+    Args:
+        predictor: the bundle or name directory.
+        repeats: fresh processes, one after the other (>= 1).
+
+    Returns:
+        ``median`` (seconds) and ``samples`` (each process's seconds, in order).
+    """
+    code = _FRESH_LOAD.format(predictor=str(predictor))
+    samples = [fresh_json(code)["seconds"] for _ in range(repeats)]
+    return {"median": statistics.median(samples), "samples": [round(s, 3) for s in samples]}
 
 
 def require_predictor(path: Path) -> None:

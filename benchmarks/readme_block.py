@@ -195,6 +195,17 @@ def _predict(r: _Result) -> str:
     )
 
 
+def _load(r: _Result) -> str:
+    imports = ", ".join(f"{k} {v:.1f} s" for k, v in r["import_self_seconds_by_package"].items())
+    return (
+        f"Predictor load (`bench_load.py`): `import scaledl; scaledl.load_predictor(...)` in a "
+        f"fresh process, median of {r['repeats']} processes {r['load_seconds_median']:.1f} s "
+        f"(target {r['load_target_seconds']:.0f} s: {_yes(r['load_within_target'])}; load "
+        f"average {r['load_avg_1min']:.1f} on {r['cores']} cores); import time by package: "
+        f"{imports}."
+    )
+
+
 def _predict_gpu(r: _Result) -> str:
     return (
         f"GPU prediction (`bench_predict_gpu.py`): {r['n_workloads']:,} workloads "
@@ -273,6 +284,7 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
     "drift.json": _drift,
     "profiling.json": _profiling,
     "predict.json": _predict,
+    "load.json": _load,
     "predict_gpu.json": _predict_gpu,
     "plan.json": _plan,
     "plan_layouts.json": _plan_layouts,

@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench_design.py",
     "bench_profiling.py",
     "bench_predict.py",
+    "bench_load.py",
     "bench_predict_gpu.py",
     "bench_plan.py",
     "bench_plan_layouts.py",

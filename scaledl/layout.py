@@ -199,6 +199,11 @@ class DataLayout:
         """The evaluation's ScaleDL interval calibration (``reports/calibration.json``)."""
         return self.reports_dir / "calibration.json"
 
+    @property
+    def gpu_evaluation_cache_dir(self) -> Path:
+        """The GPU evaluation's cache (``.cache/gpu_evaluation/``, not versioned by DVC)."""
+        return self.root / ".cache" / "gpu_evaluation"
+
     # predictors and devices
     @property
     def predictors_dir(self) -> Path:

@@ -13,6 +13,11 @@ from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
 app = typer.Typer()
 
 
+def _stderr(line: str) -> None:
+    """A progress line on stderr (stdout keeps the results)."""
+    typer.echo(line, err=True)
+
+
 @app.command()
 def evaluate(
     profiles: Annotated[
@@ -26,7 +31,10 @@ def evaluate(
         Path | None, typer.Option(help="The import's parallel_labels.parquet")
     ] = None,
 ) -> None:
-    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...)."""
+    """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...).
+
+    Progress goes to stderr; the GPU evaluation is cached under <data>/.cache/gpu_evaluation.
+    """
     from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
     from scaledl.models.data import ProfileDataError
@@ -39,9 +47,13 @@ def evaluate(
         refuse_overwrite({"--out": out}, sources)
     except ValueError as exc:
         fail(str(exc))
-    config = EvaluationConfig(gpu_profiles=gpu_profiles, gpu_parallel_labels=gpu_parallel_labels)
+    config = EvaluationConfig(
+        gpu_profiles=gpu_profiles,
+        gpu_parallel_labels=gpu_parallel_labels,
+        gpu_cache_dir=layout().gpu_evaluation_cache_dir,
+    )
     try:
-        metrics = run_evaluation(profiles, out, config)
+        metrics = run_evaluation(profiles, out, config, _stderr)
     except ProfileDataError as exc:
         fail(str(exc))
     typer.echo(headline(metrics))
@@ -62,14 +74,20 @@ def evaluate_gpu_command(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [<data>/reports]")] = None,
+    cache: Annotated[
+        bool, typer.Option(help="Read / store the result in <data>/.cache/gpu_evaluation")
+    ] = True,
 ) -> None:
     """Evaluate the device-aware predictor on imported GPU profiles only (LOMO, LOGO, -dp4).
 
     The defaults are where ``scaledl import neusight`` and ``scaledl validate
-    <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`).
+    <data>/imported/neusight`` write (:class:`scaledl.layout.DataLayout`). Progress goes to
+    stderr; the result is computed once per content of the inputs and code (``--no-cache``:
+    always computed).
     """
     from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
     from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
+    from scaledl.evaluation.progress import EvaluationProgress
     from scaledl.io.atomic import atomic_file, write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError
@@ -86,10 +104,16 @@ def evaluate_gpu_command(
         fail(f"{profiles}: validated GPU profiles not found (scaledl import neusight, validate)")
     labels = parallel_labels if parallel_labels is not None and parallel_labels.is_file() else None
     config = GpuEvaluationConfig(
-        parallel_labels=labels, vidur_root=vidur_network_root(), peer_root=neusight_peer_root()
+        parallel_labels=labels,
+        vidur_root=vidur_network_root(),
+        peer_root=neusight_peer_root(),
+        n_jobs=-1,
     )
+    cache_dir = layout().gpu_evaluation_cache_dir if cache else None
+    progress = EvaluationProgress(_stderr)
     try:
-        metrics, pred = evaluate_gpu(profiles, config)
+        with progress.stage("gpu"):
+            metrics, pred = evaluate_gpu(profiles, config, progress, cache_dir)
     except (ProfileDataError, ValueError) as exc:
         fail(str(exc))
     write_atomic(out / "gpu_metrics.json", json.dumps(metrics, indent=2, default=str))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pandas as pd
 
 from scaledl.evaluation.gpu_calibration import GPU_CALIBRATION_FILE, write_gpu_calibration
 from scaledl.evaluation.learning_curve import SAMPLERS
+from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.results import SCHEMA_VERSION, Metrics
 from scaledl.evaluation.stages import (
     EvaluationRun,
@@ -87,6 +89,9 @@ class EvaluationConfig:
             ``scaledl validate``; the ``imported_profiles`` asset); ``None`` skips the GPU
             evaluation with a note.
         gpu_parallel_labels: the import's ``parallel_labels.parquet`` (multi-GPU labels).
+        gpu_cache_dir: cache of the GPU evaluation, computed once per content of its inputs,
+            settings and code (:mod:`scaledl.evaluation.gpu_cache`); ``None`` computes it on
+            every run.
         vidur_root: Vidur ``network`` folder.
         figures: draw the PNG figures (and embed them in the report).
         extrapolation_quantile: tokens-per-step quantile from which workloads are tested in
@@ -115,6 +120,7 @@ class EvaluationConfig:
     include_external: bool = True
     gpu_profiles: Path | None = None
     gpu_parallel_labels: Path | None = None
+    gpu_cache_dir: Path | None = None
     vidur_root: Path = field(default_factory=vidur_network_root)
     figures: bool = True
     extrapolation_quantile: float = 0.8
@@ -180,12 +186,20 @@ class EvaluationConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
 
-def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None = None) -> Metrics:
+def evaluate(
+    validated_dir: Path,
+    out_dir: Path,
+    config: EvaluationConfig | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> Metrics:
     """Evaluate ScaleDL and the baselines on a directory of validated profile tables.
 
     The stages of :mod:`scaledl.evaluation.stages` run in order, each returning its typed
     section; the assembled :class:`~scaledl.evaluation.results.Metrics` is validated before
     anything is written, the figures are drawn from it and their time completes ``runtime_s``.
+    Each stage, each fit (split, method, seeds) and each GPU fold is reported to
+    ``on_progress`` as it finishes, with the elapsed time and the stage's time left, and while
+    one runs a line at least every minute (:mod:`scaledl.evaluation.progress`).
 
     Args:
         validated_dir: directory of the six profile tables (see
@@ -194,6 +208,7 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
             ``gpu_predictions.parquet`` (with GPU profiles), ``figures/`` and
             ``report.html``.
         config: settings; ``None`` gives the defaults.
+        on_progress: called with each progress line (e.g. a Dagster ``context.log.info``).
 
     Returns:
         The :class:`~scaledl.evaluation.results.Metrics` written to ``metrics.json`` (schema in
@@ -212,10 +227,11 @@ def evaluate(validated_dir: Path, out_dir: Path, config: EvaluationConfig | None
     started = time.perf_counter()
     config = config or EvaluationConfig()
     validated_dir, out_dir = Path(validated_dir), Path(out_dir)
-    clock = StageClock()
+    progress = EvaluationProgress(on_progress)
+    clock = StageClock(progress)
     with clock.stage("load"):
         data = load_profile_data(validated_dir)
-    run = EvaluationRun(data, config, str(out_dir / "metrics.json"))
+    run = EvaluationRun(data, config, str(out_dir / "metrics.json"), progress=progress)
     body = _description(run)
     with clock.stage("splits"):
         main = split_stage(run)

@@ -40,8 +40,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
 from scaledl.devices.specs import device_spec
+from scaledl.evaluation.gpu_cache import ResultCache, cache_key
 from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
 from scaledl.evaluation.gpu_peer import (
     PEER_METHOD,
@@ -51,9 +53,11 @@ from scaledl.evaluation.gpu_peer import (
     peer_targets,
 )
 from scaledl.evaluation.gpu_report import gpu_targets
+from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.splits import validation_ids
 from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.layout import neusight_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.domain import family_key
 from scaledl.models.features import workload_frame
@@ -90,6 +94,8 @@ class GpuEvaluationConfig:
             both out.
         neusight_root: the NeuSight data folder whose ``device_configs`` name the peer's GPUs
             (default :func:`scaledl.layout.neusight_root`).
+        n_jobs: parallel processes of the folds (``joblib``: -1 every core, 1 in-process);
+            the results do not depend on it.
         baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
             arguments}``, each fitted in every fold like ``scaledl`` and reported as a column
             (default: ``scaledl_v1``, :data:`V1_PARAMS`); their ``operator_params`` update
@@ -104,6 +110,7 @@ class GpuEvaluationConfig:
     operator_params: dict = field(default_factory=dict)
     peer_root: Path | None = None
     neusight_root: Path | None = None
+    n_jobs: int = 1
     baselines: dict[str, dict] = field(default_factory=lambda: {"scaledl_v1": V1_PARAMS})
 
     def __post_init__(self) -> None:
@@ -280,7 +287,11 @@ def _operator_errors(fitted: KernelGraphMethod, test: ProfileData, held: str) ->
 
 
 def leave_one_out(
-    data: ProfileData, protocol: str, key, config: GpuEvaluationConfig
+    data: ProfileData,
+    protocol: str,
+    key,
+    config: GpuEvaluationConfig,
+    progress: EvaluationProgress | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Fit every method without one group (model or GPU) and predict that group.
 
@@ -289,6 +300,7 @@ def leave_one_out(
         protocol: ``leave_one_model_out`` or ``leave_one_gpu_out`` (a label).
         key: function of a workload giving its group.
         config: the evaluation settings.
+        progress: told of every fold as it finishes.
 
     Returns:
         ``(predictions, operator_errors, folds)``: one row per (held-out workload, method);
@@ -298,30 +310,58 @@ def leave_one_out(
         (``additive`` shares ScaleDL's fit: its layer sum).
     """
     groups = np.array([key(data.workloads[i]) for i in data.ids])
+    held_out = sorted(set(groups))
+    if progress is not None:
+        progress.add_units(len(held_out))
+    ids = np.array(data.ids)
+    jobs = (
+        delayed(_fold)(
+            protocol,
+            held,
+            data.subset(ids[groups != held]),
+            data.subset(ids[groups == held]),
+            config,
+        )  # fmt: skip
+        for held in held_out
+    )
+    # Folds are independent: run in parallel processes, handed back in order as they end.
+    parallel = Parallel(n_jobs=config.n_jobs, backend="loky", return_as="generator")
     frames, op_frames, folds = [], [], {}
-    for held in sorted(set(groups)):
-        train = data.subset(np.array(data.ids)[groups != held])
-        test = data.subset(np.array(data.ids)[groups == held])
-        workloads = [test.workloads[i] for i in test.ids]
-        folds[held] = {}
-        fitted_by_key: dict[str, object] = {}
-        fitted_by_method: dict[str, object] = {}
-        for method in config.all_methods:
-            key_ = _fit_key(method, config)
-            started = time.perf_counter()
-            if key_ not in fitted_by_key:
-                fitted_by_key[key_] = _fit(method, train, config)
-            fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
-            pred = _predict(method, fitted, workloads)
-            frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
-            folds[held][method] = {"fit_predict_s": time.perf_counter() - started}
-        kernel = fitted_by_method.get("scaledl")
-        if kernel is not None:
-            folds[held].update(_fold_correction(kernel))
-            if protocol == "leave_one_model_out":
-                op_frames.append(_operator_errors(kernel, test, held))
+    for held, (rows, ops, fold) in zip(held_out, parallel(jobs), strict=True):
+        frames.append(rows)
+        if ops is not None:
+            op_frames.append(ops)
+        folds[held] = fold
+        if progress is not None:
+            progress.unit_done(f"GPU {protocol}, fold {held}, {len(config.all_methods)} methods")
     ops = pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame()
     return pd.concat(frames, ignore_index=True), ops, folds
+
+
+def _fold(
+    protocol: str, held: str, train: ProfileData, test: ProfileData, config: GpuEvaluationConfig
+) -> tuple[pd.DataFrame, pd.DataFrame | None, dict]:
+    """One fold of :func:`leave_one_out`: its predictions, operator errors and record."""
+    workloads = [test.workloads[i] for i in test.ids]
+    frames, fold = [], {}
+    fitted_by_key: dict[str, object] = {}
+    fitted_by_method: dict[str, object] = {}
+    for method in config.all_methods:
+        key_ = _fit_key(method, config)
+        started = time.perf_counter()
+        if key_ not in fitted_by_key:
+            fitted_by_key[key_] = _fit(method, train, config)
+        fitted = fitted_by_method[method] = _as_method(fitted_by_key[key_], method, config)
+        pred = _predict(method, fitted, workloads)
+        frames.append(_held_out_rows(protocol, held, test, method, pred, fitted))
+        fold[method] = {"fit_predict_s": time.perf_counter() - started}
+    kernel = fitted_by_method.get("scaledl")
+    ops = None
+    if kernel is not None:
+        fold.update(_fold_correction(kernel))
+        if protocol == "leave_one_model_out":
+            ops = _operator_errors(kernel, test, held)
+    return pd.concat(frames, ignore_index=True), ops, fold
 
 
 def _fold_correction(kernel: KernelGraphMethod) -> dict:
@@ -388,13 +428,23 @@ def operator_metrics(errors: pd.DataFrame) -> dict:
 
 
 def evaluate_gpu(
-    validated_dir: Path, config: GpuEvaluationConfig | None = None
+    validated_dir: Path,
+    config: GpuEvaluationConfig | None = None,
+    progress: EvaluationProgress | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[dict, pd.DataFrame]:
     """Run every GPU protocol on a directory of validated imported profile tables.
+
+    The result is deterministic: with ``cache_dir`` it is computed once per content of the
+    inputs (tables, 4-GPU labels, Vidur and NeuSight folders), settings and code version, and
+    read back after that (:mod:`scaledl.evaluation.gpu_cache`; the ``cache`` entry of the
+    metrics says which, ``runtime_s`` is this call's wall time).
 
     Args:
         validated_dir: validated tables of an import (with ``operator_timings``).
         config: settings (defaults when ``None``).
+        progress: told of every fold (and the 4-GPU rows, or the cache hit) as it finishes.
+        cache_dir: the cache folder (``None``: always computed, nothing stored).
 
     Returns:
         ``(metrics, predictions)``: the ``gpu`` block of ``metrics.json`` (see
@@ -406,7 +456,39 @@ def evaluate_gpu(
     """
     config = config or GpuEvaluationConfig()
     started = time.perf_counter()
-    data = load_profile_data(Path(validated_dir))
+    if cache_dir is None:
+        metrics, predictions = _evaluate_gpu(Path(validated_dir), config, progress)
+    else:
+        devices = Path(config.neusight_root or neusight_root()) / "device_configs"
+        inputs = [validated_dir, config.parallel_labels, config.vidur_root, config.peer_root,
+                  devices, *_config_files(Path(validated_dir))]  # fmt: skip
+        key = cache_key(inputs, config)
+        (metrics, predictions), hit = ResultCache(Path(cache_dir)).get_or_compute(
+            key, lambda: _evaluate_gpu(Path(validated_dir), config, progress)
+        )
+        metrics = {**metrics, "cache": {"key": key, "hit": hit, "computed_s": metrics["runtime_s"]}}
+        if hit and progress is not None:
+            progress.add_units(1)
+            progress.unit_done(f"GPU evaluation read from the cache {cache_dir} (key {key[:12]})")
+    metrics["runtime_s"] = time.perf_counter() - started
+    return metrics, predictions
+
+
+def _config_files(validated_dir: Path) -> list[Path]:
+    """The model config files the workloads name (inputs beside the tables), sorted."""
+    workloads = validated_dir / "workloads.parquet"
+    if not workloads.is_file():  # the evaluation names the missing table
+        return []
+    paths = pd.read_parquet(workloads, columns=["config_path"])["config_path"].dropna()
+    return sorted({Path(p) for p in paths if p})
+
+
+def _evaluate_gpu(
+    validated_dir: Path, config: GpuEvaluationConfig, progress: EvaluationProgress | None
+) -> tuple[dict, pd.DataFrame]:
+    """:func:`evaluate_gpu` computed (``runtime_s``: its wall time)."""
+    started = time.perf_counter()
+    data = load_profile_data(validated_dir)
     metrics: dict = {
         "source": "NeuSight (sitar-lab/NeuSight, ASPLOS 2025, MIT licence), imported as profiles",
         "n_workloads": len(data.ids),
@@ -420,7 +502,7 @@ def evaluate_gpu(
         protocols.append(("leave_one_gpu_out", gpu_name))
     frames, ops = [], pd.DataFrame()
     for protocol, key in protocols:
-        rows, protocol_ops, folds = leave_one_out(data, protocol, key, config)
+        rows, protocol_ops, folds = leave_one_out(data, protocol, key, config, progress)
         frames.append(rows)
         metrics[protocol] = {"folds": folds}
         ops = protocol_ops if len(protocol_ops) else ops
@@ -435,9 +517,13 @@ def evaluate_gpu(
     if all(x is not None for x in layout_inputs):
         labels = pd.read_parquet(config.parallel_labels)
         peer = load_peer_layout_predictions(config.peer_root, config.neusight_root)
+        if progress is not None:
+            progress.add_units(1)
         metrics["parallel_layouts"] = evaluate_layout_rows(
             _fit("scaledl", data, config), labels, load_vidur_allreduce(config.vidur_root), peer
         )
+        if progress is not None:
+            progress.unit_done(f"GPU 4-GPU layouts, {len(labels)} rows")
     else:
         metrics["notes"].append(
             "4-GPU labels not evaluated (parallel_labels, vidur_root and peer_root needed)"

@@ -451,6 +451,10 @@ class GpuResults(Section):
         parallel_layouts: NeuSight's 4-GPU rows composed by ScaleDL and paired with NeuSight's
             own predictions (:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`),
             ``null`` when not evaluated.
+        cache: where the result came from when the evaluation is cached
+            (:mod:`scaledl.evaluation.gpu_cache`): ``key`` (SHA-256 of inputs, settings and
+            code), ``hit`` (read back, not computed) and ``computed_s`` (the seconds computing
+            it took); ``null`` when not cached.
     """
 
     source: str
@@ -467,6 +471,7 @@ class GpuResults(Section):
     runtime_s: float
     peer: dict[str, Any] | None = None
     parallel_layouts: dict[str, Any] | None = None
+    cache: dict[str, Any] | None = None
 
 
 class SweepCurve(Section):

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 
+from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.splits import Split
 from scaledl.models.data import ProfileData
 from scaledl.models.gnn_training import GNNTrainConfig
@@ -153,6 +154,7 @@ def run_splits(
     seeds: int,
     method_params: dict[str, dict],
     n_jobs: int = 1,
+    progress: EvaluationProgress | None = None,
 ) -> SplitFits:
     """Fit every method (every seed of the seeded ones) on every split and predict its test set.
 
@@ -163,6 +165,8 @@ def run_splits(
         seeds: model seeds ``0 .. seeds - 1`` of the seeded methods (:func:`is_seeded`).
         method_params: keyword arguments of ``make_method`` per method.
         n_jobs: parallel processes (``joblib`` semantics: ``-1`` all cores, 1 in-process).
+        progress: told of every layer-wise stage and every (split, method) fit with its seeds
+            as it finishes.
 
     Returns:
         The :class:`SplitFits`.
@@ -173,12 +177,18 @@ def run_splits(
     """
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
-    parallel = Parallel(n_jobs=n_jobs, backend="loky")
+    # A generator: each result is handed back (and reported) as soon as it and those before it
+    # are done.
+    parallel = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")
     subsets = [(data.subset(s.train_ids), data.subset(s.test_ids)) for s in splits]
     params = {m: dict(method_params.get(m, {})) for m in methods}
     plan = stage_plan(methods, params)
+    n_stages = len(splits) * len({repr(v) for v in plan.values()})
+    if progress is not None:
+        progress.add_units(n_stages + len(splits) * len(methods))
     started = time.perf_counter()
-    stages = _fit_stages(parallel, [train for train, _ in subsets], plan)
+    names = [s.name for s in splits]
+    stages = _fit_stages(parallel, [train for train, _ in subsets], plan, names, progress)
     stage_seconds = time.perf_counter() - started
     jobs, job_info = [], []
     for i, split in enumerate(splits):
@@ -195,10 +205,13 @@ def run_splits(
             job_info.append((i, method))
     # The seeded (GNN) groups first: the long tasks start early, the short ones fill in.
     order = sorted(range(len(jobs)), key=lambda k: not is_seeded(job_info[k][1]))
-    done = parallel(jobs[k] for k in order)
     results = [None] * len(jobs)
-    for k, result in zip(order, done, strict=True):
+    for k, result in zip(order, parallel(jobs[k] for k in order), strict=True):
         results[k] = result
+        if progress is not None:
+            i, method = job_info[k]
+            seeds_done = [r["seed"] for r in result]
+            progress.unit_done(f"{splits[i].name}, {method}, seed(s) {_span(seeds_done)}")
     frames, counts, seconds, diagnosis = [], {}, {}, []
     for (i, method), per_seed in zip(job_info, results, strict=True):
         true = subsets[i][1].labels.set_index("workload_id")
@@ -219,8 +232,20 @@ def run_splits(
     )
 
 
+def _span(seeds: Sequence[int]) -> str:
+    """``0-4`` for consecutive seeds, else the list."""
+    seeds = list(seeds)
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(s) for s in seeds)
+
+
 def _fit_stages(
-    parallel: Parallel, trains: list[ProfileData], plan: dict
+    parallel: Parallel,
+    trains: list[ProfileData],
+    plan: dict,
+    names: Sequence[str],
+    progress: EvaluationProgress | None,
 ) -> dict[tuple[int, str], LayerwiseStage]:
     """Each distinct layer-wise stage of the plan, fitted once per split's training data.
 
@@ -234,7 +259,12 @@ def _fit_stages(
         delayed(_fit_stage)(trains[i], folds, layerwise)
         for (i, _), (folds, layerwise) in stage_jobs
     )
-    return {job_key: stage for (job_key, _), stage in zip(stage_jobs, fitted, strict=True)}
+    out = {}
+    for ((i, key), (folds, _)), stage in zip(stage_jobs, fitted, strict=True):
+        out[(i, key)] = stage
+        if progress is not None:
+            progress.unit_done(f"{names[i]}, layer-wise stage ({folds} fold(s))")
+    return out
 
 
 def _diagnosis_row(split: str, method: str, result: dict, true: pd.DataFrame) -> dict:
@@ -280,6 +310,7 @@ def fit_predict_many(
     tasks: Sequence[tuple[Sequence[str], Sequence[str], int]],
     test_ids: Sequence[str],
     n_jobs: int = 1,
+    progress: EvaluationProgress | None = None,
 ) -> list[dict]:
     """Fit one method on many training subsets (learning curves) and predict a fixed test set.
 
@@ -291,6 +322,7 @@ def fit_predict_many(
             method.
         test_ids: the test workloads.
         n_jobs: parallel processes (``joblib`` semantics).
+        progress: told of every fit as it finishes.
 
     Returns:
         Per task, the result of its fit (``pred``: ``workload_id``, ``iteration_s``,
@@ -304,5 +336,13 @@ def fit_predict_many(
             method, params, [seed], data.subset(train_ids), val_ids, test, None
         )
 
-    results = Parallel(n_jobs=n_jobs, backend="loky")(job(*t) for t in tasks)
-    return [per_seed[0] for per_seed in results]
+    tasks = list(tasks)
+    if progress is not None:
+        progress.add_units(len(tasks))
+    parallel = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")
+    out = []
+    for (train_ids, _, seed), per_seed in zip(tasks, parallel(job(*t) for t in tasks), strict=True):
+        out.append(per_seed[0])
+        if progress is not None:
+            progress.unit_done(f"{method}, {len(train_ids)} training workloads, seed {seed}")
+    return out

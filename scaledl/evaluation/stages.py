@@ -20,9 +20,7 @@ an error in the stage that made it):
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
+from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.reproducibility import label_reproducibility, repeat_relative_errors
 from scaledl.evaluation.results import Metrics, RuntimeSeconds
 from scaledl.evaluation.split_fits import SplitFits, fit_predict_many, run_splits
@@ -66,18 +65,22 @@ class FitLog:
 
 @dataclass
 class StageClock:
-    """Wall seconds per stage (the ``runtime_s`` section), measured with :meth:`stage`."""
+    """Wall seconds per stage (the ``runtime_s`` section), measured and reported by ``progress``.
 
-    seconds: dict[str, float] = field(default_factory=dict)
+    Attributes:
+        progress: times each stage and reports its progress (:mod:`scaledl.evaluation.progress`).
+    """
 
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """Time the block as stage ``name`` (added to what it already took)."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+    progress: EvaluationProgress = field(default_factory=EvaluationProgress)
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds per finished stage."""
+        return self.progress.stage_seconds
+
+    def stage(self, name: str) -> AbstractContextManager[EvaluationProgress]:
+        """Time and report the block as stage ``name`` (added to what it already took)."""
+        return self.progress.stage(name)
 
     def runtime(self, stage_seconds: float, fits: FitLog, total: float) -> RuntimeSeconds:
         """The ``runtime_s`` section (stages not run count 0 s)."""
@@ -101,6 +104,7 @@ class EvaluationRun:
         source: the ``metrics.json`` the sections go to (named in schema errors).
         notes: what was skipped or adjusted, and why (the ``notes`` section), in stage order.
         fits: fits and fit seconds per method.
+        progress: told of each fit (and GPU fold) of the stages as it finishes.
     """
 
     data: ProfileData
@@ -108,6 +112,7 @@ class EvaluationRun:
     source: str
     notes: list[str] = field(default_factory=list)
     fits: FitLog = field(default_factory=FitLog)
+    progress: EvaluationProgress | None = None
 
     @property
     def evaluated(self) -> list[str]:
@@ -185,8 +190,9 @@ def split_stage(run: EvaluationRun) -> SplitStage:
         ext_split, ext_skipped = None, str(exc)
     all_splits = [id_split, *ood_splits, *([ext_split] if ext_split else [])]
     fits = run_splits(
-        run.data, all_splits, run.evaluated, config.seeds, split_params(config), config.n_jobs
-    )
+        run.data, all_splits, run.evaluated, config.seeds, split_params(config), config.n_jobs,
+        run.progress,
+    )  # fmt: skip
     by_split = dict(tuple(fits.predictions.groupby("split", sort=False)))
     splits: dict = {"id": {"methods": _per_method(by_split["id"])}}
     if ood_splits:
@@ -307,7 +313,7 @@ def learning_curve_stage(run: EvaluationRun, id_split: Split) -> Any:
 
         def fit_many(tasks, method=method, params=params):
             results = fit_predict_many(
-                run.data, method, params, tasks, id_split.test_ids, config.n_jobs
+                run.data, method, params, tasks, id_split.test_ids, config.n_jobs, run.progress
             )
             for r in results:
                 run.fits.record(method, r["fit_s"])
@@ -350,8 +356,11 @@ def external_stage(run: EvaluationRun) -> tuple[Any, Any, pd.DataFrame | None]:
         parallel_labels=config.gpu_parallel_labels,
         vidur_root=config.vidur_root,
         peer_root=neusight_peer_root(),
+        n_jobs=config.n_jobs,
     )
-    gpu, gpu_pred = evaluate_gpu(Path(config.gpu_profiles), gpu_config)
+    gpu, gpu_pred = evaluate_gpu(
+        Path(config.gpu_profiles), gpu_config, run.progress, config.gpu_cache_dir
+    )
     # A protocol the GPU evaluation did not run is written as null, never left out.
     gpu = {"leave_one_gpu_out": None, **gpu}
     return external, run.section("gpu", gpu), gpu_pred

@@ -202,3 +202,33 @@ def test_the_quick_preset_meets_the_issue_minimums():
     assert {"doptimal", "random"} <= set(config.learning_curve_samplers)
     # The main splits train the GNN methods as the registered predictor is trained.
     assert not any(config.method_params.get(m) for m in ("scaledl", *ABLATION_NAMES))
+
+
+def test_the_evaluation_reports_progress_per_stage_and_fold(profile_dir, tmp_path):
+    config = EvaluationConfig(
+        methods=("analytical",),
+        ablations=(),
+        seeds=1,
+        n_jobs=1,
+        learning_curve_methods=("analytical",),
+        learning_curve_sizes=(9,),
+        learning_curve_seeds=1,
+        include_external=False,
+        figures=False,
+    )
+    lines = []
+    m = evaluate(profile_dir, tmp_path, config, on_progress=lines.append)
+    for stage in ("load", "splits", "intervals", "significance", "sweep", "learning_curve",
+                  "external", "figures"):  # fmt: skip
+        assert any(line.startswith(f"evaluation stage {stage}: start") for line in lines), stage
+        assert any(line.startswith(f"evaluation stage {stage}: done in") for line in lines), stage
+    splits = [line for line in lines if line.startswith("evaluation stage splits: ")]
+    # One layer-wise-free method on 5 splits (id, 3 families, extrapolation): 5 fits.
+    fits = [line for line in splits if " done (" in line]
+    assert len(fits) == 5 and fits[-1].startswith("evaluation stage splits: 5/5 done")
+    for fold in ("id", "ood/bert", "ood/llama", "ood/vit", "extrapolation"):
+        assert any(f"({fold}, analytical, seed(s) 0)" in line for line in fits), fold
+    curve = [line for line in lines if line.startswith("evaluation stage learning_curve: ")]
+    assert any("analytical, 9 training workloads, seed 0" in line for line in curve)
+    assert all("elapsed" in line for line in lines)
+    assert m.runtime_s.splits > 0 and m.runtime_s.learning_curve > 0

@@ -1,8 +1,10 @@
 """The GPU evaluation protocols on a tiny synthetic set of operator-timed profiles."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from gpu_synthetic import DEVICES, TINY_GRID, write_synthetic
 
@@ -105,3 +107,15 @@ def test_enough_architectures_train_scaledls_gnn_on_kernel_aware_layers(syntheti
 def test_baseline_names_must_not_shadow_methods():
     with pytest.raises(ValueError, match="baseline name"):
         GpuEvaluationConfig(baselines={"additive": {}})
+
+
+def test_folds_in_parallel_processes_give_the_same_result(synthetic):
+    _, data = synthetic
+    key = lambda w: w.device_name.split(":", 1)[1]  # noqa: E731
+    pred, _, folds = leave_one_out(data, "leave_one_gpu_out", key, CONFIG)
+    config = dataclasses.replace(CONFIG, n_jobs=2)
+    pred2, _, folds2 = leave_one_out(data, "leave_one_gpu_out", key, config)
+    pd.testing.assert_frame_equal(pred2, pred)
+    # Each fold's record less its seconds per method: the corrections chosen, their scores.
+    drop = lambda f: {k: v for k, v in f.items() if k not in CONFIG.all_methods}  # noqa: E731
+    assert {h: drop(f) for h, f in folds2.items()} == {h: drop(f) for h, f in folds.items()}

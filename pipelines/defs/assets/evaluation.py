@@ -49,13 +49,35 @@ def split_table(metrics: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "method", "mre", "rmse_s", "p50_re", "p90_re"])
 
 
+def stage_table(metrics: Any) -> pd.DataFrame:
+    """One row per stage of the evaluation with its wall seconds, then the total.
+
+    Args:
+        metrics: a :class:`~scaledl.evaluation.results.Metrics`.
+
+    Returns:
+        Columns ``stage``, ``seconds`` (``runtime_s`` less the per-method fit seconds).
+    """
+    runtime = metrics.runtime_s.model_dump()
+    runtime.pop("fit_seconds")
+    rows = [{"stage": name, "seconds": round(float(s), 1)} for name, s in runtime.items()]
+    return pd.DataFrame(rows, columns=["stage", "seconds"])
+
+
 @dg.asset(
     group_name=GROUP,
     kinds={"python", "html"},
     deps=["search_space", "validated_profiles", "imported_profiles"],
 )
-def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
-    """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines."""
+def evaluation_report(
+    context: dg.AssetExecutionContext, settings: ScaledlSettings
+) -> dg.MaterializeResult:
+    """Accuracy report: ID, leave-one-family-out and real-GPU errors of ScaleDL and baselines.
+
+    Progress (stage, fit, fold, elapsed, time left) goes to the run's log at least once a minute;
+    the metadata has the seconds of every stage. The GPU evaluation is cached beside the data
+    (``.cache/gpu_evaluation``), computed again only when its inputs or the code change.
+    """
     from scaledl.evaluation import EvaluationConfig, evaluate
     from scaledl.evaluation.results import Skipped
     from scaledl.report.evaluation_report import reproducibility_text
@@ -72,8 +94,9 @@ def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
             config,
             gpu_profiles=validated,
             gpu_parallel_labels=settings.layout.imported_parallel_labels("neusight"),
+            gpu_cache_dir=settings.layout.gpu_evaluation_cache_dir,
         )
-    metrics = evaluate(settings.layout.validated_dir, out_dir, config)
+    metrics = evaluate(settings.layout.validated_dir, out_dir, config, context.log.info)
     figures = sorted((out_dir / "figures").glob("*.png"))
     meta: dict[str, Any] = {
         "report": dg.MetadataValue.path(str(out_dir / "report.html")),
@@ -81,7 +104,13 @@ def evaluation_report(settings: ScaledlSettings) -> dg.MaterializeResult:
         "errors_by_split": md_table(split_table(metrics)),
         "figures": dg.MetadataValue.md(png_markdown(figures) or "_(no figures)_"),
         "label_reproducibility": reproducibility_text(metrics),
+        "stage_seconds": md_table(stage_table(metrics)),
     }
+    for row in stage_table(metrics).itertuples():
+        meta[f"seconds_{row.stage}"] = dg.MetadataValue.float(row.seconds)
+    gpu = metrics.gpu
+    if not isinstance(gpu, Skipped) and gpu.cache is not None:
+        meta["gpu_cache"] = "hit" if gpu.cache["hit"] else "computed and stored"
     for split in ("id", "ood"):
         body = getattr(metrics.splits, split)
         if isinstance(body, Skipped):
