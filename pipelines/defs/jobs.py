@@ -12,16 +12,62 @@ jobs run in sequence (``make run``):
 
 ``retrain_job`` stays one run: it augments the design and profiles the new workloads in
 ``profiling_runs`` itself (``profile_missing``), as the weekly schedule needs.
+
+A cluster deployment adds run tags to the shard runs from the YAML file named by
+``$SCALEDL_SHARD_RUN_TAGS`` (e.g. ``deploy/k8s/shard_run_tags.yaml``: the
+``dagster-k8s/config`` tag asking for a node's GPUs per shard pod), read when the definitions
+load.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 import dagster as dg
+import yaml
 
 from pipelines.defs.assets.profiling import shard_partitions
+from scaledl.io.safe import read_text
 
 PROFILING_TAGS = {"scaledl/profiling": "true"}
 RETRAIN_AUGMENT_K = 4
+SHARD_RUN_TAGS_ENV = "SCALEDL_SHARD_RUN_TAGS"
+
+
+def shard_run_tags(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The extra run tags of the shard runs: the mapping in ``$SCALEDL_SHARD_RUN_TAGS``.
+
+    Args:
+        environ: the environment (``os.environ`` when ``None``).
+
+    Returns:
+        Tag name -> value (a string, or a mapping Dagster stores as JSON, as
+        ``dagster-k8s/config`` is); empty when the variable is unset.
+
+    Raises:
+        ValueError: the file is unreadable, not YAML, not a mapping of tag names, or sets
+            ``scaledl/profiling`` (the one-at-a-time tag stays), naming the file.
+    """
+    path = (os.environ if environ is None else environ).get(SHARD_RUN_TAGS_ENV, "").strip()
+    if not path:
+        return {}
+    where = f"{SHARD_RUN_TAGS_ENV}={path}"
+    try:
+        tags = yaml.safe_load(read_text(Path(path)))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ValueError(f"{where}: unreadable run tags: {exc}") from None
+    if not isinstance(tags, dict) or not all(isinstance(k, str) for k in tags):
+        raise ValueError(f"{where}: expected a mapping of tag names to values")
+    for name, value in tags.items():
+        if not isinstance(value, (str, dict)):
+            raise ValueError(f"{where}: tag {name!r}: value {value!r} is not a string or mapping")
+    if set(tags) & set(PROFILING_TAGS):
+        raise ValueError(f"{where}: sets {sorted(set(tags) & set(PROFILING_TAGS))}, kept as is")
+    return tags
+
 
 DESIGN_ASSETS = dg.AssetSelection.assets("search_space", "workload_design")
 SHARD_ASSETS = dg.AssetSelection.assets("profiling_shard")
@@ -41,7 +87,7 @@ profile_design = dg.define_asset_job(
         "design (make run, step 2). Runs carry scaledl/profiling, so the run queue starts one at "
         "a time per instance; a cluster's run launcher places them on its nodes."
     ),
-    tags=PROFILING_TAGS,
+    tags={**PROFILING_TAGS, **shard_run_tags()},
 )
 
 scaledl_pipeline = dg.define_asset_job(

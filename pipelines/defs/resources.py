@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 import yaml
 
-from pipelines.defs.config import REPO_ROOT, settings_from_env
+from pipelines.defs.config import REPO_ROOT, env_flag, settings_from_env
 from scaledl.profiling.shards import shard_dir
 
 if TYPE_CHECKING:  # scaledl (torch) is imported lazily: the definitions load fast
@@ -307,11 +307,16 @@ def read_dvc_file(path: Path) -> dict[str, Any]:
 
 
 def default_resources() -> dict[str, Any]:
-    """The resources of the definitions: settings from the environment, local launcher."""
+    """The resources of the definitions: settings from the environment, local launcher.
+
+    ``SCALEDL_SHARD_DIRECTORIES=1`` gives each profiling shard its own directory
+    (:attr:`ProfilingLauncher.shard_directories`).
+    """
     settings = settings_from_env()
     return {
         "settings": settings,
-        "launcher": LocalTorchrunLauncher(),
+        # SCALEDL_SHARD_DIRECTORIES=1 where shards run at once on several nodes (deploy/).
+        "launcher": LocalTorchrunLauncher(shard_directories=env_flag("SCALEDL_SHARD_DIRECTORIES")),
         "predictor_store": LocalPredictorStore(),
         "dvc": DvcResource(),
     }
