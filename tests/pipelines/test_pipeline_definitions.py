@@ -162,3 +162,23 @@ def test_profiling_failure_reasons_say_why_and_what_to_do(tmp_path):
     assert "6 of 10 workloads failed (60% > max_failed_fraction 50%)" in failing
     assert str(tmp_path) in failing
     assert len(profiling_failure_reasons(2, 0, 0, 2, 0.5, tmp_path)) == 2
+
+
+def test_unmeasured_shards_block_the_profile_naming_them(tmp_path):
+    from types import SimpleNamespace
+
+    from pipelines.defs.assets.profiling import unmeasured_by_shard
+    from pipelines.defs.checks import profiling_failure_reasons
+    from scaledl.profiling.shards import shard_of
+
+    design = [SimpleNamespace(workload_id=f"{i:016x}") for i in range(40)]
+    in_shard = {k: [w.workload_id for w in design if shard_of(w.workload_id, 4) == k]
+                for k in range(4)}  # fmt: skip
+    measured = set(in_shard[0]) | set(in_shard[2])
+    missing = unmeasured_by_shard(design, measured, 4)
+    assert missing == {"1-of-4": in_shard[1], "3-of-4": in_shard[3]}
+    assert unmeasured_by_shard(design, {w.workload_id for w in design}, 4) == {}
+    (reason,) = profiling_failure_reasons(40, 20, 0, 0, 0.5, tmp_path, missing)
+    count = len(in_shard[1]) + len(in_shard[3])
+    assert f"{count} of 40 workloads were never measured, in shards 1-of-4, 3-of-4" in reason
+    assert "profile_design backfill" in reason
