@@ -8,9 +8,12 @@ PYTHON ?= python3
 VENV := .venv
 DVC_VENV := .venv-dvc
 PRESET ?= quick
+# Shards of the design's profiling (pipelines/defs/assets/profiling.py, docs/cluster.md).
+SHARDS ?= 4
 TORCH_CPU := torch==2.13.0
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export SCALEDL_PRESET := $(PRESET)
+export SCALEDL_PROFILING_SHARDS := $(SHARDS)
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: setup run test ui bench lint clean-data
@@ -39,6 +42,19 @@ run: setup
 	# ships in dagster-dg-cli, whose newest release here (1.13.27) pins dagster==1.13.27 and
 	# would downgrade dagster 1.13.28 under dagster-webserver 1.13.28 (checked with
 	# `pip install --dry-run dagster-dg-cli`); [tool.dg] in pyproject is ready for it.
+	# Three jobs, as Dagster runs one partitions definition per job: the design; the
+	# profile_design backfill, one run per shard, one after another on this host (the
+	# profiling pool and tag allow one at a time; every shard is tried, and running a failed one
+	# again re-measures only what it lacks); the rest (consolidation onwards).
+	$(VENV)/bin/dagster job execute -m pipelines.definitions -j design_job
+	@failed=""; for key in $$($(VENV)/bin/python -c 'from scaledl.profiling.shards import \
+			shard_count_from_env, shard_keys; print(*shard_keys(shard_count_from_env()))'); do \
+		echo "profile_design: shard $$key"; \
+		$(VENV)/bin/dagster job execute -m pipelines.definitions -j profile_design \
+			--tags "{\"dagster/partition\": \"$$key\"}" || failed="$$failed $$key"; \
+	done; \
+	test -z "$$failed" || { echo "shards failed:$$failed (make run again: kept parts are reused)"; \
+		exit 1; }
 	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
 	$(VENV)/bin/scaledl summary
 	@# The pipeline's wall time (installs excluded), for the README's timings.

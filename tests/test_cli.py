@@ -546,3 +546,42 @@ def test_summary_with_a_latest_symlinked_to_a_directory_exits_2(tmp_path):
     result = invoke("summary", "--data", data)
     assert result.exit_code == 2, result.output
     assert "`latest` must be a one-line file naming a version" in result.output.replace("\n", "")
+
+
+def test_profile_one_shard_keeps_its_workloads_only(in_repo, tmp_path):
+    """``--shard K/N``: the pipeline's shard rule; ``--own-dir`` profiles into shards/K-of-N."""
+    from scaledl.profiling.shards import shard_of
+    from scaledl.profiling.store import completed_parts
+    from scaledl.workloads.spec import Workload
+
+    csv = BAD / "workloads" / "profile_tiny.csv"
+    (row,) = read_workloads_file(csv)
+    home = shard_of(Workload.from_record(row).workload_id, 2)
+    out = tmp_path / "profiles"
+    common = ["--workloads", csv, "--out", out, "--preset", unguarded_smoke(tmp_path),
+              "--repeats", 1, "--timeout-s", 60]  # fmt: skip
+    other = invoke("profile", *common, "--shard", f"{1 - home}/2")
+    assert other.exit_code == 0, other.output
+    assert f"shard {1 - home}-of-2: 0 of 1 workloads" in other.output
+    assert "0 (workload, repeat) parts profiled" in other.output
+    own = invoke("profile", *common, "--shard", f"{home}/2", "--own-dir")
+    assert own.exit_code == 0, own.output
+    assert "1 (workload, repeat) parts profiled" in own.output
+    shard = out / "shards" / f"{home}-of-2"
+    assert completed_parts(shard) == completed_parts(out) and len(completed_parts(out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shard", "2/2"], "--shard '2/2': shard 2 not in 0..1"),
+        (["--shard", "x"], "--shard 'x': expected K/N"),
+        (["--own-dir"], "--own-dir needs --shard K/N"),
+    ],
+)
+def test_profile_bad_shard_is_a_one_line_error(tmp_path, args, message):
+    out = tmp_path / "profiles"
+    result = invoke("profile", "--workload", json.dumps(ROWS[0]), "--out", out, *args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert not out.exists()

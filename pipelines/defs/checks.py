@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 
 from pipelines.defs.assets.design import read_design_table, read_search_space
-from pipelines.defs.assets.profiling import design_workloads
+from pipelines.defs.assets.profiling import N_SHARDS, design_workloads, unmeasured_by_shard
 from pipelines.defs.config import ScaledlSettings
 from pipelines.defs.resources import LocalPredictorStore, ProfilingLauncher
 
@@ -56,6 +56,7 @@ def profiling_failure_reasons(
     failed: int,
     max_failed_fraction: float,
     profiles_dir: Path,
+    unmeasured: dict[str, list[str]] | None = None,
 ) -> list[str]:
     """Why the profile cannot feed the models, and what to do; empty when it can.
 
@@ -66,6 +67,7 @@ def profiling_failure_reasons(
         failed: those with a part that failed, ran out of memory or timed out.
         max_failed_fraction: the largest share of failed workloads accepted.
         profiles_dir: the profiles directory, named in the message.
+        unmeasured: workload ids with no part at all, by shard key (shards not yet run).
 
     Returns:
         One sentence per reason.
@@ -85,6 +87,13 @@ def profiling_failure_reasons(
             f"{max_failed_fraction:.0%}): see the status and error columns of the runs table "
             f"in {profiles_dir}"
         )
+    if unmeasured:
+        count = sum(len(ids) for ids in unmeasured.values())
+        reasons.append(
+            f"{count} of {requested} workloads were never measured, in shards "
+            f"{', '.join(unmeasured)}: materialise those partitions of profiling_shard (the "
+            "profile_design backfill) before this job"
+        )
     return reasons
 
 
@@ -92,7 +101,7 @@ def profiling_failure_reasons(
 def profiling_runs_succeeded(
     context: dg.AssetCheckExecutionContext, settings: ScaledlSettings, launcher: ProfilingLauncher
 ) -> dg.AssetCheckResult:
-    """At least one workload profiled ``ok`` and at most the allowed fraction failed.
+    """Every shard measured, at least one workload ``ok``, at most the allowed fraction failed.
 
     From the parts on disk: ``ok`` workloads have every repeat measured ``ok`` and undisturbed;
     ``failed`` ones have a part that failed, ran out of memory or timed out; ``disturbed`` ones
@@ -111,9 +120,10 @@ def profiling_runs_succeeded(
     measured = {w for (w, _) in statuses} & requested
     fraction = len(failed) / len(requested) if requested else 1.0
     disturbed = len(measured - ok - failed)
+    unmeasured = unmeasured_by_shard(runnable, measured, N_SHARDS)
     reasons = profiling_failure_reasons(
         len(requested), len(ok), disturbed, len(failed), settings.max_failed_fraction,
-        settings.layout.profiles_dir,
+        settings.layout.profiles_dir, unmeasured,
     )  # fmt: skip
     for reason in reasons:
         context.log.error(f"profiling_runs: {reason}")
@@ -128,6 +138,7 @@ def profiling_runs_succeeded(
             "failed_fraction": round(fraction, 4),
             "max_failed_fraction": settings.max_failed_fraction,
             "not_runnable": len(not_runnable),
+            "unmeasured": sum(len(ids) for ids in unmeasured.values()),
         },
     )
 

@@ -90,6 +90,19 @@ class WorkloadDesignConfig(dg.Config):
     regenerate: bool = False
 
 
+class ProfilingRunsConfig(dg.Config):
+    """Run config of ``profiling_runs``.
+
+    Attributes:
+        profile_missing: profile, in this run, the design's workloads not yet complete
+            (resuming as a shard does) before consolidating. The retraining job sets it: its
+            augmentation adds a few workloads, profiled with the rest of the run; the full
+            pipeline leaves it off and profiles through the shards (``profiling_shard``).
+    """
+
+    profile_missing: bool = False
+
+
 class PredictorBundleConfig(dg.Config):
     """Run config of ``predictor_bundle``.
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 import yaml
 
-from pipelines.defs.config import REPO_ROOT, settings_from_env
+from pipelines.defs.config import REPO_ROOT, env_flag, settings_from_env
+from scaledl.profiling.shards import shard_dir
 
 if TYPE_CHECKING:  # scaledl (torch) is imported lazily: the definitions load fast
     from scaledl.profiling.launch import ProfileSummary
@@ -24,9 +25,19 @@ class ProfilingLauncher(dg.ConfigurableResource, ABC):
 
     Attributes:
         threads_per_rank: ``OMP_NUM_THREADS`` of each CPU rank.
+        shard_directories: each shard of ``profiling_shard`` profiles into its own directory,
+            ``<profiles>/shards/<K-of-N>`` (own lock, own drift baseline), instead of the
+            shared profiles directory. Set it where shards run at once on several nodes over a
+            shared file system (``deploy/``); on one host the shards share the directory, so
+            a shard reuses any part measured before, and one drift baseline spans the design.
     """
 
     threads_per_rank: int = 1
+    shard_directories: bool = False
+
+    def shard_profiles_dir(self, profiles_dir: Path, key: str) -> Path:
+        """Where shard ``key`` profiles: its own directory or ``profiles_dir`` (see above)."""
+        return shard_dir(profiles_dir, key) if self.shard_directories else Path(profiles_dir)
 
     @abstractmethod
     def runnable(self, workloads: list[Workload]) -> tuple[list[Workload], list[Workload]]:
@@ -296,11 +307,16 @@ def read_dvc_file(path: Path) -> dict[str, Any]:
 
 
 def default_resources() -> dict[str, Any]:
-    """The resources of the definitions: settings from the environment, local launcher."""
+    """The resources of the definitions: settings from the environment, local launcher.
+
+    ``SCALEDL_SHARD_DIRECTORIES=1`` gives each profiling shard its own directory
+    (:attr:`ProfilingLauncher.shard_directories`).
+    """
     settings = settings_from_env()
     return {
         "settings": settings,
-        "launcher": LocalTorchrunLauncher(),
+        # SCALEDL_SHARD_DIRECTORIES=1 where shards run at once on several nodes (deploy/).
+        "launcher": LocalTorchrunLauncher(shard_directories=env_flag("SCALEDL_SHARD_DIRECTORIES")),
         "predictor_store": LocalPredictorStore(),
         "dvc": DvcResource(),
     }

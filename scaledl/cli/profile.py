@@ -37,6 +37,17 @@ def profile(
     ] = None,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="host:port for multi-node")] = None,
     node_rank: Annotated[int, typer.Option(help="This node's rank (multi-node)")] = 0,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Profile only shard K of N (K/N, K from 0), as the pipeline's shards"),
+    ] = None,
+    own_dir: Annotated[
+        bool,
+        typer.Option(
+            help="With --shard: profile into <out>/shards/K-of-N (shards running at once on "
+            "several nodes of a shared file system)"
+        ),
+    ] = False,
 ) -> None:
     """Profile workloads with torchrun (resumes; failures recorded, never fatal).
 
@@ -46,6 +57,10 @@ def profile(
     override it. Every workload is checked before anything is launched: an invalid row, a model
     that cannot be built, or a ``device_name`` other than this host's (profiling measures this
     host) ends the command with exit code 2 naming the file, row and field.
+
+    ``--shard K/N`` keeps the workloads of shard ``K`` of ``N``
+    (:func:`scaledl.profiling.shards.shard_of`, the rule of the pipeline's ``profiling_shard``),
+    so any scheduler can run one shard per job (``deploy/slurm``, ``docs/cluster.md``).
     """
     from scaledl.profiling.interrupt import ProfilingInterrupted
     from scaledl.profiling.launch import profile_workloads
@@ -59,6 +74,10 @@ def profile(
     except ValueError as exc:
         fail(str(exc))
     specs = _local_workloads(design, workloads, workload)
+    if shard is not None:
+        specs, out = _shard(specs, out, shard, own_dir)
+    elif own_dir:
+        fail("--own-dir needs --shard K/N")
     settings = _settings(preset, repeats, timeout_s, rdzv_endpoint, node_rank)
     try:
         summary = profile_workloads(specs, out, settings, force=force)
@@ -111,6 +130,20 @@ def _local_workloads(design: Path | None, workloads: Path | None, workload: str 
     except (ValueError, WorkloadError) as exc:
         fail(str(exc))
     return specs
+
+
+def _shard(specs: list, out: Path, spec: str, own_dir: bool) -> tuple[list, Path]:
+    """The workloads of shard ``spec`` (``K/N``) and its profiles directory (exit 2 if bad)."""
+    from scaledl.profiling.shards import parse_shard_spec, shard_dir, shard_key, shard_workloads
+
+    try:
+        index, n_shards = parse_shard_spec(spec)
+    except ValueError as exc:
+        fail(str(exc))
+    chosen = shard_workloads(specs, index, n_shards)
+    key = shard_key(index, n_shards)
+    typer.echo(f"shard {key}: {len(chosen)} of {len(specs)} workloads", err=True)
+    return chosen, shard_dir(out, key) if own_dir else out
 
 
 def _settings(

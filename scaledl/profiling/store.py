@@ -71,6 +71,7 @@ from scaledl.io.atomic import (
     write_atomic,
     write_parquet_atomic,
 )
+from scaledl.profiling.shards import SHARDS_SUBDIR
 from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 from scaledl.workloads.spec import Workload
@@ -374,18 +375,31 @@ def read_run(part: Path) -> dict[str, Any]:
         raise ProfileStoreError(f"{path}: unreadable run record: {exc}") from exc
 
 
+def part_roots(out_dir: Path) -> list[Path]:
+    """The profiles directories whose parts ``out_dir`` holds: itself and its shard directories.
+
+    Shards profiled at once on several nodes write into ``out_dir/shards/<K-of-N>``
+    (:func:`scaledl.profiling.shards.shard_dir`); their parts count as the directory's own.
+    """
+    shards = Path(out_dir) / SHARDS_SUBDIR
+    own = sorted(d for d in shards.iterdir() if d.is_dir()) if shards.is_dir() else []
+    return [Path(out_dir), *own]
+
+
 def _part_dirs(out_dir: Path) -> list[Path]:
-    """Every part directory (``parts/<workload_id>/r<k>``), sorted."""
-    root = parts_dir(out_dir)
-    if not root.exists():
-        return []
-    return sorted(
-        part
-        for workload in root.iterdir()
-        if workload.is_dir() and not workload.name.startswith((".", "_"))
-        for part in workload.iterdir()
-        if part.is_dir() and part.name.startswith("r") and (part / "run.json").exists()
-    )
+    """Every part directory (``parts/<workload_id>/r<k>``) of :func:`part_roots`, sorted."""
+    found = []
+    for root in map(parts_dir, part_roots(out_dir)):
+        if not root.exists():
+            continue
+        found.extend(
+            part
+            for workload in root.iterdir()
+            if workload.is_dir() and not workload.name.startswith((".", "_"))
+            for part in workload.iterdir()
+            if part.is_dir() and part.name.startswith("r") and (part / "run.json").exists()
+        )
+    return sorted(found)
 
 
 def part_problem(part: Path) -> str | None:
@@ -460,7 +474,9 @@ def completed_workload_ids(out_dir: Path, repeats: int = 1) -> set[str]:
 
 
 def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str, pd.DataFrame]:
-    """Concatenate the parts into ``OUT/<table>.parquet`` (atomic writes).
+    """Concatenate the parts (those of the shard directories too) into ``OUT/<table>.parquet``.
+
+    Writes are atomic.
 
     Args:
         out_dir: the profiles directory.
@@ -471,15 +487,24 @@ def consolidate(out_dir: Path, workload_ids: set[str] | None = None) -> dict[str
 
     Raises:
         ProfileStoreError: a part is unreadable (the message names its file; the next profile
-            of that workload measures it again).
+            of that workload measures it again), or the same (workload, repeat) part is in two
+            of :func:`part_roots` (both named).
         OSError: a table could not be written (``ENOSPC``...); the old table is kept.
     """
     collected: dict[str, list[pd.DataFrame]] = {t: [] for t in PROFILE_TABLE_NAMES}
     seen: set[str] = set()
+    where: dict[tuple[str, str], Path] = {}
     for part in _part_dirs(out_dir):
         workload_id = part.parent.name
         if workload_ids is not None and workload_id not in workload_ids:
             continue
+        if (workload_id, part.name) in where:
+            raise ProfileStoreError(
+                f"{part}: the same part is also in {where[workload_id, part.name]} (profiled "
+                "in two shard directories, e.g. after changing the number of shards): delete "
+                "one of them"
+            )
+        where[workload_id, part.name] = part
         run = read_run(part)
         try:
             record = json.loads((part / "workload.json").read_text())

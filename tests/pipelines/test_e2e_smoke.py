@@ -1,5 +1,8 @@
 """End-to-end: every asset of the pipeline materialised in-process on the ``smoke`` preset.
 
+As ``make run`` does: the design, then every shard of ``profiling_shard`` one after another,
+then the rest (consolidation to data version).
+
 The preset's interference guard is relaxed (no retry, any foreign load accepted): this test
 checks the pipeline's plumbing and runs in ``make test``'s parallel phase beside other tests;
 the guard is tested on its own, on an idle host, in ``tests/profiling/test_interference.py``.
@@ -9,39 +12,28 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
+from smoke_presets import smoke_without_guard
 
-import scaledl
 from pipelines.definitions import defs as load_defs
-from pipelines.defs.assets.profiling import design_workloads
+from pipelines.defs.assets.profiling import N_SHARDS, design_workloads
 from pipelines.defs.config import ScaledlSettings
+from pipelines.defs.jobs import DESIGN_ASSETS, SHARD_ASSETS
 from pipelines.defs.resources import (
     DvcResource,
     LocalPredictorStore,
     LocalTorchrunLauncher,
     read_dvc_file,
 )
+from scaledl.profiling.shards import shard_keys
 
 RETRAIN = {"ops": {"predictor_bundle": {"config": {"policy": "if_not_worse"}}}}
-
-
-def _smoke_without_guard(directory: Path) -> Path:
-    """The smoke preset with the interference guard measuring but never flagging."""
-    preset = yaml.safe_load((Path(scaledl.__file__).parent / "presets" / "smoke.yaml").read_text())
-    preset["profiling"].update(
-        max_retries=0, drift_tolerance=100.0, memory_drift_tolerance=100.0,
-        allreduce_drift_tolerance=100.0, max_foreign_load_cores=64.0, quiet_wait_s=0.0,
-    )  # fmt: skip
-    path = directory / "smoke.yaml"
-    path.write_text(yaml.safe_dump(preset))
-    return path
 
 
 def _resources(repo: Path, dvc_exe: Path) -> dict:
     return {
         # Half the ten smoke workloads held out, so that retraining has some to compare on.
         "settings": ScaledlSettings(
-            preset=str(_smoke_without_guard(repo.parent)),
+            preset=str(smoke_without_guard(repo.parent)),
             data_dir=str(repo / "data"),
             holdout_fraction=0.5,
         ),
@@ -57,6 +49,29 @@ def _metadata(result: dg.ExecuteInProcessResult, node: str, asset: str | None = 
         if event.asset_key.to_user_string() == (asset or node):
             return {k: v.value for k, v in event.metadata.items()}
     raise AssertionError(f"no materialisation of {asset or node} in {node}")
+
+
+def _make_run(assets: list, resources: dict, instance) -> list[dg.ExecuteInProcessResult]:
+    """``make run``'s three steps: the design, each shard in turn, the rest of the pipeline."""
+    design = dg.materialize(assets, selection=DESIGN_ASSETS, resources=resources,
+                            instance=instance)  # fmt: skip
+    shards = [
+        dg.materialize(
+            assets,
+            selection=SHARD_ASSETS,
+            partition_key=key,
+            resources=resources,
+            instance=instance,
+        )  # fmt: skip
+        for key in shard_keys(N_SHARDS)
+    ]
+    rest = dg.materialize(
+        assets,
+        selection=dg.AssetSelection.all() - DESIGN_ASSETS - SHARD_ASSETS,
+        resources=resources,
+        instance=instance,
+    )
+    return [design, *shards, rest]
 
 
 def _pickles(storage: Path) -> list[Path]:
@@ -77,11 +92,15 @@ def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
     home = tmp_path / "dagster_home"
     home.mkdir()
     with dg.instance_for_test(temp_dir=str(home)) as instance:
-        result = dg.materialize(assets, resources=_resources(repo, dvc_exe), instance=instance)
-        assert result.success
-        for evaluation in result.get_asset_check_evaluations():
-            if evaluation.severity == dg.AssetCheckSeverity.ERROR:
-                assert evaluation.passed, evaluation.check_name
+        runs = _make_run(assets, _resources(repo, dvc_exe), instance)
+        result = runs[-1]
+        for run in runs:
+            assert run.success
+            for evaluation in run.get_asset_check_evaluations():
+                if evaluation.severity == dg.AssetCheckSeverity.ERROR:
+                    assert evaluation.passed, evaluation.check_name
+        shards = [_metadata(run, "profiling_shard") for run in runs[1:-1]]
+        assert [m["shard"] for m in shards] == shard_keys(N_SHARDS)
 
         # Nothing of the pipeline went through Dagster's storage: no pickled model or frame.
         assert not _pickles(home), _pickles(home)
@@ -111,20 +130,27 @@ def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
         assert version["md5"] == read_dvc_file(repo / "data.dvc")["md5"]
         assert version["predictor_version"] == bundle_dir.name
 
-        # A second run of the profiling stage reuses every complete (workload, repeat) part (a
-        # part the interference guard flagged, or a failed one, is measured again).
+        # The consolidated tables hold every shard's parts; nothing is left unmeasured.
         first = _metadata(result, "profiling_runs")
-        assert first["ok_total"] >= 1
-        again = dg.materialize(
-            assets,
-            selection=["profiling_runs"],
-            resources=_resources(repo, dvc_exe),
-            instance=instance,
+        assert first["ok_total"] >= 1 and first["unmeasured"] == 0
+        assert first["requested"] == sum(m["requested_parts"] for m in shards)
+        assert first["complete_parts"] == sum(m["parts_kept"] for m in shards)
+
+        # A second backfill of the shards reuses every complete (workload, repeat) part (a
+        # part the interference guard flagged, or a failed one, is measured again).
+        again = [
+            _metadata(
+                dg.materialize(assets, selection=SHARD_ASSETS, partition_key=key,
+                               resources=_resources(repo, dvc_exe), instance=instance),
+                "profiling_shard",
+            )
+            for key in shard_keys(N_SHARDS)
+        ]  # fmt: skip
+        assert sum(m["reused"] for m in again) == first["complete_parts"]
+        assert sum(m["requested_parts"] for m in again) == first["requested"]
+        assert sum(m["profiled_now"] for m in again) <= (
+            first["requested"] - first["complete_parts"]
         )
-        runs = _metadata(again, "profiling_runs")
-        assert runs["reused"] == first["complete_parts"]
-        assert runs["requested"] == first["requested"]
-        assert runs["profiled_now"] <= first["requested"] - first["complete_parts"]
 
         # Retraining under the weekly policy: the new candidate and the registered version are
         # compared on the held-out workloads, and the decision follows the paired verdict.

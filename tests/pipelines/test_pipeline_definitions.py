@@ -16,6 +16,7 @@ defs = load_defs()
 EXPECTED_ASSETS = {
     "search_space",
     "workload_design",
+    "profiling_shard",
     "profiling_runs",
     "validated_profiles",
     "imported_profiles",
@@ -55,7 +56,8 @@ def test_asset_graph_has_the_pipeline_stages_in_order():
         for key in graph.get_all_asset_keys()
     }
     assert parents["workload_design"] == {"search_space"}
-    assert "workload_design" in parents["profiling_runs"]
+    assert parents["profiling_shard"] == {"search_space", "workload_design"}
+    assert parents["profiling_runs"] == {"profiling_shard"}
     assert parents["validated_profiles"] == {"profiling_runs"}
     assert parents["layerwise_models"] == {"validated_profiles"}
     assert parents["runtime_gnn"] == {"validated_profiles", "layerwise_models"}
@@ -87,11 +89,25 @@ def test_blocking_checks_guard_profiles_and_bundle():
     assert ("predictor_bundle", "predictor_bundle_predicts") in blocking
 
 
+def _job_assets(name: str) -> set[str]:
+    job = defs.resolve_job_def(name)
+    return {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+
+
 def test_jobs_and_stopped_weekly_schedule():
     pipeline = defs.resolve_job_def("scaledl_pipeline")
     retrain = defs.resolve_job_def("retrain_job")
-    assert pipeline.tags["scaledl/profiling"] == "true"
-    assert retrain.tags["scaledl/profiling"] == "true"
+    shards = defs.resolve_job_def("profile_design")
+    for job in (pipeline, retrain, shards):
+        assert job.tags["scaledl/profiling"] == "true"
+    # make run's three jobs cover every asset once, in order; only the shard job is partitioned.
+    design, profile, rest = (
+        _job_assets(n) for n in ("design_job", "profile_design", "scaledl_pipeline")
+    )
+    assert design == {"search_space", "workload_design"} and profile == {"profiling_shard"}
+    assert design | profile | rest == EXPECTED_ASSETS and not (design | profile) & rest
+    assert shards.partitions_def is not None and pipeline.partitions_def is None
+    assert _job_assets("retrain_job") == EXPECTED_ASSETS - {"profiling_shard"}
     schedule = defs.resolve_schedule_def("weekly_retrain")
     assert schedule.job_name == "retrain_job"
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
@@ -102,6 +118,8 @@ def test_retrain_job_augments_and_gates_registration():
     ops = defs.resolve_job_def("retrain_job").run_config["ops"]
     assert ops["workload_design"]["config"]["augment_k"] > 0
     assert ops["predictor_bundle"]["config"]["policy"] == "if_not_worse"
+    # One run: the augmentation's workloads are profiled in profiling_runs, not in shards.
+    assert ops["profiling_runs"]["config"]["profile_missing"] is True
     assert "paired" in defs.resolve_job_def("retrain_job").description
     assert defs.resolve_job_def("scaledl_pipeline").run_config is None
 
@@ -144,3 +162,23 @@ def test_profiling_failure_reasons_say_why_and_what_to_do(tmp_path):
     assert "6 of 10 workloads failed (60% > max_failed_fraction 50%)" in failing
     assert str(tmp_path) in failing
     assert len(profiling_failure_reasons(2, 0, 0, 2, 0.5, tmp_path)) == 2
+
+
+def test_unmeasured_shards_block_the_profile_naming_them(tmp_path):
+    from types import SimpleNamespace
+
+    from pipelines.defs.assets.profiling import unmeasured_by_shard
+    from pipelines.defs.checks import profiling_failure_reasons
+    from scaledl.profiling.shards import shard_of
+
+    design = [SimpleNamespace(workload_id=f"{i:016x}") for i in range(40)]
+    in_shard = {k: [w.workload_id for w in design if shard_of(w.workload_id, 4) == k]
+                for k in range(4)}  # fmt: skip
+    measured = set(in_shard[0]) | set(in_shard[2])
+    missing = unmeasured_by_shard(design, measured, 4)
+    assert missing == {"1-of-4": in_shard[1], "3-of-4": in_shard[3]}
+    assert unmeasured_by_shard(design, {w.workload_id for w in design}, 4) == {}
+    (reason,) = profiling_failure_reasons(40, 20, 0, 0, 0.5, tmp_path, missing)
+    count = len(in_shard[1]) + len(in_shard[3])
+    assert f"{count} of 40 workloads were never measured, in shards 1-of-4, 3-of-4" in reason
+    assert "profile_design backfill" in reason

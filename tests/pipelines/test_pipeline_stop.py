@@ -2,8 +2,9 @@
 
 Dagster terminates a run by interrupting its process (the run worker receives SIGINT in its main
 thread, as ``dagster job execute`` does on Ctrl-C; a container stop sends SIGTERM). The run here
-materialises the design and ``profiling_runs`` on an in-process test instance inside a child
-process, which the test interrupts once the first workload is profiled.
+materialises the design and then the design's one shard (``profiling_shard``) on an in-process
+test instance inside a child process, which the test interrupts once the first workload is
+profiled.
 """
 
 import os
@@ -33,16 +34,16 @@ from pipelines.defs.resources import DvcResource, LocalPredictorStore, LocalTorc
 
 data, preset = sys.argv[1], sys.argv[2]
 definitions = load_defs()
+resources = {"settings": ScaledlSettings(preset=preset, data_dir=data),
+             "launcher": LocalTorchrunLauncher(), "predictor_store": LocalPredictorStore(),
+             "dvc": DvcResource()}
 with dg.instance_for_test() as instance:
-    result = dg.materialize(
-        list(definitions.assets),
-        selection=["search_space", "workload_design", "profiling_runs"],
-        resources={"settings": ScaledlSettings(preset=preset, data_dir=data),
-                   "launcher": LocalTorchrunLauncher(), "predictor_store": LocalPredictorStore(),
-                   "dvc": DvcResource()},
-        instance=instance,
-        raise_on_error=False,
-    )
+    assets = list(definitions.assets)
+    design = dg.materialize(assets, selection=["search_space", "workload_design"],
+                            resources=resources, instance=instance)
+    # SCALEDL_PROFILING_SHARDS=1: the one shard holds the whole design.
+    result = dg.materialize(assets, selection=["profiling_shard"], partition_key="0-of-1",
+                            resources=resources, instance=instance, raise_on_error=False)
 sys.exit(0 if result.success else 3)
 """
 
@@ -66,7 +67,7 @@ def test_stopping_a_profiling_run_leaves_no_worker(tmp_path, signum):
     proc = subprocess.Popen(
         [sys.executable, "-c", RUN, str(data), str(slow_smoke(tmp_path))],
         cwd=REPO,
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path), "SCALEDL_PROFILING_SHARDS": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

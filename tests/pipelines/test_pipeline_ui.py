@@ -17,7 +17,10 @@ pytestmark = pytest.mark.timed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUERY = "{ assetNodes { assetKey { path } } }"
-EXPECTED = {"search_space", "workload_design", "profiling_runs", "predictor_bundle", "data_version"}
+EXPECTED = {
+    "search_space", "workload_design", "profiling_shard", "profiling_runs", "predictor_bundle",
+    "data_version",
+}  # fmt: skip
 
 
 def _free_port() -> int:

@@ -269,3 +269,30 @@ def test_a_real_full_disk_keeps_the_old_part_and_leaves_no_temporary(tmp_path):
         assert [p.name for p in old.parent.iterdir()] == ["r0"]
         with pytest.raises(ProfileStoreError, match=r"MiB free, profiling needs at least"):
             check_writable(out)
+
+
+def test_parts_of_shard_directories_count_as_the_directory_s_own(tmp_path):
+    from scaledl.profiling.shards import shard_dir
+
+    ok = {**RUN, "status": "ok", "error": ""}
+    write_part(tmp_path, BERT, ok, ok_records(BERT))
+    write_part(shard_dir(tmp_path, "1-of-2"), OTHER, {**ok, "workload_id": OTHER.workload_id},
+               ok_records(OTHER))  # fmt: skip
+    both = {(BERT.workload_id, 0), (OTHER.workload_id, 0)}
+    assert completed_parts(tmp_path) == both
+    assert set(part_statuses(tmp_path)) == both
+    # A shard's own directory sees only its parts (its resume is its own).
+    assert completed_parts(shard_dir(tmp_path, "1-of-2")) == {(OTHER.workload_id, 0)}
+    tables = consolidate(tmp_path)
+    assert set(tables["runs"]["workload_id"]) == {BERT.workload_id, OTHER.workload_id}
+    assert (tmp_path / "runs.parquet").is_file()
+
+
+def test_a_part_in_two_shard_directories_is_named(tmp_path):
+    from scaledl.profiling.shards import shard_dir
+
+    ok = {**RUN, "status": "ok", "error": ""}
+    write_part(shard_dir(tmp_path, "0-of-2"), BERT, ok, ok_records(BERT))
+    write_part(shard_dir(tmp_path, "1-of-4"), BERT, ok, ok_records(BERT))
+    with pytest.raises(ProfileStoreError, match="0-of-2.*also in.*1-of-4|1-of-4.*also in.*0-of-2"):
+        consolidate(tmp_path)
