@@ -11,6 +11,9 @@ applies) and ``extrapolation`` (the reasons, ``"; "``-joined, ``""`` in domain):
   all-reduce, more ranks: the all-reduce model and the GNN extrapolate);
 * ``layer_type``: layer types the layer-wise models predicted with their generic model (a type
   never measured, or measured too rarely for a model of its own);
+* ``layer_time``: layer times the layer-wise models predicted outside the physically possible
+  band and that were clamped into it (:mod:`scaledl.models.roofline`; which layer, which pass,
+  from what to what);
 * a size feature of :data:`~scaledl.models.domain.RANGE_FEATURES` outside its training range.
 
 * ``device_name``: a device never trained on. A CPU predictor refuses such a device before
@@ -117,6 +120,38 @@ def _generic_types(nodes: pd.DataFrame | None) -> dict[str, list[str]]:
     }
 
 
+#: Clamped layer passes named in one reason; the rest are counted.
+MAX_BOUNDED_SHOWN = 3
+
+
+def _bounded_layers(nodes: pd.DataFrame | None) -> dict[str, tuple[str, ...]]:
+    """Workload id -> the clamp notes of its nodes (``bounded`` column; none without it)."""
+    if nodes is None or nodes.empty or "bounded" not in nodes:
+        return {}
+    notes = nodes[nodes["bounded"].astype(str) != ""]
+    return {
+        str(wid): tuple(group["bounded"].astype(str)) for wid, group in notes.groupby("workload_id")
+    }
+
+
+def _bounded_reasons(notes: tuple[str, ...]) -> list[Extrapolation]:
+    """The reason for layer times clamped into the roofline band (none: no reason)."""
+    if not notes:
+        return []
+    passes = [p for note in notes for p in note.split("; ")]
+    shown = "; ".join(passes[:MAX_BOUNDED_SHOWN])
+    more = len(passes) - MAX_BOUNDED_SHOWN
+    tail = f"; and {more} more" if more > 0 else ""
+    return [
+        Extrapolation(
+            "layer_time",
+            f"{len(passes)} layer pass(es)",
+            f"clamped into the roofline band: {shown}{tail}",
+            None,
+        )
+    ]
+
+
 def check_domain(
     workloads: list[Workload],
     domain: TrainingDomain | None,
@@ -130,8 +165,8 @@ def check_domain(
         workloads: the workloads predicted.
         domain: the predictor's training domain; ``None`` (a bundle written before domains were
             recorded) flags every workload.
-        nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic``), for
-            the layer-type reason.
+        nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic`` and
+            optionally ``bounded``), for the layer-type and layer-time reasons.
         ids: the workloads' ids as ``nodes`` names them (default their ``workload_id``).
         arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
 
@@ -155,6 +190,7 @@ def check_domain(
     lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
     outside = np.isfinite(values) & ((values < lows) | (values > highs))
     generic = _generic_types(nodes)
+    bounded = _bounded_layers(nodes)
     # Reasons are built once per distinct cause and shared by the workloads they apply to (a
     # planner's grid repeats each world size, each batch, each set of generic layer types).
     categorical: dict[tuple, list[Extrapolation]] = {}
@@ -172,7 +208,8 @@ def check_domain(
         size_key = (tuple(cols.tolist()), tuple(values[i, cols].tolist()))
         if size_key not in sizes:
             sizes[size_key] = _size_reasons([ranges[j] for j in cols], size_key[1])
-        out.append(categorical[key] + layer[types] + sizes[size_key])
+        notes = bounded.get(w.workload_id if ids is None else ids[i], ())
+        out.append(categorical[key] + layer[types] + sizes[size_key] + _bounded_reasons(notes))
     return out
 
 
