@@ -179,15 +179,18 @@ def bound_predictions(band: RooflineBand, nodes: pd.DataFrame, pred: pd.DataFram
 
     Args:
         band: the fitted band.
-        nodes: the predicted nodes (columns of :func:`_work`, ``layer_name`` and ``node_kind``
-            when present; only ``layer`` nodes are bounded).
+        nodes: the predicted nodes (columns of :func:`_work`, and ``node_kind`` when present:
+            only ``layer`` nodes are bounded).
         pred: ``forward_ms`` and ``backward_ms`` aligned with ``nodes`` (a 0 prediction, a pass
             not run or not modelled, is left as is).
 
     Returns:
         ``pred`` with the times clamped and a ``bounded`` column: ``""``, or per clamped pass
-        ``"<layer> <direction> <predicted> ms -> <bound> ms (<below 1/margin of the roofline |
-        above N x roofline+overhead>)"``, ``"; "``-joined.
+        ``"<direction> <predicted> ms -> <bound> ms (<below 1/margin of the roofline | above N x
+        roofline+overhead>)"``, ``"; "``-joined. The note does not name the layer: a
+        prediction is shared by every node equal in what the models read
+        (:func:`scaledl.models.layerwise_stage.node_predictions`), whatever its name;
+        :func:`named_notes` adds the names.
     """
     out = pred.copy()
     notes = [[] for _ in range(len(out))]
@@ -195,11 +198,6 @@ def bound_predictions(band: RooflineBand, nodes: pd.DataFrame, pred: pd.DataFram
         (nodes["node_kind"] == "layer").to_numpy()
         if "node_kind" in nodes
         else np.ones(len(nodes), dtype=bool)
-    )
-    names = (
-        nodes["layer_name"].astype(str).to_numpy()
-        if "layer_name" in nodes
-        else nodes["layer_type"].astype(str).to_numpy()
     )
     for direction, b in band.directions.items():
         column = f"{direction}_ms"
@@ -215,7 +213,23 @@ def bound_predictions(band: RooflineBand, nodes: pd.DataFrame, pred: pd.DataFram
                 if below[i]
                 else f"above {b.multiple:.3g} x roofline+overhead"
             )
-            notes[i].append(f"{names[i]} {direction} {values[i]:.4g} ms -> {bound:.4g} ms ({why})")
+            notes[i].append(f"{direction} {values[i]:.4g} ms -> {bound:.4g} ms ({why})")
         out[column] = np.where(below, low, np.where(above, high, values))
     out["bounded"] = ["; ".join(n) for n in notes]
     return out
+
+
+def named_notes(layer_names, notes) -> list[str]:
+    """Each clamp note of :func:`bound_predictions` prefixed by its layer's name, per pass.
+
+    Args:
+        layer_names: node names, shape (n,).
+        notes: their ``bounded`` notes, shape (n,) (``""``: not clamped, stays ``""``).
+
+    Returns:
+        ``"<layer> <note>"`` per clamped pass, ``"; "``-joined, per node.
+    """
+    return [
+        "; ".join(f"{name} {part}" for part in str(note).split("; ")) if note else ""
+        for name, note in zip(layer_names, notes, strict=True)
+    ]

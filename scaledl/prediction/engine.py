@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from scaledl.models.roofline import named_notes
 from scaledl.workloads.spec import Workload
 
 #: Graphs per GNN batch: a BERT or T5 graph of the quick preset has 10 to 60 nodes, so a chunk
@@ -98,7 +99,10 @@ def predict_iterations(
         notes = preds["bounded"].to_numpy(dtype=object)
         clamped = notes != ""
         if clamped.any():
-            frame = pd.DataFrame({"graph": gs.graph[clamped], "note": notes[clamped]})
+            names = gs.nodes["layer_name"].to_numpy()[clamped]
+            frame = pd.DataFrame(
+                {"graph": gs.graph[clamped], "note": named_notes(names, notes[clamped])}
+            )
             for g, group in frame.groupby("graph")["note"]:
                 bounded[start + int(g)] = tuple(group)
     return IterationPredictions(iteration_ms, generic, bounded)

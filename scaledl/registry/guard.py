@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.domain import TrainingDomain, range_features
+from scaledl.models.roofline import named_notes
 from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -125,13 +126,19 @@ MAX_BOUNDED_SHOWN = 3
 
 
 def _bounded_layers(nodes: pd.DataFrame | None) -> dict[str, tuple[str, ...]]:
-    """Workload id -> the clamp notes of its nodes (``bounded`` column; none without it)."""
+    """Workload id -> the clamp notes of its nodes (``bounded`` column; none without it).
+
+    With a ``layer_name`` column (per-node predictions), each note is prefixed by its layer's
+    name (:func:`~scaledl.models.roofline.named_notes`); without, the notes name it already.
+    """
     if nodes is None or nodes.empty or "bounded" not in nodes:
         return {}
-    notes = nodes[nodes["bounded"].astype(str) != ""]
-    return {
-        str(wid): tuple(group["bounded"].astype(str)) for wid, group in notes.groupby("workload_id")
-    }
+    clamped = nodes[nodes["bounded"].astype(str) != ""]
+    notes = clamped["bounded"].astype(str).to_numpy()
+    if "layer_name" in clamped:
+        notes = np.array(named_notes(clamped["layer_name"].astype(str), notes), dtype=object)
+    frame = pd.DataFrame({"workload_id": clamped["workload_id"].astype(str), "note": notes})
+    return {str(wid): tuple(group["note"]) for wid, group in frame.groupby("workload_id")}
 
 
 def _bounded_reasons(notes: tuple[str, ...]) -> list[Extrapolation]:

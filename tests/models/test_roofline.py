@@ -5,7 +5,13 @@ import pandas as pd
 import pytest
 
 from scaledl.models.layerwise import LayerwiseModel
-from scaledl.models.roofline import GRAD_BYTES_PER_PARAM, MARGIN, RooflineBand, bound_predictions
+from scaledl.models.roofline import (
+    GRAD_BYTES_PER_PARAM,
+    MARGIN,
+    RooflineBand,
+    bound_predictions,
+    named_notes,
+)
 
 
 def layers(n: int = 40, seed: int = 0) -> pd.DataFrame:
@@ -67,10 +73,14 @@ def test_prediction_outside_the_band_is_clamped_and_named():
     assert out.loc[3, "forward_ms"] == pytest.approx(high[3])
     assert out.loc[5, "forward_ms"] == pytest.approx(low[5])
     assert out.loc[7, "backward_ms"] == pytest.approx(bhigh[7])
-    assert "layer3 forward" in out.loc[3, "bounded"] and "above" in out.loc[3, "bounded"]
-    assert f"-> {high[3]:.4g} ms" in out.loc[3, "bounded"]
-    assert "layer5 forward" in out.loc[5, "bounded"] and "below" in out.loc[5, "bounded"]
-    assert "layer7 backward" in out.loc[7, "bounded"]
+    assert out.loc[3, "bounded"] == (
+        f"forward {high[3] * 100:.4g} ms -> {high[3]:.4g} ms "
+        f"(above {band.directions['forward'].multiple:.3g} x roofline+overhead)"
+    )
+    assert out.loc[5, "bounded"].startswith("forward ") and "below 1/2 of" in out.loc[5, "bounded"]
+    assert out.loc[7, "bounded"].startswith("backward ")
+    named = named_notes(nodes["layer_name"], out["bounded"])
+    assert named[3] == "layer3 " + out.loc[3, "bounded"] and named[0] == ""
     untouched = ~out.index.isin([3, 5, 7])
     assert (out.loc[untouched, "bounded"] == "").all()
     assert (out.loc[untouched, "backward_ms"] == 0.0).all()  # 0: a pass not predicted
@@ -104,7 +114,7 @@ def test_layerwise_model_bounds_its_predictions():
     high = narrow.directions["forward"].bounds(nodes, "forward")[1]
     np.testing.assert_allclose(out["forward_ms"], high)
     np.testing.assert_allclose(out["backward_ms"], unbounded["backward_ms"])  # not banded
-    assert out["bounded"].str.contains(" forward ").all()
+    assert out["bounded"].str.startswith("forward ").all()
     assert not out["bounded"].str.contains("backward").any()
 
 
@@ -125,3 +135,11 @@ def test_round_trip_and_bad_records():
         RooflineBand.fit(layers(), margin=0.5)
     with pytest.raises(ValueError, match="no measured layer"):
         RooflineBand.fit(layers().assign(node_kind="optimizer"))
+
+
+def test_named_notes_prefix_every_pass():
+    notes = ["", "forward 9 ms -> 1 ms (x); backward 9 ms -> 2 ms (y)"]
+    assert named_notes(["a", "b.c"], notes) == [
+        "",
+        "b.c forward 9 ms -> 1 ms (x); b.c backward 9 ms -> 2 ms (y)",
+    ]

@@ -163,3 +163,11 @@ def test_layer_times_clamped_into_the_roofline_band(domain):
     assert reasons[0].reason.endswith("; and 2 more")
     assert interval_basis(reasons) == "widest"
     assert reasons_of(w, domain, nodes.assign(bounded="")) == []
+    # per-node predictions (predict --detail): the note is the pass, the node names the layer
+    named = nodes.iloc[[0, 2]].assign(
+        layer_name=["x", "encoder.proj"], bounded=["", "backward 5505 ms -> 87.2 ms (above)"]
+    )
+    (reason,) = reasons_of(w, domain, named)
+    assert reason.reason == (
+        "clamped into the roofline band: encoder.proj backward 5505 ms -> 87.2 ms (above)"
+    )
