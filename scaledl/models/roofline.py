@@ -19,8 +19,8 @@ what its layers reached is the ceiling that applies (the datasheet's or a multi-
 would be higher and the lower bound looser); every training layer lies at or above the lower
 bound by construction. ``multiple`` is the largest ``measured / (roofline_ms + operators *
 op_ms)`` seen in training times :data:`MARGIN`. On the reference CPU dataset (4,863 measured
-nodes) the largest ratios were about 31 forward and 1,160 backward (an embedding's backward,
-whose dense table gradient is written once per call).
+nodes) the largest ratios were 17.1 forward and 87.5 backward, so the multiples 34.2 and 175
+(figures in ``docs/layer_typing.md``).
 
 :func:`bound_predictions` clamps predictions into the band and says which were clamped, and by
 what; a clamped layer makes the prediction out of domain (:mod:`scaledl.registry.guard`).
