@@ -340,12 +340,14 @@ class LayerwiseModel(BaseEstimator):
             pair[direction] = LayerTimeRegressor(**self.regressor_params).fit(X, y)
         return pair
 
-    def predict(self, nodes: pd.DataFrame) -> pd.DataFrame:
+    def predict(self, nodes: pd.DataFrame, bound: bool = True) -> pd.DataFrame:
         """Predict forward and backward milliseconds of nodes.
 
         Args:
             nodes: node rows (see :meth:`fit`; targets not needed). Backward is predicted 0 for
                 inference workloads (``train`` column 0) when that column is present.
+            bound: clamp into :attr:`band_` (when fitted with one); ``False`` for a caller that
+                cannot report a clamp (the ``bounded`` column is then all ``""``).
 
         Returns:
             DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``used_generic``,
@@ -377,7 +379,7 @@ class LayerwiseModel(BaseEstimator):
                 out.loc[mask, f"{direction}_ms"] = np.maximum(pred, _FLOOR_MS)
         if "train" in nodes:
             out.loc[nodes["train"].to_numpy() == 0, "backward_ms"] = 0.0
-        if self.band_ is None:
+        if self.band_ is None or not bound:
             out["bounded"] = ""
             return out
         return bound_predictions(self.band_, nodes, out)

@@ -116,6 +116,9 @@ def test_layerwise_model_bounds_its_predictions():
     np.testing.assert_allclose(out["backward_ms"], unbounded["backward_ms"])  # not banded
     assert out["bounded"].str.startswith("forward ").all()
     assert not out["bounded"].str.contains("backward").any()
+    # a caller that cannot report a clamp asks for none
+    off = LayerwiseModel.from_fitted(model.models_, band=narrow).predict(nodes, bound=False)
+    pd.testing.assert_frame_equal(off, unbounded)
 
 
 def test_kernel_features_have_no_band():
