@@ -11,6 +11,13 @@ unit becomes its own graph node, in execution order.
 Patterns are tried in the order of :data:`LAYER_TYPE_PATTERNS`; a leaf module with parameters that
 matches none becomes ``"other"``. Parameter-free leaves (dropout, activations) are not units: their
 time is inside their parent unit or, at the top level, negligible.
+
+A name only proposes a type; what the module computes decides the embedding types. A module
+named like an embedding is an ``embedding`` (a table lookup) only if it holds an ``nn.Embedding``
+or a raw parameter table; one holding a convolution is a ``patch-embed``; one whose parameters
+all belong to ``nn.Linear`` (and norm) modules is a ``projection``, a matrix product on hidden
+states (ALBERT's ``embedding_hidden_mapping_in``, ELECTRA's ``embeddings_project``): its time
+follows its FLOPs, not a table's size.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ LAYER_TYPES: tuple[str, ...] = (
     "other",
     "allreduce",
     "optimizer",
+    "projection",
 )
 
 
@@ -91,6 +99,8 @@ def classify(attr_name: str, module: torch.nn.Module) -> str | None:
         if pattern.search(text):
             if layer_type == "embedding" and _has_conv(module):
                 return "patch-embed"
+            if layer_type == "embedding" and _is_projection(module):
+                return "projection"
             return layer_type
     has_children = any(True for _ in module.children())
     if not has_children:
@@ -139,6 +149,25 @@ def find_units(model: torch.nn.Module) -> list[LayerUnit]:
 
 def _has_conv(module: torch.nn.Module) -> bool:
     return any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
+
+
+def _is_projection(module: torch.nn.Module) -> bool:
+    """Whether a module computes only linear maps of its input (and norms): no table lookup.
+
+    True when it holds an ``nn.Linear``, no ``nn.Embedding``/``nn.EmbeddingBag`` and every
+    parameter belongs to an ``nn.Linear`` or a norm module (class name containing ``Norm``).
+    """
+    modules = list(module.modules())
+    if not any(isinstance(m, torch.nn.Linear) for m in modules):
+        return False
+    if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in modules):
+        return False
+    for m in modules:
+        if any(True for _ in m.parameters(recurse=False)) and not (
+            isinstance(m, torch.nn.Linear) or "Norm" in type(m).__name__
+        ):
+            return False
+    return True
 
 
 def _block_names(model: torch.nn.Module) -> list[str]:

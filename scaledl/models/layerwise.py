@@ -22,7 +22,9 @@ non-negative work terms extrapolate to unseen architectures; free-form fits in l
 
 :class:`LayerwiseModel` holds one forward and one backward regressor per layer type, and a
 *generic* pair trained on all layers, used for a layer type never seen in training (the
-prediction says so in ``used_generic``).
+prediction says so in ``used_generic``). Fitted on one device's work features, it also holds
+the :class:`~scaledl.models.roofline.RooflineBand` of its training layers: every prediction is
+clamped into what that device can physically do, and a clamped one says so in ``bounded``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from scaledl.models.fitted import check_fitted
+from scaledl.models.roofline import RooflineBand, bound_predictions
 
 #: Work features of :func:`layer_features`, in order.
 LAYER_FEATURES = ("flops", "operators", "bytes", "params")
@@ -249,6 +252,8 @@ class LayerwiseModel(BaseEstimator):
     Attributes:
         models_: ``{layer_type: {"forward": reg, "backward": reg}}``, set by :meth:`fit` (or
             :meth:`from_fitted`); ``"*"`` is the generic pair.
+        band_: the roofline band of the training layers (``features="work"``: one device), or
+            ``None`` (kernel features span devices; bundles saved before the band).
     """
 
     min_samples: int = 6
@@ -265,12 +270,16 @@ class LayerwiseModel(BaseEstimator):
 
     @classmethod
     def from_fitted(
-        cls, models: dict[str, dict[str, LayerTimeRegressor | None]], **params
+        cls,
+        models: dict[str, dict[str, LayerTimeRegressor | None]],
+        band: RooflineBand | None = None,
+        **params,
     ) -> LayerwiseModel:
         """A fitted model from saved regressors (how a predictor bundle is loaded).
 
         Args:
             models: the ``models_`` mapping of a fitted model.
+            band: the saved roofline band (``None``: predictions are not bounded).
             **params: constructor parameters.
 
         Returns:
@@ -284,6 +293,7 @@ class LayerwiseModel(BaseEstimator):
         model = cls(**params)
         model._validate_params()
         model.models_ = dict(models)
+        model.band_ = band
         return model
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -311,6 +321,7 @@ class LayerwiseModel(BaseEstimator):
             if len(group) >= self.min_samples:
                 models[str(layer_type)] = self._fit_pair(group)
         self.models_ = models
+        self.band_ = RooflineBand.fit(samples) if self.features == "work" else None
         return self
 
     def _fit_pair(self, frame: pd.DataFrame) -> dict[str, LayerTimeRegressor | None]:
@@ -329,15 +340,19 @@ class LayerwiseModel(BaseEstimator):
             pair[direction] = LayerTimeRegressor(**self.regressor_params).fit(X, y)
         return pair
 
-    def predict(self, nodes: pd.DataFrame) -> pd.DataFrame:
+    def predict(self, nodes: pd.DataFrame, bound: bool = True) -> pd.DataFrame:
         """Predict forward and backward milliseconds of nodes.
 
         Args:
             nodes: node rows (see :meth:`fit`; targets not needed). Backward is predicted 0 for
                 inference workloads (``train`` column 0) when that column is present.
+            bound: clamp into :attr:`band_` (when fitted with one); ``False`` for a caller that
+                cannot report a clamp (the ``bounded`` column is then all ``""``).
 
         Returns:
-            DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``used_generic``.
+            DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``used_generic``,
+            ``bounded`` (``""``, or which pass of the layer was clamped into the roofline band
+            and to what, :func:`~scaledl.models.roofline.bound_predictions`).
 
         Raises:
             sklearn.exceptions.NotFittedError: before :meth:`fit`.
@@ -364,4 +379,7 @@ class LayerwiseModel(BaseEstimator):
                 out.loc[mask, f"{direction}_ms"] = np.maximum(pred, _FLOOR_MS)
         if "train" in nodes:
             out.loc[nodes["train"].to_numpy() == 0, "backward_ms"] = 0.0
-        return out
+        if self.band_ is None or not bound:
+            out["bounded"] = ""
+            return out
+        return bound_predictions(self.band_, nodes, out)

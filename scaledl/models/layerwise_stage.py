@@ -87,7 +87,10 @@ def fit_allreduce(data: ProfileData) -> AlphaBetaAllReduce | None:
 
 
 def node_predictions(
-    layerwise: LayerwiseModel, allreduce: AlphaBetaAllReduce | None, nodes: pd.DataFrame
+    layerwise: LayerwiseModel,
+    allreduce: AlphaBetaAllReduce | None,
+    nodes: pd.DataFrame,
+    bound: bool = True,
 ) -> pd.DataFrame:
     """Layer-wise time of every graph node.
 
@@ -95,13 +98,16 @@ def node_predictions(
         layerwise: fitted layer-wise model.
         allreduce: fitted all-reduce model, or ``None`` (no multi-rank training data: 0 ms).
         nodes: graph nodes (:attr:`~scaledl.models.features.GraphSet.nodes`).
+        bound: clamp layer times into the model's roofline band
+            (:meth:`~scaledl.models.layerwise.LayerwiseModel.predict`).
 
     Returns:
         DataFrame aligned with ``nodes``: ``forward_ms``, ``backward_ms``, ``total_ms``,
-        ``used_generic``. Optimizer nodes take the ``optimizer`` type's forward prediction;
-        all-reduce nodes the all-reduce model's (in ``total_ms``; forward and backward 0).
+        ``used_generic``, ``bounded``. Optimizer nodes take the ``optimizer`` type's forward
+        prediction; all-reduce nodes the all-reduce model's (in ``total_ms``; forward and
+        backward 0).
     """
-    pred = _distinct_layer_predictions(layerwise, nodes)
+    pred = _distinct_layer_predictions(layerwise, nodes, bound)
     is_opt = (nodes["node_kind"] == "optimizer").to_numpy()
     pred.loc[is_opt, "backward_ms"] = 0.0
     is_ar = (nodes["node_kind"] == "allreduce").to_numpy()
@@ -118,7 +124,9 @@ def node_predictions(
     return pred
 
 
-def _distinct_layer_predictions(layerwise: LayerwiseModel, nodes: pd.DataFrame) -> pd.DataFrame:
+def _distinct_layer_predictions(
+    layerwise: LayerwiseModel, nodes: pd.DataFrame, bound: bool = True
+) -> pd.DataFrame:
     """``layerwise.predict(nodes)``, computed once per distinct row of what it reads.
 
     Nodes of workloads that differ only in world size, node count or dataset size (a planner's
@@ -131,12 +139,12 @@ def _distinct_layer_predictions(layerwise: LayerwiseModel, nodes: pd.DataFrame) 
     columns += ["train"] if "train" in nodes else []
     present = [c for c in columns if c in nodes]
     if len(nodes) < 2 or len(present) < len(columns):  # missing columns: predict() names them
-        return layerwise.predict(nodes)
+        return layerwise.predict(nodes, bound)
     codes = nodes.groupby(present, sort=False, dropna=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)
     if len(first) == len(nodes):
-        return layerwise.predict(nodes)
-    distinct = layerwise.predict(nodes.iloc[first])
+        return layerwise.predict(nodes, bound)
+    distinct = layerwise.predict(nodes.iloc[first], bound)
     return pd.DataFrame(
         {c: distinct[c].to_numpy()[codes] for c in distinct.columns}, index=nodes.index
     )

@@ -213,7 +213,9 @@ class _LayerTimes:
             for tp in sorted(splits[key]):
                 frames.append(shard_tensor_parallel(layers, tp).assign(arch=key, tp=tp))
         self.layers = pd.concat(frames, ignore_index=True)
-        preds = node_predictions(method.layerwise_, None, self.layers)
+        # Not bounded: the layout path has no channel to report a clamped layer yet
+        # (docs/layer_typing.md), and a clamp must never be silent.
+        preds = node_predictions(method.layerwise_, None, self.layers, bound=False)
         self.layers[["forward_ms", "backward_ms", "used_generic"]] = preds[
             ["forward_ms", "backward_ms", "used_generic"]
         ].to_numpy()
@@ -290,7 +292,8 @@ class _LayerTimes:
             rows = template.loc[template.index.repeat(len(counts))].reset_index(drop=True)
             rows["params"] = counts
             rows["fwd_ops"] = np.concatenate([t.ravel() for _, t in train])
-            steps = node_predictions(self.method.layerwise_, None, rows)["forward_ms"].to_numpy()
+            steps = node_predictions(self.method.layerwise_, None, rows, bound=False)
+            steps = steps["forward_ms"].to_numpy()
         out, start = [], 0
         for x in inputs:
             if not x.train:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from scaledl.models.roofline import named_notes
 from scaledl.workloads.spec import Workload
 
 #: Graphs per GNN batch: a BERT or T5 graph of the quick preset has 10 to 60 nodes, so a chunk
@@ -25,27 +26,32 @@ CHUNK_GRAPHS = 4096
 
 @dataclass(frozen=True)
 class IterationPredictions:
-    """Per distinct workload: the iteration time and the generic layer model's use.
+    """Per distinct workload: the iteration time, the generic layer model's use, the clamps.
 
     Attributes:
         iteration_ms: predicted iteration milliseconds, shape (n,).
         generic_types: per workload, the layer types predicted by the generic layer model
             (sorted; empty when none was).
+        bounded: per workload, the notes of its layer predictions clamped into the roofline
+            band (:func:`~scaledl.models.roofline.bound_predictions`; empty when none was).
     """
 
     iteration_ms: np.ndarray
     generic_types: list[tuple[str, ...]]
+    bounded: list[tuple[str, ...]] | None = None
 
     def generic_nodes(self, labels: list[str]) -> pd.DataFrame:
-        """The nodes the domain guard reads: ``workload_id``, ``layer_type``, ``used_generic``.
+        """The nodes the domain guard reads (generic layer types and clamped layer times).
+
+        Columns: ``workload_id``, ``layer_type``, ``used_generic``, ``bounded``.
 
         Args:
             labels: the name of each workload in the frame.
         """
-        rows = [(labels[i], t) for i, types in enumerate(self.generic_types) for t in types]
-        frame = pd.DataFrame(rows, columns=["workload_id", "layer_type"])
-        frame["used_generic"] = True
-        return frame
+        rows = [(labels[i], t, True, "") for i, ts in enumerate(self.generic_types) for t in ts]
+        for i, notes in enumerate(self.bounded or []):
+            rows.extend((labels[i], "", False, note) for note in notes)
+        return pd.DataFrame(rows, columns=["workload_id", "layer_type", "used_generic", "bounded"])
 
 
 def predict_iterations(
@@ -74,6 +80,7 @@ def predict_iterations(
     n = len(workloads)
     iteration_ms = np.empty(n)
     generic: list[tuple[str, ...]] = [()] * n
+    bounded: list[tuple[str, ...]] = [()] * n
     for start in range(0, n, chunk_graphs):
         part = workloads[start : start + chunk_graphs]
         labels = [str(i) for i in range(len(part))]
@@ -89,4 +96,13 @@ def predict_iterations(
             )
             for g, types in pairs.groupby("graph")["layer_type"]:
                 generic[start + int(g)] = tuple(sorted(set(types.astype(str))))
-    return IterationPredictions(iteration_ms, generic)
+        notes = preds["bounded"].to_numpy(dtype=object)
+        clamped = notes != ""
+        if clamped.any():
+            names = gs.nodes["layer_name"].to_numpy()[clamped]
+            frame = pd.DataFrame(
+                {"graph": gs.graph[clamped], "note": named_notes(names, notes[clamped])}
+            )
+            for g, group in frame.groupby("graph")["note"]:
+                bounded[start + int(g)] = tuple(group)
+    return IterationPredictions(iteration_ms, generic, bounded)

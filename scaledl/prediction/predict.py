@@ -87,6 +87,7 @@ def predict_specs(
     ddp = np.flatnonzero(~layout)
     iteration_ms = np.empty(len(workloads))
     generic: list[tuple[str, ...]] = [()] * len(workloads)
+    bounded: list[tuple[str, ...]] = [()] * len(workloads)
     recipes = [RECIPE_PREDICTOR] * len(workloads)
     extra: list[list[Extrapolation]] = [
         uncomposed_reason(w) if predictor.predicts_any_device else [] for w in workloads
@@ -96,8 +97,8 @@ def predict_specs(
             predictor.method, [workloads[i] for i in ddp], [arch_keys[i] for i in ddp]
         )
         iteration_ms[ddp] = iterations.iteration_ms
-        for i, types in zip(ddp, iterations.generic_types, strict=True):
-            generic[i] = types
+        for i, types, notes in zip(ddp, iterations.generic_types, iterations.bounded, strict=True):
+            generic[i], bounded[i] = types, notes
     if layout.any():  # tensor/pipeline/sharded layouts: the composition (scaledl.parallel)
         rows = np.flatnonzero(layout)
         answer = predict_layout_workloads(
@@ -112,7 +113,7 @@ def predict_specs(
     if not np.isfinite(iteration_s).all():
         raise BundleError(f"{predictor.path}: predictor returned non-finite times")
     labels = [str(i) for i in range(len(workloads))]
-    nodes = IterationPredictions(iteration_ms, generic).generic_nodes(labels)
+    nodes = IterationPredictions(iteration_ms, generic, bounded).generic_nodes(labels)
     reasons = check_domain(workloads, predictor.domain, nodes, ids=labels, arch_keys=arch_keys)
     reasons = [r + x for r, x in zip(reasons, extra, strict=True)]
     used = np.array([bool(t) for t in generic], dtype=bool)

@@ -267,6 +267,9 @@ def _graph_params(method: GraphMethod) -> dict[str, Any]:
         "gnn_edges": method.edges,
         "gnn_system_nodes": method.system_nodes,
         "layerwise_min_samples": method.layerwise_.min_samples,
+        "layerwise_band": (
+            None if method.layerwise_.band_ is None else method.layerwise_.band_.to_dict()
+        ),
         "training_devices": list(method.training_devices_),
         "training_workload_ids": list(method.training_workload_ids_),
         "training_domain": (
@@ -693,6 +696,7 @@ def read_bundle(bundle: Path) -> BundleParts:
     import torch
 
     from scaledl.models.layerwise import LayerwiseModel
+    from scaledl.models.roofline import RooflineBand
 
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
@@ -700,11 +704,17 @@ def read_bundle(bundle: Path) -> BundleParts:
         from scaledl.registry.kernel_bundle import read_kernel_parts
 
         return read_kernel_parts(bundle, manifest)
+    _check_layer_types(bundle, manifest)
     layer_file = bundle / "layerwise.skops"
     models = load_skops(layer_file, TRUSTED_TYPES)
     params, checked = read_params(bundle)
     try:
-        layerwise = LayerwiseModel.from_fitted(models, min_samples=params["layerwise_min_samples"])
+        band = params.get("layerwise_band")
+        layerwise = LayerwiseModel.from_fitted(
+            models,
+            band=None if band is None else RooflineBand.from_dict(band),
+            min_samples=params["layerwise_min_samples"],
+        )
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {bounded(str(exc), 300)}") from exc
@@ -746,6 +756,28 @@ def load_skops(path: Path, trusted: frozenset[str]) -> Any:
     except TreeStructureError as exc:
         raise BundleError(str(exc)) from None
     return loaded
+
+
+def _check_layer_types(bundle: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a CPU bundle whose GNN was trained on another layer-type vocabulary.
+
+    The GNN's input width includes one column per layer type, so a bundle written with another
+    :data:`~scaledl.graph.units.LAYER_TYPES` cannot read today's node features.
+
+    Raises:
+        IncompatibleBundleError: ``feature_schema.layer_types`` differs (both lists named).
+    """
+    # scaledl.graph.units imports torch: deferred, as read_bundle defers torch
+    from scaledl.graph.units import LAYER_TYPES
+
+    schema = manifest.get("feature_schema")
+    types = schema.get("layer_types") if isinstance(schema, dict) else None
+    if types != list(LAYER_TYPES):
+        raise IncompatibleBundleError(
+            f"{bundle / 'manifest.json'}: field 'feature_schema.layer_types' is "
+            f"{excerpt(types)}; this ScaleDL's layer types are {list(LAYER_TYPES)}: retrain the "
+            "predictor (`scaledl train`)"
+        )
 
 
 def check_skops_types(path: Path, trusted: frozenset[str]) -> None:

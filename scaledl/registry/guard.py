@@ -11,6 +11,9 @@ applies) and ``extrapolation`` (the reasons, ``"; "``-joined, ``""`` in domain):
   all-reduce, more ranks: the all-reduce model and the GNN extrapolate);
 * ``layer_type``: layer types the layer-wise models predicted with their generic model (a type
   never measured, or measured too rarely for a model of its own);
+* ``layer_time``: layer times the layer-wise models predicted outside the physically possible
+  band and that were clamped into it (:mod:`scaledl.models.roofline`; which layer, which pass,
+  from what to what);
 * a size feature of :data:`~scaledl.models.domain.RANGE_FEATURES` outside its training range.
 
 * ``device_name``: a device never trained on. A CPU predictor refuses such a device before
@@ -36,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.models.domain import TrainingDomain, range_features
+from scaledl.models.roofline import named_notes
 from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -117,6 +121,44 @@ def _generic_types(nodes: pd.DataFrame | None) -> dict[str, list[str]]:
     }
 
 
+#: Clamped layer passes named in one reason; the rest are counted.
+MAX_BOUNDED_SHOWN = 3
+
+
+def _bounded_layers(nodes: pd.DataFrame | None) -> dict[str, tuple[str, ...]]:
+    """Workload id -> the clamp notes of its nodes (``bounded`` column; none without it).
+
+    With a ``layer_name`` column (per-node predictions), each note is prefixed by its layer's
+    name (:func:`~scaledl.models.roofline.named_notes`); without, the notes name it already.
+    """
+    if nodes is None or nodes.empty or "bounded" not in nodes:
+        return {}
+    clamped = nodes[nodes["bounded"].astype(str) != ""]
+    notes = clamped["bounded"].astype(str).to_numpy()
+    if "layer_name" in clamped:
+        notes = np.array(named_notes(clamped["layer_name"].astype(str), notes), dtype=object)
+    frame = pd.DataFrame({"workload_id": clamped["workload_id"].astype(str), "note": notes})
+    return {str(wid): tuple(group["note"]) for wid, group in frame.groupby("workload_id")}
+
+
+def _bounded_reasons(notes: tuple[str, ...]) -> list[Extrapolation]:
+    """The reason for layer times clamped into the roofline band (none: no reason)."""
+    if not notes:
+        return []
+    passes = [p for note in notes for p in note.split("; ")]
+    shown = "; ".join(passes[:MAX_BOUNDED_SHOWN])
+    more = len(passes) - MAX_BOUNDED_SHOWN
+    tail = f"; and {more} more" if more > 0 else ""
+    return [
+        Extrapolation(
+            "layer_time",
+            f"{len(passes)} layer pass(es)",
+            f"clamped into the roofline band: {shown}{tail}",
+            None,
+        )
+    ]
+
+
 def check_domain(
     workloads: list[Workload],
     domain: TrainingDomain | None,
@@ -130,8 +172,8 @@ def check_domain(
         workloads: the workloads predicted.
         domain: the predictor's training domain; ``None`` (a bundle written before domains were
             recorded) flags every workload.
-        nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic``), for
-            the layer-type reason.
+        nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic`` and
+            optionally ``bounded``), for the layer-type and layer-time reasons.
         ids: the workloads' ids as ``nodes`` names them (default their ``workload_id``).
         arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
 
@@ -155,6 +197,7 @@ def check_domain(
     lows, highs = np.array([r[1] for r in ranges]), np.array([r[2] for r in ranges])
     outside = np.isfinite(values) & ((values < lows) | (values > highs))
     generic = _generic_types(nodes)
+    bounded = _bounded_layers(nodes)
     # Reasons are built once per distinct cause and shared by the workloads they apply to (a
     # planner's grid repeats each world size, each batch, each set of generic layer types).
     categorical: dict[tuple, list[Extrapolation]] = {}
@@ -172,7 +215,8 @@ def check_domain(
         size_key = (tuple(cols.tolist()), tuple(values[i, cols].tolist()))
         if size_key not in sizes:
             sizes[size_key] = _size_reasons([ranges[j] for j in cols], size_key[1])
-        out.append(categorical[key] + layer[types] + sizes[size_key])
+        notes = bounded.get(w.workload_id if ids is None else ids[i], ())
+        out.append(categorical[key] + layer[types] + sizes[size_key] + _bounded_reasons(notes))
     return out
 
 

@@ -31,6 +31,8 @@ class GraphParams(Artefact):
         gnn_edges: whether the GNN uses edges (older bundles: ``True``).
         gnn_system_nodes: whether the graphs have system nodes (older bundles: ``True``).
         layerwise_min_samples: the layer-wise model's ``min_samples``.
+        layerwise_band: the layer-wise model's roofline band
+            (:meth:`scaledl.models.roofline.RooflineBand.to_dict`; ``None``: not bounded).
         training_devices: the devices trained on.
         training_workload_ids: the training workloads (older bundles: none recorded).
         training_domain: the training domain (older bundles: none recorded).
@@ -43,6 +45,7 @@ class GraphParams(Artefact):
     gnn_edges: bool = True
     gnn_system_nodes: bool = True
     layerwise_min_samples: NonNegativeInt
+    layerwise_band: dict[str, Any] | None = None
     training_devices: list[str]
     training_workload_ids: list[str] = []
     training_domain: TrainingDomain | None = None

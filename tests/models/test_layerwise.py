@@ -72,7 +72,8 @@ def test_fit_predicts_known_power_law():
     model = LayerwiseModel().fit(nodes)
     assert set(model.models_) == {"*", "attention", "feed-forward"}
     pred = model.predict(nodes)
-    assert list(pred.columns) == ["forward_ms", "backward_ms", "used_generic"]
+    assert list(pred.columns) == ["forward_ms", "backward_ms", "used_generic", "bounded"]
+    assert (pred["bounded"] == "").all()  # its training layers lie inside the band
     assert not pred["used_generic"].any()
     rel = np.abs(pred["forward_ms"] - nodes["forward_ms"]) / nodes["forward_ms"]
     assert rel.median() < 0.1

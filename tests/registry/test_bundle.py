@@ -330,3 +330,22 @@ def test_a_malformed_listed_calibration_names_the_file(bundle):
     edit_manifest(bundle, files={**read_files(bundle), "calibration.json": sha256_file(path)})
     with pytest.raises(BundleError, match="calibration.json: field 'score': missing"):
         load_predictor(bundle)
+
+
+def test_a_bundle_of_other_layer_types_is_incompatible(bundle):
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    schema = manifest["feature_schema"]
+    old = [t for t in schema["layer_types"] if t != "projection"]  # before the projection type
+    edit_manifest(bundle, feature_schema={**schema, "layer_types": old})
+    with pytest.raises(IncompatibleBundleError, match="feature_schema.layer_types.*retrain"):
+        load_predictor(bundle)
+
+
+def test_the_roofline_band_travels_in_params(bundle):
+    from scaledl.models.roofline import RooflineBand
+
+    params = json.loads((bundle / "params.json").read_text())
+    band = RooflineBand.from_dict(params["layerwise_band"])
+    assert set(band.directions) == {"forward", "backward"}
+    method, _ = load_method(bundle)
+    assert method.layerwise_.band_ == band

@@ -143,3 +143,31 @@ def test_an_hf_config_of_a_trained_family_is_in_its_domain(tmp_path, family):
     assert "family" not in fields(reasons), reasons
     other = TrainingDomain.from_workloads([tiny("bert" if family != "bert" else "vit")])
     assert reasons_of(workload, other)[0].value == family
+
+
+def test_layer_times_clamped_into_the_roofline_band(domain):
+    w = tiny("bert")
+    notes = [f"layer{i} forward 900 ms -> 9 ms (above 34 x roofline+overhead)" for i in range(5)]
+    nodes = pd.DataFrame(
+        {
+            "workload_id": [w.workload_id] * 6,
+            "layer_type": ["attention"] * 6,
+            "used_generic": [False] * 6,
+            "bounded": ["", "", *notes[:3], "; ".join(notes[3:])],
+        }
+    )
+    reasons = reasons_of(w, domain, nodes)
+    assert fields(reasons) == ["layer_time"]
+    assert reasons[0].value == "5 layer pass(es)" and reasons[0].stratum is None
+    assert reasons[0].reason.startswith("clamped into the roofline band: layer0 forward 900 ms")
+    assert reasons[0].reason.endswith("; and 2 more")
+    assert interval_basis(reasons) == "widest"
+    assert reasons_of(w, domain, nodes.assign(bounded="")) == []
+    # per-node predictions (predict --detail): the note is the pass, the node names the layer
+    named = nodes.iloc[[0, 2]].assign(
+        layer_name=["x", "encoder.proj"], bounded=["", "backward 5505 ms -> 87.2 ms (above)"]
+    )
+    (reason,) = reasons_of(w, domain, named)
+    assert reason.reason == (
+        "clamped into the roofline band: encoder.proj backward 5505 ms -> 87.2 ms (above)"
+    )
