@@ -227,6 +227,62 @@ def coverage_targets(section: dict, coverage: float, method: str = "scaledl") ->
     return rows
 
 
+def family_coverage(predictions: pd.DataFrame, coverage: float) -> dict:
+    """Coverage of the unseen-family intervals on leave-one-family-out predictions alone.
+
+    The reference evaluation's view of :func:`interval_coverage`: the prediction of a workload
+    is the mean over model seeds (as its MRE is), each left-out family is calibrated on the
+    other families (:func:`~scaledl.models.intervals.family_conformal_half_width`), and the
+    interval a family never seen would get from a predictor calibrated on *all* the families
+    (as the registered bundle's ``unseen_family`` stratum is) is given as its factors.
+
+    Args:
+        predictions: leave-one-family-out rows: ``method``, ``seed``, ``workload_id``,
+            ``family``, ``true_<target>_s`` and ``pred_<target>_s`` for ``iteration`` and
+            ``epoch`` (any ``split`` column is replaced by ``ood/<family>``).
+        coverage: the nominal coverage, in (0, 1).
+
+    Returns:
+        ``{"coverage", "score", "library", "per_family", "pooled", "new_family"}``: the first
+        three as in ``metrics.json``'s ``intervals``, ``per_family`` and ``pooled`` as its
+        ``intervals.ood``, ``new_family``: method -> ``{"families", "half_width_log",
+        "low_factor", "high_factor", "relative_width"}`` of the iteration-time interval
+        ``[predicted * low_factor, predicted * high_factor]`` (factors ``0`` / ``null`` and
+        width ``null`` when unbounded).
+
+    Raises:
+        scaledl.models.intervals.CalibrationError: ``coverage`` outside (0, 1).
+        KeyError: a column is missing (the message names it).
+    """
+    columns = [f"{k}_{t}_s" for t in TARGETS for k in ("true", "pred")]
+    per = predictions.groupby(["method", "family", "workload_id"], sort=True)[columns].mean()
+    per = per.reset_index()
+    per["split"] = "ood/" + per["family"].astype(str)
+    section, _ = interval_coverage(per, coverage)
+    new_family = {}
+    for method, rows in per.groupby("method", sort=False):
+        r, ok = _residuals(rows, "iteration")
+        families = rows["family"].astype(str).to_numpy()[ok]
+        q = family_conformal_half_width(r[ok], families, coverage) if ok.any() else np.inf
+        bounded = bool(np.isfinite(q))
+        new_family[str(method)] = {
+            "families": len(set(families)),
+            "half_width_log": float(q) if bounded else None,
+            "low_factor": float(np.exp(-q)),
+            "high_factor": float(np.exp(q)) if bounded else None,
+            "relative_width": float(np.exp(q) - np.exp(-q)) if bounded else None,
+        }
+    ood = section["ood"]
+    return {
+        "coverage": coverage,
+        "score": SCORE,
+        "library": crepes_version(),
+        "per_family": ood.get("per_family", {}),
+        "pooled": ood.get("pooled", {}),
+        "new_family": new_family,
+    }
+
+
 def evaluate_intervals(
     predictions: pd.DataFrame,
     coverage: float,
