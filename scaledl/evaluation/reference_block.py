@@ -36,7 +36,15 @@ def _curve_rows(curves: dict) -> list[str]:
 
 
 def _family_interval_rows(ood: dict) -> list[str]:
-    """Per left-out family: workloads, MRE, interval coverage [exact 95% CI], median width."""
+    """Per left-out family: workloads, MRE, interval coverage [exact 95% CI], median width.
+
+    A result written before the interval coverage was evaluated says so in one line.
+    """
+    if "intervals" not in ood:
+        return [
+            "Unseen-family interval coverage: not in this result (written before it was "
+            "evaluated; rerun `scaledl evaluate-reference`)."
+        ]
     iv = ood["intervals"]
     nominal = f"{iv['coverage']:.0%}"
     lines = [
