@@ -9,7 +9,9 @@ unlike the fresh profiles of ``make run``, which move with the host. Four questi
   (:class:`sklearn.model_selection.StratifiedKFold`), so each workload is tested once; MRE of
   each method, and ScaleDL paired against the additive baseline (bootstrap over workloads).
 * **Out of distribution**: leave-one-family-out over every family; the MRE per family and its
-  mean over families.
+  mean over families, and the coverage of the unseen-family prediction intervals per left-out
+  family (:func:`~scaledl.evaluation.coverage.family_coverage`: each family's intervals
+  calibrated on the other families only, one score per family) with its exact 95% interval.
 * **D-optimal against random**: learning curves (:func:`~scaledl.evaluation.learning_curve.
   learning_curves`) from the unbiased pool: a fixed stratified test share, the rest the pool;
   the matched D-optimal, response-surface D-optimal and random samplers at a quarter and half
@@ -37,6 +39,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from scaledl.design.matched import predictor_information, sequential_indices
 from scaledl.design.samplers import random_indices
+from scaledl.evaluation.coverage import family_coverage
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.metrics import error_summary
 from scaledl.evaluation.significance import paired_comparison
@@ -64,6 +67,7 @@ class ReferenceConfig:
         sequential_models: model seeds whose disagreement is the uncertainty.
         n_jobs: parallel processes (``joblib``).
         seed: seed of the folds, test set and base designs.
+        interval_coverage: nominal coverage of the unseen-family intervals evaluated.
     """
 
     folds: int = 5
@@ -79,6 +83,7 @@ class ReferenceConfig:
     sequential_models: int = 3
     n_jobs: int = -1
     seed: int = 0
+    interval_coverage: float = 0.9
 
 
 def cheap_scaledl_params() -> dict:
@@ -146,10 +151,24 @@ def in_distribution(data: ProfileData, config: ReferenceConfig) -> dict:
 
 
 def out_of_distribution(data: ProfileData, config: ReferenceConfig) -> dict:
-    """Leave-one-family-out MRE per family and method, and its mean over families."""
+    """Leave-one-family-out fits of every method, summarised by :func:`ood_summary`."""
     splits = leave_one_family_out(data.labels, seed=config.seed)
     fits = run_splits(data, splits, config.methods, config.seeds, {}, config.n_jobs)
-    pred = fits.predictions
+    return ood_summary(fits.predictions, config)
+
+
+def ood_summary(pred: pd.DataFrame, config: ReferenceConfig) -> dict:
+    """Leave-one-family-out MRE per family and method, its mean, and interval coverage.
+
+    Args:
+        pred: the leave-one-family-out predictions (:data:`~scaledl.evaluation.split_fits.
+            PREDICTION_COLUMNS`).
+        config: the settings (``methods``, ``interval_coverage``).
+
+    Returns:
+        ``{"families", "per_family", "mean_mre", "comparison", "intervals"}``
+        (``intervals``: :func:`~scaledl.evaluation.coverage.family_coverage`).
+    """
     per_family = {
         str(fam): _method_summary(group, config.methods) for fam, group in pred.groupby("family")
     }
@@ -165,6 +184,7 @@ def out_of_distribution(data: ProfileData, config: ReferenceConfig) -> dict:
         "per_family": per_family,
         "mean_mre": mean,
         "comparison": _paired(pred, config.methods[0], config.methods[-1], weights=weights),
+        "intervals": family_coverage(pred, config.interval_coverage),
     }
 
 
@@ -287,7 +307,9 @@ REFERENCE_TARGETS = (
     ("halving: doptimal@50% not worse than the whole pool", "halving", "ci_low <=", 0.0),
     ("sequential design better than random augmentation", "sequential", "ci_high <", 0.0),
     ("leave-one-family-out MRE of ScaleDL (mean over families)", "lofo", "<=", 0.08),
-)
+    ("unseen-family interval coverage of ScaleDL, every left-out family (lowest)",
+     "interval_coverage", "within", (0.80, 1.0)),
+)  # fmt: skip
 
 
 def _find(comparisons: list[dict], a: str, b: str) -> dict | None:
@@ -325,6 +347,9 @@ def target_checks(result: dict) -> list[dict]:
             rows.append({"name": name, "value": value, "ci_low": None, "ci_high": None,
                          "threshold": threshold, "met": met})  # fmt: skip
             continue
+        if key == "interval_coverage":
+            rows.append({"name": name, **_coverage_check(result, threshold)})
+            continue
         c = found[key]
         if c is None:
             rows.append({"name": name, "value": None, "ci_low": None, "ci_high": None,
@@ -337,6 +362,26 @@ def target_checks(result: dict) -> list[dict]:
              "ci_high": c["ci_high"], "threshold": threshold, "met": bool(met)}
         )  # fmt: skip
     return rows
+
+
+def _coverage_check(result: dict, band: tuple[float, float]) -> dict:
+    """The lowest per-family coverage of ScaleDL's intervals, met when every family is in band.
+
+    An unbounded interval covers anything and says nothing: a family with one is not met.
+    """
+    intervals = (result.get("out_of_distribution") or {}).get("intervals") or {}
+    summaries = [
+        by["scaledl"]["iteration"]
+        for by in intervals.get("per_family", {}).values()
+        if "scaledl" in by
+    ]
+    if not summaries:
+        return {"value": None, "ci_low": None, "ci_high": None, "threshold": list(band),
+                "met": None}  # fmt: skip
+    low, high = band
+    met = all(low <= s["coverage"] <= high and not s["n_unbounded"] for s in summaries)
+    return {"value": min(s["coverage"] for s in summaries), "ci_low": None, "ci_high": None,
+            "threshold": list(band), "met": met}  # fmt: skip
 
 
 def _halving_against_full(curves: dict) -> dict | None:

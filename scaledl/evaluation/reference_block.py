@@ -35,6 +35,60 @@ def _curve_rows(curves: dict) -> list[str]:
     return rows
 
 
+def _family_interval_rows(ood: dict) -> list[str]:
+    """Per left-out family: workloads, MRE, interval coverage [exact 95% CI], median width.
+
+    A result written before the interval coverage was evaluated says so in one line.
+    """
+    if "intervals" not in ood:
+        return [
+            "Unseen-family interval coverage: not in this result (written before it was "
+            "evaluated; rerun `scaledl evaluate-reference`)."
+        ]
+    iv = ood["intervals"]
+    nominal = f"{iv['coverage']:.0%}"
+    lines = [
+        f"Unseen-family {nominal} intervals of ScaleDL (`scaledl/models/intervals.py`, "
+        "family-conformal: each left-out family's intervals calibrated on the other families "
+        "only, one score per family, the within-family "
+        f"{nominal} quantile of the absolute log error; coverage of the iteration time with its "
+        "exact 95% Clopper-Pearson interval):",
+        "",
+        "| left-out family | workloads | ScaleDL MRE | coverage [95% CI] | median width |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+
+    def cells(s: dict) -> str:
+        width = (
+            "unbounded" if s["median_relative_width"] is None else pct(s["median_relative_width"])
+        )
+        return (
+            f"{pct(s['coverage'])} [{pct(s['coverage_ci_low'], 0)}, "
+            f"{pct(s['coverage_ci_high'], 0)}] | {width}"
+        )
+
+    for family, by in iv["per_family"].items():
+        s = by["scaledl"]["iteration"]
+        mre = pct(ood["per_family"][family]["scaledl"]["mre"])
+        lines.append(f"| {family} | {s['n']} | {mre} | {cells(s)} |")
+    pooled = iv["pooled"]["scaledl"]["iteration"]
+    lines.append(f"| every family, pooled | {pooled['n']} | {pct(ood['mean_mre']['scaledl'])} "
+                 f"(mean) | {cells(pooled)} |")  # fmt: skip
+    new = iv["new_family"]["scaledl"]
+    if new["high_factor"] is None:
+        lines += ["", f"A family never seen, calibrated on all {new['families']} families: the "
+                  f"{nominal} interval is unbounded (too few families)."]  # fmt: skip
+    else:
+        lines += [
+            "",
+            f"A family never seen, calibrated on all {new['families']} families (as the "
+            f"registered predictor is): {nominal} interval [{new['low_factor']:.2f}, "
+            f"{new['high_factor']:.2f}] x the prediction, {pct(new['relative_width'])} of it "
+            "wide.",
+        ]
+    return lines
+
+
 def reference_markdown(result: dict) -> str:
     """The block's Markdown (without markers) from an :func:`evaluate_reference` result.
 
@@ -57,6 +111,8 @@ def reference_markdown(result: dict) -> str:
         f"| leave-one-family-out, mean over {ood['families']} families | "
         f"{pct(ood['mean_mre']['scaledl'])} | {pct(ood['mean_mre']['additive'])} | "
         f"{_interval(ood['comparison'])} |",
+        "",
+        *_family_interval_rows(ood),
         "",
         f"Learning curves of ScaleDL (MRE on {curves['test_size']} held-out workloads, mean ± sd "
         f"over {curves['seeds']} seeds, pool of {curves['pool_size']}):",
@@ -85,6 +141,8 @@ def reference_markdown(result: dict) -> str:
         met = {True: "yes", False: "no", None: "not evaluated"}[t["met"]]
         if t["ci_low"] is None:
             value = pct(t["value"])
+            if isinstance(t["threshold"], list):
+                value += f" (band {pct(t['threshold'][0], 0)}-{pct(t['threshold'][1], 0)})"
         else:
             value = (
                 f"{100 * t['value']:+.1f} points [{100 * t['ci_low']:+.1f}, "

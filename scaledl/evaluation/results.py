@@ -507,6 +507,8 @@ class CoverageSummary(Section):
         n_covered: of which covered.
         n_unbounded: intervals unbounded for lack of calibration residuals.
         calibration_size: calibration residuals each interval came from.
+        calibration_families: for a left-out family, the other families it was calibrated on
+            (each family one score); ``null`` on the other splits.
     """
 
     coverage: float
@@ -517,6 +519,7 @@ class CoverageSummary(Section):
     n_covered: int
     n_unbounded: int
     calibration_size: int
+    calibration_families: int | None = None
 
 
 class TargetCoverage(Section):

@@ -17,7 +17,9 @@ the same kind:
 * ``in_domain``: the random held-out (ID) split of the evaluation: workloads of families the
   model was trained on;
 * ``unseen_family``: the leave-one-family-out splits: each family predicted by models trained
-  without it (group-aware calibration, so intervals for a new family are honest);
+  without it, calibrated with *families as the exchangeable units*
+  (:func:`family_conformal_half_width`), not workloads: a family's workloads share its error,
+  so pooling them calibrates the average workload, not a new family;
 * ``beyond_range``: the extrapolation split: the largest workloads predicted by models trained
   on the smaller ones;
 * ``unseen_device``: a device never trained on, predicted from its specs: the GPU
@@ -31,8 +33,10 @@ registered predictor, which makes the intervals, if anything, conservative. Iter
 time are calibrated separately. The calibration travels in the predictor bundle
 (``calibration.json``, checksummed) and records the SHA-256 of the profile tables it came from.
 
-A stratum with too few scores for the coverage asked (fewer than about ``1 / (1 - c)``: 9 for
-90%) gives an unbounded interval ``[0, inf)``, as crepes does, never a narrower guess.
+A stratum with too few scores for the coverage asked (fewer than about ``1 / (1 - c)``: 10 for
+90% with crepes' rounding) gives an unbounded interval ``[0, inf)``, as crepes does, never a
+narrower guess. For ``unseen_family`` the scores are families, so a 90% interval for a new
+family needs at least 10 calibration families.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ TARGETS: tuple[str, ...] = get_args(Target)
 #: Split name prefix of the evaluation's predictions -> stratum.
 SPLIT_STRATA = {"id": "in_domain", "ood/": "unseen_family", "extrapolation": "beyond_range"}
 SCORE = "abs log ratio |log(measured) - log(predicted)|"
-FORMAT = 1
+#: Strata calibrated with families as the exchangeable units (:func:`family_conformal_half_width`).
+FAMILY_STRATA: tuple[str, ...] = ("unseen_family",)
+FORMAT = 2
 
 
 class CalibrationError(ValueError):
@@ -117,6 +123,78 @@ def conformal_half_width(residuals: np.ndarray, coverage: float) -> float:
     return conformal_half_widths(residuals, np.zeros(len(residuals), dtype=int), coverage)["0"]
 
 
+def family_scores(residuals: np.ndarray, families: np.ndarray, coverage: float) -> dict[str, float]:
+    """Each family's score: the smallest half-width covering a share ``coverage`` of it.
+
+    The score of family ``k`` with ``n_k`` residuals is the ``ceil(coverage * n_k)``-th
+    smallest ``|residual|`` of the family (the empirical quantile, ``inverted_cdf``): a
+    half-width ``q`` covers at least ``coverage`` of the family's workloads iff ``q`` is at
+    least its score.
+
+    Args:
+        residuals: log residuals, shape (n,).
+        families: the family of each, shape (n,).
+        coverage: in (0, 1).
+
+    Returns:
+        Family -> score (log space), in sorted family order.
+
+    Raises:
+        CalibrationError: ``coverage`` outside (0, 1), no residual, or shapes that differ.
+    """
+    if not 0.0 < coverage < 1.0:
+        raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+    scores = np.abs(np.asarray(residuals, dtype=float))
+    families = np.asarray(families, dtype=str)
+    if scores.size == 0:
+        raise CalibrationError("no calibration residual")
+    if families.shape != scores.shape:
+        raise CalibrationError(
+            f"{scores.size} residuals but {families.size} family labels: one label per residual"
+        )
+    return {
+        str(f): float(np.quantile(scores[families == f], coverage, method="inverted_cdf"))
+        for f in np.unique(families)
+    }
+
+
+def family_conformal_half_width(
+    residuals: np.ndarray, families: np.ndarray, coverage: float
+) -> float:
+    """Group-conformal half-width for a family never seen: families are the exchangeable units.
+
+    Each of the ``K`` calibration families gets one score (:func:`family_scores`: the
+    within-family ``coverage`` quantile of ``|residual|``, from a model that never saw that
+    family), and the half-width is the split-conformal quantile of the ``K`` family scores,
+    the ``ceil(coverage (K + 1))``-th smallest (``crepes.ConformalRegressor`` on the family
+    scores). If a new family is exchangeable with the calibration families, its own score is at
+    most the half-width with probability at least ``coverage``: with that probability at least
+    a share ``coverage`` of the new family's workloads is covered. Each family counts once, so a
+    large family does not dominate, and the correlated errors of one family are not counted as
+    independent evidence.
+
+    Source: split conformal over exchangeable groups (Dunn, Wasserman and Ramdas, "Distribution-
+    free prediction sets for two-layer hierarchical models", JASA 118, 2023: one score per group;
+    Lee, Barber and Willett, "Distribution-free inference with hierarchical data", NeurIPS 2023)
+    with the cross-validation scores of CV+ (Barber, Candes, Ramdas and Tibshirani, "Predictive
+    inference with the jackknife+", Ann. Statist. 49, 2021) taken over families as folds.
+
+    Args:
+        residuals: log residuals, each from a model trained without its family, shape (n,).
+        families: the family of each residual, shape (n,).
+        coverage: in (0, 1); both the share of a family covered and the probability.
+
+    Returns:
+        The log-space half-width; ``inf`` when ``K`` is too small (``K < coverage / (1 -
+        coverage)``: fewer than 10 families for 90%).
+
+    Raises:
+        CalibrationError: as :func:`family_scores`.
+    """
+    scores = family_scores(residuals, families, coverage)
+    return conformal_half_width(np.fromiter(scores.values(), dtype=float), coverage)
+
+
 def stratum_of_split(split: str) -> str:
     """The stratum an evaluation split's out-of-sample predictions calibrate.
 
@@ -140,13 +218,32 @@ class IntervalCalibration:
         training_data_sha256: SHA-256 of the profile tables the predictions came from
             (:func:`scaledl.registry.bundle.tables_sha256`), ``""`` when unknown.
         source: where the residuals came from (a ``predictions.parquet`` or description).
+        families: target -> stratum -> the family of each residual, for the strata calibrated
+            by family (:data:`FAMILY_STRATA`, :func:`family_conformal_half_width`); a stratum
+            without families is calibrated by split conformal over its residuals (the GPU
+            predictor's, whose data have one family).
+
+    Raises:
+        CalibrationError: a family list whose length differs from its residuals', or families
+            for a stratum not in :data:`FAMILY_STRATA` or without residuals.
     """
 
     residuals: dict[str, dict[str, np.ndarray]]
     method: str = "scaledl"
     training_data_sha256: str = ""
     source: str = ""
+    families: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for target, by in self.families.items():
+            for stratum, labels in by.items():
+                where = f"{self.source or 'calibration'}: families.{target}.{stratum}"
+                if stratum not in FAMILY_STRATA:
+                    raise CalibrationError(f"{where}: not calibrated by family ({FAMILY_STRATA})")
+                n = len(self.residuals.get(target, {}).get(stratum, ()))
+                if len(labels) != n:
+                    raise CalibrationError(f"{where}: {len(labels)} labels for {n} residuals")
 
     @classmethod
     def from_predictions(
@@ -167,7 +264,8 @@ class IntervalCalibration:
             source: where the predictions came from.
 
         Returns:
-            The calibration (rows with a missing or non-positive time are left out).
+            The calibration (rows with a missing or non-positive time are left out); the
+            ``unseen_family`` residuals carry their family (the split's ``ood/<family>``).
 
         Raises:
             CalibrationError: ``method`` has no prediction, or no stratum has a residual.
@@ -176,7 +274,10 @@ class IntervalCalibration:
         if rows.empty:
             raise CalibrationError(f"{source or 'predictions'}: no prediction of {method!r}")
         strata = rows["split"].map(stratum_of_split).to_numpy()
+        split = rows["split"].astype(str).to_numpy()
+        family = np.array([s.split("/", 1)[1] if "/" in s else "" for s in split], dtype=str)
         residuals: dict[str, dict[str, np.ndarray]] = {}
+        families: dict[str, dict[str, np.ndarray]] = {}
         for target in TARGETS:
             true = rows[f"true_{target}_s"].to_numpy(dtype=float)
             pred = rows[f"pred_{target}_s"].to_numpy(dtype=float)
@@ -186,9 +287,12 @@ class IntervalCalibration:
             residuals[target] = {
                 s: r[ok & (strata == s)] for s in STRATA if (ok & (strata == s)).any()
             }
+            families[target] = {
+                s: family[ok & (strata == s)] for s in FAMILY_STRATA if s in residuals[target]
+            }
         if not residuals["iteration"]:
             raise CalibrationError(f"{source or 'predictions'}: no usable {method!r} prediction")
-        return cls(residuals, method, training_data_sha256, source)
+        return cls(residuals, method, training_data_sha256, source, families)
 
     def strata(self, target: str = "iteration") -> list[str]:
         """Strata with residuals for ``target``, in :data:`STRATA` order."""
@@ -201,6 +305,9 @@ class IntervalCalibration:
     def half_widths(self, target: str, coverage: float) -> dict[str, float]:
         """Log-space half-width per stratum for ``target`` at ``coverage``.
 
+        Mondrian split conformal per stratum, except a stratum with families, calibrated by
+        :func:`family_conformal_half_width`.
+
         Raises:
             CalibrationError: unknown target, no residual for it, or a bad coverage.
         """
@@ -209,9 +316,16 @@ class IntervalCalibration:
         key = (target, float(coverage))
         if key not in self._cache:
             by = self.residuals[target]
-            values = np.concatenate([by[s] for s in by])
-            bins = np.concatenate([[s] * len(by[s]) for s in by])
-            self._cache[key] = conformal_half_widths(values, bins, coverage)
+            grouped = self.families.get(target, {})
+            pooled = [s for s in by if s not in grouped]
+            widths: dict[str, float] = {}
+            if pooled:
+                values = np.concatenate([by[s] for s in pooled])
+                bins = np.concatenate([[s] * len(by[s]) for s in pooled])
+                widths = conformal_half_widths(values, bins, coverage)
+            for s, labels in grouped.items():
+                widths[s] = family_conformal_half_width(by[s], labels, coverage)
+            self._cache[key] = {s: widths[s] for s in by}
         return self._cache[key]
 
     def interval(
@@ -265,6 +379,11 @@ class IntervalCalibration:
                 t: {s: [float(x) for x in r] for s, r in by.items()}
                 for t, by in self.residuals.items()
             },
+            families={
+                t: {s: [str(x) for x in f] for s, f in by.items()}
+                for t, by in self.families.items()
+                if by
+            },
         ).model_dump(mode="json")
 
     @classmethod
@@ -274,7 +393,8 @@ class IntervalCalibration:
         Raises:
             CalibrationError: not a :class:`CalibrationFile` (a key missing or unknown, another
                 format, an unknown target or stratum, a residual list empty or not of finite
-                numbers, no ``iteration`` stratum), naming ``source``, the field and the value.
+                numbers, no ``iteration`` stratum, a family list whose length differs from its
+                residuals'), naming ``source``, the field and the value.
         """
         try:
             parsed = parse_artefact(CalibrationFile, data, source)
@@ -284,7 +404,11 @@ class IntervalCalibration:
             t: {s: np.asarray(r, dtype=float) for s, r in by.items()}
             for t, by in parsed.residuals.items()
         }
-        return cls(residuals, parsed.method, parsed.training_data_sha256, parsed.source)
+        families = {
+            t: {s: np.asarray(f, dtype=str) for s, f in by.items()}
+            for t, by in parsed.families.items()
+        }
+        return cls(residuals, parsed.method, parsed.training_data_sha256, parsed.source, families)
 
     def write(self, path: Path) -> Path:
         """Write :meth:`to_dict` as JSON, atomically and durably (:mod:`scaledl.io.atomic`).
@@ -327,20 +451,31 @@ class CalibrationFile(Artefact):
         source: where the residuals came from.
         residuals: target -> stratum -> signed log residuals (finite, at least one each);
             ``iteration`` has at least one stratum.
+        families: target -> stratum (of :data:`FAMILY_STRATA`) -> the family of each of its
+            residuals (``{}``: no stratum calibrated by family).
     """
 
-    format: Literal[1]
+    format: Literal[2]
     score: str
     library: str
     method: str
     training_data_sha256: str
     source: str
     residuals: dict[Target, dict[Stratum, Annotated[list[float], Field(min_length=1)]]]
+    families: dict[Target, dict[Literal["unseen_family"], list[str]]] = {}
 
     @model_validator(mode="after")
     def _iteration_calibrated(self) -> CalibrationFile:
         if not self.residuals.get("iteration"):
             raise ValueError("field 'residuals.iteration': no stratum (nothing calibrated)")
+        for t, by in self.families.items():
+            for s, labels in by.items():
+                n = len(self.residuals.get(t, {}).get(s, []))
+                if len(labels) != n:
+                    raise ValueError(
+                        f"field 'families.{t}.{s}' (value {len(labels)} labels): one family per "
+                        f"residual ({n})"
+                    )
         return self
 
 

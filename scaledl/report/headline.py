@@ -185,11 +185,18 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
             f"{pct(s.median_relative_width)} of the prediction)"
         )
     if not isinstance(cov.ood, Skipped) and method in cov.ood.pooled:
-        fam = {
-            f: v[method].iteration.coverage for f, v in cov.ood.per_family.items() if method in v
-        }
-        calibrated += [lo <= v <= hi for v in fam.values()]
-        parts.append(" and for " + ", ".join(f"{pct(v)} of left-out {f}" for f, v in fam.items()))
+        flo, fhi = target("interval_coverage_family").threshold
+        fam = {f: v[method].iteration for f, v in cov.ood.per_family.items() if method in v}
+        calibrated += [flo <= v.coverage <= fhi and not v.n_unbounded for v in fam.values()]
+        parts.append(
+            " and for " + ", ".join(f"{pct(v.coverage)} of left-out {f}" for f, v in fam.items())
+        )
+        unbounded = sum(v.n_unbounded > 0 for v in fam.values())
+        if unbounded:
+            parts.append(
+                f" ({unbounded} of {len(fam)} left-out families got unbounded intervals: too few "
+                "other families to calibrate a new one)"
+            )
     beats_id = best is None or id_mre <= best[1]
     conclusion = [
         "better than every baseline on held-out workloads"
@@ -202,9 +209,12 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
             if id_mre <= 1.5 * noise
             else "well above the noise floor, so the models, not the labels, limit it"
         )
+    bands = f"{lo:.0%}-{hi:.0%}"
+    if not isinstance(cov.ood, Skipped) and method in cov.ood.pooled:
+        bands += f" ID, {flo:.0%}-{fhi:.0%} each left-out family"
     if calibrated:
         conclusion.append(
-            f"its intervals are calibrated ({lo:.0%}-{hi:.0%}) on every split measured"
+            f"its intervals are calibrated ({bands}) on every split measured"
             if all(calibrated)
             else "its intervals miss the coverage band on some split: read them with care"
         )

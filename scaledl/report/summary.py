@@ -159,9 +159,19 @@ def _interval_lines(metrics: Metrics, method: str = "scaledl") -> list[str]:
     shown = [p for p in parts if p]
     if not shown:
         return [f"Calibrated intervals: {method} not evaluated."]
+    by_family = not isinstance(iv.ood, Skipped) and any(
+        c.iteration.calibration_families is not None
+        for v in iv.ood.per_family.values()
+        for c in v.values()
+    )
+    how = (
+        "; each left-out family calibrated on the other families, one score per family"
+        if by_family
+        else ""
+    )
     return [
         f"Calibrated {iv.coverage:.0%} intervals of {method} ({iv.library}, Mondrian split "
-        "conformal on log residuals, each interval calibrated without its own workload), "
+        f"conformal on log residuals, each interval calibrated without its own workload{how}), "
         f"empirical coverage of the iteration time: {'; '.join(shown)}."
     ]
 

@@ -1,9 +1,14 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import binomtest
 
 from scaledl.evaluation.coverage import coverage_targets, evaluate_intervals, interval_coverage
 from scaledl.evaluation.results import IntervalResults
+from scaledl.models.intervals import family_conformal_half_width, log_residuals
+
+#: Eleven left-out families of the same error: each is calibrated on the ten others.
+FAMILIES = {f"ood/f{i}": 0.2 for i in range(11)}
 
 
 def frame(sigmas: dict[str, float], n: int = 40, seed: int = 0) -> pd.DataFrame:
@@ -44,20 +49,69 @@ def test_id_coverage_is_leave_one_out_and_near_nominal():
 
 
 def test_a_left_out_family_is_calibrated_on_the_other_families_only():
-    # 'c' is far worse than 'a' and 'b': calibrated on them, its intervals miss; calibrated on
-    # itself they would cover 90%.
-    sigmas = {"id": 0.1, "ood/a": 0.1, "ood/b": 0.1, "ood/c": 1.0, "extrapolation": 0.2}
-    section, _ = interval_coverage(frame(sigmas), 0.9)
+    # 'bad' is far worse than the others: calibrated on them, its intervals miss; had its own
+    # residuals entered its calibration (the largest family score is the 90% quantile of 12),
+    # they would cover it.
+    sigmas = {"id": 0.1, **FAMILIES, "ood/bad": 1.0, "extrapolation": 0.2}
+    data = frame(sigmas)
+    section, out = interval_coverage(data, 0.9)
     per_family = section["ood"]["per_family"]
-    assert set(per_family) == {"a", "b", "c"}
-    c = per_family["c"]["scaledl"]["iteration"]
-    assert c["calibration_size"] == 80 and c["coverage"] < 0.5
-    assert per_family["a"]["scaledl"]["iteration"]["coverage"] > 0.9  # calibrated on b and c
-    assert section["ood"]["pooled"]["scaledl"]["iteration"]["n"] == 120
+    assert set(per_family) == {"bad", *(f[4:] for f in FAMILIES)}
+    bad = per_family["bad"]["scaledl"]["iteration"]
+    assert bad["calibration_size"] == 440 and bad["calibration_families"] == 11
+    assert bad["coverage"] < 0.5 and bad["n_unbounded"] == 0
+    others = data[data["split"].isin(list(FAMILIES))]
+    r = log_residuals(others["pred_iteration_s"], others["true_iteration_s"])
+    q = family_conformal_half_width(r, others["split"].to_numpy(), 0.9)
+    rows = (data["split"] == "ood/bad").to_numpy()
+    assert np.allclose(out.loc[rows, "pred_iteration_s_high"], data.loc[rows, "pred_iteration_s"]
+                       * np.exp(q))  # fmt: skip
+    # Another family is calibrated on 'bad' and ten others: covered at least 90%.
+    assert per_family["f0"]["scaledl"]["iteration"]["coverage"] >= 0.9
+    assert section["ood"]["pooled"]["scaledl"]["iteration"]["n"] == 480
     assert section["extrapolation"]["methods"]["scaledl"]["epoch"]["n"] == 40
     targets = coverage_targets(section, 0.9)
-    assert [t["reached"] for t in targets][1:] == [False, False, False]  # a, b over; c under
-    assert "left-out c" in targets[3]["target"]
+    assert [t["reached"] for t in targets][1:] == [False] + [True] * 11  # 'bad' under
+    assert "left-out bad" in targets[1]["target"]
+
+
+def test_held_out_family_residuals_never_change_its_own_interval():
+    sigmas = {**FAMILIES, "ood/x": 0.3}
+    data = frame(sigmas)
+    rows = (data["split"] == "ood/x").to_numpy()
+    worse = data.copy()
+    worse.loc[rows, "true_iteration_s"] *= 50.0  # x's own errors grow; nothing else moves
+    _, before = interval_coverage(data, 0.9)
+    _, after = interval_coverage(worse, 0.9)
+    assert np.array_equal(before.loc[rows, "pred_iteration_s_high"],
+                          after.loc[rows, "pred_iteration_s_high"])  # fmt: skip
+    # ... while every other family's calibration sees x's new score (the largest of 11).
+    assert (after.loc[~rows, "pred_iteration_s_high"] > before.loc[~rows, "pred_iteration_s_high"]
+            ).all()  # fmt: skip
+
+
+def test_per_family_coverage_comes_with_its_exact_interval():
+    section, _ = interval_coverage(frame({**FAMILIES, "ood/bad": 1.0}, n=25), 0.9)
+    for family in ("bad", "f3"):
+        s = section["ood"]["per_family"][family]["scaledl"]["iteration"]
+        ci = binomtest(s["n_covered"], 25).proportion_ci(0.95, method="exact")
+        assert s["n"] == 25 and s["coverage"] == s["n_covered"] / 25
+        assert (s["coverage_ci_low"], s["coverage_ci_high"]) == (ci.low, ci.high)
+        assert s["median_relative_width"] > 0
+    row = coverage_targets(section, 0.9)[1]
+    bad = section["ood"]["per_family"]["bad"]["scaledl"]["iteration"]
+    assert row["measured"].startswith(f"{bad['coverage']:.1%} of 25 (95% CI ")
+
+
+def test_too_few_families_give_unbounded_intervals_and_no_reached_target():
+    sigmas = {"id": 0.1, "ood/a": 0.1, "ood/b": 0.1, "ood/c": 0.1}
+    section, out = interval_coverage(frame(sigmas), 0.9)
+    c = section["ood"]["per_family"]["c"]["scaledl"]["iteration"]
+    assert c["calibration_families"] == 2 and c["n_unbounded"] == 40 and c["coverage"] == 1.0
+    assert c["median_relative_width"] is None
+    rows = coverage_targets(section, 0.9)[1:]
+    assert [r["reached"] for r in rows] == [False] * 3
+    assert "40 intervals unbounded (calibrated from 2 families)" in rows[0]["measured"]
 
 
 def test_too_few_test_workloads_give_unbounded_intervals_not_a_width():
@@ -75,11 +129,12 @@ def test_missing_epoch_labels_leave_epoch_coverage_empty():
 
 
 def test_evaluate_intervals_is_a_valid_metrics_section():
-    sigmas = {"id": 0.1, "ood/a": 0.2, "ood/b": 0.2, "extrapolation": 0.3}
+    sigmas = {"id": 0.1, **FAMILIES, "extrapolation": 0.3}
     section, _, calibration = evaluate_intervals(frame(sigmas), 0.9, "sha", "p.parquet")
     result = IntervalResults.model_validate(section)
+    assert result.ood.per_family["f0"]["scaledl"].iteration.calibration_families == 10
     assert result.calibration == {
-        t: {"in_domain": 40, "unseen_family": 80, "beyond_range": 40}
+        t: {"in_domain": 40, "unseen_family": 440, "beyond_range": 40}
         for t in ("iteration", "epoch")
     }
     assert calibration.training_data_sha256 == "sha" and calibration.source == "p.parquet"

@@ -3,9 +3,11 @@ import pandas as pd
 import pytest
 
 from scaledl.evaluation.reference import (
+    ReferenceConfig,
     _halving_against_full,
     _stratified_test,
     kfold_splits,
+    ood_summary,
     target_checks,
 )
 
@@ -61,12 +63,65 @@ def test_target_checks_read_the_intervals_and_say_met_or_missed():
         "out_of_distribution": {"mean_mre": {"scaledl": 0.09}},
     }
     met = {t["name"]: t["met"] for t in target_checks(result)}
-    assert list(met.values()) == [True, False, False, True, False]
+    assert list(met.values()) == [True, False, False, True, False, None]
 
 
 def test_target_checks_without_a_figure_say_not_evaluated():
     rows = target_checks({})
-    assert [r["met"] for r in rows] == [None] * 5
+    assert [r["met"] for r in rows] == [None] * 6
+
+
+def _lofo_predictions(
+    sigmas: dict[str, float], n: int = 12, seed: int = 0, identical: bool = False
+) -> pd.DataFrame:
+    """Leave-one-family-out rows of two seeds of ScaleDL and one of additive.
+
+    ``identical``: every family has the same errors (each is then covered at least 90%).
+    """
+    rng = np.random.default_rng(seed)
+    parts = []
+    for family, sigma in sigmas.items():
+        if identical:
+            rng = np.random.default_rng(seed)
+        true = np.exp(rng.uniform(-4, 0, n))
+        for method, seeds in (("scaledl", (0, 1)), ("additive", (0,))):
+            for s in seeds:
+                pred = true * np.exp(rng.normal(0, sigma, n))
+                parts.append(pd.DataFrame({
+                    "split": f"ood/{family}", "method": method, "seed": s,
+                    "workload_id": [f"{family}-{i}" for i in range(n)], "family": family,
+                    "true_iteration_s": true, "pred_iteration_s": pred,
+                    "true_epoch_s": 3 * true, "pred_epoch_s": 3 * pred,
+                }))  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_ood_summary_reports_each_left_out_family_coverage_and_the_target():
+    sigmas = {f"f{i}": 0.1 for i in range(11)} | {"bad": 1.0}
+    pred = _lofo_predictions(sigmas)
+    ood = ood_summary(pred, ReferenceConfig())
+    iv = ood["intervals"]
+    assert iv["coverage"] == 0.9 and set(iv["per_family"]) == set(sigmas)
+    bad = iv["per_family"]["bad"]["scaledl"]["iteration"]
+    assert bad["n"] == 12 and bad["calibration_families"] == 11  # mean over the two seeds
+    assert bad["coverage"] < 0.8 and bad["coverage_ci_low"] < bad["coverage"]
+    new = iv["new_family"]["scaledl"]
+    assert new["families"] == 12 and new["low_factor"] * new["high_factor"] == pytest.approx(1)
+    assert new["relative_width"] == pytest.approx(new["high_factor"] - new["low_factor"])
+    row = target_checks({"out_of_distribution": ood})[-1]
+    assert row["met"] is False and row["value"] == bad["coverage"]
+    same = _lofo_predictions({f"f{i}": 0.1 for i in range(12)}, identical=True)
+    good = ood_summary(same, ReferenceConfig())
+    assert target_checks({"out_of_distribution": good})[-1]["met"] is True
+
+
+def test_too_few_families_never_meet_the_interval_target():
+    ood = ood_summary(_lofo_predictions({f"f{i}": 0.1 for i in range(5)}), ReferenceConfig())
+    iv = ood["intervals"]
+    assert all(v["scaledl"]["iteration"]["coverage"] == 1.0 for v in iv["per_family"].values())
+    assert iv["new_family"]["scaledl"]["high_factor"] is None  # 5 families: unbounded at 90%
+    row = target_checks({"out_of_distribution": ood})[-1]
+    assert row["value"] == 1.0 and row["met"] is False
 
 
 def test_halving_pairs_doptimal_at_half_with_the_whole_pool_of_the_same_seed():

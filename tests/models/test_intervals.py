@@ -10,6 +10,8 @@ from scaledl.models.intervals import (
     IntervalCalibration,
     conformal_half_width,
     conformal_half_widths,
+    family_conformal_half_width,
+    family_scores,
     log_residuals,
     stratum_of_split,
 )
@@ -57,10 +59,47 @@ def test_too_few_residuals_give_an_unbounded_interval():
         conformal_half_width(np.array([0.1]), 1.5)
 
 
+#: Twelve left-out families: enough for a finite 90% family-conformal interval (10 needed).
+OOD_SPLITS = tuple((f"ood/f{i}", 0.4) for i in range(12))
+
+
+def test_family_conformal_quantile_by_hand():
+    residuals = np.array([0.1, -0.2, 0.3, 0.4, 0.5, 0.05, -0.25, 0.1, 0.6, 0.7, 0.9, -0.8])
+    families = np.array(list("aaaabbcdddee"))
+    # Per-family 50% score: the ceil(0.5 n_k)-th smallest |r|.
+    assert family_scores(residuals, families, 0.5) == pytest.approx(
+        {"a": 0.2, "b": 0.05, "c": 0.25, "d": 0.6, "e": 0.8}
+    )
+    # K = 5 families: the ceil(0.5 * 6) = 3rd smallest family score.
+    assert family_conformal_half_width(residuals, families, 0.5) == pytest.approx(0.25)
+    # Pooling the 12 workloads instead gives the 7th smallest |r|: 0.4.
+    assert conformal_half_width(residuals, 0.5) == pytest.approx(0.4)
+    # 90%: 9 families are too few (crepes: int(0.1 * 10) - 1 < 0), 10 give the largest score.
+    nine = np.repeat(np.arange(9), 2).astype(str)
+    assert family_conformal_half_width(np.linspace(0.1, 1.8, 18), nine, 0.9) == np.inf
+    ten = np.repeat(np.arange(10), 2).astype(str)
+    assert family_conformal_half_width(np.linspace(0.1, 2.0, 20), ten, 0.9) == pytest.approx(2.0)
+    with pytest.raises(CalibrationError, match="one label per residual"):
+        family_scores(residuals, families[:3], 0.5)
+    with pytest.raises(CalibrationError, match="coverage"):
+        family_scores(residuals, families, 1.0)
+
+
+def test_each_family_counts_once_however_large():
+    # One family of 300 workloads with tiny errors and ten of 2 with large ones: pooled
+    # workloads would calibrate the big family; one score per family calibrates a new family.
+    big = np.full(300, 0.01)
+    small = np.linspace(0.5, 1.0, 20)
+    residuals = np.concatenate([big, small])
+    families = np.array(["big"] * 300 + [str(i) for i in np.repeat(np.arange(10), 2)])
+    assert conformal_half_width(residuals, 0.9) == pytest.approx(0.01)
+    assert family_conformal_half_width(residuals, families, 0.9) == pytest.approx(1.0)
+
+
 def predictions(n=30, seed=2):
     rng = np.random.default_rng(seed)
     rows = []
-    for split, sigma in (("id", 0.05), ("ood/bert", 0.4), ("ood/vit", 0.4), ("extrapolation", 0.2)):
+    for split, sigma in (("id", 0.05), *OOD_SPLITS, ("extrapolation", 0.2)):
         for method in ("scaledl", "additive"):
             pred, true = synthetic(rng, n, sigma)
             rows.append(
@@ -84,11 +123,18 @@ def test_from_predictions_maps_splits_to_strata():
     frame = predictions()
     cal = IntervalCalibration.from_predictions(frame, "scaledl", "abc", "p.parquet")
     assert cal.sizes() == {
-        t: {"in_domain": 30, "unseen_family": 60, "beyond_range": 30}
+        t: {"in_domain": 30, "unseen_family": 360, "beyond_range": 30}
         for t in ("iteration", "epoch")
     }
+    assert sorted(set(cal.families["iteration"]["unseen_family"])) == sorted(
+        s[4:] for s, _ in OOD_SPLITS
+    )
     widths = cal.half_widths("iteration", 0.9)
     assert widths["in_domain"] < widths["beyond_range"] < widths["unseen_family"]
+    by = cal.residuals["iteration"]
+    fam = cal.families["iteration"]["unseen_family"]
+    assert widths["unseen_family"] == family_conformal_half_width(by["unseen_family"], fam, 0.9)
+    assert widths["unseen_family"] > conformal_half_width(by["unseen_family"], 0.9)
     with pytest.raises(CalibrationError, match="no prediction of 'nope'"):
         IntervalCalibration.from_predictions(frame, "nope")
     assert stratum_of_split("ood/t5") == "unseen_family"
@@ -123,7 +169,15 @@ def test_round_trip_and_malformed_files(tmp_path):
     back = IntervalCalibration.read(path)
     assert back.training_data_sha256 == "abc" and back.sizes() == cal.sizes()
     assert back.half_widths("epoch", 0.8) == cal.half_widths("epoch", 0.8)
+    assert (back.families["epoch"]["unseen_family"] == cal.families["epoch"]["unseen_family"]).all()
     data = json.loads(path.read_text())
+    short = {**data, "families": {"iteration": {"unseen_family": ["f0"]}}}
+    with pytest.raises(
+        CalibrationError, match=r"^f: field 'families.iteration.unseen_family' \(value 1 labels\)"
+    ):
+        IntervalCalibration.from_dict(short, "f")
+    with pytest.raises(CalibrationError, match="families.iteration.in_domain: not calibrated by"):
+        IntervalCalibration(cal.residuals, families={"iteration": {"in_domain": np.array(["a"])}})
     assert data["library"].startswith("crepes ")
     bad = {**data, "residuals": {"iteration": {"in_domain": ["x"]}}}
     with pytest.raises(
@@ -139,8 +193,8 @@ def test_round_trip_and_malformed_files(tmp_path):
         IntervalCalibration.from_dict({k: v for k, v in data.items() if k != "method"}, "f")
     with pytest.raises(CalibrationError, match=r"^f: field 'extra' \(value 1\): unknown field$"):
         IntervalCalibration.from_dict({**data, "extra": 1}, "f")
-    with pytest.raises(CalibrationError, match=r"^f: field 'format' \(value 2\)"):
-        IntervalCalibration.from_dict({**data, "format": 2}, "f")
+    with pytest.raises(CalibrationError, match=r"^f: field 'format' \(value 1\)"):
+        IntervalCalibration.from_dict({**data, "format": 1}, "f")
     empty = {**data, "residuals": {"iteration": {"in_domain": []}}}
     with pytest.raises(CalibrationError, match="residuals.iteration.in_domain' .*at least 1 item"):
         IntervalCalibration.from_dict(empty, "f")

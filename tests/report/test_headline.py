@@ -17,7 +17,8 @@ def test_verdict_states_the_numbers_and_a_conclusion():
     assert "85.0% of left-out a" in text
     assert text.endswith(
         "Verdict: better than every baseline on held-out workloads; within 1.5x the noise "
-        "floor; its intervals are calibrated (85%-95%) on every split measured."
+        "floor; its intervals are calibrated (85%-95% ID, 80%-100% each left-out family) on "
+        "every split measured."
     )
 
 

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from metrics_factory import make_metrics
+from metrics_factory import make_metrics, metrics_dict
 
 from scaledl.evaluation.results import Metrics
 from scaledl.report.summary import (
@@ -50,6 +50,16 @@ def test_markdown_holds_every_split_and_target():
     assert "Real GPU data (imported profiles): skipped (no imported GPU profiles" in text
     assert "Vidur all-reduce: skipped (include_external is false)." in text
     assert "| OOD MRE <= 8% (ScaleDL, mean over families) | 7.00% | yes |" in text
+
+
+def test_interval_line_says_how_left_out_families_were_calibrated():
+    pooled = results_markdown(make_metrics(), "x.json")
+    assert "one score per family" not in pooled  # a metrics file of the pooled calibration
+    data = metrics_dict()
+    for by in data["intervals"]["ood"]["per_family"].values():
+        by["scaledl"]["iteration"]["calibration_families"] = 4
+    text = results_markdown(Metrics.from_dict(data), "x.json")
+    assert "each left-out family calibrated on the other families, one score per family" in text
 
 
 def test_replace_then_read_block_round_trips():
