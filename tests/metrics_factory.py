@@ -178,6 +178,7 @@ def coverage(value: float, n: int = 20, width: float | None = 0.3) -> dict[str, 
         "n_covered": round(value * n),
         "n_unbounded": 0,
         "calibration_size": n - 1,
+        "calibration_families": None,
     }
     return {"iteration": one, "epoch": dict(one)}
 

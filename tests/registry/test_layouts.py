@@ -87,10 +87,10 @@ def _set(path, value):
 
 MANIFEST_EDITS = {
     "out-of-range overlap": (_set("overlap.hidden.send", 1.5), "overlap.hidden"),
-    # refused by the JSON reader (scaledl.io.safe), which names the number, not the field
+    # refused by the JSON reader (scaledl.io.safe), naming the field and the number
     "infinite coefficient": (
         lambda d: d["correction"]["coef"].__setitem__(0, HUGE),
-        "number 1e999 does not fit a finite float",
+        "field 'coef'[0] (value 1e999): not a finite number",
     ),
     "unknown field": (_set("run", "__import__('os').system('true')"), "'run'"),
     "unknown recipe": (_set("recipe", "evil"), "'recipe'"),
