@@ -46,7 +46,6 @@ A relative ``config_path`` is read relative to the working directory.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import numbers
 import re
@@ -55,6 +54,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from scaledl.io.safe import read_json
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError, unique_keys
 
 #: (task, Auto class, name of transformers' model-type -> class-name mapping), tried in order.
@@ -242,8 +242,8 @@ def _read(path: str, _mtime_ns: int, _size: int) -> HFConfig:
     from transformers.models.auto import modeling_auto
 
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, a key twice
+        raw = read_json(path, object_pairs_hook=unique_keys)  # regular, bounded, finite
+    except (OSError, ValueError) as exc:  # UnsafeInputError (a FIFO, NaN, too deep), a key twice
         raise WorkloadError(f"config_path={path!r}: cannot read config: {exc}") from None
     if not isinstance(raw, dict):
         raise WorkloadError(f"config_path={path!r}: a config is a JSON object, got {raw!r:.60}")

@@ -4,6 +4,7 @@ The bad inputs are files under ``tests/fixtures/bad_inputs/configs``.
 """
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,14 @@ def test_a_config_key_given_twice_is_an_error(tmp_path):
     path = tmp_path / "bert.json"
     path.write_text(json.dumps(BERT_CONFIG)[:-1] + ', "hidden_size": 64}')
     assert "key 'hidden_size' given twice" in refused(path, seq_len=16)
+
+
+def test_a_config_that_is_a_fifo_or_holds_nan_is_refused_naming_it(tmp_path):
+    fifo = tmp_path / "fifo_config.json"
+    os.mkfifo(fifo)  # an open() would block for ever
+    with pytest.raises(WorkloadError, match=r"config_path=.*fifo_config.json.*is a FIFO"):
+        read_hf_config(str(fifo))
+    nan = tmp_path / "nan_config.json"
+    nan.write_text('{"model_type": "bert", "layer_norm_eps": NaN}')
+    with pytest.raises(WorkloadError, match=r"field 'layer_norm_eps' \(value NaN\)"):
+        read_hf_config(str(nan))
