@@ -83,3 +83,4 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check scaledl pipelines tests benchmarks scripts
+	$(VENV)/bin/lint-imports
