@@ -15,7 +15,7 @@ grid and the corrections by inner validation); the variants are the design direc
 
 Per protocol and variant: MRE overall, per mode and per GPU; the paired comparison with
 NeuSight's own predictions (and with half of them: the issue's 0.5x target) and with ``v1``,
-each a paired BCa bootstrap interval (:func:`scaledl.evaluation.significance.paired_comparison`).
+each a paired BCa bootstrap interval (:func:`scaledl.stats.significance.paired_comparison`).
 
 Run (under the CPU lock): ``python scripts/gpu_model_search.py --profiles
 data/imported/validated/neusight --out benchmarks/results/gpu_models.json``; the held-out
@@ -32,11 +32,11 @@ import pandas as pd
 
 from scaledl.evaluation.gpu import GpuEvaluationConfig, gpu_name, leave_one_out, model_name
 from scaledl.evaluation.gpu_peer import PEER_METHOD, peer_comparison, peer_rows
-from scaledl.evaluation.significance import paired_comparison
 from scaledl.external.neusight_peer import load_peer_predictions
 from scaledl.layout import neusight_peer_root, neusight_root
 from scaledl.models.data import load_profile_data
 from scaledl.registry import tables_sha256
+from scaledl.stats.significance import paired_comparison
 
 VARIANTS = {
     "v1": {

@@ -4,7 +4,7 @@ The candidate (the newly trained predictor) and the current version are compared
 *held-out* workloads: the validated workloads that neither was trained on. Training keeps a
 stable share of the workloads out (:func:`scaledl.models.train.holdout_ids`), so these exist
 however the data grew. On them the iteration-time relative errors of both predictors are
-compared paired (:func:`scaledl.evaluation.significance.paired_comparison`: MRE difference with
+compared paired (:func:`scaledl.stats.significance.paired_comparison`: MRE difference with
 a 95% paired bootstrap interval). The candidate is registered when it is *better* or *not
 distinguishable*, and kept out only when it is *worse*: comparing each predictor's own MRE on a
 different split or on older data (what this replaced) decided by chance, two identical runs
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scaledl.evaluation.significance import Comparison
     from scaledl.registry import Predictor
+    from scaledl.stats.significance import Comparison
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,9 @@ def compare_on_held_out(
             workloads (another device).
         scaledl.registry.BundleError: a predictor's GNN cannot be built.
     """
-    from scaledl.evaluation.metrics import relative_errors
-    from scaledl.evaluation.significance import MIN_WORKLOADS, paired_comparison
     from scaledl.models.data import load_profile_data
+    from scaledl.stats.metrics import relative_errors
+    from scaledl.stats.significance import MIN_WORKLOADS, paired_comparison
 
     data = load_profile_data(Path(validated_dir))
     ids = held_out_ids(data.ids, candidate.training_workload_ids, current.training_workload_ids)

@@ -4,12 +4,12 @@ Public API::
 
     from scaledl.evaluation import evaluate, EvaluationConfig
     from scaledl.evaluation.results import Metrics            # read metrics.json
-    from scaledl.evaluation.significance import paired_comparison
+    from scaledl.stats.significance import paired_comparison
 
 Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapolation splits),
-:mod:`~scaledl.evaluation.metrics` (MRE, RMSE, percentiles, noise floor),
+:mod:`~scaledl.stats.metrics` (MRE, RMSE, percentiles, noise floor),
 :mod:`~scaledl.evaluation.results` (the typed ``metrics.json``: one reader and writer),
-:mod:`~scaledl.evaluation.significance` (paired bootstrap comparison of two methods),
+:mod:`~scaledl.stats.significance` (paired bootstrap comparison of two methods),
 :mod:`~scaledl.evaluation.learning_curve` (D-optimal vs random vs Latin hypercube subsets),
 :mod:`~scaledl.evaluation.gpu` (imported real-GPU profiles through the product's models:
 leave one model / GPU out, operators, data parallel; report in

@@ -1,7 +1,7 @@
 """Every comparison of two methods on a split, paired, over seeds and label repeats, with a verdict.
 
 Two methods evaluated on one split are compared with
-:func:`~scaledl.evaluation.significance.paired_comparison` (paired bootstrap, BCa, 95%): the unit
+:func:`~scaledl.stats.significance.paired_comparison` (paired bootstrap, BCa, 95%): the unit
 is the test workload, and each workload's relative error of a method is averaged over
 
 * the method's **model seeds** (the GNN's initialisation; a deterministic method has the same
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.significance import paired_comparison
+from scaledl.stats.significance import paired_comparison
 
 #: Comparisons beyond "scaledl against every other method": (A, B) pairs, when both ran.
 EXTRA_PAIRS = (("critical_path", "additive"), ("scaledl_sum_prior", "additive"))

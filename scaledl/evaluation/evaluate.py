@@ -4,7 +4,7 @@
 the config on every split (the same training, validation and test ids for all methods; the GNN
 methods once per model seed; :mod:`scaledl.evaluation.split_fits` shares the layer-wise stage
 and runs independent fits in parallel), scores iteration and epoch time
-(:mod:`scaledl.evaluation.metrics`; a seeded method's errors are the mean over its seeds),
+(:mod:`scaledl.stats.metrics`; a seeded method's errors are the mean over its seeds),
 compares the methods paired (:mod:`scaledl.evaluation.comparisons`), runs the learning curves
 (:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
 (:mod:`scaledl.evaluation.gpu`: imported NeuSight GPU profiles through the product's models;

@@ -27,7 +27,7 @@ composition answers ``scaledl predict`` and ``scaledl plan --layouts`` for a GPU
 
 NeuSight's own predictions of the same rows
 (:func:`~scaledl.external.neusight_peer.load_peer_layout_predictions`) are compared paired on
-the rows both predicted (:func:`~scaledl.evaluation.significance.paired_comparison`, BCa
+the rows both predicted (:func:`~scaledl.stats.significance.paired_comparison`, BCa
 bootstrap over rows); with 11 rows (3 or 4 per kind) every interval is wide.
 """
 
@@ -40,11 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.significance import MIN_WORKLOADS, paired_comparison
 from scaledl.external.neusight import _NAME_RE
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import VIDUR_SYSTEM, predict_layout_row
+from scaledl.stats.significance import MIN_WORKLOADS, paired_comparison
 from scaledl.workloads.spec import Workload
 
 PEER_SOURCE = (
@@ -266,7 +266,7 @@ def layout_summary(rows: list[dict]) -> dict[str, Any]:
     Returns:
         ``{"overall": ..., "per_layout": {kind: ...}}``, each ``{"n", "mre_scaledl",
         "mre_neusight", "paired"}`` (``paired``: the
-        :class:`~scaledl.evaluation.significance.Comparison` as a dict, ScaleDL minus NeuSight,
+        :class:`~scaledl.stats.significance.Comparison` as a dict, ScaleDL minus NeuSight,
         or ``{"skipped": reason}``).
     """
     kinds = sorted({r["layout"] for r in rows})

@@ -9,7 +9,7 @@ protocol (it never trains on whole-model times), so both protocols compare with 
 numbers.
 
 ScaleDL and NeuSight are compared *paired* on exactly the rows both predicted, with the
-interval the CPU evaluation uses (:func:`scaledl.evaluation.significance.paired_comparison`:
+interval the CPU evaluation uses (:func:`scaledl.stats.significance.paired_comparison`:
 paired BCa bootstrap of the MRE difference, workloads resampled), overall, per mode and per GPU.
 The issue's target "ScaleDL's MRE <= 0.5 x NeuSight's" is the paired comparison of ScaleDL's
 relative errors with half of NeuSight's: its difference ``MRE_scaledl - 0.5 MRE_neusight`` is
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.significance import MIN_WORKLOADS, paired_comparison
+from scaledl.stats.significance import MIN_WORKLOADS, paired_comparison
 
 PEER_METHOD = "neusight"
 PEER_SOURCE = (
@@ -93,7 +93,7 @@ def peer_comparison(predictions: pd.DataFrame, method: str = "scaledl") -> dict[
     Returns:
         ``{protocol: {"overall", "per_mode": {mode: ...}, "per_gpu": {gpu: ...},
         "half_of_peer": {"overall", "per_mode"}}}``, each a
-        :class:`~scaledl.evaluation.significance.Comparison` as a dict (``method`` minus
+        :class:`~scaledl.stats.significance.Comparison` as a dict (``method`` minus
         NeuSight; ``half_of_peer``: minus half of NeuSight's errors, the 0.5x target), or
         ``{"skipped": reason}`` with fewer than two paired rows.
     """

@@ -21,7 +21,7 @@ per seed and shared.
 **Paired by seed.** Seed ``s`` is one replicate of every sampler (its subset draw, validation
 subset and model seed), so samplers are compared paired by seed: the difference of their MREs at
 a size, with a 95% paired bootstrap interval over the seeds
-(:func:`~scaledl.evaluation.significance.paired_comparison`, the resampling unit is the seed) and
+(:func:`~scaledl.stats.significance.paired_comparison`, the resampling unit is the seed) and
 a verdict. The *halving* comparison asks the project's question: does D-optimal sampling at half
 the workloads (the largest size <= half the final one) reach random sampling's final MRE (the
 largest proper subset)? Its interval says so, or shows that it does not.
@@ -49,11 +49,11 @@ from scaledl.design.matched import (
 )
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.evaluation.design_check import DesignCheck
-from scaledl.evaluation.metrics import error_summary
-from scaledl.evaluation.significance import paired_comparison
 from scaledl.evaluation.splits import validation_ids
 from scaledl.models.data import ProfileData
 from scaledl.models.domain import family_key
+from scaledl.stats.metrics import error_summary
+from scaledl.stats.significance import paired_comparison
 
 SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")
 #: The samplers' MREs are compared with this one's at each size.

@@ -41,13 +41,13 @@ from scaledl.design.matched import predictor_information, sequential_indices
 from scaledl.design.samplers import random_indices
 from scaledl.evaluation.coverage import family_coverage
 from scaledl.evaluation.learning_curve import learning_curves
-from scaledl.evaluation.metrics import error_summary
-from scaledl.evaluation.significance import paired_comparison
 from scaledl.evaluation.split_fits import fit_predict_many, run_splits
 from scaledl.evaluation.splits import Split, leave_one_family_out, validation_ids
 from scaledl.io.atomic import write_atomic
 from scaledl.models.data import ProfileData, relative_errors
 from scaledl.models.gnn_training import GNNTrainConfig
+from scaledl.stats.metrics import error_summary
+from scaledl.stats.significance import paired_comparison
 
 
 @dataclass(frozen=True)

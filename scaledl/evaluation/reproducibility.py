@@ -144,7 +144,7 @@ def cross_run_reproducibility(
 
     The honest noise floor: two runs in separate processes, minutes apart, see different states
     of the host, which launches inside one run do not. Candidates are compared on the same
-    workloads and the same raw step times, paired (:func:`~scaledl.evaluation.significance.
+    workloads and the same raw step times, paired (:func:`~scaledl.stats.significance.
     paired_comparison`, BCa bootstrap over workloads), each against ``raw``.
 
     Args:
@@ -161,8 +161,8 @@ def cross_run_reproducibility(
     Raises:
         ValueError: fewer than two workloads usable in both runs.
     """
-    from scaledl.evaluation.significance import paired_comparison
     from scaledl.models.data import launch_labels
+    from scaledl.stats.significance import paired_comparison
 
     a, b = workload_label_candidates(tables_a), workload_label_candidates(tables_b)
     both = a.merge(b, on=["workload_id", "world_size"], suffixes=("_a", "_b"))

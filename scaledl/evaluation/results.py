@@ -67,8 +67,8 @@ Schema (``schema_version`` 2)::
 with ``MethodErrors = {"iteration": ErrorSummary, "epoch": ErrorSummary, "per_family":
 {family: {"iteration", "epoch"}}}`` (a seeded method's: the mean over its model seeds),
 ``ErrorSummary = {"mre", "rmse_s", "p50_re", "p90_re", "n"}`` (definitions in
-:mod:`scaledl.evaluation.metrics`), ``Comparison`` a paired comparison of two methods
-(:class:`~scaledl.evaluation.significance.Comparison`: MREs, difference, 95% interval,
+:mod:`scaledl.stats.metrics`), ``Comparison`` a paired comparison of two methods
+(:class:`~scaledl.stats.significance.Comparison`: MREs, difference, 95% interval,
 unit, verdict); ``TargetCoverage =
 {"iteration": CoverageSummary, "epoch": CoverageSummary | null}`` with ``CoverageSummary =
 {"coverage", "coverage_ci_low", "coverage_ci_high", "median_relative_width", "n", "n_covered",
@@ -93,8 +93,8 @@ from pydantic import (
     ValidationError,
 )
 
-from scaledl.evaluation.significance import Comparison
 from scaledl.io.atomic import write_atomic
+from scaledl.stats.significance import Comparison
 
 #: Version of the layout written by this ScaleDL.
 SCHEMA_VERSION = 2

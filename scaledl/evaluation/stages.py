@@ -32,7 +32,6 @@ from scaledl.evaluation.coverage import evaluate_intervals
 from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import learning_curves
-from scaledl.evaluation.metrics import mean_metrics, mean_over_seeds, prediction_metrics
 from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.reproducibility import label_reproducibility, repeat_relative_errors
 from scaledl.evaluation.results import Metrics, RuntimeSeconds
@@ -48,6 +47,7 @@ from scaledl.layout import neusight_peer_root
 from scaledl.models.data import ProfileData
 from scaledl.models.intervals import IntervalCalibration
 from scaledl.models.methods import make_method
+from scaledl.stats.metrics import mean_metrics, mean_over_seeds, prediction_metrics
 
 
 @dataclass

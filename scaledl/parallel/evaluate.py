@@ -42,7 +42,7 @@ the **learned correction**: a ridge regression (``alpha = 1``, fixed a priori) o
 ``log(measured / composed)`` on the composition's parts (log iteration, bubble fraction,
 exposed-sync and optimizer shares, ``log2`` of ``tp``, ``pp``, ``dp``, micro-batches, the
 sharding level) fitted on the training workloads. Every variant's corrected MRE is paired per
-workload with ``current``'s (:func:`~scaledl.evaluation.significance.paired_comparison`,
+workload with ``current``'s (:func:`~scaledl.stats.significance.paired_comparison`,
 bootstrap 95% intervals of the MRE difference).
 
 The **headline** judged against the issue's targets (10%, 0.8) is :data:`HEADLINE`, the
@@ -121,7 +121,6 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from scaledl.evaluation.significance import paired_comparison
 from scaledl.models.data import (
     ProfileDataError,
     launch_labels,
@@ -138,6 +137,7 @@ from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
 from scaledl.parallel.recipe import Correction, LayerModels, LayoutRecipe
 from scaledl.parallel.results_block import gnn_ablation
 from scaledl.parallel.training import fold_samples, layout_layer_samples
+from scaledl.stats.significance import paired_comparison
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.parallelism import layout_label
 from scaledl.workloads.spec import Workload

@@ -59,7 +59,7 @@ def interval_text(c: _Interval) -> str:
     """``-1.2 points [-2.0, -0.4]``: a paired difference and its interval, in percentage points.
 
     Args:
-        c: a :class:`~scaledl.evaluation.significance.Comparison`.
+        c: a :class:`~scaledl.stats.significance.Comparison`.
     """
     return f"{100 * c.mre_difference:+.1f} points [{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}]"
 

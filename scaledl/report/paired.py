@@ -8,9 +8,9 @@ template (``paired.html.j2``) its tables; :func:`significance_markdown` the READ
 from __future__ import annotations
 
 from scaledl.evaluation.results import Metrics, Skipped
-from scaledl.evaluation.significance import Comparison
 from scaledl.evaluation.targets import COMPARISON_SPLITS
 from scaledl.report.formatting import interval_text, pct
+from scaledl.stats.significance import Comparison
 
 #: Split keys of the significance section and how the report names them.
 SPLIT_LABELS = COMPARISON_SPLITS

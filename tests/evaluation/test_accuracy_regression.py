@@ -12,9 +12,9 @@ error, or to the analytical baseline's, fails).
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from scaledl.evaluation.metrics import relative_errors
 from scaledl.models.methods import GraphMethod, make_method
 from scaledl.models.train import TrainConfig, stratified_val_ids
+from scaledl.stats.metrics import relative_errors
 
 #: Out-of-fold iteration MRE of ScaleDL on the slice, measured 2026-12-01 (the same to 4 digits
 #: in two runs; the analytical baseline scores 0.7133 and the additive one 0.3021 by the same

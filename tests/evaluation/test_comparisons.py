@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from scaledl.evaluation.comparisons import compare_split, comparison_pairs, repeat_errors
-from scaledl.evaluation.significance import paired_comparison
+from scaledl.stats.significance import paired_comparison
 
 
 def _frame(n=30, seeds=5, shift=-0.05, seed=0):

@@ -1,7 +1,7 @@
 import numpy as np
 
 from pipelines.defs.policy import decide_registration, held_out_ids
-from scaledl.evaluation.significance import paired_comparison
+from scaledl.stats.significance import paired_comparison
 
 BASE = np.linspace(0.05, 0.4, 30)
 

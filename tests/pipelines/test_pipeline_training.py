@@ -1,5 +1,5 @@
 from pipelines.defs.assets.training import comparison_metadata
-from scaledl.evaluation.significance import paired_comparison
+from scaledl.stats.significance import paired_comparison
 
 
 def test_comparison_metadata_names_the_workloads_compared():

@@ -190,7 +190,7 @@ def comparison_metadata(comparison: Any) -> dict[str, Any]:
     """The run metadata of the candidate-vs-current comparison on held-out workloads.
 
     Args:
-        comparison: a :class:`~scaledl.evaluation.significance.Comparison` (candidate is A).
+        comparison: a :class:`~scaledl.stats.significance.Comparison` (candidate is A).
 
     Returns:
         Both MREs, the difference with its interval, the verdict, the workloads compared and a

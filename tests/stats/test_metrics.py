@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaledl.evaluation.metrics import (
+from scaledl.stats.metrics import (
     error_summary,
     mean_metrics,
     prediction_metrics,

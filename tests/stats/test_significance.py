@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from scaledl.evaluation.significance import paired_comparison, verdict_of
+from scaledl.stats.significance import paired_comparison, verdict_of
 
 
 def _pairs(difference: float, n: int = 40, noise: float = 0.02, seed: int = 1):
