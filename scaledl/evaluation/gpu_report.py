@@ -2,7 +2,7 @@
 
 Pure functions of the metrics dict (no model imports), so reading a report never loads the
 models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`. The HTML
-section is the jinja2 template ``gpu_section.html.j2`` (:mod:`scaledl.report.templating`); the
+section is the jinja2 template ``gpu_section.html.j2`` (:mod:`scaledl.io.render`); the
 README block is markdown; both take their cells from the same table functions here, numbers
 written by :mod:`scaledl.report.formatting`.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaledl.io.render import render
 from scaledl.report.formatting import pct, reached_text
-from scaledl.report.templating import render
 
 #: The two protocols: key in the metrics, HTML title, short name in the README block.
 PROTOCOLS = (

@@ -1,1 +1,1 @@
-"""Input/output helpers shared by the registry and the profile store."""
+"""Input/output helpers shared by every layer: atomic writes, safe reads, schemas, rendering."""

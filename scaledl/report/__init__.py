@@ -6,7 +6,6 @@ floor, a verdict), :mod:`~scaledl.report.paired` (paired comparisons, ablations,
 learning curves), :mod:`~scaledl.report.targets` (the targets of
 :mod:`scaledl.evaluation.targets`, measured), :mod:`~scaledl.report.summary` (the README
 results block), :mod:`~scaledl.report.figures` (PNG figures), :mod:`~scaledl.report.formatting`
-(how numbers are written) and :mod:`~scaledl.report.templating` (the jinja2 templates under
-``templates/``). Everything reads a :class:`~scaledl.evaluation.results.Metrics`; nothing here
-fits a model.
+(how numbers are written); the jinja2 templates are :mod:`scaledl.io.render`'s. Everything
+reads a :class:`~scaledl.evaluation.results.Metrics`; nothing here fits a model.
 """

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from scaledl.evaluation.gpu_report import gpu_report_html
 from scaledl.evaluation.results import MethodErrors, Metrics, OODErrors, Skipped
+from scaledl.io.render import render
 from scaledl.report.formatting import pct, png_data_uri, reached_text
 from scaledl.report.headline import summary_context
 from scaledl.report.paired import paired_context
 from scaledl.report.targets import target_rows
-from scaledl.report.templating import render
 
 EXPLANATIONS = {
     "pred_vs_measured": "Predicted vs measured iteration time on the random held-out (ID) test "

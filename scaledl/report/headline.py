@@ -22,8 +22,8 @@ import pandas as pd  # noqa: E402
 
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped  # noqa: E402
 from scaledl.evaluation.targets import target  # noqa: E402
+from scaledl.io.render import render  # noqa: E402
 from scaledl.report.formatting import loglog_identity, pct, png_data_uri  # noqa: E402
-from scaledl.report.templating import render  # noqa: E402
 
 HEADLINE_METHOD = "scaledl"
 _SPLITS = {"id": "held-out, trained families (ID)", "ood": "left-out family (OOD)"}

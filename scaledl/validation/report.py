@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from scaledl.io.atomic import write_atomic
-from scaledl.report.templating import render
+from scaledl.io.render import render
 from scaledl.validation.errors import TableFailure
 
 Level = Literal["table", "row", "cross_table"]

@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 def environment() -> Environment:
     """The shared environment: package templates, autoescaping, undefined names are errors."""
     return Environment(
-        loader=PackageLoader("scaledl.report", "templates"),
+        loader=PackageLoader("scaledl.io", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -27,7 +27,7 @@ def environment() -> Environment:
 
 
 def render(template: str, **context: Any) -> str:
-    """Render a template of ``scaledl/report/templates``.
+    """Render a template of ``scaledl/io/templates``.
 
     Args:
         template: its file name (``evaluation_report.html.j2``).
