@@ -154,7 +154,7 @@ def parse_workloads(rows: list[dict], source: str) -> list:
         WorkloadError: a row is invalid or its model cannot be built or traced; the message
             names ``source``, the row (from 1) and the field.
     """
-    from scaledl.models.features import check_traceable
+    from scaledl.graph.features import check_traceable
     from scaledl.workloads.spec import Workload
 
     specs = []

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.design.errors import DesignError
+from scaledl.workloads.identity import family_key
 
 #: Layer-call quantities the layer-wise regressors read (forward direction).
 LAYER_INPUTS = ("fwd_flops", "fwd_ops", "bytes_moved", "params")
@@ -173,7 +174,7 @@ def predictor_information(
     """The criterion's information blocks of a candidate set, from its layer graphs.
 
     Args:
-        nodes: layer-graph nodes of the candidates (:attr:`scaledl.models.features.GraphSet.nodes`:
+        nodes: layer-graph nodes of the candidates (:attr:`scaledl.graph.features.GraphSet.nodes`:
             ``graph`` (candidate index 0..N-1), ``node_kind``, ``layer_type``, ``fwd_flops``,
             ``bwd_flops``, ``fwd_ops``, ``params``, ``input_bytes``, ``output_bytes``).
         cells: ``(N,)`` the GNN cell of each candidate, e.g. ``"bert/2"`` (family, world size).
@@ -424,8 +425,9 @@ def candidate_information(workloads: Sequence) -> PredictorInformation:
 
     Args:
         workloads: the candidates (:class:`~scaledl.workloads.spec.Workload`); graphs are traced
-            on the meta device once per architecture (:func:`scaledl.models.features.
-            build_graph_set`), cells are (:func:`scaledl.models.domain.family_key`, world size).
+            on the meta device once per architecture (:func:`scaledl.graph.features.
+            build_graph_set`), cells are (:func:`~scaledl.workloads.identity.family_key`,
+            world size).
 
     Returns:
         The information of each candidate, in order.
@@ -433,8 +435,8 @@ def candidate_information(workloads: Sequence) -> PredictorInformation:
     Raises:
         scaledl.workloads.spec.WorkloadError: a candidate's model cannot be traced.
     """
-    from scaledl.models.domain import family_key
-    from scaledl.models.features import build_graph_set
+    # Imported here: tracing needs torch and transformers, which the design's other paths avoid.
+    from scaledl.graph.features import build_graph_set
 
     cells = [f"{family_key(w)}/{w.world_size}" for w in workloads]
     return predictor_information(build_graph_set(list(workloads)).nodes, cells)

@@ -55,7 +55,7 @@ class DesignCheck:
 
     Args:
         nodes: layer-graph nodes of the reference workloads
-            (:attr:`~scaledl.models.features.GraphSet.nodes`: ``graph``, ``node_kind``,
+            (:attr:`~scaledl.graph.features.GraphSet.nodes`: ``graph``, ``node_kind``,
             ``layer_type`` and the layer feature columns).
         families: family of each reference graph, shape (num_graphs,).
         world_sizes: world size of each reference graph, shape (num_graphs,).

@@ -57,13 +57,12 @@ from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.splits import validation_ids
 from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.graph.features import workload_frame
 from scaledl.layout import neusight_root
 from scaledl.models.data import ProfileData, load_profile_data
-from scaledl.models.domain import family_key
-from scaledl.models.features import workload_frame
 from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
-from scaledl.workloads.identity import architecture_group
+from scaledl.workloads.identity import architecture_group, family_key
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")

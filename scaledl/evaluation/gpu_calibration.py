@@ -7,7 +7,7 @@ guard would give such a prediction:
 
 * leave-one-GPU-out rows: ``unseen_device`` (a GPU predicted from its specs only);
 * leave-one-model-out rows: ``unseen_family`` when no other model of the fold has the held-out
-  model's family (:func:`~scaledl.models.domain.family_key`: BERT is the only ``bert`` of the
+  model's family (:func:`~scaledl.workloads.identity.family_key`: BERT is the only ``bert`` of the
   NeuSight data), else ``in_domain`` (a new model of a family and GPU trained on; for the
   training models themselves these residuals are conservative).
 

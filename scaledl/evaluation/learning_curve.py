@@ -51,9 +51,9 @@ from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.evaluation.design_check import DesignCheck
 from scaledl.evaluation.splits import validation_ids
 from scaledl.models.data import ProfileData
-from scaledl.models.domain import family_key
 from scaledl.stats.metrics import error_summary
 from scaledl.stats.significance import paired_comparison
+from scaledl.workloads.identity import family_key
 
 SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")
 #: The samplers' MREs are compared with this one's at each size.

@@ -26,7 +26,7 @@ through the same validation, training and evaluation as the project's own profil
   ``forward_ms``, ``backward_ms``) and the traced pass (``phase`` ``instrumented``: the
   per-node kernel times summed, blocks scaled by ``num_layer``).
 * ``layer_timings``: one row per layer of the product's own layer graph
-  (:func:`scaledl.models.features.workload_graph`, its features) whose NeuSight unit is in the
+  (:func:`scaledl.graph.features.workload_graph`, its features) whose NeuSight unit is in the
   trace: the embeddings, heads and norms outside the blocks, and every transformer block's
   units; times are the unit's kernel nodes summed. NeuSight traces block 0 only and scales it by
   ``num_layer``; the other blocks' rows copy block 0's times and say so (``replicated``
@@ -67,10 +67,10 @@ from scaledl.external.neusight import (
     _read_json,
     load_neusight,
 )
+from scaledl.graph.features import workload_graph
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
-from scaledl.models.features import workload_graph
 from scaledl.validation.schemas import PROFILE_TABLES
 from scaledl.workloads.spec import Workload
 

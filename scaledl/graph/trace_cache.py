@@ -4,7 +4,7 @@ Tracing an architecture on the meta device (:mod:`scaledl.graph.tracing`) takes 
 batch size on this project's 2-core CI host (0.05 s before operators were memoised,
 :mod:`scaledl.graph.dispatch`), and the first trace of a process imports transformers
 (seconds). What predictions read of a trace is small: the per-architecture node and edge arrays of
-:class:`~scaledl.models.features.GraphSet` templates. This module keeps those arrays in one
+:class:`~scaledl.graph.features.GraphSet` templates. This module keeps those arrays in one
 ``.npz`` file per architecture (numbers and fixed-width strings, read with
 ``allow_pickle=False``: no code is ever loaded) in a folder beside the predictor bundle
 (``<registry>/<name>/.trace-cache/``, hidden, so registry listings skip it), under a sub-folder
@@ -42,10 +42,10 @@ ENV_VAR = "SCALEDL_TRACE_CACHE"
 #: The sources whose code decides a layer graph (their bytes are part of the digest).
 _SOURCES = (
     "graph/dispatch.py",
+    "graph/features.py",
     "graph/layer_graph.py",
     "graph/tracing.py",
     "graph/units.py",
-    "models/features.py",
     "workloads/builders.py",
     "workloads/hf.py",
 )
@@ -105,7 +105,7 @@ def load(key: str) -> dict[str, np.ndarray] | None:
     """The arrays stored for an architecture key, or ``None`` (no cache, or not cached yet).
 
     Args:
-        key: :func:`~scaledl.models.features.architecture_key` of the architecture.
+        key: :func:`~scaledl.graph.features.architecture_key` of the architecture.
 
     Returns:
         Name -> array (strings as ``numpy.str_`` arrays), as given to :func:`store`.

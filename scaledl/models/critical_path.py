@@ -223,7 +223,7 @@ def critical_path(gs, times: pd.DataFrame) -> CriticalPath:
     """Critical path of every graph of a graph set from per-node predicted times.
 
     Args:
-        gs: the graphs (:class:`~scaledl.models.features.GraphSet`).
+        gs: the graphs (:class:`~scaledl.graph.features.GraphSet`).
         times: aligned with ``gs.nodes``: ``forward_ms``, ``backward_ms`` and ``total_ms`` per
             node (:func:`~scaledl.models.methods.node_predictions`: the all-reduce time in
             ``total_ms`` of bucket nodes, the optimizer step in ``forward_ms``).

@@ -13,10 +13,10 @@ workloads whose run is ``ok``:
   with one launch, its label's 95% half-width / 1.96), ``steps_per_epoch``, ``iteration_cv``
   (robust CV of the label steps of all launches, :func:`~scaledl.profiling.store.robust_cv`),
   ``instrumented_ms`` (the same median over the instrumented steps, whose layer times the
-  layer-wise models learn) and ``family`` (:func:`scaledl.models.domain.family_key`: the
+  layer-wise models learn) and ``family`` (:func:`scaledl.workloads.identity.family_key`: the
   built-in family, or ``hf:<model_type>`` for other Hugging Face configs, so each architecture
   is its own family for leave-one-family-out splits);
-* ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.models.features.GraphSet`
+* ``graphs``: the layer graphs of those workloads (a :class:`~scaledl.graph.features.GraphSet`
   in label order) whose nodes carry, where measured, ``forward_ms``/``backward_ms`` (median over
   ranks and instrumented steps; the optimizer node carries the AdamW step time as
   ``forward_ms``);
@@ -45,8 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaledl.models.domain import family_key
-from scaledl.models.features import GraphSet, build_graph_set
+from scaledl.graph.features import GraphSet, build_graph_set
 from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
 from scaledl.profiling.stopping import label_statistic
 from scaledl.profiling.store import robust_cv
@@ -55,6 +54,7 @@ from scaledl.profiling.tables import (
     PROFILE_TABLE_NAMES,
     RUN_TABLE_NAMES,
 )
+from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload
 
 

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
+from scaledl.graph.features import GraphSet, build_graph_set
 from scaledl.io.excerpt import excerpt
 from scaledl.io.schema import Artefact, parse_artefact
-from scaledl.models.features import GraphSet, build_graph_set
 from scaledl.workloads.identity import architecture_key, family_key
 from scaledl.workloads.spec import Workload
 
@@ -63,7 +63,7 @@ def range_features(
     Args:
         workloads: the workloads.
         graphs: their layer graphs in the same order (built when ``None``).
-        arch_keys: each workload's :func:`~scaledl.models.features.architecture_key`, when
+        arch_keys: each workload's :func:`~scaledl.graph.features.architecture_key`, when
             the caller knows them (computed when ``None``).
 
     Returns:

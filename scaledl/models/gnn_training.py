@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from scaledl.models.features import GraphSet
+from scaledl.graph.features import GraphSet
 
 if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained, not before
     from scaledl.models.gnn import RuntimeGNN

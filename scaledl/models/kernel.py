@@ -49,10 +49,10 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import RidgeCV
 from sklearn.utils.validation import check_is_fitted
 
+from scaledl.graph.features import GraphSet, architecture_graphs
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, at_batch, aten_descriptors
 from scaledl.models.data import ProfileData, measured_nodes
-from scaledl.models.features import GraphSet, architecture_graphs
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import fit_allreduce, node_predictions
 from scaledl.models.methods import GraphMethod
@@ -438,7 +438,7 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
     def _predict_unique(self, workloads: list[Workload], **keys: Any):
         """Iteration ms of distinct workloads, their graph set and node predictions.
 
-        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.models.features.build_graph_set`.
+        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.graph.features.build_graph_set`.
         """
         if self.mode != "scaledl" or self.uses_gnn_:
             return super()._predict_unique(workloads, **keys)

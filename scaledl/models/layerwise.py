@@ -184,7 +184,7 @@ def layer_features(
     """Work (or kernel-aware) features of graph nodes for the layer-wise regressors.
 
     Args:
-        nodes: node rows with the :data:`~scaledl.models.features.NODE_NUMERIC` columns (and
+        nodes: node rows with the :data:`~scaledl.graph.features.NODE_NUMERIC` columns (and
             ``kernel_fwd_ms``/``kernel_bwd_ms`` for ``features="kernel"``).
         direction: ``forward`` or ``backward``: the FLOPs of that pass, and the ATen operators
             of the forward (twice that for the backward, a gradient op per forward op and

@@ -97,7 +97,7 @@ def node_predictions(
     Args:
         layerwise: fitted layer-wise model.
         allreduce: fitted all-reduce model, or ``None`` (no multi-rank training data: 0 ms).
-        nodes: graph nodes (:attr:`~scaledl.models.features.GraphSet.nodes`).
+        nodes: graph nodes (:attr:`~scaledl.graph.features.GraphSet.nodes`).
         bound: clamp layer times into the model's roofline band
             (:meth:`~scaledl.models.layerwise.LayerwiseModel.predict`).
 

@@ -44,12 +44,12 @@ from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, PredefinedSplit
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from scaledl.graph.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.critical_path import critical_path
 from scaledl.models.data import ProfileData
 from scaledl.models.domain import TrainingDomain
 from scaledl.models.epoch import EpochModel
-from scaledl.models.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
 from scaledl.models.fitted import check_fitted
 from scaledl.models.gnn_training import (
     GNNTrainConfig,
@@ -408,7 +408,7 @@ class GraphMethod(RuntimeMethod):
     def _graph_set(self, workloads: list[Workload], **keys: Any) -> GraphSet:
         """The workloads' graphs with every node column the layer-wise models read.
 
-        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.models.features.build_graph_set`.
+        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.graph.features.build_graph_set`.
         """
         return build_graph_set(workloads, **keys)
 
@@ -454,7 +454,7 @@ class GraphMethod(RuntimeMethod):
         Args:
             workloads: the workloads (one per distinct iteration).
             **keys: ``ids`` and ``arch_keys`` of
-                :func:`~scaledl.models.features.build_graph_set`, when the caller knows them.
+                :func:`~scaledl.graph.features.build_graph_set`, when the caller knows them.
 
         Returns:
             ``(iteration_ms, graphs, node_predictions)``: shape (len(workloads),), the graph

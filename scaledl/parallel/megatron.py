@@ -70,9 +70,9 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices.specs import device_spec
+from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import at_batch, aten_descriptors
-from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.models.kernel import KernelGraphMethod, kernel_columns
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.models.operators import device_columns

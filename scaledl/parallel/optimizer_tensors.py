@@ -126,7 +126,7 @@ def stage_tensor_sizes(w: Workload, arch_key: str | None = None) -> list[list[in
     """
     key = (arch_key or architecture_key(w), w.pp_size)
     if key not in _CACHE:
-        from scaledl.models.features import architecture_graphs
+        from scaledl.graph.features import architecture_graphs
 
         layers = architecture_graphs(w)[0].layers
         held = _per_layer(w, tuple(layers["layer_name"].astype(str)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import TP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose

@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.models.data import measured_nodes
-from scaledl.models.features import architecture_graphs, build_graph_set
 from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.shard import (
     TENSOR_PARALLEL_TYPES,
@@ -98,7 +98,7 @@ def layout_layer_samples(
             without one (left out of the labels) are left out here too.
 
     Returns:
-        Graph nodes (:class:`~scaledl.models.features.GraphSet` columns) with a positive
+        Graph nodes (:class:`~scaledl.graph.features.GraphSet` columns) with a positive
         measured ``forward_ms`` and ``backward_ms`` (0 where none), one per layer and
         workload plus one optimizer node per workload and stage; ``workload_id`` is the
         layout workload's; ``collectives_inside`` (:func:`collectives_inside`) flags the

@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from scaledl.models.features import architecture_graphs
+from scaledl.graph.features import architecture_graphs
 from scaledl.parallel.megatron import megatron_rank_parameters, tied_word_embeddings
 from scaledl.parallel.shard import rank_parameters
 from scaledl.planning.memory import MemoryEstimate, estimate_layout_memory

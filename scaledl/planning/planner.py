@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.graph.features import architecture_key
 from scaledl.models.domain import range_features
-from scaledl.models.features import architecture_key
 from scaledl.planning.layouts import (
     LAYOUT_COLUMNS,
     MAX_LAYOUT_CANDIDATES,

@@ -2,7 +2,7 @@
 
 The caller gives each *iteration key* once (a workload less its dataset size: everything the
 iteration time depends on). Graphs are built from the per-architecture templates
-(:func:`~scaledl.models.features.build_graph_set`: one trace per architecture, cached), the
+(:func:`~scaledl.graph.features.build_graph_set`: one trace per architecture, cached), the
 layer-wise models predict each distinct layer call once
 (:func:`~scaledl.models.layerwise_stage.node_predictions`), and the GNN runs over
 :data:`CHUNK_GRAPHS` graphs at a time in one PyTorch Geometric batch, so memory stays bounded
@@ -65,7 +65,7 @@ def predict_iterations(
     Args:
         method: a fitted :class:`~scaledl.models.methods.GraphMethod`.
         workloads: one workload per distinct iteration key.
-        arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
+        arch_keys: their :func:`~scaledl.graph.features.architecture_key`, when known.
         chunk_graphs: graphs per batch.
 
     Returns:

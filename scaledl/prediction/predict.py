@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from scaledl.models.features import architecture_key
+from scaledl.graph.features import architecture_key
 from scaledl.prediction.engine import IterationPredictions, predict_iterations
 from scaledl.prediction.gpu_layouts import composed_by_megatron, uncomposed_reason
 from scaledl.prediction.layouts import RECIPE_PREDICTOR, predict_layout_workloads

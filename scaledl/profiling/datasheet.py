@@ -15,7 +15,7 @@ import pandas as pd
 
 from scaledl.evaluation.reproducibility import label_quality
 from scaledl.models.data import read_tables
-from scaledl.models.domain import family_key
+from scaledl.workloads.identity import family_key
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload
 

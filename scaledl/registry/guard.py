@@ -175,7 +175,7 @@ def check_domain(
         nodes: the per-node predictions (``workload_id``, ``layer_type``, ``used_generic`` and
             optionally ``bounded``), for the layer-type and layer-time reasons.
         ids: the workloads' ids as ``nodes`` names them (default their ``workload_id``).
-        arch_keys: their :func:`~scaledl.models.features.architecture_key`, when known.
+        arch_keys: their :func:`~scaledl.graph.features.architecture_key`, when known.
 
     Returns:
         One list of :class:`Extrapolation` per workload (empty: in domain).

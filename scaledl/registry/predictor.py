@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph import trace_cache
-from scaledl.models.features import check_traceable
+from scaledl.graph.features import check_traceable
 from scaledl.models.intervals import CalibrationError
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside

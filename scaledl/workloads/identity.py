@@ -5,7 +5,7 @@ them, not as a fourth copy in a model module:
 
 * :func:`architecture_key`: the same layer graph up to the batch (the spec without batch,
   world size, nodes, dataset size, device and backend; precision and mode included). Traces and
-  graph features are cached per key (:mod:`scaledl.models.features`).
+  graph features are cached per key (:mod:`scaledl.graph.features`).
 * :func:`architecture_group`: the same model, whatever its batch, sequence, mode or device
   (``family:hidden x layers``): the groups of leave-one-architecture-out fits
   (:mod:`scaledl.models.kernel`, :mod:`scaledl.evaluation.gpu`).

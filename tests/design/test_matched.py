@@ -13,7 +13,7 @@ from scaledl.design.matched import (
     predictor_information,
     sequential_indices,
 )
-from scaledl.models.features import build_graph_set
+from scaledl.graph.features import build_graph_set
 
 
 def _block(rows: np.ndarray, weight: float = 1.0, name: str = "layer:x") -> InformationBlock:

@@ -4,9 +4,8 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny
 
-from scaledl.graph import trace_cache
-from scaledl.models import features
-from scaledl.models.features import build_graph_set
+from scaledl.graph import features, trace_cache
+from scaledl.graph.features import build_graph_set
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny
 
+from scaledl.graph.features import build_graph_set
 from scaledl.graph.layer_graph import EDGE_TYPES
 from scaledl.models.critical_path import assemble, critical_path
-from scaledl.models.features import build_graph_set
 
 GRADIENT = EDGE_TYPES.index("gradient")
 SEQUENTIAL = EDGE_TYPES.index("sequential")

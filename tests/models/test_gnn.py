@@ -3,13 +3,13 @@ import pytest
 import torch
 from tiny_specs import tiny
 
-from scaledl.graph.layer_graph import build_layer_graph
-from scaledl.models.features import (
+from scaledl.graph.features import (
     NUM_EDGE_FEATURES,
     NUM_NODE_FEATURES,
     build_graph_set,
     node_feature_matrix,
 )
+from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.models.gnn import RuntimeGNN
 from scaledl.models.gnn_training import GNNTrainConfig, make_batch, predict_gnn, train_gnn
 from scaledl.models.threads import single_threaded

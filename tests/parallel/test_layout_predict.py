@@ -3,7 +3,7 @@ import pytest
 from flops_method import Method
 from tiny_specs import tiny
 
-from scaledl.models.features import build_graph_set
+from scaledl.graph.features import build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
 from scaledl.parallel.overlap import Overlap

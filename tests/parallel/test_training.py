@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny
 
-from scaledl.models.features import architecture_graphs, build_graph_set
+from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.shard import base_workload, rank_parameters
 from scaledl.parallel.training import collectives_inside, fold_samples, layout_layer_samples

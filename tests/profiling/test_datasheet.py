@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from scaledl.models.data import read_tables
-from scaledl.models.domain import family_key
 from scaledl.profiling.datasheet import BEGIN, END, check_datasheet, write_datasheet
 from scaledl.validation.pipeline import validate_profiles
+from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
