@@ -57,8 +57,8 @@ def predict(
     predicted into ``--out`` is streamed: read, predicted and written in chunks (a progress bar
     on stderr), the output complete or absent; the first rows are printed.
     """
+    from scaledl.models.guard import summarise_outside
     from scaledl.registry import BundleError, load_predictor
-    from scaledl.registry.guard import summarise_outside
     from scaledl.workloads.spec import WorkloadError
 
     try:

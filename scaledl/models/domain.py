@@ -4,7 +4,7 @@ A runtime predictor is trustworthy where it has seen data. :class:`TrainingDomai
 from the training workloads of a fit, the categorical settings it saw (families, precisions,
 modes, devices, world sizes, node counts, measured layer types) and the range ``[min, max]`` of
 the size features of :data:`RANGE_FEATURES`. The predictor bundle stores it (``params.json``)
-and :mod:`scaledl.registry.guard` checks every prediction against it.
+and :mod:`scaledl.models.guard` checks every prediction against it.
 
 A family key is the workload's ``family``; for ``hf`` workloads it is ``hf:<model_type>`` of
 the config (a GPT-2 config and an OPT config are two families, since their layers differ),

@@ -11,7 +11,7 @@ comes from ``crepes.ConformalRegressor`` (Boström, COPA 2022), never from code 
 
 Calibration is Mondrian (one quantile per category, Vovk 2012): the category, or *stratum*, of
 a prediction is how far it lies from the training data, decided by the domain guard
-(:mod:`scaledl.registry.guard`), and each stratum is calibrated on out-of-sample predictions of
+(:mod:`scaledl.models.guard`), and each stratum is calibrated on out-of-sample predictions of
 the same kind:
 
 * ``in_domain``: the random held-out (ID) split of the evaluation: workloads of families the

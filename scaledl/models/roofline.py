@@ -23,7 +23,7 @@ nodes) the largest ratios were 17.1 forward and 87.5 backward, so the multiples 
 (figures in ``docs/layer_typing.md``).
 
 :func:`bound_predictions` clamps predictions into the band and says which were clamped, and by
-what; a clamped layer makes the prediction out of domain (:mod:`scaledl.registry.guard`).
+what; a clamped layer makes the prediction out of domain (:mod:`scaledl.models.guard`).
 """
 
 from __future__ import annotations

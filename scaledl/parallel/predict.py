@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph.features import architecture_graphs, build_graph_set
+from scaledl.models.guard import Extrapolation
 from scaledl.models.layerwise_stage import node_predictions
 from scaledl.parallel.collectives import TP_API, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
@@ -41,7 +42,6 @@ from scaledl.parallel.shard import (
     tensor_parallel_linears,
     unit_of_layers,
 )
-from scaledl.registry.guard import Extrapolation
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import PRECISION_BYTES, Workload

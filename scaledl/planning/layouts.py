@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph.features import architecture_graphs
+from scaledl.models.guard import check_domain
 from scaledl.parallel.megatron import megatron_rank_parameters, tied_word_embeddings
 from scaledl.parallel.shard import rank_parameters
 from scaledl.planning.memory import MemoryEstimate, estimate_layout_memory
 from scaledl.prediction.layouts import predict_layout_workloads
-from scaledl.registry.guard import check_domain
 from scaledl.workloads.parallelism import (
     LAYOUT_DEFAULTS,
     LAYOUT_FIELDS,

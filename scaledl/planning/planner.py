@@ -47,6 +47,7 @@ import pandas as pd
 
 from scaledl.graph.features import architecture_key
 from scaledl.models.domain import range_features
+from scaledl.models.guard import guard_columns
 from scaledl.planning.layouts import (
     LAYOUT_COLUMNS,
     MAX_LAYOUT_CANDIDATES,
@@ -63,7 +64,6 @@ from scaledl.planning.memory import estimate_memory, fits_memory
 from scaledl.planning.pareto import ParetoFront, tie_ranks
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
-from scaledl.registry.guard import guard_columns
 from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError
 

@@ -40,12 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
+from scaledl.models.guard import Extrapolation
 from scaledl.parallel.compose import LayoutInputs, compose, stack_inputs
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import GPUS_PER_NODE, VIDUR_SYSTEM, megatron_inputs, rank_layers
 from scaledl.parallel.shard import base_workload
 from scaledl.prediction.layouts import LayoutAnswer
-from scaledl.registry.guard import Extrapolation
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaledl.models.guard import Extrapolation
 from scaledl.parallel.predict import layout_reasons, predict_layouts
-from scaledl.registry.guard import Extrapolation
 from scaledl.workloads.spec import Workload
 
 #: The recipe of the rows the predictor's own method answers (plain data parallel).

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph.features import architecture_key
+from scaledl.models.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
 from scaledl.prediction.engine import IterationPredictions, predict_iterations
 from scaledl.prediction.gpu_layouts import composed_by_megatron, uncomposed_reason
 from scaledl.prediction.layouts import RECIPE_PREDICTOR, predict_layout_workloads
 from scaledl.prediction.rows import parse_rows
 from scaledl.registry.bundle import BundleError
-from scaledl.registry.guard import Extrapolation, check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
@@ -135,7 +135,7 @@ def epoch_columns(
         iteration_s: per row, shape (n,).
         steps: steps per epoch per row.
         batch: per-rank batch size per row.
-        basis: the interval basis of each row (:func:`~scaledl.registry.guard.guard_columns`).
+        basis: the interval basis of each row (:func:`~scaledl.models.guard.guard_columns`).
         coverage: interval coverage, or ``None``.
 
     Returns:
@@ -195,7 +195,7 @@ def predict_rows(
 
     Raises:
         scaledl.workloads.spec.WorkloadError: as :meth:`Predictor.predict`.
-        scaledl.registry.guard.OutOfDomainError: ``strict`` and a row lies outside.
+        scaledl.models.guard.OutOfDomainError: ``strict`` and a row lies outside.
         scaledl.registry.bundle.BundleError: as :meth:`Predictor.predict`.
     """
     records, table = predictor.records(workloads, source)

@@ -83,7 +83,7 @@ class StreamSummary:
                 self.outside_reasons[key] = self.outside_reasons.get(key, 0) + int(n)
 
     def outside_lines(self) -> list[str]:
-        """Lines as :func:`~scaledl.registry.guard.summarise_outside` writes them."""
+        """Lines as :func:`~scaledl.models.guard.summarise_outside` writes them."""
         rows = [f"row {i}: outside the training domain: {text}" for i, text in self.outside]
         if self.outside_rows <= len(self.outside):
             return rows

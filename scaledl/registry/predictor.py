@@ -14,7 +14,7 @@ Every workload is built and traced (meta device, cached) before predicting, so a
 cannot be built is an error naming the row, never a traceback.
 
 Every prediction says whether it lies inside the training domain and, if not, why
-(:mod:`scaledl.registry.guard`; ``strict=True`` makes that an error), and, with ``coverage``,
+(:mod:`scaledl.models.guard`; ``strict=True`` makes that an error), and, with ``coverage``,
 carries conformal intervals calibrated on out-of-sample errors of the same kind
 (:mod:`scaledl.models.intervals`).
 
@@ -37,9 +37,9 @@ import pandas as pd
 
 from scaledl.graph import trace_cache
 from scaledl.graph.features import check_traceable
+from scaledl.models.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.models.intervals import CalibrationError
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
-from scaledl.registry.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
@@ -139,7 +139,7 @@ class Predictor:
     ) -> pd.DataFrame:
         """Predict iteration and epoch time, with the domain check and, on request, intervals.
 
-        Every row is checked by the domain guard (:mod:`scaledl.registry.guard`): ``in_domain``
+        Every row is checked by the domain guard (:mod:`scaledl.models.guard`): ``in_domain``
         and ``extrapolation`` say whether the workload lies inside what the predictor was
         trained on and, if not, why. With ``coverage``, the calibrated interval of each time
         comes from the conformal calibration stored in the bundle
@@ -172,7 +172,7 @@ class Predictor:
             scaledl.workloads.spec.WorkloadError: a workload is invalid or its model cannot be
                 built or traced (names source, row and field), or it asks for a device the
                 predictor was not trained on.
-            scaledl.registry.guard.OutOfDomainError: ``strict`` and a workload lies outside the
+            scaledl.models.guard.OutOfDomainError: ``strict`` and a workload lies outside the
                 training domain (names source, row, field and value).
             scaledl.models.intervals.CalibrationError: ``coverage`` outside (0, 1), or the
                 bundle has no interval calibration.

@@ -1,6 +1,6 @@
 """The out-of-domain warnings of many rows are summarised, not printed per row (issue 28)."""
 
-from scaledl.registry.guard import summarise_outside
+from scaledl.models.guard import summarise_outside
 
 PRECISION = "precision=bf16: precision never trained on (trained on ['fp32'])"
 

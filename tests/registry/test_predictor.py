@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
 
+from scaledl.models.guard import OutOfDomainError
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.registry import load_predictor, register_bundle
-from scaledl.registry.guard import OutOfDomainError
 from scaledl.workloads.device import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 

@@ -3,7 +3,7 @@ import pytest
 from tiny_specs import gpt2_config, tiny, tiny_spec
 
 from scaledl.models.domain import TrainingDomain
-from scaledl.registry.guard import (
+from scaledl.models.guard import (
     OutOfDomainError,
     check_domain,
     guard_columns,
