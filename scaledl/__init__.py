@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scaledl.planning import plan
-    from scaledl.registry import Predictor, load_predictor
+    from scaledl.prediction.predictor import Predictor, load_predictor
     from scaledl.workloads.spec import Workload, WorkloadError
 
 __all__ = ["Predictor", "Workload", "WorkloadError", "load_predictor", "plan"]
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Predictor": "scaledl.registry.predictor",
-    "load_predictor": "scaledl.registry.predictor",
+    "Predictor": "scaledl.prediction.predictor",
+    "load_predictor": "scaledl.prediction.predictor",
     "plan": "scaledl.planning.planner",
     "Workload": "scaledl.workloads.spec",
     "WorkloadError": "scaledl.workloads.spec",

@@ -32,7 +32,7 @@ import pandas as pd
 import transformers
 
 from scaledl.models.data import launch_labels, read_tables
-from scaledl.registry import load_predictor
+from scaledl.prediction.predictor import load_predictor
 from scaledl.workloads.device import local_device_name
 
 #: Held-out architectures at the ALBERT case's size (width 256, 4 layers, 4 heads, FFN 1,024):

@@ -174,7 +174,7 @@ def save_beside(calibration, bundle: Path) -> Path:
     """
     from dataclasses import replace
 
-    from scaledl.registry import load_predictor
+    from scaledl.prediction.predictor import load_predictor
     from scaledl.registry.layouts import save_layout_calibration
 
     device = load_predictor(bundle).devices[0]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import scaledl.parallel.calibration as calibration_module
 from scaledl.cli import app
-from scaledl.registry import load_predictor
+from scaledl.prediction.predictor import load_predictor
 
 pytestmark = pytest.mark.slow  # the tiny bundle (registry_root) profiles first
 

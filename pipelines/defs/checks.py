@@ -241,7 +241,7 @@ def predictor_bundle_predicts(
     settings: ScaledlSettings, predictor_store: LocalPredictorStore
 ) -> dg.AssetCheckResult:
     """The registered bundle loads and predicts finite, positive times for the design."""
-    from scaledl.registry import load_predictor
+    from scaledl.prediction.predictor import load_predictor
 
     bundle = predictor_store.current_bundle(settings.layout.predictors_dir)
     if bundle is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scaledl.registry import Predictor
+    from scaledl.prediction.predictor import Predictor
     from scaledl.stats.significance import Comparison
 
 

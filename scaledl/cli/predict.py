@@ -58,7 +58,8 @@ def predict(
     on stderr), the output complete or absent; the first rows are printed.
     """
     from scaledl.models.guard import summarise_outside
-    from scaledl.registry import BundleError, load_predictor
+    from scaledl.prediction.predictor import load_predictor
+    from scaledl.registry import BundleError
     from scaledl.workloads.spec import WorkloadError
 
     try:
@@ -100,8 +101,9 @@ def _predict_streamed(
     predictor: Path, workloads: Path, out: Path, coverage: float | None, strict: bool
 ) -> None:
     """``scaledl predict --workloads FILE --out OUT`` in chunks (:mod:`scaledl.prediction`)."""
+    from scaledl.prediction.predictor import load_predictor
     from scaledl.prediction.stream import predict_file
-    from scaledl.registry import BundleError, load_predictor
+    from scaledl.registry import BundleError
     from scaledl.workloads.spec import WorkloadError
 
     try:
@@ -192,7 +194,8 @@ def plan(
     from scaledl.models.intervals import CalibrationError
     from scaledl.planning import LayoutSpace, PlanError
     from scaledl.planning import plan as make_plan
-    from scaledl.registry import BundleError, load_predictor
+    from scaledl.prediction.predictor import load_predictor
+    from scaledl.registry import BundleError
     from scaledl.workloads.spec import WorkloadError
 
     try:

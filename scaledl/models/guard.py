@@ -1,6 +1,6 @@
 """The domain guard: whether a prediction interpolates the training data or guesses beyond it.
 
-Every prediction of a :class:`~scaledl.registry.Predictor` is checked against the predictor's
+Every prediction of a :class:`~scaledl.Predictor` is checked against the predictor's
 :class:`~scaledl.models.domain.TrainingDomain` and carries ``in_domain`` (no reason below
 applies) and ``extrapolation`` (the reasons, ``"; "``-joined, ``""`` in domain):
 

@@ -324,7 +324,7 @@ def predict_layout_candidates(predictor, specs: list[Workload], arch: str) -> La
     """Iteration time and domain reasons of layout candidates of one architecture.
 
     Args:
-        predictor: the loaded :class:`~scaledl.registry.Predictor`.
+        predictor: the loaded :class:`~scaledl.Predictor`.
         specs: the candidates.
         arch: their architecture key.
 

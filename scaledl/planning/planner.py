@@ -1,7 +1,7 @@
 """The resource planner: which world size, nodes and batch size train a model cheapest in time.
 
 :func:`plan` predicts every candidate configuration of a model (world sizes x node counts x
-per-rank batch sizes) with a trained :class:`~scaledl.registry.Predictor`, drops those that do
+per-rank batch sizes) with a trained :class:`~scaledl.Predictor`, drops those that do
 not fit in device memory (:mod:`scaledl.planning.memory`), and returns a :class:`Plan`: one row
 per candidate with the time to train (``epochs`` x the predicted epoch time, with its
 calibrated interval), device-hours, cost and whether the prediction lies in the training
@@ -451,7 +451,7 @@ def plan(
     """Plan the training of a model: predict every candidate configuration, pick the cheapest.
 
     Args:
-        predictor: a :class:`~scaledl.registry.Predictor`, or a bundle / name directory.
+        predictor: a :class:`~scaledl.Predictor`, or a bundle / name directory.
         model: the workload fields of the model (``family``, architecture, ``seq_len``,
             ``precision``, ``device_name``, ...), without those the planner chooses
             (:data:`PLANNED_FIELDS`); a :class:`~scaledl.workloads.spec.Workload` gives its
@@ -486,7 +486,7 @@ def plan(
             count the candidates from 1).
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibrated bundle.
     """
-    from scaledl.registry.predictor import Predictor, load_predictor
+    from scaledl.prediction.predictor import Predictor, load_predictor
 
     started = time.perf_counter()
     if not isinstance(predictor, Predictor):

@@ -191,7 +191,7 @@ def predict_gpu_layout_workloads(
     (:func:`~scaledl.parallel.compose.stack_inputs`).
 
     Args:
-        predictor: the loaded kernel-aware :class:`~scaledl.registry.Predictor`.
+        predictor: the loaded kernel-aware :class:`~scaledl.Predictor`.
         workloads: the workloads (any layout without sharding, plain data parallel included).
         arch_keys: their architecture keys (candidates of one architecture and layout
             structure are composed together, one column each).

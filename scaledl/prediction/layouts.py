@@ -61,7 +61,7 @@ def predict_layout_workloads(
     """Compose every workload with its device's recipe (module docstring).
 
     Args:
-        predictor: the loaded :class:`~scaledl.registry.Predictor`; a kernel-aware GPU
+        predictor: the loaded :class:`~scaledl.Predictor`; a kernel-aware GPU
             predictor composes by Megatron-LM's recipe
             (:func:`scaledl.prediction.gpu_layouts.predict_gpu_layout_workloads`).
         workloads: the workloads (any layout, plain DDP included).

@@ -1,4 +1,4 @@
-"""The batched prediction path of :class:`~scaledl.registry.Predictor`: cost per distinct answer.
+"""The batched prediction path of :class:`~scaledl.Predictor`: cost per distinct answer.
 
 Rows are parsed once per spec less its dataset size (:mod:`scaledl.prediction.rows`); the
 iteration time, the generic layer model's use and the domain guard's reasons are computed once
@@ -26,7 +26,7 @@ from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
-    from scaledl.registry.predictor import Predictor
+    from scaledl.prediction.predictor import Predictor
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def predict_rows(
     strict: bool = False,
     first_row: int = 1,
 ) -> pd.DataFrame:
-    """:meth:`Predictor.predict <scaledl.registry.Predictor.predict>` without ``detail``.
+    """:meth:`Predictor.predict <scaledl.Predictor.predict>` without ``detail``.
 
     Args:
         predictor: the loaded predictor.

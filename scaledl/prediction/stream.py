@@ -29,7 +29,7 @@ from scaledl.workloads.files import csv_separator
 from scaledl.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
-    from scaledl.registry.predictor import Predictor
+    from scaledl.prediction.predictor import Predictor
 
 #: Rows read, predicted and written at a time.
 CHUNK_ROWS = 50_000
@@ -183,7 +183,7 @@ def predict_file(
         predictor: the loaded predictor.
         path: a ``.csv`` or ``.parquet`` workloads file.
         out: the output, ``.csv`` or ``.parquet`` (the columns of
-            :meth:`Predictor.predict <scaledl.registry.Predictor.predict>`).
+            :meth:`Predictor.predict <scaledl.Predictor.predict>`).
         coverage: interval coverage, or ``None``.
         strict: an error at the first row outside the training domain.
         chunk_rows: rows per chunk.

@@ -1,4 +1,4 @@
-"""Predictor registry: versioned, checksummed bundles and the consumer-facing Predictor."""
+"""Predictor registry: versioned, checksummed bundles (read by :mod:`scaledl.prediction`)."""
 
 from scaledl.registry.bundle import (
     BundleError,
@@ -11,15 +11,12 @@ from scaledl.registry.bundle import (
     save_bundle,
     tables_sha256,
 )
-from scaledl.registry.predictor import Predictor, load_predictor
 
 __all__ = [
     "BundleError",
     "IncompatibleBundleError",
-    "Predictor",
     "latest_bundle",
     "list_predictors",
-    "load_predictor",
     "read_manifest",
     "register_bundle",
     "resolve_bundle",

@@ -49,7 +49,7 @@ never hides the good ones.
 Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
 deserialises every file (skops, ``torch.load``), without importing PyTorch Geometric;
 :func:`build_method` builds the GNN module around the loaded weights (this imports PyTorch
-Geometric, about 1.5 s of imports) and the fitted method. :class:`~scaledl.registry.Predictor`
+Geometric, about 1.5 s of imports) and the fitted method. :class:`~scaledl.Predictor`
 does the second step at its first prediction.
 """
 

@@ -18,7 +18,7 @@ Decisions (written here because nobody answers questions):
   is normalised to this host's device of that kind (a bare ``cuda`` on a host without CUDA is an
   error). ``backend`` defaults to ``nccl`` for CUDA devices and ``gloo`` otherwise. A predictor
   reading a workloads file resolves a missing or bare device against its training devices
-  instead (:class:`scaledl.registry.Predictor`).
+  instead (:class:`scaledl.Predictor`).
 * ``hf`` workloads are completed and checked against their config when parsed (architecture
   fields, position table, attention geometry, vision fields): see :mod:`scaledl.workloads.hf`.
 * A NaN or infinite number is never a value: in a mapping (Python dict, YAML, JSON, ``--set``)

@@ -67,7 +67,8 @@ def test_unknown_unseen_device_correction_is_refused(tmp_path_factory):
 
 
 def test_the_products_recipe_round_trips_through_the_kernel_bundle(tmp_path_factory, tmp_path):
-    from scaledl.registry import load_predictor, save_bundle
+    from scaledl.prediction.predictor import load_predictor
+    from scaledl.registry import save_bundle
 
     params = {"operator_params": {**PARAMS["operator_params"], "device_features": "relative"},
               "unseen_device_correction": "auto"}  # fmt: skip

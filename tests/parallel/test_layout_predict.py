@@ -113,7 +113,7 @@ def test_layouts_are_flagged():
 def test_predictor_answers_layout_workloads_flagged(registry_root):
     from tiny_specs import tiny_spec
 
-    from scaledl.registry import load_predictor
+    from scaledl.prediction.predictor import load_predictor
     from scaledl.workloads.spec import WorkloadError
 
     predictor = load_predictor(registry_root / "scaledl")

@@ -83,7 +83,8 @@ def _pickles(storage: Path) -> list[Path]:
 def test_smoke_pipeline_end_to_end(dvc_repo, dvc_exe, tmp_path, run_cmd):
     from scaledl.design import read_design
     from scaledl.evaluation.results import Metrics
-    from scaledl.registry import load_predictor, read_manifest
+    from scaledl.prediction.predictor import load_predictor
+    from scaledl.registry import read_manifest
 
     repo, remote = dvc_repo
     data = repo / "data"

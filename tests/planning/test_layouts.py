@@ -5,7 +5,7 @@ from tiny_specs import tiny, tiny_spec
 
 from scaledl.planning import LayoutSpace, PlanError, plan
 from scaledl.planning.layouts import _layouts, layout_count, layout_grid, search_layouts
-from scaledl.registry import load_predictor
+from scaledl.prediction.predictor import load_predictor
 
 #: A tiny BERT of 2 blocks, 2 heads: tp 1/2, pp 1/2 are valid, tp 4 and pp 4 are not.
 MODEL = {k: v for k, v in tiny_spec("bert", num_layers=2).items()

@@ -7,7 +7,8 @@ import scaledl
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.planning import PlanError, candidate_grid, pareto_mask, plan
 from scaledl.planning.pareto import tie_ranks
-from scaledl.registry import load_predictor, register_bundle
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import register_bundle
 from scaledl.workloads.spec import WorkloadError
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,8 @@ from scaledl.models.kernel import KernelGraphMethod
 from scaledl.parallel.megatron import predict_layout_row
 from scaledl.planning import LayoutSpace, plan
 from scaledl.prediction.gpu_layouts import gpu_system, system_collectives
-from scaledl.registry import load_predictor, save_bundle
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import save_bundle
 from scaledl.workloads.spec import WorkloadError
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)

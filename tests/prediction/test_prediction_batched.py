@@ -6,7 +6,8 @@ import pytest
 from tiny_specs import tiny_spec
 
 from scaledl.models.intervals import IntervalCalibration
-from scaledl.registry import load_predictor, register_bundle
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import register_bundle
 
 pytestmark = pytest.mark.slow
 

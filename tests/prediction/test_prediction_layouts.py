@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from scaledl.cli import app
 from scaledl.prediction.layouts import RECIPE_CURRENT, RECIPE_PREDICTOR, recipe_lines
-from scaledl.registry import load_predictor
+from scaledl.prediction.predictor import load_predictor
 from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow  # the tiny bundle (registry_root) profiles first

@@ -7,8 +7,8 @@ import pytest
 from tiny_specs import tiny_spec
 
 from scaledl.prediction import stream
+from scaledl.prediction.predictor import load_predictor
 from scaledl.prediction.stream import predict_file, read_chunks
-from scaledl.registry import load_predictor
 from scaledl.workloads.spec import WorkloadError
 
 pytestmark = pytest.mark.slow

@@ -7,18 +7,17 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
+from scaledl.prediction.predictor import TRACE_CACHE_DIR, load_predictor
 from scaledl.registry import (
     BundleError,
     IncompatibleBundleError,
     list_predictors,
-    load_predictor,
     read_manifest,
     register_bundle,
     resolve_bundle,
     save_bundle,
 )
 from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method, sha256_file
-from scaledl.registry.predictor import TRACE_CACHE_DIR
 from scaledl.workloads.device import local_device_name
 
 pytestmark = pytest.mark.slow

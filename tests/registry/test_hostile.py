@@ -22,7 +22,8 @@ import torch
 from faults import FsyncSpy, count_io, crash_at, tmpfs
 from tiny_specs import tiny_spec
 
-from scaledl.registry import BundleError, list_predictors, load_predictor, register_bundle
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import BundleError, list_predictors, register_bundle
 from scaledl.registry.bundle import TRUSTED_TYPES, latest_bundle, read_manifest, sha256_file
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from scaledl.cli import app
 from scaledl.evaluation.gpu_calibration import gpu_calibration, gpu_strata
 from scaledl.models.kernel import KernelGraphMethod
-from scaledl.registry import BundleError, load_predictor, save_bundle, tables_sha256
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import BundleError, save_bundle, tables_sha256
 from scaledl.registry.bundle import sha256_file
 from scaledl.workloads.spec import WorkloadError
 

@@ -11,7 +11,8 @@ import skops.io as sio
 from scaledl_fixtures import save_beside
 from tiny_specs import tiny, tiny_spec
 
-from scaledl.registry import BundleError, load_predictor
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import BundleError
 from scaledl.registry.bundle import read_manifest, sha256_file
 from scaledl.registry.layouts import (
     LAYERWISE_FILE,

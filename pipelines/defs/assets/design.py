@@ -138,8 +138,8 @@ def registered_uncertainty(registry: Path) -> tuple[Any, str]:
     Raises:
         scaledl.registry.BundleError: ``latest`` names a broken bundle.
     """
+    from scaledl.prediction.predictor import load_predictor
     from scaledl.registry.bundle import latest_bundle
-    from scaledl.registry.predictor import load_predictor
 
     bundle = latest_bundle(registry)
     if bundle is None:

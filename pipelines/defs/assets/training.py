@@ -105,7 +105,8 @@ def _decide(
     candidate: Any, current_dir: Path | None, settings: ScaledlSettings, confidence_level: float
 ) -> tuple[RegistrationDecision, str]:
     """The policy's decision and a note on the held-out comparison."""
-    from scaledl.registry import BundleError, load_predictor
+    from scaledl.prediction.predictor import load_predictor
+    from scaledl.registry import BundleError
     from scaledl.workloads.spec import WorkloadError
 
     if current_dir is None:
@@ -130,7 +131,7 @@ def predictor_bundle(
 ) -> dg.MaterializeResult:
     """The registered predictor version (``data/predictors/<name>/<version>``, plus ``latest``)."""
     from scaledl.evaluation.results import Metrics, Skipped
-    from scaledl.registry import load_predictor
+    from scaledl.prediction.predictor import load_predictor
 
     candidate = load_predictor(settings.layout.candidates_dir / predictor_store.name)
     metrics = Metrics.read(settings.layout.metrics_path)

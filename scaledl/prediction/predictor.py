@@ -35,13 +35,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from scaledl.devices import UnknownDeviceError, device_spec
 from scaledl.graph import trace_cache
 from scaledl.graph.features import check_traceable
 from scaledl.models.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.models.intervals import CalibrationError
+from scaledl.prediction.gpu_layouts import composed_by_megatron, gpu_system
+from scaledl.prediction.layouts import RECIPE_PREDICTOR
+from scaledl.prediction.predict import predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.workloads.device import normalise_device_name
-from scaledl.workloads.parallelism import is_data_parallel
+from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 
 #: The trace cache's folder in the predictor's name directory (hidden: listings skip it).
@@ -122,6 +126,8 @@ class Predictor:
                 file, field and value); never a silent fallback.
         """
         if device_name not in self._layouts:
+            # Imported here: the calibration reader imports the layout models, which only
+            # layout predictions need.
             from scaledl.registry.layouts import find_layout_calibration
 
             self._layouts[device_name] = find_layout_calibration(
@@ -184,8 +190,6 @@ class Predictor:
         if coverage is not None:
             self.check_coverage(coverage)
         if not detail:
-            from scaledl.prediction.predict import predict_rows
-
             return predict_rows(self, workloads, source, coverage, strict)
         return self._predict_detail(workloads, source, coverage, strict)
 
@@ -212,8 +216,6 @@ class Predictor:
         result["extrapolation"] = guard["extrapolation"].to_numpy()
         if coverage is not None:
             self._insert_intervals(result, guard["interval_basis"].tolist(), coverage)
-        from scaledl.prediction.layouts import RECIPE_PREDICTOR
-
         result["recipe"] = RECIPE_PREDICTOR  # detail covers data-parallel workloads only
         result["predictor_version"] = self.version
         return result, nodes
@@ -317,8 +319,6 @@ class Predictor:
             if w.device_name not in self.devices:
                 self._check_unseen_device(w.device_name, where)
             if self.predicts_any_device and not is_data_parallel(w):
-                from scaledl.prediction.gpu_layouts import gpu_system
-
                 gpu_system(w, where)  # a layout Megatron-LM's recipe cannot compose: an error
             check_traceable(w, where)
             return w
@@ -332,8 +332,6 @@ class Predictor:
 
     def _check_unseen_device(self, device: str, where: str) -> None:
         """Refuse a device never trained on, unless this GPU predictor has its specs."""
-        from scaledl.devices import UnknownDeviceError, device_spec
-
         trained = f"predictor {self.version} was trained on {self.devices}"
         if not self.predicts_any_device:
             raise WorkloadError(f"{where}: field 'device_name' (value {device!r}): {trained}")
@@ -397,9 +395,6 @@ def _refuse_layouts(specs: list[Workload], source: str, gpu: bool = False) -> No
     Raises:
         WorkloadError: naming the row and the layout.
     """
-    from scaledl.prediction.gpu_layouts import composed_by_megatron
-    from scaledl.workloads.parallelism import layout_label
-
     for i, w in enumerate(specs):
         where = f"{source + ': ' if source else ''}row {i + 1}: layout {layout_label(w)!r}"
         if not is_data_parallel(w):

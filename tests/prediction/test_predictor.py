@@ -5,7 +5,8 @@ from tiny_specs import tiny_spec
 
 from scaledl.models.guard import OutOfDomainError
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
-from scaledl.registry import load_predictor, register_bundle
+from scaledl.prediction.predictor import load_predictor
+from scaledl.registry import register_bundle
 from scaledl.workloads.device import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 
