@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from scaledl.report.blocks.markers import markers, read_block, replace_block
 from scaledl.report.formatting import pct
-from scaledl.report.summary import markers, read_block, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"

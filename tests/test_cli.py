@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 import scaledl
 from scaledl.cli import app, output_path, read_workloads_file
 from scaledl.evaluation.results import Metrics
-from scaledl.report.summary import BEGIN, END, markers, read_block, results_markdown
+from scaledl.report.blocks.markers import BEGIN, END, markers, read_block
+from scaledl.report.summary import results_markdown
 
 PRESETS = Path(scaledl.__file__).parent / "presets"
 

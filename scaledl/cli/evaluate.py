@@ -158,7 +158,7 @@ def evaluate_gpu_layouts_command(
     from scaledl.io.atomic import write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError, load_profile_data
-    from scaledl.report.summary import replace_block
+    from scaledl.report.blocks.markers import replace_block
 
     profiles = profiles or layout().imported_validated_dir()
     parallel_labels = parallel_labels or layout().imported_parallel_labels()

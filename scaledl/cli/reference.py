@@ -59,7 +59,7 @@ def evaluate_reference_command(
     typer.echo(f"{out}: written")
     if readme is not None:
         from scaledl.evaluation.reference_block import BOUNDS, reference_markdown
-        from scaledl.report.summary import replace_block
+        from scaledl.report.blocks.markers import replace_block
 
         text = readme.read_text()
         block = reference_markdown(json.loads(out.read_text()))
@@ -107,7 +107,7 @@ def evaluate_layouts_command(
     from scaledl.models.data import ProfileDataError
     from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
     from scaledl.parallel.results_block import BOUNDS, layouts_markdown
-    from scaledl.report.summary import replace_block
+    from scaledl.report.blocks.markers import replace_block
     from scaledl.workloads.device import local_cpu_name
 
     try:

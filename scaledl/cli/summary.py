@@ -43,8 +43,9 @@ def summary(
     """
     from scaledl.evaluation.results import Metrics, MetricsError
     from scaledl.registry import BundleError, latest_bundle
+    from scaledl.report.blocks.markers import ReadmeBlockError
     from scaledl.report.evaluation_report import reproducibility_text
-    from scaledl.report.summary import ReadmeBlockError, write_readme_block
+    from scaledl.report.summary import write_readme_block
 
     paths = layout() if data is None else DataLayout(data)
     metrics_path = paths.metrics_path

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct, reached_text
-from scaledl.report.summary import markers
 
 BOUNDS = markers("gpu-layouts", "`scaledl evaluate-gpu-layouts --readme README.md`")
 ROW_HEADER = ["GPU", "model", "layout", "global batch", "measured ms", "ScaleDL ms",

@@ -7,8 +7,8 @@ so a figure typed into the block fails the suite.
 
 from __future__ import annotations
 
+from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
-from scaledl.report.summary import markers
 
 BOUNDS = markers("reference", "`scaledl evaluate-reference --readme README.md`")
 

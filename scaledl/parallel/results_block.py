@@ -11,8 +11,8 @@ import datetime as dt
 
 import numpy as np
 
+from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
-from scaledl.report.summary import markers
 
 BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme README.md`")
 

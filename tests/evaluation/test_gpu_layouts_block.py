@@ -9,7 +9,7 @@ from scaledl.cli import app
 from scaledl.evaluation.gpu_layouts import layout_summary, layout_targets
 from scaledl.evaluation.gpu_layouts_block import BOUNDS, gpu_layouts_markdown
 from scaledl.evaluation.gpu_report import gpu_markdown
-from scaledl.report.summary import read_block
+from scaledl.report.blocks.markers import read_block
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "docs" / "results" / "gpu_layouts.json"

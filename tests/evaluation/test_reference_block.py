@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from scaledl.evaluation.reference_block import BOUNDS, _family_interval_rows, reference_markdown
-from scaledl.report.summary import read_block
+from scaledl.report.blocks.markers import read_block
 
 ROOT = Path(__file__).resolve().parents[2]
 

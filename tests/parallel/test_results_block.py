@@ -18,7 +18,7 @@ from scaledl.parallel.evaluate import (
     measured_window,
 )
 from scaledl.parallel.results_block import BOUNDS, gnn_ablation, layouts_markdown
-from scaledl.report.summary import read_block
+from scaledl.report.blocks.markers import read_block
 from scaledl.workloads.device import local_cpu_name
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)

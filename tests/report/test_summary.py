@@ -4,17 +4,14 @@ import pytest
 from metrics_factory import make_metrics, metrics_dict
 
 from scaledl.evaluation.results import Metrics
-from scaledl.report.summary import (
+from scaledl.report.blocks.markers import (
     BEGIN,
     END,
     ReadmeBlockError,
-    gpu_block,
     markers,
     read_block,
-    replace_block,
-    results_markdown,
-    write_readme_block,
 )
+from scaledl.report.summary import gpu_block, results_markdown, write_readme_block
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = "docs/results/metrics.json"
@@ -60,22 +57,6 @@ def test_interval_line_says_how_left_out_families_were_calibrated():
         by["scaledl"]["iteration"]["calibration_families"] = 4
     text = results_markdown(Metrics.from_dict(data), "x.json")
     assert "each left-out family calibrated on the other families, one score per family" in text
-
-
-def test_replace_then_read_block_round_trips():
-    text = f"# Title\n\nbefore\n{BEGIN}\nold numbers\n{END}\nafter\n"
-    new = replace_block(text, "| a | b |")
-    assert read_block(new) == "| a | b |"
-    assert new.startswith("# Title\n\nbefore\n") and new.endswith(f"{END}\nafter\n")
-    assert replace_block(new, "| a | b |") == new
-
-
-@pytest.mark.parametrize(
-    "text", ["no markers", f"{BEGIN}\n{BEGIN}\n{END}", f"{END}\nx\n{BEGIN}"], ids=str
-)
-def test_bad_markers_name_the_file(text):
-    with pytest.raises(ReadmeBlockError, match="README.md"):
-        read_block(text, "README.md")
 
 
 def test_write_readme_block(tmp_path):
