@@ -106,7 +106,7 @@ def evaluate_layouts_command(
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
     from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
-    from scaledl.parallel.results_block import BOUNDS, layouts_markdown
+    from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
     from scaledl.workloads.device import local_cpu_name
 

@@ -16,6 +16,6 @@
   layout recipe; :mod:`scaledl.parallel.layout_gnn`: the GNN correction of composed layouts;
 * :mod:`scaledl.parallel.predict`: layout workloads from a predictor (CPU hosts);
   :mod:`scaledl.parallel.megatron`: Megatron-LM's layouts on a GPU from the GPU predictor;
-* :mod:`scaledl.parallel.evaluate`, :mod:`scaledl.parallel.results_block`: leave one layout
+* :mod:`scaledl.parallel.evaluate`, :mod:`scaledl.report.blocks.layouts`: leave one layout
   out and ranking on profiled layouts, and the README block.
 """

@@ -135,7 +135,6 @@ from scaledl.parallel.layout_gnn import fit_predict_gnn, layout_graphs
 from scaledl.parallel.overlap import fit_overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
 from scaledl.parallel.recipe import Correction, LayerModels, LayoutRecipe
-from scaledl.parallel.results_block import gnn_ablation
 from scaledl.parallel.training import fold_samples, layout_layer_samples
 from scaledl.stats.significance import paired_comparison
 from scaledl.workloads.identity import architecture_key
@@ -609,7 +608,7 @@ def repeat_summary(result: dict[str, Any], main: dict[str, Any] | None = None) -
 
     Returns:
         ``{"dataset", "measured_utc", "n_workloads", "headline", "targets", "gnn_ablation"}``
-        (:func:`~scaledl.parallel.results_block.gnn_ablation`), and ``measured_tau``.
+        (:func:`gnn_ablation`), and ``measured_tau``.
     """
     keys = ("dataset", "measured_utc", "n_workloads", "headline", "targets")
     out = {**{k: result[k] for k in keys}, "gnn_ablation": gnn_ablation(result["variants"])}
@@ -675,3 +674,22 @@ def _targets(head: dict[str, Any]) -> list[dict[str, Any]]:
                         "value": min(taus), "target": TAU_TARGET,
                         "met": bool(min(taus) >= TAU_TARGET)})  # fmt: skip
     return targets
+
+
+def gnn_ablation(variants: dict) -> dict[str, dict]:
+    """Per held-out kind, the GNN's paired comparisons (``gnn`` - ``gnn_no_edges``, - ridge).
+
+    Args:
+        variants: an :func:`~scaledl.parallel.evaluate.evaluate_layouts` result's ``variants``.
+
+    Returns:
+        ``{kind: {"no_edges": comparison, "ridge": comparison}}`` for the layout kinds the
+        GNN was paired on (empty without a ``gnn`` variant).
+    """
+    folds = variants.get("gnn", {"folds": {}})["folds"]
+    return {
+        kind: {"no_edges": f["corrected_vs_gnn_no_edges"],
+               "ridge": f["corrected_vs_plain_layers_overlap"]}
+        for kind, f in folds.items()
+        if kind != "ddp" and "corrected_vs_gnn_no_edges" in f
+    }  # fmt: skip

@@ -13,11 +13,12 @@ from scaledl.cli import app
 from scaledl.models.data import ProfileDataError
 from scaledl.parallel.evaluate import (
     evaluate_headline,
+    gnn_ablation,
     layout_kind,
     measured_agreement,
     measured_window,
 )
-from scaledl.parallel.results_block import BOUNDS, gnn_ablation, layouts_markdown
+from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
 from scaledl.report.blocks.markers import read_block
 from scaledl.workloads.device import local_cpu_name
 

@@ -1,7 +1,7 @@
 """The README's layouts block, rendered from ``docs/results/layouts.json``.
 
 ``scaledl evaluate-layouts --readme README.md`` writes both;
-``tests/parallel/test_results_block.py`` renders the committed result again and compares it
+``tests/report/blocks/test_layouts.py`` renders the committed result again and compares it
 with the README, so a figure typed into the block fails the suite.
 """
 
@@ -11,6 +11,7 @@ import datetime as dt
 
 import numpy as np
 
+from scaledl.parallel.evaluate import gnn_ablation
 from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
 
@@ -160,25 +161,6 @@ def _profiles_lines(result: dict) -> list[str]:
         )
     lines += ["", f"Over these {len(profiles)} profiles: " + "; ".join(summary) + "."]
     return lines
-
-
-def gnn_ablation(variants: dict) -> dict[str, dict]:
-    """Per held-out kind, the GNN's paired comparisons (``gnn`` - ``gnn_no_edges``, - ridge).
-
-    Args:
-        variants: an :func:`~scaledl.parallel.evaluate.evaluate_layouts` result's ``variants``.
-
-    Returns:
-        ``{kind: {"no_edges": comparison, "ridge": comparison}}`` for the layout kinds the
-        GNN was paired on (empty without a ``gnn`` variant).
-    """
-    folds = variants.get("gnn", {"folds": {}})["folds"]
-    return {
-        kind: {"no_edges": f["corrected_vs_gnn_no_edges"],
-               "ridge": f["corrected_vs_plain_layers_overlap"]}
-        for kind, f in folds.items()
-        if kind != "ddp" and "corrected_vs_gnn_no_edges" in f
-    }  # fmt: skip
 
 
 def _ablation_text(ablation: dict[str, dict]) -> str:
