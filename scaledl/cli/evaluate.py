@@ -151,13 +151,13 @@ def evaluate_gpu_layouts_command(
 
     from scaledl.evaluation.gpu import fit_scaledl
     from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
-    from scaledl.evaluation.gpu_layouts_block import BOUNDS, gpu_layouts_markdown
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_peer import load_peer_layout_predictions
     from scaledl.external.vidur import load_vidur_allreduce
     from scaledl.io.atomic import write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError, load_profile_data
+    from scaledl.report.blocks.gpu_layouts import BOUNDS, gpu_layouts_markdown
     from scaledl.report.blocks.markers import replace_block
 
     profiles = profiles or layout().imported_validated_dir()

@@ -58,8 +58,8 @@ def evaluate_reference_command(
     write_atomic(out, json.dumps(result, indent=2, default=str))
     typer.echo(f"{out}: written")
     if readme is not None:
-        from scaledl.evaluation.reference_block import BOUNDS, reference_markdown
         from scaledl.report.blocks.markers import replace_block
+        from scaledl.report.blocks.reference import BOUNDS, reference_markdown
 
         text = readme.read_text()
         block = reference_markdown(json.loads(out.read_text()))

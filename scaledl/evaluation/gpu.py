@@ -52,9 +52,9 @@ from scaledl.evaluation.gpu_peer import (
     peer_rows,
     peer_targets,
 )
-from scaledl.evaluation.gpu_report import gpu_targets
 from scaledl.evaluation.progress import EvaluationProgress
 from scaledl.evaluation.splits import validation_ids
+from scaledl.evaluation.targets import gpu_targets
 from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.graph.features import workload_frame

@@ -429,7 +429,7 @@ class GpuResults(Section):
     """Imported real-GPU profiles evaluated through the product's models.
 
     Written by :func:`scaledl.evaluation.gpu.evaluate_gpu` (which documents the protocols);
-    rendered by :mod:`scaledl.evaluation.gpu_report`.
+    rendered by :mod:`scaledl.report.gpu_report`.
 
     Attributes:
         source: where the data comes from (licence).

@@ -224,3 +224,40 @@ def target(name: str) -> Target:
 def group(prefix: str) -> list[Target]:
     """The targets whose name starts with ``prefix`` (``gpu_``, ``beats_``, ...), in order."""
     return [t for t in TARGETS if t.name.startswith(prefix)]
+
+
+def gpu_targets(metrics: dict) -> list[dict]:
+    """The issue's targets on GPU data, measured.
+
+    Returns:
+        Rows ``{"target", "measured", "reached"}``.
+    """
+    rows = []
+    lomo = metrics.get("leave_one_model_out")
+    if lomo:
+        mean, worst = lomo["mean_over_gpus"], lomo["max_over_gpus"]
+        worst_gpu = max(lomo["per_gpu"], key=lambda g: lomo["per_gpu"][g]["scaledl"]["mre"])
+        under = sum(v["scaledl"]["mre"] <= 0.10 for v in lomo["per_gpu"].values())
+        rows += [
+            {"target": "GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)",
+             "measured": f"{mean['scaledl']:.1%}", "reached": mean["scaledl"] <= 0.06},
+            {"target": "GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)",
+             "measured": f"worst {worst['scaledl']:.1%} ({worst_gpu}); "
+             f"{under}/{len(lomo['per_gpu'])} GPUs <= 10%",
+             "reached": worst["scaledl"] <= 0.10},
+        ]  # fmt: skip
+        if "analytical" in mean:
+            ratio = mean["analytical"] / mean["scaledl"]
+            rows.append(
+                {"target": "GPU leave-one-model-out MRE >= 2x lower than analytical",
+                 "measured": f"{ratio:.2f}x ({mean['analytical']:.1%} vs {mean['scaledl']:.1%})",
+                 "reached": ratio >= 2.0}
+            )  # fmt: skip
+    logo = metrics.get("leave_one_gpu_out")
+    if logo:
+        mean = logo["mean_over_gpus"]["scaledl"]
+        rows.append(
+            {"target": "GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)",
+             "measured": f"{mean:.1%}", "reached": mean <= 0.12}
+        )  # fmt: skip
+    return rows

@@ -2,7 +2,7 @@
 
 Autoescaping is on for every template, so a value is HTML-escaped unless a template marks it
 ``safe`` (only fragments rendered by another template or by
-:func:`scaledl.evaluation.gpu_report.gpu_report_html` are).
+:func:`scaledl.report.gpu_report.gpu_report_html` are).
 """
 
 from __future__ import annotations

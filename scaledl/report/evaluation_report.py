@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaledl.evaluation.gpu_report import gpu_report_html
 from scaledl.evaluation.results import MethodErrors, Metrics, OODErrors, Skipped
 from scaledl.io.render import render
 from scaledl.report.formatting import pct, png_data_uri, reached_text
+from scaledl.report.gpu_report import gpu_report_html
 from scaledl.report.headline import summary_context
 from scaledl.report.paired import paired_context
 from scaledl.report.targets import target_rows

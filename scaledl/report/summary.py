@@ -3,7 +3,7 @@
 ``scaledl summary --markdown`` copies ``data/reports/metrics.json`` to the committed results file
 (``docs/results/metrics.json``) and replaces the text between :data:`BEGIN` and :data:`END` in
 ``README.md`` with :func:`results_markdown` of that file, and the text between the ``gpu``
-markers with the real-GPU tables (:func:`scaledl.evaluation.gpu_report.gpu_markdown`). A test
+markers with the real-GPU tables (:func:`scaledl.report.gpu_report.gpu_markdown`). A test
 renders the committed file again and compares it with the README blocks, so a number typed into
 a block, or a results file committed without regenerating the blocks, fails the suite. Other
 generated blocks (the benchmarks') use the same markers (:mod:`scaledl.report.blocks.markers`).
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaledl.evaluation.gpu_report import gpu_markdown
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
 from scaledl.report.blocks.markers import markers, replace_block
 from scaledl.report.evaluation_report import reproducibility_text
 from scaledl.report.formatting import interval_text, ms, pct, reached_text
+from scaledl.report.gpu_report import gpu_markdown
 from scaledl.report.paired import significance_markdown
 from scaledl.report.targets import target_rows
 
@@ -196,7 +196,7 @@ def results_markdown(metrics: Metrics, source: str) -> str:
 
 
 def gpu_block(metrics: Metrics) -> str:
-    """The README's real-GPU block: :func:`~scaledl.evaluation.gpu_report.gpu_markdown`.
+    """The README's real-GPU block: :func:`~scaledl.report.gpu_report.gpu_markdown`.
 
     Returns:
         Markdown, or one line saying why the GPU evaluation was skipped.

@@ -11,9 +11,9 @@ from gpu_synthetic import DEVICES, TINY_GRID, write_synthetic
 from scaledl.devices import UnknownDeviceError
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu, leave_one_out
 from scaledl.evaluation.gpu_calibration import gpu_calibration
-from scaledl.evaluation.gpu_report import gpu_report_html
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.kernel import KernelGraphMethod
+from scaledl.report.gpu_report import gpu_report_html
 from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)

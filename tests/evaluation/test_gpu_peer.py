@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from scaledl.evaluation.gpu_peer import PEER_METHOD, peer_comparison, peer_rows, peer_targets
-from scaledl.evaluation.gpu_report import gpu_markdown, peer_table
 from scaledl.external.neusight import NeusightFormatError
 from scaledl.external.neusight_peer import load_peer_predictions
+from scaledl.report.gpu_report import gpu_markdown, peer_table
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_DIR = "NVIDIA_H100_80GB_HBM3"

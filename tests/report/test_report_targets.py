@@ -1,6 +1,6 @@
 from metrics_factory import make_metrics
 
-from scaledl.evaluation.gpu_report import gpu_targets
+from scaledl.evaluation.targets import gpu_targets
 from scaledl.report.targets import TargetRow, gpu_target_rows, target_rows
 
 

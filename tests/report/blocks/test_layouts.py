@@ -24,7 +24,7 @@ from scaledl.workloads.device import local_cpu_name
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULT = ROOT / "docs" / "results" / "layouts.json"
 
 FOLD = {"n_workloads": 2, "mre_composed": 0.2, "mre_corrected": 0.05}

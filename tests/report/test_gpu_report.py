@@ -1,4 +1,5 @@
-from scaledl.evaluation.gpu_report import gpu_markdown, gpu_report_html, gpu_targets
+from scaledl.evaluation.targets import gpu_targets
+from scaledl.report.gpu_report import gpu_markdown, gpu_report_html
 
 
 def _block(scaledl: dict[str, float], analytical: float) -> dict:

@@ -3,10 +3,10 @@
 import json
 from pathlib import Path
 
-from scaledl.evaluation.reference_block import BOUNDS, _family_interval_rows, reference_markdown
 from scaledl.report.blocks.markers import read_block
+from scaledl.report.blocks.reference import BOUNDS, _family_interval_rows, reference_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_readme_reference_block_matches_the_committed_result():

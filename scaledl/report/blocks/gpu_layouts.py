@@ -4,7 +4,7 @@
 :func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`'s, with its provenance);
 ``tests/evaluation/test_gpu_layouts_block.py`` renders the committed result again and compares
 it with the README, so a figure typed into the block fails the suite. Pure functions of the
-result (no model imports). The GPU block (:func:`scaledl.evaluation.gpu_report.gpu_markdown`)
+result (no model imports). The GPU block (:func:`scaledl.report.gpu_report.gpu_markdown`)
 carries a one-line summary of the same result when the GPU evaluation ran it.
 """
 

@@ -1,7 +1,8 @@
-"""The GPU evaluation's targets and report section, from the ``gpu`` block of ``metrics.json``.
+"""The GPU evaluation's report section and README block, from ``metrics.json``'s ``gpu`` block.
 
 Pure functions of the metrics dict (no model imports), so reading a report never loads the
-models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`. The HTML
+models; the block itself is computed by :func:`scaledl.evaluation.gpu.evaluate_gpu`, its
+targets by :func:`scaledl.evaluation.targets.gpu_targets`. The HTML
 section is the jinja2 template ``gpu_section.html.j2`` (:mod:`scaledl.io.render`); the
 README block is markdown; both take their cells from the same table functions here, numbers
 written by :mod:`scaledl.report.formatting`.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from scaledl.io.render import render
+from scaledl.report.blocks.gpu_layouts import KIND_HEADER, ROW_HEADER, kind_cells, row_cells
 from scaledl.report.formatting import pct, reached_text
 
 #: The two protocols: key in the metrics, HTML title, short name in the README block.
@@ -20,43 +22,6 @@ PROTOCOLS = (
     ("leave_one_gpu_out", "Leave one GPU out (held-out GPU from its specs only)", "LOGO"),
 )
 OPERATOR_HEADER = ["class", "direction", "MRE", "time-weighted", "n"]
-
-
-def gpu_targets(metrics: dict) -> list[dict]:
-    """The issue's targets on GPU data, measured.
-
-    Returns:
-        Rows ``{"target", "measured", "reached"}``.
-    """
-    rows = []
-    lomo = metrics.get("leave_one_model_out")
-    if lomo:
-        mean, worst = lomo["mean_over_gpus"], lomo["max_over_gpus"]
-        worst_gpu = max(lomo["per_gpu"], key=lambda g: lomo["per_gpu"][g]["scaledl"]["mre"])
-        under = sum(v["scaledl"]["mre"] <= 0.10 for v in lomo["per_gpu"].values())
-        rows += [
-            {"target": "GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)",
-             "measured": f"{mean['scaledl']:.1%}", "reached": mean["scaledl"] <= 0.06},
-            {"target": "GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)",
-             "measured": f"worst {worst['scaledl']:.1%} ({worst_gpu}); "
-             f"{under}/{len(lomo['per_gpu'])} GPUs <= 10%",
-             "reached": worst["scaledl"] <= 0.10},
-        ]  # fmt: skip
-        if "analytical" in mean:
-            ratio = mean["analytical"] / mean["scaledl"]
-            rows.append(
-                {"target": "GPU leave-one-model-out MRE >= 2x lower than analytical",
-                 "measured": f"{ratio:.2f}x ({mean['analytical']:.1%} vs {mean['scaledl']:.1%})",
-                 "reached": ratio >= 2.0}
-            )  # fmt: skip
-    logo = metrics.get("leave_one_gpu_out")
-    if logo:
-        mean = logo["mean_over_gpus"]["scaledl"]
-        rows.append(
-            {"target": "GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)",
-             "measured": f"{mean:.1%}", "reached": mean <= 0.12}
-        )  # fmt: skip
-    return rows
 
 
 def _methods(block: dict) -> list[str]:
@@ -156,9 +121,6 @@ def _layouts_tables(layouts: dict | None) -> dict | None:
     """The 4-GPU section's tables (rows and per-kind pairing), ``None`` without the section."""
     if not layouts:
         return None
-    # imported here: gpu_layouts_block imports scaledl.report.summary, which imports this module
-    from scaledl.evaluation.gpu_layouts_block import KIND_HEADER, ROW_HEADER, kind_cells, row_cells
-
     return {**layouts, "row_header": ROW_HEADER, "rows": row_cells(layouts),
             "kind_header": KIND_HEADER, "kinds": kind_cells(layouts["summary"])}  # fmt: skip
 

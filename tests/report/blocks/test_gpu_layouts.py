@@ -7,11 +7,11 @@ from typer.testing import CliRunner
 
 from scaledl.cli import app
 from scaledl.evaluation.gpu_layouts import layout_summary, layout_targets
-from scaledl.evaluation.gpu_layouts_block import BOUNDS, gpu_layouts_markdown
-from scaledl.evaluation.gpu_report import gpu_markdown
+from scaledl.report.blocks.gpu_layouts import BOUNDS, gpu_layouts_markdown
 from scaledl.report.blocks.markers import read_block
+from scaledl.report.gpu_report import gpu_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULT = ROOT / "docs" / "results" / "gpu_layouts.json"
 
 
@@ -76,7 +76,7 @@ def test_cli_names_missing_parallel_labels(tmp_path):
 
 
 def test_the_html_report_section_tables_the_4_gpu_rows():
-    from scaledl.evaluation.gpu_report import gpu_report_html
+    from scaledl.report.gpu_report import gpu_report_html
 
     gpu = {"source": "s", "n_workloads": 1, "gpus": ["G"], "models": ["m"], "targets": [],
            "leave_one_model_out": {"per_gpu": {"G": {"scaledl": {"mre": 0.1, "n": 1}}},
