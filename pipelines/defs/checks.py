@@ -32,7 +32,7 @@ def table_counts(settings: ScaledlSettings) -> pd.DataFrame:
         Columns ``table``, ``rows_in`` (passed + quarantined: validation never drops a row),
         ``passed``, ``quarantined``.
     """
-    from scaledl.profiling.tables import PROFILE_TABLE_NAMES
+    from scaledl.profiles.tables import PROFILE_TABLE_NAMES
 
     rows = []
     for name in PROFILE_TABLE_NAMES:
@@ -146,7 +146,7 @@ def profiling_runs_succeeded(
 @dg.asset_check(asset="validated_profiles", blocking=True)
 def validated_profiles_usable(settings: ScaledlSettings) -> dg.AssetCheckResult:
     """Every table the models need kept valid rows (quarantine did not empty it)."""
-    from scaledl.profiling.tables import TRAINING_TABLE_NAMES
+    from scaledl.profiles.tables import TRAINING_TABLE_NAMES
 
     counts = table_counts(settings).set_index("table")
     empty = [t for t in TRAINING_TABLE_NAMES if counts.at[t, "passed"] == 0]

@@ -71,7 +71,7 @@ from scaledl.graph.features import workload_graph
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
-from scaledl.validation.schemas import PROFILE_TABLES
+from scaledl.profiles.schemas import PROFILE_TABLES
 from scaledl.workloads.spec import Workload
 
 SOURCE = "neusight"

@@ -46,14 +46,14 @@ import numpy as np
 import pandas as pd
 
 from scaledl.graph.features import GraphSet, build_graph_set
-from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
-from scaledl.profiling.stopping import label_statistic
-from scaledl.profiling.store import robust_cv
-from scaledl.profiling.tables import (
+from scaledl.profiles.tables import (
     OPTIONAL_TABLE_NAMES,
     PROFILE_TABLE_NAMES,
     RUN_TABLE_NAMES,
 )
+from scaledl.profiling.drift import PROBE_COLUMNS, correct_launch_labels
+from scaledl.profiling.stopping import label_statistic
+from scaledl.profiling.store import robust_cv
 from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload
 

@@ -60,16 +60,8 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.profiles.tables import API_COSTS
 
-#: The tensor-parallel API's cost of one column-wise and one row-wise linear, forward and
-#: backward (module docstring).
-TP_API = ("tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
-          "tp_rowwise_backward")  # fmt: skip
-#: FSDP2's cost of one unit beyond its compute, forward and backward (with and without
-#: resharding after the forward), and of stepping one DTensor parameter (module docstring).
-FSDP_API = ("fsdp_forward", "fsdp_backward", "zero2_backward", "fsdp_step")
-#: The micro-benchmarked API costs: no collective of their own, nothing derived for them.
-API_COSTS = (*TP_API, *FSDP_API)
 COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
                "send", "recv", *API_COSTS)  # fmt: skip
 #: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).

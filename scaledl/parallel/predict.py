@@ -28,7 +28,7 @@ import pandas as pd
 from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.models.guard import Extrapolation
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.collectives import TP_API, CollectiveModel
+from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.overlap import Overlap
@@ -42,6 +42,7 @@ from scaledl.parallel.shard import (
     tensor_parallel_linears,
     unit_of_layers,
 )
+from scaledl.profiles.tables import TP_API
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import PRECISION_BYTES, Workload

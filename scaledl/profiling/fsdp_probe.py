@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scaledl.parallel.collectives import FSDP_API
+from scaledl.profiles.tables import FSDP_API
 from scaledl.profiling.timers import Clock
 from scaledl.profiling.tp_probe import megatron_pair
 

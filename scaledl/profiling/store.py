@@ -71,9 +71,9 @@ from scaledl.io.atomic import (
     write_atomic,
     write_parquet_atomic,
 )
+from scaledl.profiles.tables import PROFILE_TABLE_NAMES
 from scaledl.profiling.shards import SHARDS_SUBDIR
 from scaledl.profiling.stopping import label_statistic
-from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 from scaledl.workloads.spec import Workload
 
 _PART_FILES = {

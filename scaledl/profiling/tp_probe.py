@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scaledl.parallel.collectives import TP_API
+from scaledl.profiles.tables import TP_API
 from scaledl.profiling.timers import Clock
 
 #: The probe's rows: the collective model's tensor-parallel API costs (the validation schema

@@ -47,7 +47,7 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from scaledl.profiling.tables import RUN_TABLE_NAMES
+from scaledl.profiles.tables import RUN_TABLE_NAMES
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.quarantine import FailureLog, RowFailure, format_value
 from scaledl.validation.report import ExpectationOutcome, Flag

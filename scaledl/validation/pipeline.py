@@ -15,7 +15,7 @@ Order of the profile validation:
    is incomplete, and the surviving rows must pass the completeness, timing, all-reduce and
    epoch rules; a failing run is quarantined whole, in every table;
 7. high-CV runs are flagged (``flag_high_cv`` column of the validated ``runs`` table);
-   the optional tables (:data:`~scaledl.validation.schemas.OPTIONAL_PROFILE_TABLES`:
+   the optional tables (:data:`~scaledl.profiles.schemas.OPTIONAL_PROFILE_TABLES`:
    ``operator_timings``), when their file exists, get the same table-level, duplicate,
    row-level and reference checks and lose the rows of quarantined runs (a stale output of one
    that no longer exists is removed);
@@ -33,7 +33,13 @@ import numpy as np
 import pandas as pd
 
 from scaledl.io.atomic import write_parquet_atomic
-from scaledl.profiling.tables import RUN_TABLE_NAMES
+from scaledl.profiles.schemas import (
+    DESIGN,
+    OPTIONAL_PROFILE_TABLES,
+    PROFILE_TABLES,
+    TableSpec,
+)
+from scaledl.profiles.tables import RUN_TABLE_NAMES
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.cross_table import (
     high_cv_flags,
@@ -46,12 +52,6 @@ from scaledl.validation.errors import TableFailure, ValidationError
 from scaledl.validation.gx_runner import GxRunner
 from scaledl.validation.quarantine import FailureLog, RowFailure, format_value
 from scaledl.validation.report import ExpectationOutcome, TableSummary, ValidationReport, write_html
-from scaledl.validation.schemas import (
-    DESIGN,
-    OPTIONAL_PROFILE_TABLES,
-    PROFILE_TABLES,
-    TableSpec,
-)
 from scaledl.validation.suites import (
     INTEGRAL,
     integral_failures,

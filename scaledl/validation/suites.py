@@ -18,8 +18,8 @@ import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
 
+from scaledl.profiles.schemas import ColumnSpec, TableSpec
 from scaledl.validation.config import ValidationConfig
-from scaledl.validation.schemas import ColumnSpec, TableSpec
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOAT_DTYPES = ["float16", "float32", "float64"]

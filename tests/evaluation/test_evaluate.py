@@ -7,7 +7,7 @@ from scaledl.evaluation.results import Metrics, MetricsError, Skipped
 from scaledl.models.data import ProfileDataError, read_tables
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES
-from scaledl.profiling.tables import PROFILE_TABLE_NAMES
+from scaledl.profiles.tables import PROFILE_TABLE_NAMES
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 

@@ -3,7 +3,8 @@ import pandas as pd
 import pytest
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.parallel.collectives import TP_API, CollectiveModel, bytes_factor, timed_blocking
+from scaledl.parallel.collectives import CollectiveModel, bytes_factor, timed_blocking
+from scaledl.profiles.tables import TP_API
 
 
 def test_ring_factors():

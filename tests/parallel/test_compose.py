@@ -3,10 +3,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose, ddp_buckets, stack_inputs
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import sharded_step_ms
+from scaledl.profiles.tables import FSDP_API
 
 MIB = 1024 * 1024
 #: alpha 0.1 ms, 1e-6 ms per byte for every collective; no FSDP probe (its costs: source none).

@@ -3,7 +3,7 @@ import pytest
 from flops_method import Method
 from tiny_specs import tiny
 
-from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.layout_gnn import (
     EDGE_FEATURES,
     NODE_FEATURES,
@@ -12,6 +12,7 @@ from scaledl.parallel.layout_gnn import (
 )
 from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.recipe import CORRECTION_FEATURES
+from scaledl.profiles.tables import FSDP_API
 
 CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)),
                          {c: "none" if c in FSDP_API else "t" for c in COLLECTIVES})  # fmt: skip

@@ -5,9 +5,10 @@ from tiny_specs import tiny
 
 from scaledl.graph.features import build_graph_set
 from scaledl.models.layerwise_stage import node_predictions
-from scaledl.parallel.collectives import COLLECTIVES, FSDP_API, CollectiveModel
+from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts
+from scaledl.profiles.tables import FSDP_API
 
 
 def ddp_sum(w):

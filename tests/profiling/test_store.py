@@ -7,6 +7,7 @@ import pytest
 from faults import FsyncSpy, count_io, crash_at, tmpfs
 from tiny_specs import tiny
 
+from scaledl.profiles.tables import PROFILE_TABLE_NAMES
 from scaledl.profiling import store
 from scaledl.profiling.store import (
     ProfileStoreError,
@@ -23,7 +24,6 @@ from scaledl.profiling.store import (
     write_part,
     write_probe_baselines,
 )
-from scaledl.profiling.tables import PROFILE_TABLE_NAMES
 from scaledl.workloads.spec import Workload
 
 BERT = tiny("bert")

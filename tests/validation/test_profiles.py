@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from profile_tables import make_profiles, write_profiles
 
-from scaledl.profiling.tables import PROFILE_TABLE_NAMES, RUN_TABLE_NAMES
+from scaledl.profiles.schemas import PROFILE_TABLES
+from scaledl.profiles.tables import PROFILE_TABLE_NAMES, RUN_TABLE_NAMES
 from scaledl.validation import ValidationConfig, ValidationError, validate_profiles
-from scaledl.validation.schemas import PROFILE_TABLES
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 

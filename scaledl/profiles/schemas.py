@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
-from scaledl.parallel.collectives import API_COSTS
+from scaledl.profiles.tables import API_COSTS
 from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
 

@@ -1,6 +1,6 @@
 """The profile tables' names: the one list the store, validation, models and checks read.
 
-The columns of each are :data:`scaledl.validation.schemas.PROFILE_TABLES` (a test keeps the two
+The columns of each are :data:`scaledl.profiles.schemas.PROFILE_TABLES` (a test keeps the two
 in step).
 
 A profile is six parquet tables, ``<name>.parquet`` in one folder, in dependency order (parents
@@ -24,3 +24,13 @@ OPTIONAL_TABLE_NAMES = ("operator_timings", "collective_timings", "pipeline_timi
 #: Tables that must keep rows after validation for a model to be trained (all-reduce is empty
 #: at world size 1; an import may carry no epochs).
 TRAINING_TABLE_NAMES = ("workloads", "runs", "layer_timings", "iteration_timings")
+#: The tensor-parallel API's cost of one column-wise and one row-wise linear, forward and
+#: backward (:mod:`scaledl.parallel.collectives`).
+TP_API = ("tp_colwise_forward", "tp_rowwise_forward", "tp_colwise_backward",
+          "tp_rowwise_backward")  # fmt: skip
+#: FSDP2's cost of one unit beyond its compute, forward and backward (with and without
+#: resharding after the forward), and of stepping one DTensor parameter
+#: (:mod:`scaledl.parallel.collectives`).
+FSDP_API = ("fsdp_forward", "fsdp_backward", "zero2_backward", "fsdp_step")
+#: The micro-benchmarked API costs: no collective of their own, nothing derived for them.
+API_COSTS = (*TP_API, *FSDP_API)
