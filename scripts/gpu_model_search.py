@@ -35,7 +35,7 @@ from scaledl.evaluation.gpu_peer import PEER_METHOD, peer_comparison, peer_rows
 from scaledl.external.neusight_peer import load_peer_predictions
 from scaledl.layout import neusight_peer_root, neusight_root
 from scaledl.models.data import load_profile_data
-from scaledl.registry import tables_sha256
+from scaledl.profiles.fingerprint import tables_sha256
 from scaledl.stats.significance import paired_comparison
 
 VARIANTS = {

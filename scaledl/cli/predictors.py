@@ -33,7 +33,8 @@ def train(
     from scaledl.models.data import ProfileDataError
     from scaledl.models.intervals import CalibrationError, IntervalCalibration
     from scaledl.models.train import train_predictor
-    from scaledl.registry import save_bundle, tables_sha256
+    from scaledl.profiles.fingerprint import tables_sha256
+    from scaledl.registry import save_bundle
     from scaledl.registry.bundle import check_calibration_data
 
     validated = validated or layout().validated_dir

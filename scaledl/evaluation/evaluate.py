@@ -49,7 +49,7 @@ from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.intervals import IntervalCalibration
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES
-from scaledl.registry.bundle import tables_sha256
+from scaledl.profiles.fingerprint import tables_sha256
 from scaledl.report import figures as figs
 from scaledl.report.evaluation_report import write_report
 

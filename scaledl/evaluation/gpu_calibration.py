@@ -17,10 +17,13 @@ Imports carry no epoch times, so the GPU predictor's epoch is its iterations
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from scaledl.models.intervals import CalibrationError, IntervalCalibration, log_residuals
+from scaledl.profiles.fingerprint import tables_sha256
 
 
 def gpu_strata(predictions: pd.DataFrame) -> np.ndarray:
@@ -92,10 +95,6 @@ def write_gpu_calibration(predictions: pd.DataFrame, profiles_dir, path) -> Inte
     Raises:
         CalibrationError: no usable ScaleDL prediction.
     """
-    from pathlib import Path
-
-    from scaledl.registry.bundle import tables_sha256
-
     calibration = gpu_calibration(
         predictions, tables_sha256(Path(profiles_dir)), f"{Path(path).parent}/gpu_predictions"
     )

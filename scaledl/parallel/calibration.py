@@ -39,6 +39,7 @@ import pandas as pd
 from scaledl.parallel.evaluate import RECIPE, kendall_by_model, load_layout_context
 from scaledl.parallel.predict import LayoutPredictions
 from scaledl.parallel.recipe import LayoutRecipe
+from scaledl.profiles.fingerprint import tables_sha256
 from scaledl.workloads.spec import Workload
 
 
@@ -107,8 +108,6 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
         ValueError: no data-parallel or no layout workload, or workloads of several devices
             (naming the file, field and values).
     """
-    from scaledl.registry.bundle import tables_sha256
-
     directory = Path(directory)
     _one_device(directory / "workloads.parquet")  # before fitting
     ctx = load_layout_context(directory)

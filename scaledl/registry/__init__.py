@@ -9,7 +9,6 @@ from scaledl.registry.bundle import (
     register_bundle,
     resolve_bundle,
     save_bundle,
-    tables_sha256,
 )
 
 __all__ = [
@@ -21,5 +20,4 @@ __all__ = [
     "register_bundle",
     "resolve_bundle",
     "save_bundle",
-    "tables_sha256",
 ]

@@ -148,15 +148,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tables_sha256(directory: Path) -> str:
-    """SHA-256 over the parquet files of a directory (names and bytes, sorted by name)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).glob("*.parquet")):
-        digest.update(path.name.encode())
-        digest.update(sha256_file(path).encode())
-    return digest.hexdigest()
-
-
 def library_versions() -> dict[str, str]:
     """Installed versions of the libraries a bundle depends on."""
     versions = {}

@@ -188,7 +188,7 @@ class TrainingRecord(Artefact):
     """The profiles the calibration was fitted on.
 
     Attributes:
-        sha256: SHA-256 over the profile tables (:func:`~scaledl.registry.bundle.tables_sha256`).
+        sha256: SHA-256 over the profile tables (``tables_sha256``).
         directory: the folder they were read from.
         workloads: labelled workloads.
         by_kind: workloads per layout kind.

@@ -175,7 +175,7 @@ def test_config_from_preset_sets_every_gnn_method():
 def test_scaledl_evaluation_writes_the_bundle_calibration_and_the_headline(profile_dir, tmp_path):
     from scaledl.models.gnn_training import GNNTrainConfig
     from scaledl.models.intervals import IntervalCalibration
-    from scaledl.registry.bundle import tables_sha256
+    from scaledl.profiles.fingerprint import tables_sha256
 
     cheap = {"folds": 2, "gnn_config": GNNTrainConfig(hidden_channels=8, heads=1, max_epochs=5,
                                                       patience=2)}  # fmt: skip

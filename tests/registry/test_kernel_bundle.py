@@ -14,7 +14,8 @@ from scaledl.cli import app
 from scaledl.evaluation.gpu_calibration import gpu_calibration, gpu_strata
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.prediction.predictor import load_predictor
-from scaledl.registry import BundleError, save_bundle, tables_sha256
+from scaledl.profiles.fingerprint import tables_sha256
+from scaledl.registry import BundleError, save_bundle
 from scaledl.registry.bundle import sha256_file
 from scaledl.workloads.spec import WorkloadError
 

@@ -63,7 +63,8 @@ def gpu_predictor(
     from scaledl.evaluation.results import Metrics
     from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.train_gpu import train_gpu_predictor
-    from scaledl.registry import save_bundle, tables_sha256
+    from scaledl.profiles.fingerprint import tables_sha256
+    from scaledl.registry import save_bundle
 
     search_space = read_search_space(settings)
     reason = external_data_skipped(search_space)

@@ -55,7 +55,8 @@ def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorSto
     """
     from scaledl.models.data import load_profile_data
     from scaledl.models.train import TrainConfig, train_predictor
-    from scaledl.registry import save_bundle, tables_sha256
+    from scaledl.profiles.fingerprint import tables_sha256
+    from scaledl.registry import save_bundle
 
     data = load_profile_data(settings.layout.validated_dir)
     method = train_predictor(data, TrainConfig(holdout_fraction=settings.holdout_fraction))
