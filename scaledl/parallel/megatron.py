@@ -83,14 +83,13 @@ from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
     divide_rows,
-    micro_batch_activation_bytes,
     rank_parameters,
     shard_tensor_parallel,
     stage_of_layers,
     tensor_parallel_allreduce_layers,
 )
 from scaledl.workloads.identity import architecture_key
-from scaledl.workloads.spec import PRECISION_BYTES, Workload
+from scaledl.workloads.spec import PRECISION_BYTES, Workload, micro_batch_activation_bytes
 
 #: Vidur system whose NCCL all-reduce times stand for a GPU's runs within one DGX node. DGX A100
 #: nodes were built with the 40 GB and the 80 GB A100 SXM4 on the same NVLink / NVSwitch

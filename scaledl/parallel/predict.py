@@ -35,7 +35,6 @@ from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.shard import (
     base_workload,
     block_ordinal,
-    micro_batch_activation_bytes,
     shard_tensor_parallel,
     stage_of_layers,
     tensor_parallel_collective_bytes,
@@ -45,7 +44,7 @@ from scaledl.parallel.shard import (
 from scaledl.profiles.tables import TP_API
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
-from scaledl.workloads.spec import PRECISION_BYTES, Workload
+from scaledl.workloads.spec import PRECISION_BYTES, Workload, micro_batch_activation_bytes
 
 
 @dataclass(frozen=True)

@@ -28,27 +28,11 @@ import numpy as np
 import pandas as pd
 
 from scaledl.workloads.parallelism import LAYOUT_DEFAULTS
-from scaledl.workloads.spec import PRECISION_BYTES, Workload
+from scaledl.workloads.spec import Workload
 
 #: Layer types split by the tensor-parallel plans.
 TENSOR_PARALLEL_TYPES = ("attention", "cross-attention", "feed-forward")
 _SHARDED_COLUMNS = ("fwd_flops", "bwd_flops", "params", "kernel_fwd_ms", "kernel_bwd_ms")
-
-
-def micro_batch_activation_bytes(w: Workload) -> int:
-    """Bytes of one micro-batch's ``tokens x hidden`` activation (``batch / m * seq * h``).
-
-    The buffer tensor parallelism all-reduces after a unit and a pipeline stage sends, and the
-    size the profiler's blocking all-reduce and tensor-parallel probes run at.
-
-    Args:
-        w: the layout workload (``micro_batches`` 1 without a pipeline).
-
-    Returns:
-        Bytes, at the workload's precision (:data:`~scaledl.workloads.spec.PRECISION_BYTES`).
-    """
-    tokens = (w.batch_size // w.micro_batches) * w.seq_len
-    return tokens * w.hidden_size * PRECISION_BYTES[w.precision]
 
 
 def base_workload(w: Workload, batch_size: int) -> Workload:

@@ -49,7 +49,6 @@ import torch.distributed as dist
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.units import find_units
-from scaledl.parallel.shard import micro_batch_activation_bytes
 from scaledl.profiling.collectives import (
     CollectiveLog,
     TimedAllGather,
@@ -70,6 +69,7 @@ from scaledl.profiling.timers import Clock
 from scaledl.profiling.tp_probe import TensorParallelProbe
 from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
+from scaledl.workloads.spec import micro_batch_activation_bytes
 
 #: Blocking all-reduces micro-benchmarked per instrumented iteration of a layout without
 #: tensor parallelism (:meth:`LayoutSession._plan_step_collectives`).

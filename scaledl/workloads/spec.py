@@ -487,3 +487,19 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "vit": {"num_channels": 3, "num_labels": 1000},
     "deit": {"num_channels": 3, "num_labels": 1000},
 }
+
+
+def micro_batch_activation_bytes(w: Workload) -> int:
+    """Bytes of one micro-batch's ``tokens x hidden`` activation (``batch / m * seq * h``).
+
+    The buffer tensor parallelism all-reduces after a unit and a pipeline stage sends, and the
+    size the profiler's blocking all-reduce and tensor-parallel probes run at.
+
+    Args:
+        w: the layout workload (``micro_batches`` 1 without a pipeline).
+
+    Returns:
+        Bytes, at the workload's precision (:data:`PRECISION_BYTES`).
+    """
+    tokens = (w.batch_size // w.micro_batches) * w.seq_len
+    return tokens * w.hidden_size * PRECISION_BYTES[w.precision]

@@ -4,7 +4,6 @@ import pytest
 
 from scaledl.parallel.shard import (
     block_ordinal,
-    micro_batch_activation_bytes,
     rank_parameters,
     shard_tensor_parallel,
     stage_of_layers,
@@ -77,10 +76,3 @@ def test_parallelised_linears_per_unit():
     assert row.tolist() == [0, 1, 1, 1, 1, 0, 0, 0]
     col, row = tensor_parallel_linears(layers(), block, 2, 10, tp_size=1)
     assert not col.any() and not row.any()
-
-
-def test_micro_batch_activation_is_tokens_by_hidden_at_the_precision():
-    from tiny_specs import tiny
-
-    w = tiny("bert", num_layers=2, batch_size=8, pp_size=2, world_size=2, micro_batches=4)
-    assert micro_batch_activation_bytes(w) == 2 * w.seq_len * w.hidden_size * 4  # fp32

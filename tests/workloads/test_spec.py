@@ -3,7 +3,7 @@ import math
 import pytest
 
 from scaledl.workloads.device import local_device_name
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload, WorkloadError, micro_batch_activation_bytes
 
 BERT = {
     "family": "bert",
@@ -321,3 +321,10 @@ def test_an_integral_float_is_an_integer():
     w = Workload.parse({**BERT, "batch_size": 4.0, "world_size": 2.0})
     assert (w.batch_size, w.world_size, w.dp_size) == (4, 2, 2)
     assert isinstance(w.batch_size, int)
+
+
+def test_micro_batch_activation_is_tokens_by_hidden_at_the_precision():
+    from tiny_specs import tiny
+
+    w = tiny("bert", num_layers=2, batch_size=8, pp_size=2, world_size=2, micro_batches=4)
+    assert micro_batch_activation_bytes(w) == 2 * w.seq_len * w.hidden_size * 4  # fp32
