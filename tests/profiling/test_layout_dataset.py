@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from scaledl.models.data import read_tables
-from scaledl.profiling.datasheet import check_datasheet
+from scaledl.report.blocks.datasheet import check_datasheet
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.parallelism import layout_label
 from scaledl.workloads.spec import Workload

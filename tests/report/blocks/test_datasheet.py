@@ -7,14 +7,14 @@ import pytest
 import yaml
 
 from scaledl.models.data import read_tables
-from scaledl.profiling.datasheet import BEGIN, END, check_datasheet, write_datasheet
+from scaledl.report.blocks.datasheet import BEGIN, END, check_datasheet, write_datasheet
 from scaledl.validation.pipeline import validate_profiles
 from scaledl.workloads.identity import family_key
 from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
-REFERENCE = Path(__file__).resolve().parents[2] / "datasets" / "reference-cpu"
+REFERENCE = Path(__file__).resolve().parents[3] / "datasets" / "reference-cpu"
 
 
 def test_committed_datasheet_matches_the_committed_tables():
