@@ -19,8 +19,6 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
-from scaledl.report.formatting import pct
-
 
 def repeat_relative_errors(
     frame: pd.DataFrame, value: str = "iteration_ms", group: str = "repeat"
@@ -206,7 +204,7 @@ def cross_run_reproducibility(
 
 def _pct(x: float) -> str:
     """A launch MRE as a percentage; NaN (nothing to compare) says why."""
-    return pct(None if x != x else x, missing="n/a (no workload with two kept launches)")
+    return "n/a (no workload with two kept launches)" if x != x else f"{x:.1%}"
 
 
 def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
