@@ -53,7 +53,6 @@ from scaledl.evaluation.gpu_peer import (
     peer_targets,
 )
 from scaledl.evaluation.progress import EvaluationProgress
-from scaledl.evaluation.splits import validation_ids
 from scaledl.evaluation.targets import gpu_targets
 from scaledl.external.neusight_peer import load_peer_layout_predictions, load_peer_predictions
 from scaledl.external.vidur import load_vidur_allreduce
@@ -62,6 +61,7 @@ from scaledl.layout import neusight_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
 from scaledl.models.threads import single_threaded
+from scaledl.models.train import validation_ids
 from scaledl.workloads.identity import architecture_group, family_key
 from scaledl.workloads.spec import Workload
 

@@ -49,8 +49,8 @@ from scaledl.design.matched import (
 )
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.evaluation.design_check import DesignCheck
-from scaledl.evaluation.splits import validation_ids
 from scaledl.models.data import ProfileData
+from scaledl.models.train import validation_ids
 from scaledl.stats.metrics import error_summary
 from scaledl.stats.significance import paired_comparison
 from scaledl.workloads.identity import family_key

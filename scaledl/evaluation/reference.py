@@ -42,10 +42,11 @@ from scaledl.design.samplers import random_indices
 from scaledl.evaluation.coverage import family_coverage
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.split_fits import fit_predict_many, run_splits
-from scaledl.evaluation.splits import Split, leave_one_family_out, validation_ids
+from scaledl.evaluation.splits import Split, leave_one_family_out
 from scaledl.io.atomic import write_atomic
 from scaledl.models.data import ProfileData, relative_errors
 from scaledl.models.gnn_training import GNNTrainConfig
+from scaledl.models.train import validation_ids
 from scaledl.stats.metrics import error_summary
 from scaledl.stats.significance import paired_comparison
 

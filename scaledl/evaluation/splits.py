@@ -8,8 +8,8 @@
 * :func:`extrapolation_split`: train on the smaller problems, test on the largest: test holds the
   workloads whose tokens per step (``batch_size * seq_len``) reach the ``quantile`` of that
   quantity.
-* :func:`validation_ids`: the seeded validation subset of a training set, passed as ``val_ids`` to
-  every method of a split (the same ids for all methods).
+* :func:`~scaledl.models.train.validation_ids`: the seeded validation subset of a training set,
+  passed as ``val_ids`` to every method of a split (the same ids for all methods).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from scaledl.models.train import validation_ids
 
 
 class SplitError(ValueError):
@@ -57,36 +59,15 @@ def _check_labels(labels: pd.DataFrame, columns: tuple[str, ...]) -> None:
         raise SplitError("labels: duplicate workload_id")
 
 
-def validation_ids(train_ids, fraction: float, seed: int) -> tuple[str, ...]:
-    """A seeded random validation subset of the training ids.
-
-    Args:
-        train_ids: the training workload ids.
-        fraction: share of them to hold out, in ``[0, 1)``.
-        seed: random seed.
-
-    Returns:
-        ``round(fraction * n)`` ids (at least 1 when ``fraction > 0`` and ``n >= 4``; none for
-        fewer than 4 training ids), in the order of ``train_ids``.
-
-    Raises:
-        SplitError: ``fraction`` outside ``[0, 1)``.
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise SplitError(f"validation fraction must lie in [0, 1), got {fraction}")
-    ids = list(train_ids)
-    if fraction == 0 or len(ids) < 4:
-        return ()
-    k = min(max(1, round(fraction * len(ids))), len(ids) - 2)
-    chosen = set(np.random.default_rng(seed).choice(len(ids), size=k, replace=False).tolist())
-    return tuple(i for pos, i in enumerate(ids) if pos in chosen)
-
-
 def _make(name: str, labels: pd.DataFrame, test_mask, val_fraction: float, seed: int) -> Split:
     test_mask = np.asarray(test_mask, dtype=bool)
     ids = labels["workload_id"].astype(str).to_numpy()
     train = tuple(ids[~test_mask])
-    return Split(name, train, validation_ids(train, val_fraction, seed), tuple(ids[test_mask]))
+    try:
+        val = validation_ids(train, val_fraction, seed)
+    except ValueError as exc:
+        raise SplitError(str(exc)) from exc
+    return Split(name, train, val, tuple(ids[test_mask]))
 
 
 def random_split(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.splits import validation_ids
+from scaledl.models.train import validation_ids
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:

@@ -46,6 +46,31 @@ class TrainConfig:
     holdout_fraction: float = 0.0
 
 
+def validation_ids(train_ids, fraction: float, seed: int) -> tuple[str, ...]:
+    """A seeded random validation subset of the training ids.
+
+    Args:
+        train_ids: the training workload ids.
+        fraction: share of them to hold out, in ``[0, 1)``.
+        seed: random seed.
+
+    Returns:
+        ``round(fraction * n)`` ids (at least 1 when ``fraction > 0`` and ``n >= 4``; none for
+        fewer than 4 training ids), in the order of ``train_ids``.
+
+    Raises:
+        ValueError: ``fraction`` outside ``[0, 1)``.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"validation fraction must lie in [0, 1), got {fraction}")
+    ids = list(train_ids)
+    if fraction == 0 or len(ids) < 4:
+        return ()
+    k = min(max(1, round(fraction * len(ids))), len(ids) - 2)
+    chosen = set(np.random.default_rng(seed).choice(len(ids), size=k, replace=False).tolist())
+    return tuple(i for pos, i in enumerate(ids) if pos in chosen)
+
+
 def holdout_ids(workload_ids: Iterable[str], fraction: float) -> list[str]:
     """The workloads of the stable registration hold-out.
 

@@ -5,7 +5,7 @@ it out of sample): a :class:`~scaledl.models.kernel.KernelGraphMethod` with its 
 (device-relative operator features, :data:`~scaledl.models.kernel.DEFAULT_OPERATOR_PARAMS`;
 the training GPUs' correction on a GPU never trained on), the GNN (when it has enough
 architectures) stopping early on a seeded 15% of the workloads
-(:func:`scaledl.evaluation.splits.validation_ids`), here fitted on every workload.
+(:func:`scaledl.models.train.validation_ids`), here fitted on every workload.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.kernel import KernelGraphMethod
+from scaledl.models.train import validation_ids
 
 #: Share of the workloads the GNN stops early on (as in the evaluation's folds).
 VALIDATION_FRACTION = 0.15
@@ -33,8 +34,6 @@ def train_gpu_predictor(data: ProfileData | Path | str) -> KernelGraphMethod:
         scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
         ValueError: the profiles have no ``operator_timings``.
     """
-    from scaledl.evaluation.splits import validation_ids
-
     if not isinstance(data, ProfileData):
         data = load_profile_data(Path(data))
     method = KernelGraphMethod()

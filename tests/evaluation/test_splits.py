@@ -6,7 +6,6 @@ from scaledl.evaluation.splits import (
     extrapolation_split,
     leave_one_family_out,
     random_split,
-    validation_ids,
 )
 
 
@@ -63,10 +62,6 @@ def test_extrapolation_tests_the_largest():
         extrapolation_split(same)
 
 
-def test_validation_ids_seeded():
-    ids = [f"w{k}" for k in range(20)]
-    assert validation_ids(ids, 0.15, 1) == validation_ids(ids, 0.15, 1)
-    assert len(validation_ids(ids, 0.15, 1)) == 3
-    assert validation_ids(ids[:3], 0.15, 1) == ()
-    with pytest.raises(SplitError):
-        validation_ids(ids, 1.0, 0)
+def test_a_bad_validation_fraction_is_a_split_error():
+    with pytest.raises(SplitError, match="validation fraction"):
+        random_split(_labels(), 0.2, 1.0, seed=0)

@@ -5,7 +5,7 @@ import pytest
 
 from scaledl.models.data import ProfileDataError, load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
-from scaledl.models.train import TrainConfig, holdout_ids, train_predictor
+from scaledl.models.train import TrainConfig, holdout_ids, train_predictor, validation_ids
 
 PROFILES = Path(__file__).resolve().parents[1] / "evaluation" / "data"
 IDS = [hashlib.sha256(str(k).encode()).hexdigest()[:16] for k in range(2000)]
@@ -38,3 +38,12 @@ def test_training_leaves_the_holdout_out():
 def test_a_holdout_that_leaves_too_little_is_an_error():
     with pytest.raises(ProfileDataError, match="fewer than 2 left"):
         train_predictor(PROFILES, TrainConfig(holdout_fraction=0.999))
+
+
+def test_validation_ids_seeded():
+    ids = [f"w{k}" for k in range(20)]
+    assert validation_ids(ids, 0.15, 1) == validation_ids(ids, 0.15, 1)
+    assert len(validation_ids(ids, 0.15, 1)) == 3
+    assert validation_ids(ids[:3], 0.15, 1) == ()
+    with pytest.raises(ValueError, match="validation fraction"):
+        validation_ids(ids, 1.0, 0)
