@@ -13,7 +13,7 @@ Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapol
 :mod:`~scaledl.evaluation.learning_curve` (D-optimal vs random vs Latin hypercube subsets),
 :mod:`~scaledl.evaluation.gpu` (imported real-GPU profiles through the product's models:
 leave one model / GPU out, operators, data parallel; report in
-:mod:`~scaledl.report.gpu_report`), :mod:`~scaledl.evaluation.external` (Vidur all-reduce),
+:mod:`~scaledl.report.gpu_report`), :mod:`~scaledl.evaluation.vidur` (Vidur all-reduce),
 :mod:`~scaledl.evaluation.targets` (the accuracy targets: one table),
 :mod:`~scaledl.evaluation.evaluate` (orchestration, in stages: :mod:`~scaledl.evaluation.stages`).
 The report, its figures and the README block are :mod:`scaledl.report`.

@@ -8,7 +8,7 @@ and runs independent fits in parallel), scores iteration and epoch time
 compares the methods paired (:mod:`scaledl.evaluation.comparisons`), runs the learning curves
 (:mod:`scaledl.evaluation.learning_curve`) and the external evaluations on real GPU data
 (:mod:`scaledl.evaluation.gpu`: imported NeuSight GPU profiles through the product's models;
-:mod:`scaledl.evaluation.external`: Vidur all-reduce), scores the calibrated prediction
+:mod:`scaledl.evaluation.vidur`: Vidur all-reduce), scores the calibrated prediction
 intervals on the splits' out-of-sample predictions (:mod:`scaledl.evaluation.coverage`, no
 extra fit), then writes ``metrics.json``, ``predictions.parquet`` (with interval bounds),
 ``calibration.json`` (the ScaleDL interval calibration a predictor bundle stores),

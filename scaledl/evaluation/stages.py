@@ -29,7 +29,6 @@ import pandas as pd
 
 from scaledl.evaluation.comparisons import compare_split
 from scaledl.evaluation.coverage import evaluate_intervals
-from scaledl.evaluation.external import evaluate_vidur
 from scaledl.evaluation.gpu import GpuEvaluationConfig, evaluate_gpu
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.progress import EvaluationProgress
@@ -43,6 +42,7 @@ from scaledl.evaluation.splits import (
     leave_one_family_out,
     random_split,
 )
+from scaledl.evaluation.vidur import evaluate_vidur
 from scaledl.layout import neusight_peer_root
 from scaledl.models.data import ProfileData
 from scaledl.models.intervals import IntervalCalibration

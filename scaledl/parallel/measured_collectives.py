@@ -11,7 +11,7 @@ measurements instead:
   bandwidth) per measured (workers, nodes) configuration and per message-size regime
   (breakpoints chosen by :func:`~scaledl.models.allreduce.select_size_breakpoints`): the
   ``per_configuration_piecewise`` variant, the one with the lowest held-out error on every
-  Vidur system (:func:`scaledl.external.vidur.evaluate_allreduce_model`: interpolation across
+  Vidur system (:func:`scaledl.evaluation.vidur.evaluate_allreduce_model`: interpolation across
   message sizes, 2.6-6.4% MRE against 3.8-15.1% without the size regimes);
 * **send / recv** of ``B`` bytes between two GPUs of the node: the measured 2-GPU all-reduce of
   ``B`` bytes. A 2-rank ring all-reduce sends ``2 (2 - 1) / 2 B = B`` bytes per rank over the
