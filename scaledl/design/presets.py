@@ -19,6 +19,7 @@ from scaledl.design.errors import PresetError
 from scaledl.design.features import ORDERS
 from scaledl.io.safe import UnsafeInputError, read_text
 from scaledl.io.schema import Artefact, parse_artefact
+from scaledl.profiling.settings import ProfileSettings
 from scaledl.workloads.spec import ARCHITECTURE_FIELDS
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
@@ -173,8 +174,6 @@ def _check_profiling(section: dict[str, Any] | None, source: str) -> None:
     Raises:
         PresetError: naming ``source``, the field ``profiling.<key>`` and the value.
     """
-    from scaledl.profiling.settings import ProfileSettings
-
     try:
         ProfileSettings.from_preset(section, source)
     except ValueError as exc:
