@@ -38,6 +38,7 @@ def evaluate(
     from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
     from scaledl.models.data import ProfileDataError
+    from scaledl.report.presenter import HtmlReport
 
     profiles = profiles or layout().validated_dir
     out = out or layout().reports_dir
@@ -53,7 +54,7 @@ def evaluate(
         gpu_cache_dir=layout().gpu_evaluation_cache_dir,
     )
     try:
-        metrics = run_evaluation(profiles, out, config, _stderr)
+        metrics = run_evaluation(profiles, out, config, _stderr, HtmlReport())
     except ProfileDataError as exc:
         fail(str(exc))
     typer.echo(headline(metrics))

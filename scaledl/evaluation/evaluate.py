@@ -11,9 +11,11 @@ compares the methods paired (:mod:`scaledl.evaluation.comparisons`), runs the le
 :mod:`scaledl.evaluation.vidur`: Vidur all-reduce), scores the calibrated prediction
 intervals on the splits' out-of-sample predictions (:mod:`scaledl.evaluation.coverage`, no
 extra fit), then writes ``metrics.json``, ``predictions.parquet`` (with interval bounds),
-``calibration.json`` (the ScaleDL interval calibration a predictor bundle stores),
-``figures/*.png`` and ``report.html`` (:mod:`scaledl.report`) under the output folder (each file
-written to a temporary name first and renamed into place). Each step is a stage of
+``calibration.json`` (the ScaleDL interval calibration a predictor bundle stores) and, through
+a :class:`Presenter` (:class:`scaledl.report.presenter.HtmlReport`), ``figures/*.png``
+and ``report.html`` under the output folder (each file written to a temporary name first and
+renamed into place). Presentation is passed in, so this package imports nothing of
+:mod:`scaledl.report`. Each step is a stage of
 :mod:`scaledl.evaluation.stages` returning its typed section of the metrics.
 """
 
@@ -24,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
@@ -50,8 +53,6 @@ from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.intervals import IntervalCalibration
 from scaledl.models.methods import ABLATION_NAMES, ABLATION_TEXT, METHOD_NAMES
 from scaledl.profiles.fingerprint import tables_sha256
-from scaledl.report import figures as figs
-from scaledl.report.evaluation_report import write_report
 
 
 def _cheap_learning_curve_params() -> dict[str, dict]:
@@ -186,11 +187,24 @@ class EvaluationConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
 
+class Presenter(Protocol):
+    """Draws the evaluation's figures and writes its HTML report (:mod:`scaledl.report`)."""
+
+    def figures(self, metrics: Metrics, predictions: pd.DataFrame, folder: Path) -> dict[str, Path]:
+        """Draw the figures into ``folder``; figure key -> PNG path."""
+        ...
+
+    def write(self, metrics: Metrics, figure_paths: dict[str, Path], path: Path) -> Path:
+        """Write the report to ``path``; returns ``path``."""
+        ...
+
+
 def evaluate(
     validated_dir: Path,
     out_dir: Path,
     config: EvaluationConfig | None = None,
     on_progress: Callable[[str], None] | None = None,
+    presenter: Presenter | None = None,
 ) -> Metrics:
     """Evaluate ScaleDL and the baselines on a directory of validated profile tables.
 
@@ -205,10 +219,13 @@ def evaluate(
         validated_dir: directory of the six profile tables (see
             :func:`scaledl.models.data.load_profile_data`).
         out_dir: output folder (created); receives ``metrics.json``, ``predictions.parquet``,
-            ``gpu_predictions.parquet`` (with GPU profiles), ``figures/`` and
-            ``report.html``.
+            ``gpu_predictions.parquet`` (with GPU profiles) and, with a ``presenter``,
+            ``figures/`` and ``report.html``.
         config: settings; ``None`` gives the defaults.
         on_progress: called with each progress line (e.g. a Dagster ``context.log.info``).
+        presenter: draws the figures (when ``config.figures``) and writes ``report.html``;
+            ``None``: neither (an older ``report.html`` is removed, so none describes other
+            metrics).
 
     Returns:
         The :class:`~scaledl.evaluation.results.Metrics` written to ``metrics.json`` (schema in
@@ -264,11 +281,16 @@ def evaluate(
     _write_tables(out_dir, predictions, calibration, gpu_pred, config.gpu_profiles)
     with clock.stage("figures"):
         figure_paths = (
-            figs.draw_all(metrics, predictions, out_dir / "figures") if config.figures else {}
+            presenter.figures(metrics, predictions, out_dir / "figures")
+            if presenter is not None and config.figures
+            else {}
         )
     metrics = metrics_now()
     metrics.write(out_dir / "metrics.json")
-    _atomic_write(out_dir / "report.html", lambda p: write_report(metrics, figure_paths, p))
+    if presenter is not None:
+        _atomic_write(out_dir / "report.html", lambda p: presenter.write(metrics, figure_paths, p))
+    else:
+        (out_dir / "report.html").unlink(missing_ok=True)
     return metrics
 
 

@@ -8,6 +8,7 @@ from scaledl.models.data import ProfileDataError, read_tables
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import ABLATION_NAMES
 from scaledl.profiles.tables import PROFILE_TABLE_NAMES
+from scaledl.report.presenter import HtmlReport
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
@@ -24,7 +25,7 @@ def test_evaluate_end_to_end(profile_dir, tmp_path):
         learning_curve_seeds=2,
         include_external=False,
     )
-    m = evaluate(profile_dir, tmp_path, config)
+    m = evaluate(profile_dir, tmp_path, config, presenter=HtmlReport())
     assert Metrics.read(tmp_path / "metrics.json").to_dict() == m.to_dict()
     for method in METHODS:
         block = m.splits.id.methods[method]
@@ -89,7 +90,10 @@ def test_single_family_skips_ood(profile_data, profile_dir, tmp_path):
         include_external=False,
         figures=False,
     )
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "report.html").write_text("an older run's report")
     m = evaluate(one, tmp_path / "out", config)
+    assert not (tmp_path / "out" / "report.html").exists()  # no presenter: no report, none stale
     assert isinstance(m.splits.ood, Skipped)
     assert any("OOD skipped" in n for n in m.notes)
     assert m.splits.id.methods["analytical"].iteration.n == 1
@@ -183,7 +187,7 @@ def test_scaledl_evaluation_writes_the_bundle_calibration_and_the_headline(profi
         methods=("scaledl",), method_params={"scaledl": cheap}, learning_curve_seeds=0,
         include_external=False, ablations=(), seeds=2, n_jobs=1,
     )  # fmt: skip
-    m = evaluate(profile_dir, tmp_path, config)
+    m = evaluate(profile_dir, tmp_path, config, presenter=HtmlReport())
     calibration = IntervalCalibration.read(tmp_path / "calibration.json")
     assert calibration.training_data_sha256 == tables_sha256(profile_dir)
     sizes = calibration.sizes()["iteration"]

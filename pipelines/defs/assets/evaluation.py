@@ -81,6 +81,7 @@ def evaluation_report(
     from scaledl.evaluation import EvaluationConfig, evaluate
     from scaledl.evaluation.results import Skipped
     from scaledl.report.evaluation_report import reproducibility_text
+    from scaledl.report.presenter import HtmlReport
 
     out_dir = settings.layout.reports_dir
     config = EvaluationConfig.from_preset(read_search_space(settings).get("evaluation"))
@@ -96,7 +97,9 @@ def evaluation_report(
             gpu_parallel_labels=settings.layout.imported_parallel_labels("neusight"),
             gpu_cache_dir=settings.layout.gpu_evaluation_cache_dir,
         )
-    metrics = evaluate(settings.layout.validated_dir, out_dir, config, context.log.info)
+    metrics = evaluate(
+        settings.layout.validated_dir, out_dir, config, context.log.info, HtmlReport()
+    )
     figures = sorted((out_dir / "figures").glob("*.png"))
     meta: dict[str, Any] = {
         "report": dg.MetadataValue.path(str(out_dir / "report.html")),
