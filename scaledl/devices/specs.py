@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from scaledl.layout import DataLayout
+
 GPU_TABLE = Path(__file__).with_name("gpus.csv")
 #: Precisions with a peak column in the table (``peak_<precision>_tflops``).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -171,8 +173,6 @@ def gpu_table() -> pd.DataFrame:
 
 def default_hosts_dir() -> Path:
     """Where measured CPU host specs are stored: ``<data>/devices/hosts`` (``DataLayout``)."""
-    from scaledl.layout import DataLayout
-
     return DataLayout.from_env().hosts_dir
 
 

@@ -19,6 +19,8 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from scaledl.stats.significance import paired_comparison
+
 
 def repeat_relative_errors(
     frame: pd.DataFrame, value: str = "iteration_ms", group: str = "repeat"
@@ -160,7 +162,6 @@ def cross_run_reproducibility(
         ValueError: fewer than two workloads usable in both runs.
     """
     from scaledl.models.data import launch_labels
-    from scaledl.stats.significance import paired_comparison
 
     a, b = workload_label_candidates(tables_a), workload_label_candidates(tables_b)
     both = a.merge(b, on=["workload_id", "world_size"], suffixes=("_a", "_b"))

@@ -24,6 +24,7 @@ from scaledl.external.neusight import (
     _read_json,
     read_device_configs,
 )
+from scaledl.layout import neusight_peer_root
 
 #: Columns of :func:`load_peer_predictions`.
 PEER_COLUMNS = ("gpu", "model", "mode", "seq_len", "batch_size", "peer_ms", "file")
@@ -112,8 +113,6 @@ def _predictions(peer_root, neusight_root):
         NeusightFormatError: a file name that is not a NeuSight stem, a GPU folder without a
             device config, or an ``e2e_latency`` that is not a finite number > 0.
     """
-    from scaledl.layout import neusight_peer_root
-
     folder = Path(peer_root if peer_root is not None else neusight_peer_root()) / "prediction"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no NeuSight prediction folder")

@@ -71,6 +71,7 @@ from scaledl.graph.features import workload_graph
 from scaledl.graph.layer_graph import LAYER_FEATURE_COLUMNS
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
+from scaledl.layout import DataLayout, neusight_root
 from scaledl.profiles.schemas import PROFILE_TABLES
 from scaledl.workloads.spec import Workload
 
@@ -509,8 +510,6 @@ def import_neusight(
         FileNotFoundError: no ``label`` folder under ``root``.
         scaledl.external.neusight.NeusightFormatError: a malformed file (named, with the row).
     """
-    from scaledl.layout import DataLayout, neusight_root
-
     root = Path(root) if root is not None else neusight_root()
     out_dir = Path(out_dir) if out_dir is not None else DataLayout.from_env().imported_dir()
     data = load_neusight(root)

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import UnsafeInputError, read_json
 from scaledl.io.schema import Artefact, parse_artefact
 
@@ -419,8 +420,6 @@ class IntervalCalibration:
         Raises:
             OSError: writing failed; ``path`` is unchanged.
         """
-        from scaledl.io.atomic import write_atomic
-
         return write_atomic(path, json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
 
     @classmethod

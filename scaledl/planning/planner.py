@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.devices import UnknownDeviceError, device_spec
 from scaledl.graph.features import architecture_key
 from scaledl.models.domain import range_features
 from scaledl.models.guard import guard_columns
@@ -407,8 +408,6 @@ def pareto_mask(time: np.ndarray, cost: np.ndarray, eligible: np.ndarray | None 
 
 
 def _default_memory_gb(device_name: str, ranks_per_node: np.ndarray) -> np.ndarray:
-    from scaledl.devices import UnknownDeviceError, device_spec
-
     try:
         spec = device_spec(device_name)
     except UnknownDeviceError as exc:

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.layout import vidur_network_root
 from scaledl.models.guard import Extrapolation
 from scaledl.parallel.compose import LayoutInputs, compose, stack_inputs
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
@@ -145,8 +147,6 @@ def system_collectives(root: str, system: str) -> MeasuredCollectives:
         FileNotFoundError: ``root`` holds no Vidur all-reduce file.
         ValueError: a malformed file, or no row of ``system`` (naming what is present).
     """
-    from scaledl.external.vidur import load_vidur_allreduce
-
     vidur = load_vidur_allreduce(Path(root))
     return MeasuredCollectives(fit_system_allreduce(vidur, system), system)
 
@@ -205,8 +205,6 @@ def predict_gpu_layout_workloads(
         FileNotFoundError: Vidur's measurements are not found
             (:func:`scaledl.layout.vidur_network_root`; set ``$SCALEDL_EXTERNAL_DIR``).
     """
-    from scaledl.layout import vidur_network_root
-
     n = len(workloads)
     systems = [gpu_system(w) for w in workloads]
     root = str(vidur_network_root())

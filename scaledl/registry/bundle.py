@@ -74,6 +74,7 @@ import pandas as pd
 from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
 from scaledl.io.safe import UnsafeInputError, read_json, read_text
+from scaledl.layout import DataLayout
 from scaledl.registry.trees import TreeStructureError, check_trees
 
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
@@ -1059,8 +1060,6 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
         ``path``.
     """
     if root is None:
-        from scaledl.layout import DataLayout
-
         root = DataLayout.from_env().predictors_dir
     rows = []
     root = Path(root)
