@@ -75,6 +75,8 @@ from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.graph.units import LAYER_TYPE_PATTERNS
 from scaledl.io.safe import UnsafeInputError, check_regular_file, read_json
 from scaledl.layout import neusight_root
+from scaledl.workloads.hf import read_hf_config
+from scaledl.workloads.spec import WorkloadError
 
 _NAME_RE = re.compile(
     r"^(?P<model>[A-Za-z0-9_.]+)-(?P<mode>train|inf)-(?P<seq_len>\d+)-(?P<batch>\d+)"
@@ -305,9 +307,6 @@ def read_model_config(path: Path) -> dict[str, int]:
         NeusightFormatError: the config is unreadable, of a ``model_type`` transformers does not
             know, or lacks a field (the message names the file, the field and its value).
     """
-    from scaledl.workloads.hf import read_hf_config
-    from scaledl.workloads.spec import WorkloadError
-
     try:
         check_regular_file(path)
         info = read_hf_config(str(path))

@@ -73,7 +73,8 @@ from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
 from scaledl.layout import DataLayout, neusight_root
 from scaledl.profiles.schemas import PROFILE_TABLES
-from scaledl.workloads.spec import Workload
+from scaledl.workloads.hf import read_hf_config
+from scaledl.workloads.spec import Workload, WorkloadError
 
 SOURCE = "neusight"
 #: Hugging Face class per (model_type, mode): NeuSight's (neusight/Tracing/trace.py), with
@@ -188,9 +189,6 @@ def _write_configs(root: Path, out_dir: Path, models: set[tuple[str, str]]) -> t
         NeusightFormatError: a config whose class cannot be chosen or that ``family: hf``
             refuses (:func:`scaledl.workloads.hf.read_hf_config`'s message, naming the field).
     """
-    from scaledl.workloads.hf import read_hf_config
-    from scaledl.workloads.spec import WorkloadError
-
     paths, classes = {}, {}
     for model, mode in sorted(models):
         source = root / "model_configs" / f"{model}.json"

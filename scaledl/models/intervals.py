@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -480,6 +481,4 @@ class CalibrationFile(Artefact):
 
 def crepes_version() -> str:
     """The conformal library and its version (``crepes X.Y.Z``)."""
-    from importlib import metadata
-
     return f"crepes {metadata.version('crepes')}"

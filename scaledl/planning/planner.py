@@ -63,8 +63,10 @@ from scaledl.planning.layouts import (
 )
 from scaledl.planning.memory import estimate_memory, fits_memory
 from scaledl.planning.pareto import ParetoFront, tie_ranks
+from scaledl.prediction.gpu_layouts import megatron_refusal
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
+from scaledl.prediction.predictor import Predictor, load_predictor
 from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError
 
@@ -485,8 +487,6 @@ def plan(
             count the candidates from 1).
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibrated bundle.
     """
-    from scaledl.prediction.predictor import Predictor, load_predictor
-
     started = time.perf_counter()
     if not isinstance(predictor, Predictor):
         predictor = load_predictor(predictor)
@@ -581,8 +581,6 @@ def _megatron_candidates(grid: pd.DataFrame, spec) -> tuple[pd.DataFrame, dict[s
     Raises:
         PlanError: no candidate is left (naming why, e.g. the GPU has no measured collectives).
     """
-    from scaledl.prediction.gpu_layouts import megatron_refusal
-
     keys = ["sharding", "num_nodes", "world_size"]
     reasons = {}
     for row in grid[keys].drop_duplicates().itertuples(index=False):
@@ -681,8 +679,6 @@ def _all_composed(spec: Workload, grid: pd.DataFrame) -> bool:
         spec: the model's workload (device, precision, mode).
         grid: the candidates (``world_size``, ``num_nodes``), the whole plan's.
     """
-    from scaledl.prediction.gpu_layouts import megatron_refusal
-
     pairs = grid[["world_size", "num_nodes"]].drop_duplicates().itertuples(index=False)
     return all(
         megatron_refusal(spec.model_copy(update={"world_size": int(ws), "dp_size": int(ws),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from scaledl.io.safe import check_regular_file, read_text
+from scaledl.workloads.spec import table_row
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -46,8 +48,6 @@ def csv_separator(path: Path) -> str:
         ValueError: a column given twice in the header.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    import csv
-
     with path.open(newline="", encoding="utf-8") as handle:
         first = handle.readline().rstrip("\r\n")
     try:
@@ -87,8 +87,6 @@ def read_workloads_file(path: Path) -> list[dict]:
             a device: :func:`scaledl.io.safe.check_regular_file`), duplicate key or column, an
             empty scale-field cell (naming the file, row and field).
     """
-    from scaledl.workloads.spec import table_row
-
     suffix = path.suffix.lower()
     try:
         check_regular_file(path)  # before anything opens it: a FIFO's open never returns

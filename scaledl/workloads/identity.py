@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+from scaledl.workloads.hf import read_hf_config
 from scaledl.workloads.parallelism import LAYOUT_FIELDS
 from scaledl.workloads.spec import FAMILIES, Workload
 
@@ -59,7 +60,6 @@ def family_key(workload: Workload) -> str:
     """
     if workload.family != "hf":
         return workload.family
-    from scaledl.workloads.hf import read_hf_config
 
     model_type = read_hf_config(workload.config_path).model_type
     return model_type if model_type in BUILTIN_FAMILIES else f"hf:{model_type}"
