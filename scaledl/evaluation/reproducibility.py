@@ -118,6 +118,7 @@ def workload_label_candidates(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         (:func:`scaledl.models.data.launch_labels`: the steps' 5% trimmed mean, or their 10th
         percentile for the ``*_steps_p10`` candidates).
     """
+    # models.data loads torch (graph features); reading a profile's labels needs it only here.
     from scaledl.models.data import launch_labels
 
     runs = launch_labels(tables)
@@ -161,6 +162,7 @@ def cross_run_reproducibility(
     Raises:
         ValueError: fewer than two workloads usable in both runs.
     """
+    # models.data loads torch (graph features); reading a profile's labels needs it only here.
     from scaledl.models.data import launch_labels
 
     a, b = workload_label_candidates(tables_a), workload_label_candidates(tables_b)
@@ -225,6 +227,7 @@ def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
         exceeds :data:`DRIFT_ABSORBED_MRE`; ``message`` then says so with the figures and what
         to do.
     """
+    # models.data loads torch (graph features); reading a profile's labels needs it only here.
     from scaledl.models.data import launch_labels
 
     runs = tables["runs"]

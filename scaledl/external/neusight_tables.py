@@ -156,6 +156,7 @@ def config_architecture(config: dict[str, Any], mode: str, source: Path) -> str:
         NeusightFormatError: ``model_type`` missing, or no ``architectures`` and no language-model
             class for the model type (naming the file, field and value).
     """
+    # transformers: seconds of imports, only for an HF architecture's config.
     from transformers.models.auto import modeling_auto
 
     model_type = config.get("model_type")

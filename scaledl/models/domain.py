@@ -190,6 +190,7 @@ class TrainingDomain(Artefact):
         Raises:
             ValueError: no workload.
         """
+        # models.data imports this module (a module cycle, left for profiles/data.py to cut).
         from scaledl.models.data import measured_nodes
 
         return cls.from_workloads(

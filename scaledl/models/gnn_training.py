@@ -161,6 +161,7 @@ def train_gnn(
     Raises:
         ValueError: no training graph.
     """
+    # models.gnn loads PyTorch Geometric (about 1.5 s); only building the network needs it.
     from scaledl.models.gnn import RuntimeGNN
 
     if train.y is None or len(train.y) == 0:

@@ -103,6 +103,7 @@ def conformal_half_widths(
     Raises:
         CalibrationError: ``coverage`` outside (0, 1) or no residual.
     """
+    # crepes: only fitting a conformal calibration needs it.
     from crepes import ConformalRegressor
 
     if not 0.0 < coverage < 1.0:

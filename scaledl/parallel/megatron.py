@@ -271,6 +271,7 @@ def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -
 @lru_cache(maxsize=64)
 def _tied(key: str) -> bool:
     """Whether the architecture's output layer shares the input word embedding's weight."""
+    # builders loads torch and transformers' model classes; only building a model needs them.
     from scaledl.workloads.builders import build_model
 
     w = Workload.parse({**json.loads(key), "batch_size": 2, "world_size": 1, "num_nodes": 1})

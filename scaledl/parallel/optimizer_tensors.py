@@ -126,6 +126,7 @@ def stage_tensor_sizes(w: Workload, arch_key: str | None = None) -> list[list[in
     """
     key = (arch_key or architecture_key(w), w.pp_size)
     if key not in _CACHE:
+        # graph.features loads torch (model builders); only tracing a model needs it.
         from scaledl.graph.features import architecture_graphs
 
         layers = architecture_graphs(w)[0].layers
@@ -154,6 +155,7 @@ def _per_layer(w: Workload, names: tuple[str, ...]) -> list[dict[int, int]]:
     layer module (rare: a bare ``nn.Parameter`` on the model) are held by the first layer, so
     one stage's count is the model's.
     """
+    # builders loads torch and transformers' model classes; only building a model needs them.
     from scaledl.workloads.builders import build_model
 
     model = build_model(w, device="meta")

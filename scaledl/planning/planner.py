@@ -229,6 +229,7 @@ class Plan:
         Returns:
             The path.
         """
+        # matplotlib, and planning.figure imports this module for Plan (a module cycle).
         from scaledl.planning.figure import plan_figure
 
         return plan_figure(self, Path(path))

@@ -76,6 +76,7 @@ def predict_layout_workloads(
             (sharding, several nodes, a GPU without measured collectives).
     """
     if predictor.predicts_any_device:  # a GPU predictor: Megatron-LM's composition
+        # gpu_layouts imports LayoutAnswer from this module (a module cycle).
         from scaledl.prediction.gpu_layouts import predict_gpu_layout_workloads
 
         return predict_gpu_layout_workloads(predictor, workloads, arch_keys)

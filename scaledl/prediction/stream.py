@@ -109,6 +109,7 @@ def read_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFra
         )
     try:
         if suffix == ".parquet":
+            # pyarrow's parquet reader: only a parquet input needs it.
             import pyarrow.parquet as pq
 
             for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows):
@@ -127,6 +128,7 @@ def read_chunks(path: Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFra
 def count_rows(path: Path) -> int | None:
     """Rows of a workloads file for the progress bar (parquet metadata; CSV lines less one)."""
     if path.suffix.lower() == ".parquet":
+        # pyarrow's parquet reader: only a parquet input needs it.
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
@@ -146,6 +148,7 @@ class _Writer:
 
     def write(self, chunk: pd.DataFrame) -> None:
         if self.parquet:
+            # pyarrow's parquet writer: only a parquet output needs it.
             import pyarrow as pa
             import pyarrow.parquet as pq
 
@@ -200,6 +203,7 @@ def predict_file(
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibration.
         OSError: the output cannot be written; no output file is left.
     """
+    # tqdm: only a progress bar needs it.
     from tqdm import tqdm
 
     if chunk_rows < 1:

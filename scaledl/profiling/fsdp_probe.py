@@ -126,6 +126,7 @@ class ShardingProbe:
         dtype: torch.dtype,
         device: torch.device,
     ) -> None:
+        # torch.distributed's FSDP API: only this probe's worker needs it.
         from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.fsdp import fully_shard
 

@@ -280,6 +280,7 @@ def _profile_locked(workloads, out_dir: Path, settings: ProfileSettings, force, 
 def _uses_cuda(settings: ProfileSettings) -> bool:
     if settings.device == "cpu":
         return False
+    # torch: only probing the local devices needs it.
     import torch
 
     return torch.cuda.is_available()
@@ -332,6 +333,7 @@ def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summa
 
 
 def _count_new(out_dir: Path, newly: dict[str, str], repeat: int, summary: ProfileSummary):
+    # the store loads the layer graph (torch); only counting finished parts needs it.
     from scaledl.profiling.store import part_path, read_run
 
     for wid, status in newly.items():

@@ -98,6 +98,7 @@ def tensor_parallel_plan(model: nn.Module, family: str) -> dict[str, object]:
     Returns:
         Fully qualified module names mapped to ``ColwiseParallel()`` / ``RowwiseParallel()``.
     """
+    # torch.distributed's tensor-parallel API: only a tensor-parallel layout needs it.
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     if family == "bert":

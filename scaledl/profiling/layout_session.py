@@ -139,6 +139,7 @@ class LayoutSession(_Session):
 
     # ------------------------------------------------------------------ building the layout
     def _mesh(self, name: str, size: int):
+        # torch.distributed's parallel APIs: each only for the layouts that use it.
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(self.device.type, (size,), mesh_dim_names=(name,))
@@ -146,6 +147,7 @@ class LayoutSession(_Session):
         return mesh
 
     def _zero1(self) -> None:
+        # torch.distributed's parallel APIs: each only for the layouts that use it.
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         self.groups["dp"] = dist.group.WORLD
@@ -162,6 +164,7 @@ class LayoutSession(_Session):
         ]
 
     def _fsdp(self, reshard: bool) -> None:
+        # torch.distributed's parallel APIs: each only for the layouts that use it.
         from torch.distributed.fsdp import fully_shard
 
         mesh = self._mesh("dp", self.workload.dp_size)
@@ -174,6 +177,7 @@ class LayoutSession(_Session):
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
 
     def _tensor_parallel(self) -> None:
+        # torch.distributed's parallel APIs: each only for the layouts that use it.
         from torch.distributed.tensor.parallel import parallelize_module
 
         mesh = self._mesh("tp", self.workload.tp_size)
@@ -233,6 +237,7 @@ class LayoutSession(_Session):
         return {u.name: self.workload.tp_size if u.name in split else 1 for u in units}
 
     def _pipeline(self, units):
+        # torch.distributed's parallel APIs: each only for the layouts that use it.
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
         w = self.workload
@@ -298,6 +303,7 @@ class LayoutSession(_Session):
     # ------------------------------------------------------------------ one iteration
     def _step(self, batch) -> None:
         if self.schedule is None:
+            # builders loads transformers' model classes; only building a model needs them.
             from scaledl.workloads.builders import training_loss
 
             if not self.train:

@@ -91,6 +91,7 @@ class TensorParallelProbe:
         device: torch.device,
         train: bool,
     ) -> None:
+        # torch.distributed's tensor-parallel API: only this probe's worker needs it.
         from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.tensor.parallel import (
             ColwiseParallel,

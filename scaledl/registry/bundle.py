@@ -75,6 +75,7 @@ from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
 from scaledl.io.safe import UnsafeInputError, read_json, read_text
 from scaledl.layout import DataLayout
+from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.registry.trees import TreeStructureError, check_trees
 
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
@@ -83,7 +84,6 @@ if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays che
     from scaledl.models.allreduce import AlphaBetaAllReduce
     from scaledl.models.domain import TrainingDomain
     from scaledl.models.epoch import EpochModel
-    from scaledl.models.intervals import IntervalCalibration
     from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.methods import GraphMethod
 
@@ -193,6 +193,7 @@ def save_bundle(
             came from other profile tables than ``training_data["sha256"]``.
         OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
     """
+    # skops, torch and the models (PyTorch Geometric): listing and verifying bundles need none.
     import skops.io as sio
     import torch
 
@@ -200,6 +201,7 @@ def save_bundle(
     from scaledl.models.methods import GraphMethod
 
     if isinstance(method, KernelGraphMethod):
+        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
         from scaledl.registry.kernel_bundle import save_kernel_bundle
 
         return save_kernel_bundle(
@@ -230,6 +232,7 @@ def save_bundle(
 
 def _graph_manifest(method: GraphMethod) -> dict[str, Any]:
     """The CPU predictor's own manifest fields: its feature schema and training summary."""
+    # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.graph.layer_graph import EDGE_TYPES
     from scaledl.graph.units import LAYER_TYPES
     from scaledl.models.layerwise import LAYER_FEATURES
@@ -354,8 +357,6 @@ def check_calibration_data(
         scaledl.models.intervals.CalibrationError: both hashes are recorded and differ (a
             ``ValueError``).
     """
-    from scaledl.models.intervals import CalibrationError
-
     if calibration is None or not training_sha256 or not calibration.training_data_sha256:
         return
     if calibration.training_data_sha256 != training_sha256:
@@ -685,6 +686,7 @@ def read_bundle(bundle: Path) -> BundleParts:
     Raises:
         BundleError: verification or deserialisation failed (naming the bundle or file).
     """
+    # skops, torch and the models (PyTorch Geometric): listing and verifying bundles need none.
     import torch
 
     from scaledl.models.layerwise import LayerwiseModel
@@ -693,6 +695,7 @@ def read_bundle(bundle: Path) -> BundleParts:
     bundle = resolve_bundle(bundle)
     manifest = read_manifest(bundle)
     if manifest.get("predictor_kind") == "kernel":
+        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
         from scaledl.registry.kernel_bundle import read_kernel_parts
 
         return read_kernel_parts(bundle, manifest)
@@ -736,6 +739,7 @@ def load_skops(path: Path, trusted: frozenset[str]) -> Any:
             structure prediction cannot walk (naming the file, the estimator, the node, the
             field and the value).
     """
+    # skops: only reading a bundle's fitted models needs it.
     import skops.io as sio
 
     check_skops_types(path, trusted)
@@ -782,6 +786,7 @@ def check_skops_types(path: Path, trusted: frozenset[str]) -> None:
     Raises:
         BundleError: the file cannot be read, or names types outside the allow-list (listed).
     """
+    # skops: only reading a bundle's fitted models needs it.
     import skops.io as sio
 
     try:
@@ -811,6 +816,7 @@ def read_params(bundle: Path, kind: str = "graph") -> tuple[dict[str, Any], Any]
         BundleError: unreadable, not UTF-8, not JSON, a non-finite number, or not the model
             (naming the file, the field and the value).
     """
+    # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.registry.params import check_params
 
     params_file = bundle / "params.json"
@@ -827,8 +833,6 @@ def read_calibration(bundle: Path, manifest: dict[str, Any]) -> IntervalCalibrat
     Raises:
         BundleError: the calibration is malformed (naming the file and field).
     """
-    from scaledl.models.intervals import IntervalCalibration
-
     if CALIBRATION_FILE not in manifest["files"]:
         return None
     try:
@@ -849,6 +853,7 @@ def _check_loaded_numbers(bundle: Path, layerwise: LayerwiseModel, state) -> Non
     Raises:
         BundleError: naming the file, the field and a bounded excerpt of the value.
     """
+    # torch: only reading the GNN weights needs it.
     import torch
 
     _check_regressors(bundle / "layerwise.skops", layerwise.models_)
@@ -912,10 +917,12 @@ def build_method(parts: BundleParts) -> GraphMethod:
     Raises:
         BundleError: the saved weights do not fit the GNN of the saved configuration.
     """
+    # the models load PyTorch Geometric (about 1.5 s); only the first prediction needs them.
     from scaledl.models.gnn import RuntimeGNN
     from scaledl.models.methods import GraphMethod
 
     if parts.kind == "kernel":
+        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
         from scaledl.registry.kernel_bundle import build_kernel_method
 
         return build_kernel_method(parts)
@@ -959,6 +966,7 @@ def system_models(params: dict[str, Any]) -> tuple[AlphaBetaAllReduce | None, Ep
     Raises:
         ValueError: a malformed model (naming the field and value); KeyError: one is missing.
     """
+    # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.models.allreduce import AlphaBetaAllReduce
     from scaledl.models.epoch import EpochModel
 

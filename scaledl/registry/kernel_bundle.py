@@ -102,6 +102,7 @@ def save_kernel_bundle(
             version exists with another manifest, or a calibration of other profile tables.
         OSError: writing failed; nothing is published.
     """
+    # skops: only reading a bundle's fitted models needs it.
     import skops.io as sio
 
     method.check_fitted()
@@ -210,6 +211,7 @@ def read_kernel_parts(bundle: Path, manifest: dict[str, Any]) -> BundleParts:
         BundleError: a type outside the allow-lists, an unreadable file or a non-finite or
             out-of-range number (naming the file, field and a bounded excerpt).
     """
+    # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.models.layerwise import LayerwiseModel
 
     loaded = {
@@ -248,6 +250,7 @@ def _check_operators(path: Path, operators: Any) -> None:
     Raises:
         BundleError: naming the file, the model and the field.
     """
+    # scikit-learn's estimators: only rebuilding the fitted models needs them.
     from sklearn.ensemble import GradientBoostingRegressor
     from sklearn.linear_model import RidgeCV
 
@@ -286,6 +289,7 @@ def build_kernel_method(parts: BundleParts) -> KernelGraphMethod:
     Raises:
         BundleError: the parameters do not build the method.
     """
+    # the models load PyTorch Geometric (about 1.5 s); only the first prediction needs them.
     from scaledl.models.gnn_training import GNNTrainConfig
     from scaledl.models.kernel import KernelGraphMethod
     from scaledl.models.operators import OperatorTimeModel

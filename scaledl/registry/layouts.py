@@ -337,6 +337,7 @@ def save_layout_calibration(calibration, bundle: Path, version: str | None = Non
             (:func:`calibration_target`, :func:`check_calibration_device`).
         OSError: writing failed; nothing is published.
     """
+    # skops: only reading a calibration's fitted models needs it.
     import skops.io as sio
 
     bundle, manifest, devices = calibration_target(bundle)
@@ -431,6 +432,7 @@ def read_layout_calibration(target: Path):
     Raises:
         BundleError: naming the file, the field and a bounded excerpt of the value.
     """
+    # the models load torch and scikit-learn; listing and verifying calibrations need neither.
     from scaledl.models.layerwise import LayerwiseModel
 
     path = Path(target) / MANIFEST_FILE
@@ -468,6 +470,7 @@ def read_layout_calibration(target: Path):
 
 def _calibration(m: CalibrationManifest, layerwise, path: Path):
     """The :class:`~scaledl.parallel.calibration.LayoutCalibration` of a verified manifest."""
+    # the layout models (torch); only fitting a calibration needs them.
     from scaledl.parallel.calibration import LayoutCalibration
 
     try:

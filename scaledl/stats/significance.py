@@ -270,6 +270,7 @@ def _bootstrap_interval(
     Raises:
         RuntimeError: neither interval is finite.
     """
+    # scipy.stats: a noticeable import, only the bootstrap needs it.
     from scipy.stats import DegenerateDataWarning, bootstrap
 
     statistic = _mean_difference if len(samples) == 2 else _weighted_mean_difference

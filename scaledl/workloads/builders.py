@@ -51,6 +51,7 @@ def hf_config(workload: Workload) -> Any:
         WorkloadError: the ``config_path`` of an ``hf`` workload is unreadable or unusable
             (:func:`scaledl.workloads.hf.read_hf_config`).
     """
+    # transformers: seconds of imports, only for an HF architecture.
     import transformers
 
     w = workload
@@ -142,6 +143,7 @@ def build_model(workload: Workload, device: str | torch.device = "cpu") -> torch
         WorkloadError: the config is unusable or transformers cannot build the model; the
             message names the family, config and architecture fields (:func:`describe_workload`).
     """
+    # transformers: seconds of imports, only for an HF architecture.
     import transformers
 
     config = hf_config(workload)

@@ -238,6 +238,7 @@ def read_hf_config(path: str) -> HFConfig:
 
 @lru_cache(maxsize=256)
 def _read(path: str, _mtime_ns: int, _size: int) -> HFConfig:
+    # transformers: seconds of imports, only for an HF architecture's config.
     import transformers
     from transformers.models.auto import modeling_auto
 
@@ -312,6 +313,7 @@ def _rejected(path: str, raw: dict[str, Any], exc: Exception) -> str:
 
 
 def _version() -> str:
+    # transformers: seconds of imports, only for an HF architecture's config.
     import transformers
 
     return transformers.__version__

@@ -216,6 +216,7 @@ class Workload(BaseModel):
         _fill_device(data)
         fill_layout(data)
         if family == "hf" and data.get("config_path"):
+            # hf imports this module: the one documented cycle (no transformers on import).
             from scaledl.workloads.hf import fill_hf_workload
 
             data = fill_hf_workload(data)
@@ -444,6 +445,7 @@ def table_row(record: dict[str, Any], source: str) -> dict[str, Any]:
 
 def _fill_device(data: dict[str, Any]) -> None:
     """Name the device in full (this host's by default) and default the backend to match it."""
+    # workloads.device loads torch; only resolving a local device name needs it.
     from scaledl.workloads.device import local_device_name, local_devices, normalise_device_name
 
     device = data.get("device_name")
