@@ -6,6 +6,10 @@ message naming the file, field and value.
 
 One module per command group, each a Typer sub-app merged into :data:`app` (no group name, so
 the commands stay top-level: ``scaledl predict``, not ``scaledl predict predict``).
+
+Commands import the library inside their bodies, on purpose: ``scaledl --help`` and a command
+that needs no model do not pay for torch, PyTorch Geometric, transformers and scikit-learn
+(seconds of imports). That is the one reason for the function-level imports in this package.
 """
 
 from __future__ import annotations
