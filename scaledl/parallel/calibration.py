@@ -1,8 +1,8 @@
 """Layout calibration: the product's layout recipe, fitted once on all of a host's layouts.
 
 The leave-one-layout-out evaluation (:mod:`scaledl.parallel.evaluate`) fits, per fold, the
-candidates of :data:`~scaledl.parallel.evaluate.CANDIDATES` on the training layouts and judges
-the product's recipe :data:`~scaledl.parallel.evaluate.RECIPE` (``plain_layers_overlap``; the
+candidates of :data:`~scaledl.parallel.recipe.CANDIDATES` on the training layouts and judges
+the product's recipe :data:`~scaledl.parallel.recipe.RECIPE` (``plain_layers_overlap``; the
 evaluation's docstring says why it is fixed rather than selected). A layout calibration fits
 that recipe with no kind held out (:func:`fit_layout_calibration`):
 
@@ -12,7 +12,7 @@ that recipe with no kind held out (:func:`fit_layout_calibration`):
    the others and scored by its mean corrected MRE on the held-out kinds. They are recorded
    for information (what the selection would choose on this host's profiles); they do not
    choose the recipe;
-2. :data:`~scaledl.parallel.evaluate.RECIPE` fitted on every workload: its layer-wise models,
+2. :data:`~scaledl.parallel.recipe.RECIPE` fitted on every workload: its layer-wise models,
    collective model, overlap factors and correction (a
    :class:`~scaledl.parallel.recipe.LayoutRecipe`).
 
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.parallel.evaluate import RECIPE, kendall_by_model, load_layout_context
+from scaledl.parallel.evaluate import kendall_by_model, load_layout_context
 from scaledl.parallel.predict import LayoutPredictions
-from scaledl.parallel.recipe import LayoutRecipe
+from scaledl.parallel.recipe import RECIPE, LayoutRecipe
 from scaledl.profiles.fingerprint import tables_sha256
 from scaledl.workloads.spec import Workload
 

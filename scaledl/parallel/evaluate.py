@@ -134,7 +134,7 @@ from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.layout_gnn import fit_predict_gnn, layout_graphs
 from scaledl.parallel.overlap import fit_overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
-from scaledl.parallel.recipe import Correction, LayerModels, LayoutRecipe
+from scaledl.parallel.recipe import CANDIDATES, RECIPE, Correction, LayerModels, LayoutRecipe
 from scaledl.parallel.training import fold_samples, layout_layer_samples
 from scaledl.stats.significance import paired_comparison
 from scaledl.workloads.identity import architecture_key
@@ -144,13 +144,6 @@ from scaledl.workloads.spec import Workload
 KINDS = ("fsdp", "tp", "pp")
 MRE_TARGET = 0.10
 TAU_TARGET = 0.8
-#: The fold-trained candidates: layer rows used, overlap fitted (module docstring).
-CANDIDATES = {
-    "fold_layers": ("all", False),
-    "fold_layers_overlap": ("all", True),
-    "plain_layers": ("plain", False),
-    "plain_layers_overlap": ("plain", True),
-}
 #: The variants compared in one run (module docstring), the first is the baseline.
 VARIANTS = {
     "current": "layer-wise models on the data-parallel workloads, collectives hidden",
@@ -167,8 +160,6 @@ GNN_VARIANTS = {"gnn": True, "gnn_no_edges": False}
 #: Paired comparisons each GNN variant reports besides the one with ``current``.
 GNN_PAIRED = {"gnn": ("gnn_no_edges", "plain_layers_overlap"),
               "gnn_no_edges": ("plain_layers_overlap",)}  # fmt: skip
-#: The product's layout recipe: the candidate the layout calibration fits (module docstring).
-RECIPE = "plain_layers_overlap"
 #: The variant judged against the targets: the product's recipe.
 HEADLINE = RECIPE
 

@@ -30,6 +30,17 @@ from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
 from scaledl.workloads.parallelism import SHARDINGS
 from scaledl.workloads.spec import Workload
 
+#: The layout candidates a calibration can fit: layer rows used (``all``, or ``plain``: without
+#: the times that hold the layout's communication) and whether per-lane overlap factors are
+#: fitted (:mod:`scaledl.parallel.evaluate` compares them).
+CANDIDATES = {
+    "fold_layers": ("all", False),
+    "fold_layers_overlap": ("all", True),
+    "plain_layers": ("plain", False),
+    "plain_layers_overlap": ("plain", True),
+}
+#: The product's layout recipe: the candidate the layout calibration fits.
+RECIPE = "plain_layers_overlap"
 #: The correction's features, in column order (:func:`correction_features`).
 CORRECTION_FEATURES = (
     "log_iteration_ms",

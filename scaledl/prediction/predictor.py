@@ -44,6 +44,7 @@ from scaledl.prediction.gpu_layouts import composed_by_megatron, gpu_system
 from scaledl.prediction.layouts import RECIPE_PREDICTOR
 from scaledl.prediction.predict import predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
+from scaledl.registry.layouts import find_layout_calibration
 from scaledl.workloads.device import normalise_device_name
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
@@ -126,10 +127,6 @@ class Predictor:
                 file, field and value); never a silent fallback.
         """
         if device_name not in self._layouts:
-            # Imported here: the calibration reader imports the layout models, which only
-            # layout predictions need.
-            from scaledl.registry.layouts import find_layout_calibration
-
             self._layouts[device_name] = find_layout_calibration(
                 self.path, self.manifest, device_name
             )

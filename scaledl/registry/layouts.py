@@ -47,9 +47,8 @@ from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
 from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
-from scaledl.parallel.evaluate import CANDIDATES
 from scaledl.parallel.overlap import LANES, Overlap
-from scaledl.parallel.recipe import CORRECTION_FEATURES, Correction, LayoutRecipe
+from scaledl.parallel.recipe import CANDIDATES, CORRECTION_FEATURES, Correction, LayoutRecipe
 from scaledl.registry.bundle import (
     MAX_MANIFEST_BYTES,
     TRUSTED_TYPES,
@@ -171,7 +170,7 @@ class SelectionRecord(Artefact):
     """The recipe and the inner leave-one-kind-out scores of every candidate.
 
     Attributes:
-        chosen: the fitted recipe (:data:`scaledl.parallel.evaluate.RECIPE`).
+        chosen: the fitted recipe (:data:`scaledl.parallel.recipe.RECIPE`).
         lowest: the candidate with the lowest inner score (for information; ``None`` in
             calibrations saved when the lowest was the recipe by rule).
         mean_mre: every candidate's mean MRE over the held-out kinds.

@@ -5,7 +5,7 @@ import pytest
 from scaledl_fixtures import layout_slice
 
 from scaledl.parallel.calibration import fit_layout_calibration
-from scaledl.parallel.evaluate import CANDIDATES, RECIPE
+from scaledl.parallel.recipe import CANDIDATES, RECIPE
 
 
 def test_the_scores_hold_out_every_kind_and_the_recipe_is_fixed(layout_calibration):
