@@ -16,7 +16,7 @@ not have is flagged by the layer-type check instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,11 +25,9 @@ from pydantic import field_validator
 from scaledl.graph.features import GraphSet, build_graph_set
 from scaledl.io.excerpt import excerpt
 from scaledl.io.schema import Artefact, parse_artefact
+from scaledl.models.data import ProfileData, measured_nodes
 from scaledl.workloads.identity import architecture_key, family_key
 from scaledl.workloads.spec import Workload
-
-if TYPE_CHECKING:
-    from scaledl.models.data import ProfileData
 
 #: The range features that are fields of the workload spec.
 _SPEC_RANGE_FEATURES = (
@@ -190,9 +188,6 @@ class TrainingDomain(Artefact):
         Raises:
             ValueError: no workload.
         """
-        # models.data imports this module (a module cycle, left for profiles/data.py to cut).
-        from scaledl.models.data import measured_nodes
-
         return cls.from_workloads(
             [data.workloads[i] for i in data.ids],
             data.graphs,
