@@ -29,7 +29,7 @@ def summary(
         ),
     ] = False,
     readme: Annotated[Path, typer.Option(help="README with the results markers")] = Path(
-        "README.md"
+        "docs/results/metrics.md"
     ),
     results: Annotated[Path, typer.Option(help="Committed results file (--markdown)")] = Path(
         "docs/results/metrics.json"

@@ -1,6 +1,6 @@
 """The README's layouts block, rendered from ``docs/results/layouts.json``.
 
-``scaledl evaluate-layouts --readme README.md`` writes both;
+``scaledl evaluate-layouts --readme docs/results/layouts.md`` writes both;
 ``tests/parallel/test_results_block.py`` renders the committed result again and compares it
 with the README, so a figure typed into the block fails the suite.
 """
@@ -14,7 +14,7 @@ import numpy as np
 from scaledl.report.formatting import pct
 from scaledl.report.summary import markers
 
-BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme README.md`")
+BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme docs/results/layouts.md`")
 
 
 def _interval(c: dict | None) -> str:
