@@ -77,3 +77,11 @@ def test_readme_cli_commands_and_options_exist():
         options = {o for p in sub.params for o in p.opts}
         unknown = [w for w in words if w.startswith("--") and w not in options]
         assert not unknown, f"README.md: `scaledl {words[0]}` has no {unknown}"
+
+
+def test_readme_links_to_files_that_exist():
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    local = [t for t in targets if "://" not in t]
+    assert local, "README.md links no documentation page"
+    missing = [t for t in local if not (REPO_ROOT / t).is_file()]
+    assert not missing, f"README.md links missing files: {missing}"
