@@ -15,15 +15,18 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export SCALEDL_PRESET := $(PRESET)
 export SCALEDL_PROFILING_SHARDS := $(SHARDS)
 export PYTHONDONTWRITEBYTECODE := 1
+# mkdocs 1.6 and mkdocs-material print a banner about their future on every build.
+export NO_MKDOCS_2_WARNING := 1
+export DISABLE_MKDOCS_2_WARNING := true
 
-.PHONY: setup run test ui bench lint clean-data
+.PHONY: setup run test ui bench lint docs clean-data
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# No CUDA here: install the CPU wheel first (an unpinned torch pulls a multi-GB CUDA build).
 	command -v nvidia-smi >/dev/null 2>&1 || $(VENV)/bin/python -m pip install -q "$(TORCH_CPU)"
-	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+	$(VENV)/bin/python -m pip install -q -e ".[dev,docs]"
 	touch $@
 
 $(DVC_VENV)/.installed:
@@ -64,7 +67,8 @@ run: setup
 
 # Three phases (tests/conftest.py): every test on all cores, except those that bound the seconds a
 # stop takes (marked `timed`: run two at a time next) and those that need an idle host (marked
-# `serial`: run alone, last); all three run, and any failing fails the target.
+# `serial`: run alone, last); then the documentation site is built strictly (a broken link, page
+# or API reference fails it). All four run, and any failing fails the target.
 # The later phases collect only the files that mark a test so (collecting all costs ~10 s).
 TIMED_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timed' tests)
 SERIAL_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests)
@@ -73,13 +77,19 @@ test: setup
 		-m "not serial and not timed"; parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile -m timed $(TIMED_TEST_FILES); timed=$$?; \
 	$(VENV)/bin/python -m pytest -q -m serial $(SERIAL_TEST_FILES); serial=$$?; \
-	test $$parallel -eq 0 && test $$timed -eq 0 && test $$serial -eq 0
+	$(VENV)/bin/mkdocs build --strict --quiet; docs=$$?; \
+	test $$parallel -eq 0 && test $$timed -eq 0 && test $$serial -eq 0 && test $$docs -eq 0
 
 ui: setup
 	$(VENV)/bin/python scripts/ui.py
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run_all.py
+
+# The documentation site on http://127.0.0.1:8000 (DOCS_ADDR=host:port to change), rebuilt on edits.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: setup
+	$(VENV)/bin/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 lint: setup
 	$(VENV)/bin/ruff check scaledl pipelines tests benchmarks scripts

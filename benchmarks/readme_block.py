@@ -22,7 +22,7 @@ from scaledl.report.formatting import pct
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "results" / "benchmarks.md"
 BOUNDS = markers("benchmarks", "`make bench` (benchmarks/readme_block.py)")
 
 

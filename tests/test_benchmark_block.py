@@ -1,4 +1,4 @@
-"""The README's benchmark block (``benchmarks/readme_block.py``) against the committed results."""
+"""The benchmark block (``benchmarks/readme_block.py``) against the committed results."""
 
 import importlib.util
 import json
@@ -22,11 +22,13 @@ def _module():
 readme_block = _module()
 
 
-def test_readme_block_is_generated_from_the_committed_benchmark_results():
-    text = (REPO_ROOT / "README.md").read_text()
-    block = readme_block.read_block(text, "README.md", readme_block.BOUNDS)
+def test_benchmark_page_block_is_generated_from_the_committed_benchmark_results():
+    text = readme_block.README.read_text()
+    block = readme_block.read_block(text, str(readme_block.README), readme_block.BOUNDS)
+    assert readme_block.README == REPO_ROOT / "docs" / "results" / "benchmarks.md"
     assert block == readme_block.benchmark_markdown(), (
-        "README.md's benchmark block differs from benchmarks/results/*.json: run `make bench` "
+        "docs/results/benchmarks.md's benchmark block differs from benchmarks/results/*.json: "
+        "run `make bench` "
         "(or `python benchmarks/readme_block.py`) and commit both"
     )
 

@@ -28,8 +28,8 @@ def summary(
             help="Copy the metrics to --results and write the README's results block from it",
         ),
     ] = False,
-    readme: Annotated[Path, typer.Option(help="README with the results markers")] = Path(
-        "README.md"
+    readme: Annotated[Path, typer.Option(help="Page with the results and gpu markers")] = Path(
+        "docs/results/metrics.md"
     ),
     results: Annotated[Path, typer.Option(help="Committed results file (--markdown)")] = Path(
         "docs/results/metrics.json"

@@ -15,18 +15,19 @@ from scaledl.report.summary import gpu_block, results_markdown, write_readme_blo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = "docs/results/metrics.json"
+RESULTS_PAGE = "docs/results/metrics.md"
 
 
-def test_readme_block_is_generated_from_the_committed_results_file():
-    """The README's numbers are exactly those of docs/results/metrics.json (no drift)."""
+def test_results_page_blocks_are_generated_from_the_committed_results_file():
+    """The results page's numbers are exactly those of docs/results/metrics.json (no drift)."""
     metrics = Metrics.read(REPO_ROOT / RESULTS)
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert read_block(readme, "README.md") == results_markdown(metrics, RESULTS), (
-        "README.md's results block differs from docs/results/metrics.json: regenerate it with "
+    page = (REPO_ROOT / RESULTS_PAGE).read_text()
+    assert read_block(page, RESULTS_PAGE) == results_markdown(metrics, RESULTS), (
+        f"{RESULTS_PAGE}'s results block differs from {RESULTS}: regenerate it with "
         "`scaledl summary --markdown` (after `make run`) and commit both files"
     )
-    assert read_block(readme, "README.md", markers("gpu")) == gpu_block(metrics), (
-        "README.md's GPU block differs from docs/results/metrics.json: regenerate it with "
+    assert read_block(page, RESULTS_PAGE, markers("gpu")) == gpu_block(metrics), (
+        f"{RESULTS_PAGE}'s GPU block differs from docs/results/metrics.json: regenerate it with "
         "`scaledl summary --markdown`"
     )
 

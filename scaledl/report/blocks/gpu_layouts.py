@@ -1,6 +1,6 @@
 """The README's 4-GPU block, rendered from ``docs/results/gpu_layouts.json``.
 
-``scaledl evaluate-gpu-layouts --readme README.md`` writes both (the result is
+``scaledl evaluate-gpu-layouts --readme docs/results/gpu-layouts.md`` writes both (the result is
 :func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`'s, with its provenance);
 ``tests/evaluation/test_gpu_layouts_block.py`` renders the committed result again and compares
 it with the README, so a figure typed into the block fails the suite. Pure functions of the
@@ -15,7 +15,9 @@ from typing import Any
 from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct, reached_text
 
-BOUNDS = markers("gpu-layouts", "`scaledl evaluate-gpu-layouts --readme README.md`")
+BOUNDS = markers(
+    "gpu-layouts", "`scaledl evaluate-gpu-layouts --readme docs/results/gpu-layouts.md`"
+)
 ROW_HEADER = ["GPU", "model", "layout", "global batch", "measured ms", "ScaleDL ms",
               "compute ms", "TP all-reduce ms", "p2p ms", "step ms", "NeuSight ms",
               "ScaleDL error", "NeuSight error"]  # fmt: skip

@@ -1,6 +1,6 @@
 """The README's layouts block, rendered from ``docs/results/layouts.json``.
 
-``scaledl evaluate-layouts --readme README.md`` writes both;
+``scaledl evaluate-layouts --readme docs/results/layouts.md`` writes both;
 ``tests/report/blocks/test_layouts.py`` renders the committed result again and compares it
 with the README, so a figure typed into the block fails the suite.
 """
@@ -15,7 +15,7 @@ from scaledl.parallel.evaluate import gnn_ablation
 from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
 
-BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme README.md`")
+BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme docs/results/layouts.md`")
 
 
 def _interval(c: dict | None) -> str:

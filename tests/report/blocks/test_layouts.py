@@ -1,4 +1,4 @@
-"""The README's layouts block is the committed ``docs/results/layouts.json``, rendered."""
+"""The results page's layouts block is the committed ``docs/results/layouts.json``, rendered."""
 
 import copy
 import json
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test 
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULT = ROOT / "docs" / "results" / "layouts.json"
+PAGE = "docs/results/layouts.md"
 
 FOLD = {"n_workloads": 2, "mre_composed": 0.2, "mre_corrected": 0.05}
 PAIRED = {"mre_difference": -0.15, "ci_low": -0.2, "ci_high": -0.1, "verdict": "better"}
@@ -106,9 +107,9 @@ def test_the_committed_folds_never_trained_on_their_held_out_kind():
     ]
 
 
-def test_readme_layouts_block_matches_the_committed_result():
+def test_results_page_layouts_block_matches_the_committed_result():
     result = json.loads(RESULT.read_text())
-    block = read_block((ROOT / "README.md").read_text(), "README.md", BOUNDS)
+    block = read_block((ROOT / PAGE).read_text(), PAGE, BOUNDS)
     assert block == layouts_markdown(result)
 
 

@@ -1,4 +1,4 @@
-"""The README's reference block is the committed ``docs/results/reference.json``, rendered."""
+"""The results page's reference block is the committed ``docs/results/reference.json``, rendered."""
 
 import json
 from pathlib import Path
@@ -7,11 +7,12 @@ from scaledl.report.blocks.markers import read_block
 from scaledl.report.blocks.reference import BOUNDS, _family_interval_rows, reference_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
+PAGE = "docs/results/reference.md"
 
 
-def test_readme_reference_block_matches_the_committed_result():
+def test_results_page_reference_block_matches_the_committed_result():
     result = json.loads((ROOT / "docs" / "results" / "reference.json").read_text())
-    block = read_block((ROOT / "README.md").read_text(), "README.md", BOUNDS)
+    block = read_block((ROOT / PAGE).read_text(), PAGE, BOUNDS)
     assert block == reference_markdown(result)
 
 
