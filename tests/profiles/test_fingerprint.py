@@ -15,9 +15,13 @@ def test_the_digest_covers_parquet_names_and_bytes_in_name_order(tmp_path):
     (tmp_path / "runs.parquet").write_bytes(b"r" * 3)
     (tmp_path / "workloads.parquet").write_bytes(b"w")
     (tmp_path / "notes.txt").write_text("not a table")
-    assert tables_sha256(tmp_path) == _expected(("runs.parquet", b"rrr"), ("workloads.parquet", b"w"))
+    assert tables_sha256(tmp_path) == _expected(
+        ("runs.parquet", b"rrr"), ("workloads.parquet", b"w")
+    )
     (tmp_path / "runs.parquet").write_bytes(b"r" * 4)
-    assert tables_sha256(tmp_path) == _expected(("runs.parquet", b"rrrr"), ("workloads.parquet", b"w"))
+    assert tables_sha256(tmp_path) == _expected(
+        ("runs.parquet", b"rrrr"), ("workloads.parquet", b"w")
+    )
 
 
 def test_a_folder_without_tables_has_the_digest_of_nothing(tmp_path):

@@ -1,1 +1,4 @@
-"""Generated markdown blocks (README and docs pages), one module per block; :mod:`~scaledl.report.blocks.markers` bounds them."""
+"""Generated markdown blocks of the docs pages and datasheets, one module per block.
+
+:mod:`~scaledl.report.blocks.markers` bounds them.
+"""

@@ -1,6 +1,13 @@
 import pytest
 
-from scaledl.report.blocks.markers import BEGIN, END, ReadmeBlockError, markers, read_block, replace_block
+from scaledl.report.blocks.markers import (
+    BEGIN,
+    END,
+    ReadmeBlockError,
+    markers,
+    read_block,
+    replace_block,
+)
 
 
 def test_replace_then_read_block_round_trips():
