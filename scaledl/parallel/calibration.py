@@ -7,7 +7,7 @@ evaluation's docstring says why it is fixed rather than selected). A layout cali
 that recipe with no kind held out (:func:`fit_layout_calibration`):
 
 1. the inner leave-one-kind-out scores of every candidate
-   (:meth:`~scaledl.parallel.evaluate.LayoutContext.select`) over every kind of the profiles
+   (:meth:`~scaledl.parallel.training.LayoutContext.select`) over every kind of the profiles
    (``ddp``, ``fsdp``, ``tp``, ``pp``): each kind held out in turn, each candidate fitted on
    the others and scored by its mean corrected MRE on the held-out kinds. They are recorded
    for information (what the selection would choose on this host's profiles); they do not
@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.parallel.evaluate import kendall_by_model, load_layout_context
 from scaledl.parallel.predict import LayoutPredictions
+from scaledl.parallel.ranking import kendall_by_model
 from scaledl.parallel.recipe import RECIPE, LayoutRecipe
+from scaledl.parallel.training import load_layout_context
 from scaledl.profiles.fingerprint import tables_sha256
 from scaledl.workloads.spec import Workload
 

@@ -30,18 +30,36 @@ block 3 to 10 times in backward), so a caller may leave them out.
 :func:`fold_samples` keeps the samples of a fold's training workloads only; the evaluation
 (:mod:`scaledl.parallel.evaluate`) fits the layer-wise models of each leave-one-layout-out
 fold on them, so a held-out layout kind's timings never train its own prediction.
+
+:func:`load_layout_context` reads a layout dataset into a :class:`LayoutContext`, what every
+layout fit shares (the calibration's and each fold of :mod:`scaledl.parallel.evaluate`);
+:func:`layout_kind` names a workload's layout kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from scaledl.graph.features import architecture_graphs, build_graph_set
-from scaledl.models.data import measured_nodes
+from scaledl.models.data import (
+    launch_labels,
+    measured_nodes,
+    profile_data_from_tables,
+    read_tables,
+)
+from scaledl.models.layerwise import LayerwiseModel
+from scaledl.models.layerwise_stage import fit_layerwise_stage
+from scaledl.models.threads import single_threaded
+from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.optimizer_tensors import stepped_tensors
+from scaledl.parallel.overlap import fit_overlap
+from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
+from scaledl.parallel.recipe import CANDIDATES, Correction, LayerModels, LayoutRecipe
 from scaledl.parallel.shard import (
     TENSOR_PARALLEL_TYPES,
     base_workload,
@@ -208,7 +226,7 @@ def fold_samples(
 
     Args:
         samples: :func:`layout_layer_samples`.
-        kinds: ``{workload_id: layout kind}`` (:func:`scaledl.parallel.evaluate.layout_kind`).
+        kinds: ``{workload_id: layout kind}`` (:func:`layout_kind`).
         held_out: the held-out kind (``None``: none, a fit on every kind).
         train_ids: the fold's training workloads.
 
@@ -226,3 +244,190 @@ def fold_samples(
     if out.empty:
         raise ValueError(f"fold {held_out!r}: no layer sample among the training workloads")
     return out
+
+
+def layout_kind(w: Workload) -> str:
+    """``fsdp`` (any sharding: ZeRO-1/2, FSDP), ``tp``, ``pp`` or ``ddp``."""
+    if w.sharding != "none":
+        return "fsdp"
+    if w.tp_size > 1:
+        return "tp"
+    return "pp" if w.pp_size > 1 else "ddp"
+
+
+def lanes_used(w: Workload, cm: CollectiveModel | None = None) -> set[str]:
+    """The overlap lanes (:data:`~scaledl.parallel.overlap.LANES`) a workload's composition uses.
+
+    Args:
+        w: the workload.
+        cm: the collective model it is composed with: one holding FSDP2's probed costs in
+            both directions (:mod:`scaledl.profiling.fsdp_probe`) costs a ``zero2`` / ``fsdp``
+            unit without the all-gather and reduce-scatter lanes.
+    """
+    lanes = set()
+    probed = cm is not None and all(
+        cm.source.get(c, "none") != "none" for c in ("fsdp_forward", "fsdp_backward",
+                                                      "zero2_backward")
+    )  # fmt: skip
+    if w.mode == "train" and w.dp_size > 1 and not probed:
+        lanes |= {"all_gather", "reduce_scatter"} if w.sharding in ("zero2", "fsdp") else set()
+    if w.mode == "train" and w.dp_size > 1:
+        lanes |= {"all_reduce"} if w.sharding in ("none", "zero1") else set()
+    if w.pp_size > 1:
+        lanes.add("send")
+    return lanes
+
+
+def collective_rows(tables: dict[str, pd.DataFrame], ids: set[str]) -> pd.DataFrame | None:
+    """The collective timings of the workloads ``ids``, one row per call: its slowest rank's.
+
+    Returns:
+        The rows :meth:`~scaledl.parallel.collectives.CollectiveModel.fit` takes, or ``None``
+        without a ``collective_timings`` table or a row of ``ids``.
+    """
+    table = tables.get("collective_timings")
+    if table is None:
+        return None
+    rows = table[table["workload_id"].isin(ids)]
+    # one value per (run, step, collective call): the slowest rank's
+    keys = [c for c in ("run_id", "step", "collective", "group", "group_size", "source",
+                        "collective_bytes") if c in rows]  # fmt: skip
+    return rows.groupby(keys, as_index=False)["collective_ms"].max() if len(rows) else None
+
+
+def _spread(pred: LayoutPredictions, measured: np.ndarray, train: np.ndarray) -> float:
+    """Standard deviation of ``log(measured / composed)`` over the training workloads."""
+    return float(np.std(np.log(measured[train] / np.maximum(pred.iteration_ms[train], 1e-9))))
+
+
+def _spread_of(composer: LayoutComposer, measured, train, overlap) -> float:
+    """:func:`_spread` of ``composer``'s prediction under ``overlap``."""
+    return _spread(composer.predict(overlap), measured, train)
+
+
+def load_layout_context(directory: Path) -> LayoutContext:
+    """Read a layout dataset and fit what every fold shares (:class:`LayoutContext`).
+
+    Args:
+        directory: a validated profile dataset with data-parallel and layout workloads.
+
+    Returns:
+        The context: workloads, median iteration labels (ms), the data-parallel workloads'
+        layer-wise stage and every workload's layer samples.
+
+    Raises:
+        scaledl.models.data.ProfileDataError: unreadable tables or no usable workload.
+        ValueError: no data-parallel workload to fit the layer-wise models on, or no layout.
+    """
+    tables = read_tables(Path(directory))
+    collectives = Path(directory) / "collective_timings.parquet"
+    if "collective_timings" not in tables and collectives.exists():  # the layout profiler's
+        tables["collective_timings"] = pd.read_parquet(collectives)
+    runs = launch_labels(tables)
+    labels = runs.groupby("workload_id")["iteration_ms"].median()
+    records = tables["workloads"].set_index("workload_id")
+    ids = [wid for wid in records.index if wid in labels.index]
+    ws = {wid: Workload.from_record(records.loc[wid].to_dict(),
+                                    source=f"{directory}/workloads.parquet row {wid}")
+          for wid in ids}  # fmt: skip
+    kinds = {wid: layout_kind(w) for wid, w in ws.items()}
+    ddp = [wid for wid in ids if kinds[wid] == "ddp"]
+    if not ddp or len(ddp) == len(ws):
+        raise ValueError(f"{directory}: need both data-parallel and layout workloads")
+    # The current method's layer-wise models see the data-parallel workloads' tables only.
+    ddp_tables = {name: frame[frame["workload_id"].isin(ddp)] if "workload_id" in frame
+                  else frame for name, frame in tables.items()}  # fmt: skip
+    stage = fit_layerwise_stage(profile_data_from_tables(ddp_tables, source=str(directory)), 1)
+    samples = layout_layer_samples(tables, ws, runs.set_index("run_id")["slowdown_factor"])
+    measured = labels.loc[ids].to_numpy(dtype=float)
+    return LayoutContext(tables, ids, ws, kinds, measured, stage, samples)
+
+
+class LayoutContext:
+    """What every fold reads: tables, workloads (in ``ids`` order), labels, fitted parts.
+
+    Args:
+        tables: the validated profile tables.
+        ids: the labelled workload ids.
+        ws: ``{workload_id: Workload}``.
+        kinds: ``{workload_id: layout kind}`` (:func:`layout_kind`).
+        measured: median iteration time of each of ``ids``, ms.
+        stage: the layer-wise stage fitted on the data-parallel workloads.
+        samples: :func:`~scaledl.parallel.training.layout_layer_samples` of every workload.
+    """
+
+    def __init__(self, tables, ids, ws, kinds, measured, stage, samples) -> None:
+        self.tables, self.ids, self.kinds, self.measured = tables, ids, kinds, measured
+        self.wlist = [ws[wid] for wid in ids]
+        self.kind = np.array([kinds[wid] for wid in ids])
+        self.stage, self.samples = stage, samples
+
+    def candidates(
+        self,
+        scope: np.ndarray,
+        held: np.ndarray,
+        kind: str | None,
+        names: tuple[str, ...] = tuple(CANDIDATES),
+    ) -> dict[str, tuple]:
+        """:data:`CANDIDATES` fitted on ``scope[~held]``, predicted on all of ``scope``.
+
+        Args:
+            scope: positions (in ``ids``) of the workloads of this level.
+            held: the held-out ones among them, bool, shape (len(scope),).
+            kind: the held-out kind (``None``: none, every kind trains).
+            names: the candidates to fit.
+
+        Returns:
+            ``{name: (composed_ms, corrected_ms, info, recipe)}``, arrays of shape
+            (len(scope),), ``recipe`` the fitted :class:`~scaledl.parallel.recipe.LayoutRecipe`.
+        """
+        train_ids = [self.ids[i] for i in scope[~held]]
+        ws = [self.wlist[i] for i in scope]
+        measured = self.measured[scope]
+        allreduce = self.stage.allreduce if "ddp" in self.kind[scope[~held]] else None
+        rows = collective_rows(self.tables, set(train_ids))
+        cm = CollectiveModel.fit(rows, allreduce, related=True)
+        used = set().union(*(lanes_used(self.wlist[i], cm) for i in scope[~held]))
+        samples = fold_samples(self.samples, self.kinds, kind, train_ids)
+        out = {}
+        for rows in dict.fromkeys(CANDIDATES[name][0] for name in names):
+            train = samples if rows == "all" else samples[~samples["collectives_inside"]]
+            with single_threaded():
+                layerwise = LayerwiseModel().fit(train)
+            composer = LayoutComposer(LayerModels(layerwise, allreduce), ws, cm)
+            by_kind = train.groupby(train["workload_id"].map(self.kinds)).size()
+            info = {"collectives": dict(cm.source),
+                    "layer_samples_by_kind": {k: int(v) for k, v in by_kind.items()}}  # fmt: skip
+            ours = [name for name in names if CANDIDATES[name][0] == rows]
+            overlap = None
+            if any(CANDIDATES[name][1] for name in ours):
+                overlap = fit_overlap(partial(_spread_of, composer, measured, ~held), used)
+            for name in ours:
+                fitted = overlap if CANDIDATES[name][1] else None
+                pred = composer.predict(fitted)
+                extra = {"overlap": overlap.to_dict()} if fitted else {}
+                correction = Correction.fit(pred, ws, measured, ~held)
+                recipe = LayoutRecipe(name, layerwise, cm, fitted, correction)
+                out[name] = (pred.iteration_ms, correction.apply(pred, ws), {**info, **extra},
+                             recipe)  # fmt: skip
+        return out
+
+    def select(self, scope: np.ndarray) -> tuple[str, dict[str, float], dict[str, dict]]:
+        """The candidate with the lowest inner leave-one-kind-out MRE on ``scope``.
+
+        Each kind of ``scope`` is held out in turn; a candidate's score is the mean over the
+        inner folds of its corrected MRE on the inner held-out workloads (every kind weighs
+        the same, as the targets do); the first of :data:`CANDIDATES` wins a tie.
+
+        Returns:
+            The name, every candidate's score and every candidate's MRE per held-out kind.
+        """
+        by_kind: dict[str, dict[str, float]] = {name: {} for name in CANDIDATES}
+        for kind in dict.fromkeys(self.kind[scope].tolist()):
+            held = self.kind[scope] == kind
+            m = self.measured[scope][held]
+            for name, (_, corrected, _, _) in self.candidates(scope, held, kind).items():
+                by_kind[name][kind] = float(np.mean(np.abs(corrected[held] - m) / m))
+        mean = {name: float(np.mean(list(v.values()))) for name, v in by_kind.items()}
+        best = min(mean, key=lambda name: (mean[name], list(CANDIDATES).index(name)))
+        return best, mean, by_kind

@@ -41,7 +41,7 @@ unit its forward and backward cost on the critical path, in place of its all-gat
 reduce-scatters (they are inside the probe's difference), and a sharded rank's step its tensors
 times the step cost. A difference that is not positive (noise larger than the cost) is not
 recorded, as for :mod:`scaledl.profiling.tp_probe`; with the slowest rank's row kept per call
-(:func:`scaledl.parallel.evaluate._collective_rows`) that biases the small, noisy costs
+(:func:`scaledl.parallel.training.collective_rows`) that biases the small, noisy costs
 (``zero2_backward``, ``fsdp_step``) upward, a choice shared with that probe.
 """
 

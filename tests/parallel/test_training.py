@@ -6,7 +6,12 @@ from tiny_specs import tiny
 from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.shard import base_workload, rank_parameters
-from scaledl.parallel.training import collectives_inside, fold_samples, layout_layer_samples
+from scaledl.parallel.training import (
+    collectives_inside,
+    fold_samples,
+    layout_kind,
+    layout_layer_samples,
+)
 
 TP = tiny("bert", world_size=2, tp_size=2)
 PP = tiny("bert", num_layers=2, batch_size=4, world_size=2, pp_size=2, micro_batches=2)
@@ -131,3 +136,10 @@ def test_fold_samples_never_hold_the_held_out_kind():
         fold_samples(samples, kinds, "tp", ["a", "b"])
     with pytest.raises(ValueError, match="no layer sample"):
         fold_samples(samples, kinds, "tp", [])
+
+
+def test_layout_kinds():
+    assert layout_kind(tiny("bert", world_size=2)) == "ddp"
+    assert layout_kind(tiny("bert", world_size=2, sharding="zero1")) == "fsdp"
+    assert layout_kind(tiny("bert", world_size=2, tp_size=2)) == "tp"
+    assert layout_kind(tiny("bert", num_layers=2, world_size=2, pp_size=2)) == "pp"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tiny_specs import tiny
 from typer.testing import CliRunner
 
 from scaledl.cli import app
@@ -14,7 +13,6 @@ from scaledl.models.data import ProfileDataError
 from scaledl.parallel.evaluate import (
     evaluate_headline,
     gnn_ablation,
-    layout_kind,
     measured_agreement,
     measured_window,
 )
@@ -111,13 +109,6 @@ def test_results_page_layouts_block_matches_the_committed_result():
     result = json.loads(RESULT.read_text())
     block = read_block((ROOT / PAGE).read_text(), PAGE, BOUNDS)
     assert block == layouts_markdown(result)
-
-
-def test_layout_kinds():
-    assert layout_kind(tiny("bert", world_size=2)) == "ddp"
-    assert layout_kind(tiny("bert", world_size=2, sharding="zero1")) == "fsdp"
-    assert layout_kind(tiny("bert", world_size=2, tp_size=2)) == "tp"
-    assert layout_kind(tiny("bert", num_layers=2, world_size=2, pp_size=2)) == "pp"
 
 
 def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):
