@@ -88,7 +88,7 @@ def fit_layouts(
 
     Scores every candidate recipe by an inner leave-one-kind-out over every layout kind of
     the profiles (for information), fits the product's recipe
-    (``scaledl.parallel.evaluate.RECIPE``) on every profiled workload and saves it as a new
+    (``scaledl.parallel.recipe.RECIPE``) on every profiled workload and saves it as a new
     version in ``<bundle>/layouts/<device>/``
     (:mod:`scaledl.parallel.calibration`, :mod:`scaledl.registry.layouts`); ``scaledl
     predict`` and ``scaledl plan --layouts`` then compose that device's layouts with it. The

@@ -133,7 +133,7 @@ class LayoutRecipe:
     """One fitted candidate of the layout evaluation (module docstring).
 
     Attributes:
-        name: the candidate (:data:`scaledl.parallel.evaluate.CANDIDATES`).
+        name: the candidate (:data:`CANDIDATES`).
         layerwise: the layer-wise models.
         collectives: the collective model.
         overlap: the overlap factors (``None``: every collective hidden).
