@@ -77,7 +77,7 @@ BEFORE = {
 
 def design_workloads():
     from scaledl.design import generate_design, load_preset
-    from scaledl.workloads.device import local_backend, local_device_name
+    from scaledl.devices.local import local_backend, local_device_name
     from scaledl.workloads.spec import Workload
 
     preset = load_preset("quick")

@@ -33,7 +33,7 @@ import transformers
 
 from scaledl.models.data import launch_labels, read_tables
 from scaledl.prediction.predictor import load_predictor
-from scaledl.workloads.device import local_device_name
+from scaledl.devices.local import local_device_name
 
 #: Held-out architectures at the ALBERT case's size (width 256, 4 layers, 4 heads, FFN 1,024):
 #: transformers config class, the model class ``architectures`` names, fields.

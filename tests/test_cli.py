@@ -279,7 +279,7 @@ def test_profile_refuses_another_device(tmp_path, device, expected):
 
 def test_profile_takes_the_workloads_files_predict_takes(in_repo, tmp_path):
     """Cases 9 and 10: one reader for CSV, YAML and parquet; the device named as everywhere."""
-    from scaledl.workloads.device import local_device_name
+    from scaledl.devices.local import local_device_name
     from scaledl.workloads.spec import Workload
 
     csv = BAD / "workloads" / "profile_tiny.csv"

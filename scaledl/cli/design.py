@@ -33,7 +33,7 @@ def design(
         read_design,
         write_design,
     )
-    from scaledl.workloads.device import local_backend, local_device_name
+    from scaledl.devices.local import local_backend, local_device_name
 
     out = out or layout().design_path
     try:

@@ -103,7 +103,7 @@ def _local_workloads(design: Path | None, workloads: Path | None, workload: str 
     Exits with code 2 (naming the file, row and field) on a bad row or another host's device.
     """
     from scaledl.design import read_design
-    from scaledl.workloads.device import local_device_name
+    from scaledl.devices.local import local_device_name
     from scaledl.workloads.spec import WorkloadError, table_row, unique_keys
 
     if sum(x is not None for x in (design, workloads, workload)) != 1:

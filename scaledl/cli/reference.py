@@ -99,7 +99,7 @@ def evaluate_layouts_command(
     (:func:`scaledl.parallel.evaluate.evaluate_headline`, a tenth of the time), stored under
     ``across``; the block then tabulates every profile's targets and how many profiles meet
     each. The result records ``evaluated_on``, the processor it was computed on
-    (:func:`scaledl.workloads.device.local_cpu_name`): the evaluation is deterministic on one
+    (:func:`scaledl.devices.local.local_cpu_name`): the evaluation is deterministic on one
     processor, but another one's floating-point kernels move its MREs in the third digit and
     can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
     """
@@ -108,7 +108,7 @@ def evaluate_layouts_command(
     from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
     from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
-    from scaledl.workloads.device import local_cpu_name
+    from scaledl.devices.local import local_cpu_name
 
     try:
         sources = {"--data": data, "--repeat": repeat, "--across": across}

@@ -45,7 +45,7 @@ from scaledl.prediction.layouts import RECIPE_PREDICTOR
 from scaledl.prediction.predict import predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.layouts import find_layout_calibration
-from scaledl.workloads.device import normalise_device_name
+from scaledl.devices.local import normalise_device_name
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 

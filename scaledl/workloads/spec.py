@@ -13,7 +13,7 @@ Decisions (written here because nobody answers questions):
 * ``t5`` is encoder-decoder: ``seq_len`` is the encoder length, ``decoder_seq_len`` the decoder's.
 * ``device_name`` is part of the spec, hence of ``workload_id``: the same architecture measured on
   two machines is two workloads. One naming on every path (CLI, design, pipeline, Python): a spec
-  that names no device runs on this host's, ``scaledl.workloads.device.local_device_name()``
+  that names no device runs on this host's, ``scaledl.devices.local.local_device_name()``
   (``cpu:<processor model>`` or ``cuda:<GPU name>``), and the old-style bare ``cpu`` / ``cuda``
   is normalised to this host's device of that kind (a bare ``cuda`` on a host without CUDA is an
   error). ``backend`` defaults to ``nccl`` for CUDA devices and ``gloo`` otherwise. A predictor
@@ -445,8 +445,8 @@ def table_row(record: dict[str, Any], source: str) -> dict[str, Any]:
 
 def _fill_device(data: dict[str, Any]) -> None:
     """Name the device in full (this host's by default) and default the backend to match it."""
-    # workloads.device loads torch; only resolving a local device name needs it.
-    from scaledl.workloads.device import local_device_name, local_devices, normalise_device_name
+    # devices.local loads torch; only resolving a local device name needs it.
+    from scaledl.devices.local import local_device_name, local_devices, normalise_device_name
 
     device = data.get("device_name")
     if device is None:

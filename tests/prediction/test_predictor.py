@@ -7,7 +7,7 @@ from scaledl.models.guard import OutOfDomainError
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.prediction.predictor import load_predictor
 from scaledl.registry import register_bundle
-from scaledl.workloads.device import local_device_name
+from scaledl.devices.local import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 
 pytestmark = pytest.mark.slow

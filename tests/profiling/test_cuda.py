@@ -6,7 +6,7 @@ import torch
 from scaledl.profiling.launch import profile_workloads
 from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate
-from scaledl.workloads.device import local_backend, local_device_name
+from scaledl.devices.local import local_backend, local_device_name
 from scaledl.workloads.spec import Workload
 
 pytestmark = [

@@ -18,7 +18,7 @@ from scaledl.registry import (
     save_bundle,
 )
 from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method, sha256_file
-from scaledl.workloads.device import local_device_name
+from scaledl.devices.local import local_device_name
 
 pytestmark = pytest.mark.slow
 
@@ -181,7 +181,7 @@ def test_loading_does_not_import_pytorch_geometric(registry_root):
         "import sys, scaledl; "
         f"p = scaledl.load_predictor({str(registry_root / 'scaledl')!r}); "
         "assert 'torch_geometric' not in sys.modules, 'imported at load'; "
-        "from scaledl.workloads.device import local_device_name; "
+        "from scaledl.devices.local import local_device_name; "
         "assert p.devices == [local_device_name()]"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

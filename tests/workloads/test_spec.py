@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from scaledl.workloads.device import local_device_name
+from scaledl.devices.local import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError, micro_batch_activation_bytes
 
 BERT = {

@@ -75,7 +75,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _device() -> tuple[str, str]:
-    from scaledl.workloads.device import local_backend, local_device_name
+    from scaledl.devices.local import local_backend, local_device_name
 
     return local_device_name(), local_backend()
 

@@ -18,7 +18,7 @@ from scaledl.parallel.evaluate import (
 )
 from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
 from scaledl.report.blocks.markers import read_block
-from scaledl.workloads.device import local_cpu_name
+from scaledl.devices.local import local_cpu_name
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
