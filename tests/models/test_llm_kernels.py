@@ -1,0 +1,119 @@
+"""Tests of the LLM kernel models (fitted on Vidur's GEMMs, and the roofline baseline)."""
+
+import math
+
+import pytest
+
+from scaledl.devices.specs import UnknownDeviceError, device_spec
+from scaledl.models.llm_kernels import (
+    ATTENTION_BACKWARD_FACTOR,
+    evaluate_kernel_model,
+    kernel_model,
+    load_vidur_gemms,
+    measured_fit,
+    reference_gpu,
+    roofline_kernel_model,
+)
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def test_roofline_gemm_is_flops_over_peak_for_a_large_square_gemm():
+    model = roofline_kernel_model(H100)
+    n = 8192
+    expected = 2 * n**3 / (989.4e12)
+    assert model.gemm_s(n, n, n, "bf16") == pytest.approx(expected, rel=1e-9)
+
+
+def test_roofline_memory_and_memory_bound_gemm():
+    model = roofline_kernel_model(H100)
+    bandwidth = device_spec(H100).mem_bandwidth_gbps * 1e9
+    assert model.memory_s(1e9) == pytest.approx(1e9 / bandwidth)
+    # m = 1: a matrix-vector product is memory bound
+    moved = 2 * (1 * 8192 + 8192 * 8192 + 1 * 8192)
+    assert model.gemm_s(1, 8192, 8192, "bf16") == pytest.approx(moved / bandwidth)
+
+
+def test_fitted_model_is_slower_than_the_roofline_and_reaches_a_realistic_efficiency():
+    fitted, roof = kernel_model(H100), roofline_kernel_model(H100)
+    for m, n, k in [(4096, 4096, 4096), (16384, 8192, 2048), (64, 512, 512)]:
+        assert fitted.gemm_s(m, n, k, "bf16") > roof.gemm_s(m, n, k, "bf16")
+    n = 8192
+    efficiency = 2 * n**3 / fitted.gemm_s(n, n, n, "bf16") / 989.4e12
+    assert 0.5 < efficiency < 0.95
+
+
+def test_fitted_model_reproduces_vidur_gemms_within_ten_percent_on_average():
+    gemms = load_vidur_gemms("a100")
+    model = kernel_model(A100)
+    rows = gemms[gemms["m"] >= 1024].sample(200, random_state=0)
+    errors = [
+        abs(model.gemm_s(int(r.m), int(r.n), int(r.k), "fp16") * 1e3 - r.time_ms) / r.time_ms
+        for r in rows.itertuples()
+    ]
+    assert sum(errors) / len(errors) < 0.10
+
+
+def test_held_out_errors_of_the_gemm_model():
+    result = evaluate_kernel_model().set_index(["gpu", "protocol"])
+    assert set(result.index) == {
+        (g, p) for g in ("a100", "h100") for p in ("in_sample", "random", "transfer")
+    }
+    assert (result["mre"] < 0.15).all()
+    assert result.loc[("h100", "transfer"), "fitted_on"] == "a100"
+
+
+def test_fit_is_deterministic():
+    first = measured_fit("h100")
+    measured_fit.cache_clear()
+    assert measured_fit("h100") == first
+
+
+def test_transfer_rule_takes_the_closest_measured_gpu_by_tensor_peak():
+    assert reference_gpu("Tesla V100-SXM2-32GB") == "a100"
+    assert reference_gpu("NVIDIA H200") == "h100"
+    assert reference_gpu("NVIDIA B200") == "h100"
+    b200, h100 = kernel_model("NVIDIA B200"), kernel_model(H100)
+    assert b200.fit == h100.fit
+    assert b200.gemm_s(8192, 8192, 8192, "bf16") < h100.gemm_s(8192, 8192, 8192, "bf16")
+
+
+def test_fp8_uses_the_fp8_peak_and_pays_the_activation_cast():
+    model = kernel_model(H100)
+    m = n = k = 8192
+    bf16, fp8 = model.gemm_s(m, n, k, "bf16"), model.gemm_s(m, n, k, "fp8")
+    assert 0.45 * bf16 < fp8 < 0.75 * bf16
+    assert model.gemm_s(m, n, k, "mxfp8") == fp8
+    with pytest.raises(ValueError, match="fp4"):
+        model.gemm_s(m, n, k, "nvfp4")  # H100 has no FP4 peak
+    assert kernel_model("NVIDIA B200").gemm_s(m, n, k, "nvfp4") > 0
+
+
+def test_attention_causal_halves_the_work_and_backward_costs_more():
+    model = kernel_model(H100)
+    full = model.attention_s(2, 32, 4096, 4096, 128, False, False)
+    causal = model.attention_s(2, 32, 4096, 4096, 128, True, False)
+    backward = model.attention_s(2, 32, 4096, 4096, 128, True, True)
+    assert 0.4 * full < causal < 0.7 * full
+    assert backward == pytest.approx(
+        model.fit.t0_s + (causal - model.fit.t0_s) * ATTENTION_BACKWARD_FACTOR, rel=1e-6
+    )
+    roof = roofline_kernel_model(H100).attention_s(2, 32, 4096, 4096, 128, True, False)
+    assert roof == pytest.approx(4 * 2 * 32 * 4096 * 2048 * 128 / 989.4e12)
+    assert causal > roof
+
+
+def test_bad_input_is_refused_with_the_field_named():
+    model = kernel_model(H100)
+    with pytest.raises(ValueError, match="m must be"):
+        model.gemm_s(0, 1, 1, "bf16")
+    with pytest.raises(ValueError, match="precision"):
+        model.gemm_s(1, 1, 1, "int4")
+    with pytest.raises(ValueError, match="bytes_moved"):
+        model.memory_s(-1.0)
+    with pytest.raises(ValueError, match="causal"):
+        model.attention_s(1, 1, 4096, 1024, 128, True, False)
+    with pytest.raises(UnknownDeviceError):
+        kernel_model("NVIDIA Z999")
+    assert math.isfinite(kernel_model("A100-SXM-80GB").gemm_s(1, 1, 1, "fp16"))
