@@ -45,15 +45,18 @@ import torch
 from scaledl.models.gnn_training import GNNTrainConfig, GraphBatch, predict_gnn, train_gnn
 from scaledl.models.threads import single_threaded
 
-#: Node types of the composed step graph with their own one-hot column (else ``other``).
-NODE_TYPES = ("embedding", "attention", "mlp", "head", "tp_collective", "dp_collective",
-              "fsdp_collective", "pp_p2p", "cp_p2p", "bubble", "optimizer", "other")  # fmt: skip
-#: Edge types with their own one-hot column (else ``other``).
-EDGE_TYPES = ("data_flow", "overlaps_with", "other")
+#: Node types with their own one-hot column (else ``other``): the composition's
+#: (``scaledl.parallel.llm_step.NODE_TYPES``; repeated here, a lower layer, and kept equal by a
+#: test).
+NODE_TYPES = ("embedding", "attention", "mlp", "head", "recompute", "tp_collective", "cp_p2p",
+              "pp_p2p", "bubble", "dp_collective", "param_gather", "fsdp_collective",
+              "optimizer", "other")  # fmt: skip
+#: Edge types with their own one-hot column (else ``other``; ``llm_step.EDGE_TYPES``).
+EDGE_TYPES = ("data_flow", "overlaps", "on_path", "other")
 #: Exposed components of the composed step whose share of it is a context feature.
 COMPONENTS = ("forward_s", "backward_s", "recompute_s", "tp_exposed_s", "cp_exposed_s",
               "pp_p2p_s", "pp_bubble_s", "dp_exposed_s", "fsdp_exposed_s",
-              "optimizer_s")  # fmt: skip
+              "optimizer_s", "weight_cast_s")  # fmt: skip
 #: Context features on every node, in column order (module docstring).
 CONTEXT_FEATURES = (
     *(f"share_{c}" for c in COMPONENTS),

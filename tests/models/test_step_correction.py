@@ -101,3 +101,13 @@ def test_gnn_learns_a_correction_that_depends_on_the_graph():
     assert err_corrected < 0.5 * err_composed
     ablation = StepCorrection(edges=False, config=config).fit(graphs[:36], measured[:36])
     assert ablation.kind == "gnn" and ablation.predict(graphs[36:]).shape == (12,)
+
+
+def test_vocabularies_cover_the_composition():
+    from scaledl.parallel import llm_step
+
+    assert set(llm_step.NODE_TYPES) | {"other"} == set(NODE_TYPES)
+    assert set(llm_step.EDGE_TYPES) | {"other"} == set(EDGE_TYPES)
+    from scaledl.models.step_correction import COMPONENTS
+
+    assert set(llm_step.COMPONENTS) == set(COMPONENTS)
