@@ -42,13 +42,19 @@ attention core, embedding and output layer stay 16-bit).
 
 **Flash attention** (:meth:`KernelModel.attention_s`): the two attention GEMMs (``Q K^T`` and
 ``P V``) fused, ``flops = 4 b h s_q s_kv' d`` with ``s_kv' = s_kv - s_q / 2`` when causal (queries
-aligned to the end of the keys), at the GEMM efficiency of ``Q K^T``'s shape ``(b h s_q, s_kv',
-d)``; memory term: ``Q, K, V, O`` read or written once (``2 b h d (2 s_q + 2 s_kv)`` bytes, the
-score matrix never leaves the chip). Backward: 2.5 times the forward's compute (FlashAttention-2,
-Dao 2023: five GEMMs backward against two forward, ``dQ, dK, dV`` plus the recomputed ``Q K^T``
-and ``dP``) and reads ``Q, K, V, O, dO`` and writes ``dQ, dK, dV``. Vidur's own attention
-profiles are stored in Git LFS and are not in the snapshot this project can fetch, so the
-attention efficiency comes from the GEMM fit, not from measured attention kernels.
+aligned to the end of the keys), at the fitted GEMM efficiency of a GEMM with ``b h s_q`` rows
+and ``s_kv'`` columns, ``e_max * m / (m + m_half) * n / (n + n_half)``; the ``k`` factor is left
+out because the fused kernel's reduction runs over the keys, not over the head dimension (and
+Vidur's GEMMs, ``k >= 320``, do not pin ``k_half`` down at ``d = 128``). The fitted ``e_max``
+(0.76 on A100, 0.78 on H100) is within a few points of the best published flash-attention
+forward throughputs (FlashAttention-2, Dao 2023: 73% of A100's peak; FlashAttention-3, Shah et
+al. 2024: 75% of H100's), the kernels Megatron, NeMo (cuDNN / Transformer Engine) and
+torchtitan run. Memory term: ``Q, K, V, O`` read or written once (``2 b h d (2 s_q + 2 s_kv)``
+bytes; the score matrix never leaves the chip). Backward: 2.5 times the forward's compute
+(FlashAttention-2: five GEMMs backward against two forward) and twice its traffic. Vidur's own
+attention profiles are stored in Git LFS outside the snapshot this project can fetch; a copy
+of its A100 Llama-2-7B profile (vLLM paged-KV prefill) runs at 12-15% of peak, an inference
+kernel path, so it is not used (figures in ``docs/llm_at_scale.md``).
 
 **Memory-bound operators** (:meth:`KernelModel.memory_s`): ``t0_mem + bytes / (bandwidth *
 eff_mem_op)``, fitted on Vidur's RMSNorm, SiLU-and-multiply and residual-add times.
@@ -425,7 +431,8 @@ class FittedKernelModel:
         _check_positive(batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim)
         flops, rows, kv_eff = _attention_work(batch, heads, seq_q, seq_kv, head_dim, causal)
         peak = self._attention_peak()
-        efficiency = float(_compute_efficiency(self.fit, rows, kv_eff, float(head_dim)))
+        efficiency = self.fit.e_max * rows / (rows + self.fit.m_half)
+        efficiency *= kv_eff / (kv_eff + self.fit.n_half)
         compute = flops / (peak * efficiency)
         tensors = 2.0 * float(batch) * heads * head_dim * (seq_q + seq_kv)
         moved = 2.0 * tensors

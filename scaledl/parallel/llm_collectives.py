@@ -1,7 +1,7 @@
 """Hierarchical NCCL collective times for LLM training: NVLink inside a domain, NICs between.
 
 A group of ``size`` ranks with ``ranks_per_domain`` of them in each NVLink domain (an HGX/DGX
-node of 8 GPUs, an NVL72 rack of 72) spans ``d = size / ranks_per_domain`` domains.
+node of 8 GPUs, an NVL72 rack of 72) spans ``d = ceil(size / ranks_per_domain)`` domains.
 
 **Bandwidth** (bus bandwidth ``busbw``, as nccl-tests defines it): inside one domain the
 NVLink bandwidth ``B_nv`` (device table ``nvlink_gbps``, per GPU one direction) times its
@@ -54,12 +54,13 @@ from typing import Literal, Protocol, get_args
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
+from scipy.optimize import least_squares, nnls
 
 from scaledl.devices.specs import device_spec, resolve_gpu_name
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import vidur_network_root
+from scaledl.models.allreduce import AlphaBetaAllReduce, select_size_breakpoints
 from scaledl.models.llm_kernels import reference_gpu
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"]
@@ -80,7 +81,8 @@ class CommGroup:
     Attributes:
         size: ranks in the group (>= 1).
         ranks_per_domain: of those, how many share one NVLink domain (``== size``: all on
-            NVLink); divides ``size``.
+            NVLink), in ``[1, size]``; the group spans ``ceil(size / ranks_per_domain)``
+            domains.
     """
 
     size: int
@@ -90,16 +92,16 @@ class CommGroup:
         if not (isinstance(self.size, int) and self.size >= 1):
             raise ValueError(f"CommGroup.size must be an integer >= 1; got {self.size!r}")
         r = self.ranks_per_domain
-        if not (isinstance(r, int) and 1 <= r <= self.size and self.size % r == 0):
+        if not (isinstance(r, int) and 1 <= r <= self.size):
             raise ValueError(
-                f"CommGroup.ranks_per_domain must be an integer in [1, size={self.size}] "
-                f"dividing size; got {r!r}"
+                f"CommGroup.ranks_per_domain must be an integer in [1, size={self.size}]; "
+                f"got {r!r}"
             )
 
     @property
     def domains(self) -> int:
         """NVLink domains the group spans."""
-        return self.size // self.ranks_per_domain
+        return -(-self.size // self.ranks_per_domain)
 
 
 class NetworkModel(Protocol):
@@ -112,15 +114,32 @@ class NetworkModel(Protocol):
 
 @dataclass(frozen=True)
 class LinkFit:
-    """Latency and efficiency of one kind of transfer.
+    """Latency and efficiency of one kind of transfer, per message-size regime.
 
     Attributes:
-        alpha_s: latency per call (or per tree level across domains), seconds.
-        efficiency: achieved / datasheet bandwidth.
+        alpha_s: latency per call (across domains: per tree level) of the largest messages,
+            seconds.
+        efficiency: achieved / datasheet bandwidth of the largest messages (the regime
+            extrapolated to training's messages).
+        small: ``(upper_bytes, alpha_s, efficiency)`` of smaller messages, ascending: a message
+            below ``upper_bytes`` takes the first such regime (NCCL's LL and LL128 protocols).
     """
 
     alpha_s: float
     efficiency: float
+    small: tuple[tuple[float, float, float], ...] = ()
+
+    def at(self, message_bytes: float) -> tuple[float, float]:
+        """``(alpha_s, efficiency)`` of a message of ``message_bytes``."""
+        for upper, alpha, efficiency in self.small:
+            if message_bytes < upper:
+                return alpha, efficiency
+        return self.alpha_s, self.efficiency
+
+    def seconds(self, x_s: np.ndarray, message_bytes: np.ndarray) -> np.ndarray:
+        """``alpha + x / efficiency`` per message (``x``: seconds at the datasheet speed)."""
+        pairs = np.array([self.at(float(b)) for b in np.atleast_1d(message_bytes)])
+        return pairs[:, 0] + np.atleast_1d(x_s) / pairs[:, 1]
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,39 @@ def _line(x: np.ndarray, t: np.ndarray) -> LinkFit:
     design = np.column_stack([np.ones_like(x), x]) / t[:, None]
     (alpha, inv_eff), _ = nnls(design, np.ones_like(t))
     return LinkFit(float(alpha), float(1.0 / inv_eff) if inv_eff > 0 else math.inf)
+
+
+def fit_link(
+    message_bytes: np.ndarray, world_size: np.ndarray, time_s: np.ndarray, bandwidth: float
+) -> LinkFit:
+    """Fit a link's regimes on measured ring all-reduces (or send/recv: ``world_size`` 2).
+
+    Message-size breakpoints are chosen on the data by
+    :func:`scaledl.models.allreduce.select_size_breakpoints` and each regime's alpha-beta line
+    fitted by :class:`~scaledl.models.allreduce.AlphaBetaAllReduce` (relative least squares on
+    ``2 (p-1)/p * bytes``: ``bytes`` for two ranks, a send/recv's volume).
+
+    Args:
+        message_bytes: buffer sizes, bytes.
+        world_size: ranks of each measurement.
+        time_s: measured seconds.
+        bandwidth: the link's datasheet bandwidth, bytes/s (efficiency = achieved / this).
+
+    Returns:
+        The :class:`LinkFit`.
+    """
+    ms = np.asarray(time_s, dtype=float) * 1e3
+    breakpoints = select_size_breakpoints(message_bytes, world_size, ms)
+    model = AlphaBetaAllReduce(size_breakpoints_bytes=breakpoints).fit(
+        message_bytes, world_size, ms
+    )
+    regimes = []
+    for regime in range(len(breakpoints) + 1):
+        alpha_ms, ms_per_byte = model.params_[((), regime)]
+        efficiency = 1.0 / (ms_per_byte * 1e-3) / bandwidth if ms_per_byte > 0 else math.inf
+        regimes.append((alpha_ms * 1e-3, efficiency))
+    small = tuple((b, a, e) for b, (a, e) in zip(breakpoints, regimes[:-1], strict=True))
+    return LinkFit(*regimes[-1], small=small)
 
 
 @cache
@@ -225,8 +277,15 @@ def fit_nvlink(allreduce: pd.DataFrame, send_recv: pd.DataFrame, system: str) ->
     p2p = send_recv[(send_recv["system"] == system) & (send_recv["num_nodes"] == 1)]
     if rows.empty or p2p.empty:
         raise ValueError(f"Vidur network data: no single-node rows of system {system!r}")
-    nvlink = _line(_ring_seconds(rows, nvlink_bw), rows["allreduce_ms"].to_numpy() * 1e-3)
-    nvlink_p2p = _line(p2p["bytes"].to_numpy() / nvlink_bw, p2p["time_ms"].to_numpy() * 1e-3)
+    nvlink = fit_link(
+        rows["allreduce_bytes"].to_numpy(float),
+        rows["world_size"].to_numpy(float),
+        rows["allreduce_ms"].to_numpy() * 1e-3,
+        nvlink_bw,
+    )
+    nvlink_p2p = fit_link(
+        p2p["bytes"].to_numpy(), np.full(len(p2p), 2.0), p2p["time_ms"].to_numpy() * 1e-3, nvlink_bw
+    )
     return NetworkFit(nvlink, nvlink_p2p, fit_network(send_recv), source=f"Vidur {system}")
 
 
@@ -236,7 +295,10 @@ def fit_network(send_recv: pd.DataFrame) -> LinkFit:
     rows = send_recv[(send_recv["system"] == NETWORK_SYSTEM) & (send_recv["num_nodes"] == 2)]
     if rows.empty:
         raise ValueError(f"Vidur network data: no two-node send/recv of {NETWORK_SYSTEM!r}")
-    return _line(rows["bytes"].to_numpy() / network_bw, rows["time_ms"].to_numpy() * 1e-3)
+    return fit_link(
+        rows["bytes"].to_numpy(), np.full(len(rows), 2.0), rows["time_ms"].to_numpy() * 1e-3,
+        network_bw,
+    )  # fmt: skip
 
 
 @cache
@@ -269,15 +331,16 @@ class HierarchicalNetwork:
     network_bw: float
     fit: NetworkFit
 
-    def _bus(self, group: CommGroup) -> tuple[float, float]:
-        """``(latency_s, busbw)`` of a collective over ``group``."""
-        nvlink = self.fit.nvlink.efficiency * self.nvlink_bw
+    def _bus(self, group: CommGroup, message_bytes: float) -> tuple[float, float]:
+        """``(latency_s, busbw)`` of a collective of ``message_bytes`` over ``group``."""
+        alpha_nv, efficiency_nv = self.fit.nvlink.at(message_bytes)
+        nvlink = efficiency_nv * self.nvlink_bw
         if group.domains == 1:
-            return self.fit.nvlink.alpha_s, nvlink
-        network = self.fit.network.efficiency * self.network_bw
+            return alpha_nv, nvlink
+        alpha_net, efficiency_net = self.fit.network.at(message_bytes / group.domains)
         levels = math.ceil(math.log2(group.domains))
-        latency = self.fit.nvlink.alpha_s + self.fit.network.alpha_s * levels
-        return latency, min(nvlink, group.ranks_per_domain * network)
+        network = efficiency_net * self.network_bw
+        return alpha_nv + alpha_net * levels, min(nvlink, group.ranks_per_domain * network)
 
     @lru_cache(maxsize=65536)  # noqa: B019 - instances are per-(device, domain) singletons
     def collective_s(self, op: Op, message_bytes: float, group: CommGroup) -> float:
@@ -311,15 +374,16 @@ class HierarchicalNetwork:
                 link, bw = self.fit.nvlink_p2p, self.nvlink_bw
             else:
                 link, bw = self.fit.network, self.network_bw
-            return link.alpha_s + n / (link.efficiency * bw)
-        latency, bus = self._bus(group)
+            alpha, efficiency = link.at(n)
+            return alpha + n / (efficiency * bw)
+        latency, bus = self._bus(group, n)
         if op == "all_reduce":
             return latency + 2.0 * (p - 1) / p * n / bus
         if op in ("all_gather", "reduce_scatter"):
             return latency + (p - 1) / p * n / bus
         r = group.ranks_per_domain
-        intra = (r - 1) / p * n / (self.fit.nvlink.efficiency * self.nvlink_bw)
-        inter = (p - r) / p * n / (self.fit.network.efficiency * self.network_bw)
+        intra = (r - 1) / p * n / (self.fit.nvlink.at(n)[1] * self.nvlink_bw)
+        inter = (p - r) / p * n / (self.fit.network.at(n / p)[1] * self.network_bw)
         return latency + max(intra, inter)
 
 
@@ -374,88 +438,117 @@ def _mre(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.mean(np.abs(predicted - measured) / measured))
 
 
+def _alternate(order: np.ndarray) -> np.ndarray:
+    """Fit mask: sizes sorted by ``order`` alternately to fit (even rank) and test (odd)."""
+    rank = np.empty(len(order), dtype=int)
+    rank[np.argsort(order, kind="stable")] = np.arange(len(order))
+    return rank % 2 == 0
+
+
+def _errors(predicted: np.ndarray, measured: np.ndarray, nbytes: np.ndarray) -> dict:
+    big = nbytes >= 1 << 20
+    return {
+        "mre": _mre(predicted, measured),
+        "mre_from_1MiB": _mre(predicted[big], measured[big]),
+    }
+
+
 def evaluate_network_model() -> pd.DataFrame:
     """Error of the fitted links on Vidur's measurements, in sample and held out.
 
-    Held out: message sizes sorted within each sweep and alternately assigned to fit and test
-    (:func:`scaledl.external.vidur.split_by_message_size`'s rule). Sets: each DGX system's
-    single-node all-reduce and send/recv, H100's two-node send/recv, and A100's two-node
-    all-reduces (1, 2, 4, 8 GPUs per node) predicted with the hierarchical bus bandwidth
-    ``min(eff_nv B_nv, r * B_net_fitted)`` where that system's per-GPU NIC bandwidth and
-    latency are fitted (module docstring).
+    Held out: within each sweep, message sizes sorted and alternately assigned to fit and test
+    (the rule of :func:`scaledl.external.vidur.split_by_message_size`). Sets: each DGX
+    system's single-node all-reduce (2, 4, 8 GPUs: one link for all three sizes, as the model
+    uses it) and send/recv, H100's two-node send/recv, and A100's two-node all-reduces (1, 2,
+    4, 8 GPUs per node) predicted with the hierarchical bus bandwidth ``min(eff_nv B_nv, r *
+    B_net, C_node)`` where that system's per-GPU network bandwidth ``B_net``, per-node cap
+    ``C_node`` and latency are fitted (its network is not a DGX A100's; module docstring).
 
     Returns:
         One row per set: ``set``, ``n``, ``mre_in_sample``, ``mre_held_out``,
-        ``efficiency`` (fitted, in sample), ``alpha_us`` and, for the A100 two-node set,
-        ``nic_gbps`` (the fitted per-GPU NIC bandwidth; NaN elsewhere).
+        ``mre_held_out_from_1MiB`` (messages of 1 MiB or more), ``efficiency`` (large-message
+        regime, in sample), ``alpha_us``, and for the A100 two-node set only ``nic_gbps`` and
+        ``node_nic_gbps`` (the fitted per-GPU and per-node network bandwidths; NaN elsewhere).
     """
     allreduce = load_vidur_allreduce()
     send_recv = load_vidur_send_recv()
     rows = []
 
-    def add(name: str, x: np.ndarray, t: np.ndarray, order: np.ndarray) -> None:
-        fit = _line(x, t)
-        rank = np.empty(len(order), dtype=int)
-        rank[np.argsort(order, kind="stable")] = np.arange(len(order))
-        train = rank % 2 == 0
-        held = _line(x[train], t[train])
+    def add(name: str, nbytes, world, t, bandwidth: float, order) -> None:
+        ring = 2.0 * (world - 1.0) / world * nbytes / bandwidth
+        fit = fit_link(nbytes, world, t, bandwidth)
+        train = _alternate(order)
+        held = fit_link(nbytes[train], world[train], t[train], bandwidth)
+        test = ~train
         rows.append(
             {
                 "set": name,
                 "n": len(t),
-                "mre_in_sample": _mre(fit.alpha_s + x / fit.efficiency, t),
-                "mre_held_out": _mre(held.alpha_s + x[~train] / held.efficiency, t[~train]),
+                "mre_in_sample": _mre(fit.seconds(ring, nbytes), t),
+                "mre_held_out": _mre(held.seconds(ring[test], nbytes[test]), t[test]),
+                "mre_held_out_from_1MiB": _errors(
+                    held.seconds(ring[test], nbytes[test]), t[test], nbytes[test]
+                )["mre_from_1MiB"],
                 "efficiency": fit.efficiency,
                 "alpha_us": fit.alpha_s * 1e6,
+                "nic_gbps": math.nan,
             }
         )
 
     for system, device in SYSTEM_DEVICES.items():
         nvlink_bw, network_bw = _bandwidths(device)
         ar = allreduce[(allreduce["system"] == system) & (allreduce["num_nodes"] == 1)]
-        order = ar["world_size"].to_numpy() * 1e12 + ar["allreduce_bytes"].to_numpy()
-        add(
-            f"{system} all_reduce 1 node",
-            _ring_seconds(ar, nvlink_bw),
-            ar["allreduce_ms"].to_numpy() * 1e-3,
-            order,
-        )
+        nbytes = ar["allreduce_bytes"].to_numpy(float)
+        world = ar["world_size"].to_numpy(float)
+        t = ar["allreduce_ms"].to_numpy() * 1e-3
+        add(f"{system} all_reduce 1 node", nbytes, world, t, nvlink_bw, world * 1e12 + nbytes)
         for nodes, bw in ((1, nvlink_bw), (2, network_bw)):
             sr = send_recv[(send_recv["system"] == system) & (send_recv["num_nodes"] == nodes)]
             if sr.empty:
                 continue
-            add(
-                f"{system} send_recv {nodes} node(s)",
-                sr["bytes"].to_numpy() / bw,
-                sr["time_ms"].to_numpy() * 1e-3,
-                sr["bytes"].to_numpy(),
-            )
-    # A100 two nodes: bus bandwidth min(eff_nv B_nv, r B_net); B_net and latency fitted.
+            nbytes = sr["bytes"].to_numpy(float)
+            t = sr["time_ms"].to_numpy() * 1e-3
+            add(f"{system} send_recv {nodes} node(s)", nbytes, np.full(len(t), 2.0), t, bw, nbytes)
+    # A100 two nodes: bus bandwidth min(eff_nv B_nv, r B_net, C_node); alpha, B_net and the
+    # node's NIC cap C_node fitted (least squares on log time).
     nvlink_fit = measured_network_fit("a100").nvlink
     nvlink_bw, _ = _bandwidths(SYSTEM_DEVICES["a100_dgx"])
     ar = allreduce[(allreduce["system"] == "a100_dgx") & (allreduce["num_nodes"] == 2)]
+    nbytes = ar["allreduce_bytes"].to_numpy(float)
     r = (ar["world_size"] / ar["num_nodes"]).to_numpy(float)
     ring_bytes = _ring_seconds(ar, 1.0)
     t = ar["allreduce_ms"].to_numpy() * 1e-3
-    # busbw = min(nv, r * b): fit b through x = ring_bytes / r where the NIC limits.
-    net = _line(ring_bytes / r, t)
-    bus = np.minimum(nvlink_fit.efficiency * nvlink_bw, r * net.efficiency)
-    predicted = net.alpha_s + ring_bytes / bus
-    order = ar["world_size"].to_numpy() * 1e12 + ar["allreduce_bytes"].to_numpy()
-    rank = np.empty(len(order), dtype=int)
-    rank[np.argsort(order, kind="stable")] = np.arange(len(order))
-    train = rank % 2 == 0
-    held = _line(ring_bytes[train] / r[train], t[train])
-    bus_held = np.minimum(nvlink_fit.efficiency * nvlink_bw, r * held.efficiency)
+    cap = nvlink_fit.efficiency * nvlink_bw
+
+    def predict(theta: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        alpha, per_gpu, node = np.exp(theta)
+        bus = np.minimum(np.minimum(cap, r[mask] * per_gpu), node)
+        return alpha + ring_bytes[mask] / bus
+
+    def fit(mask: np.ndarray) -> np.ndarray:
+        start = np.log([1e-4, 5e9, 2e10])
+        return least_squares(
+            lambda theta: np.log(predict(theta, mask)) - np.log(t[mask]), start, method="lm"
+        ).x
+
+    everything = np.ones(len(t), dtype=bool)
+    theta = fit(everything)
+    train = _alternate(ar["world_size"].to_numpy() * 1e12 + nbytes)
+    held = fit(train)
+    test = ~train
     rows.append(
         {
             "set": "a100_dgx all_reduce 2 nodes (hierarchical)",
             "n": len(t),
-            "mre_in_sample": _mre(predicted, t),
-            "mre_held_out": _mre(held.alpha_s + ring_bytes[~train] / bus_held[~train], t[~train]),
+            "mre_in_sample": _mre(predict(theta, everything), t),
+            "mre_held_out": _mre(predict(held, test), t[test]),
+            "mre_held_out_from_1MiB": _errors(predict(held, test), t[test], nbytes[test])[
+                "mre_from_1MiB"
+            ],
             "efficiency": math.nan,
-            "alpha_us": net.alpha_s * 1e6,
-            "nic_gbps": net.efficiency / 1e9,
+            "alpha_us": math.exp(theta[0]) * 1e6,
+            "nic_gbps": math.exp(theta[1]) / 1e9,
+            "node_nic_gbps": math.exp(theta[2]) / 1e9,
         }
     )
     return pd.DataFrame(rows)

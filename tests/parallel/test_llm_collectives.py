@@ -65,7 +65,8 @@ def test_fit_errors_on_vidur_measurements():
 def test_bad_groups_and_ops_are_refused():
     model = network_model(H100)
     with pytest.raises(ValueError, match="ranks_per_domain"):
-        CommGroup(8, 3)
+        CommGroup(8, 9)
+    assert CommGroup(12, 8).domains == 2
     with pytest.raises(ValueError, match="size"):
         CommGroup(0, 1)
     with pytest.raises(ValueError, match="op must be"):
@@ -74,3 +75,22 @@ def test_bad_groups_and_ops_are_refused():
         model.collective_s("all_reduce", -1.0, CommGroup(2, 2))
     with pytest.raises(ValueError, match="nvlink"):
         network_model("NVIDIA A100-PCIE-40GB")
+
+
+def test_links_have_size_regimes_and_small_messages_are_latency_bound():
+    link = network_model(H100).fit.nvlink
+    assert link.small, "NCCL's protocols give the fitted link more than one regime"
+    bounds = [upper for upper, _, _ in link.small]
+    assert bounds == sorted(bounds)
+    assert link.at(1e12) == (link.alpha_s, link.efficiency)
+    model = network_model(H100)
+    tiny = model.collective_s("all_reduce", 2048, CommGroup(8, 8))
+    assert 1e-6 < tiny < 1e-4  # a few tens of microseconds, as Vidur measured
+
+
+def test_groups_that_straddle_domains_count_whole_domains():
+    peak = peak_network_model(H100)
+    # 12 ranks, 8 per domain: two domains, so the NICs (8 x 50 GB/s) carry the ring
+    assert peak.collective_s("all_reduce", 1e9, CommGroup(12, 8)) == pytest.approx(
+        2 * 11 / 12 * 1e9 / 400e9
+    )
