@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # annotations only: the job module is a sibling layer, imported by callers
@@ -294,6 +295,32 @@ def in_flight_chunks(stage: int, pp_size: int, vp_size: int, micro_batches: int)
     return [(j // p) % v for j in range(n)]
 
 
+def _in_flight_count(stage: int, p: int, v: int, m: int) -> int:
+    """``len(in_flight_chunks(stage, p, v, m))`` without the list."""
+    if p == 1:
+        return 1
+    if v == 1:
+        return min(m, p - stage)
+    return min(m * v, (p - stage - 1) * 2 + (v - 1) * p + 1)
+
+
+@lru_cache(maxsize=65536)
+def _layer_terms(model: ModelShape, seq_len: int, micro_batch: int, tp: int, cp: int,
+                 sp: bool, recompute: str, attention: str,
+                 dropout: bool) -> tuple[float, float, float]:  # fmt: skip
+    """A layer's kept activations, its full activations and its parameters on one rank.
+
+    Cached: a plan asks for the same few shapes thousands of times.
+    """
+    shape = dict(seq_len=seq_len, micro_batch=micro_batch, hidden_size=model.hidden_size,
+                 num_heads=model.num_heads, tp_size=tp, cp_size=cp, sequence_parallel=sp,
+                 ffn_size=model.ffn_size, num_kv_heads=model.num_kv_heads,
+                 gated_mlp=model.gated_mlp, dropout=dropout, attention=attention)  # fmt: skip
+    kept = layer_activation_bytes(recompute=recompute, **shape)
+    full = kept if recompute == "none" else layer_activation_bytes(recompute="none", **shape)
+    return kept, full, layer_parameters(model, tp)
+
+
 def rank_memory(
     model: ModelShape,
     *,
@@ -375,7 +402,8 @@ def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp,
     h, t = model.hidden_size, float(tp)
     first, last = stage == 0, stage == pp - 1
     chunks = [split[j * pp + stage] for j in range(vp)]
-    unit = layer_parameters(model, tp)
+    per_layer, working_set, unit = _layer_terms(model, seq_len, micro_batch, tp, cp, sp,
+                                                recompute, attention, dropout)  # fmt: skip
     embedding = model.vocab_size * h / t
     params = sum(chunks) * unit
     if first:
@@ -405,22 +433,23 @@ def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp,
         optimizer = o_bytes * params / (group if sharding in ("zero1", "zero2") else 1.0)
 
     # Activations.
-    shape = dict(seq_len=seq_len, micro_batch=micro_batch, hidden_size=h,
-                 num_heads=model.num_heads, tp_size=tp, cp_size=cp, sequence_parallel=sp,
-                 ffn_size=model.ffn_size, num_kv_heads=model.num_kv_heads,
-                 gated_mlp=model.gated_mlp, dropout=dropout, attention=attention)  # fmt: skip
-    per_layer = layer_activation_bytes(recompute=recompute, **shape)
-    inflight = in_flight_chunks(stage, pp, vp, grad_accum)
-    activations = per_layer * sum(chunks[j] for j in inflight)
-    if recompute == "full" and sum(chunks):
-        activations += layer_activation_bytes(recompute="none", **shape)  # the working set
+    n_in_flight = _in_flight_count(stage, pp, vp, grad_accum)
+    if vp == 1 or len(set(chunks)) == 1:
+        held_layers = n_in_flight * chunks[0]
+    else:  # forwards per chunk of in_flight_chunks, counted: p per chunk per cycle of p v
+        cycles, rest = divmod(n_in_flight, pp * vp)
+        held_layers = sum(layers * (cycles * pp + min(pp, max(0, rest - c * pp)))
+                          for c, layers in enumerate(chunks))  # fmt: skip
+    activations = per_layer * held_layers
+    if recompute == "full" and held_layers:
+        activations += working_set  # one layer recomputed in full during its backward
     sbh = float(seq_len) / cp * micro_batch * h
     if first and dropout:
-        activations += len(inflight) * sbh / (t if sp else 1.0)  # embedding dropout mask
+        activations += n_in_flight * sbh / (t if sp else 1.0)  # embedding dropout mask
     if last:
         s_b = float(seq_len) / cp * micro_batch
         activations += 4.0 * sbh / t + 4.0 * s_b * model.vocab_size / t  # output layer, logits
-    return RankMemory(stage, params, weights, gradients, optimizer, activations, len(inflight))
+    return RankMemory(stage, params, weights, gradients, optimizer, activations, n_in_flight)
 
 
 def job_memory(job: TrainingJob, stage: int | None = None, **options) -> RankMemory:

@@ -199,3 +199,17 @@ def test_bad_options_are_named():
         rank_memory(SMALL, seq_len=8, micro_batch=1, grad_accum=1, precision="int4")
     with pytest.raises(ValueError, match="stage=2 outside"):
         rank_memory(SMALL, seq_len=8, micro_batch=1, grad_accum=1, pp_size=2, stage=2)
+
+
+def test_uneven_interleaved_stage_counts_its_chunks_in_flight():
+    # p = 2, v = 3 (6 virtual stages) over 9 layers: stage 0 holds chunks of 1, 2 and 1 layers
+    # (virtual stages 0, 2, 4); 2 (2 - 1) + 2 * 2 + 1 = 7 forwards at most m v = 12: chunks
+    # 0, 0, 1, 1, 2, 2, 0 -> 3 x 1 + 2 x 2 + 2 x 1 = 9 layers held.
+    split = (1, 2, 2, 1, 1, 2)
+    assert in_flight_chunks(0, 2, 3, 6) == [0, 0, 1, 1, 2, 2, 0]
+    kw = {"seq_len": 64, "micro_batch": 1, "grad_accum": 6, "pp_size": 2, "vp_size": 3}
+    shape = {"seq_len": 64, "micro_batch": 1, "hidden_size": 64, "num_heads": 4,
+             "ffn_size": 256, "dropout": False, "attention": "flash"}  # fmt: skip
+    stage0 = rank_memory(SMALL.model_copy(update={"num_layers": 9}), layers_per_stage=split,
+                         stage=0, **kw)  # fmt: skip
+    assert stage0.activations_bytes == pytest.approx(9 * layer_activation_bytes(**shape))
