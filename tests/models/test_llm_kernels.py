@@ -1,7 +1,10 @@
 """Tests of the LLM kernel models (fitted on Vidur's GEMMs, and the roofline baseline)."""
 
+import importlib.util
 import math
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from scaledl.devices.specs import UnknownDeviceError, device_spec
@@ -117,3 +120,52 @@ def test_bad_input_is_refused_with_the_field_named():
     with pytest.raises(UnknownDeviceError):
         kernel_model("NVIDIA Z999")
     assert math.isfinite(kernel_model("A100-SXM-80GB").gemm_s(1, 1, 1, "fp16"))
+
+
+def _extract_script():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "extract_vidur_kernels.py"
+    spec = importlib.util.spec_from_file_location("extract_vidur_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_extraction_gives_per_rank_gemm_shapes_with_grouped_query_attention():
+    raw = pd.DataFrame(
+        {
+            "n_embd": [8192],
+            "n_head": [64],
+            "n_kv_head": [8],
+            "n_expanded_embd": [28672],
+            "num_tensor_parallel_workers": [8],
+            "use_gated_mlp": ["True"],
+            "num_tokens": [4096],
+            **{
+                f"time_stats.{op}.median": [1.0]
+                for op in (
+                    "attn_pre_proj",
+                    "attn_post_proj",
+                    "mlp_up_proj",
+                    "mlp_down_proj",
+                    "input_layernorm",
+                    "mlp_act",
+                    "add",
+                )
+            },
+        }
+    )
+    script = _extract_script()
+    gemms = script.gemm_rows(raw, "llama-70b").set_index("op")
+    assert tuple(gemms.loc["attn_pre_proj", ["m", "n", "k"]]) == (4096, (8 + 2 * 1) * 128, 8192)
+    assert tuple(gemms.loc["attn_post_proj", ["n", "k"]]) == (8192, 1024)
+    assert tuple(gemms.loc["mlp_up_proj", ["n", "k"]]) == (2 * 28672 // 8, 8192)
+    assert tuple(gemms.loc["mlp_down_proj", ["n", "k"]]) == (8192, 28672 // 8)
+    moved = script.elementwise_rows(raw, "llama-70b").set_index("op")["bytes"]
+    assert moved["mlp_act"] == 3 * 4096 * (28672 // 8) * 2
+
+
+def test_committed_kernel_tables_are_readable_and_cover_both_gpus():
+    for gpu, shapes in (("a100", 4000), ("h100", 1000)):
+        gemms = load_vidur_gemms(gpu)
+        assert len(gemms) > shapes
+        assert gemms["m"].min() >= 64
