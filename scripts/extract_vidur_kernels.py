@@ -2,7 +2,7 @@
 
 Reads ``data/profiling/compute/{a100,h100}/<org>/<model>/mlp.csv`` (per-operator times of
 vLLM-style decoder layers, fp16) and ``data/profiling/network/<system>/send_recv.csv`` of
-``microsoft/vidur`` and writes, under ``external/vidur/``:
+``microsoft/vidur`` (the DGX systems) and writes, under ``external/vidur/``:
 
 * ``compute/<gpu>/gemm.csv``: one row per measured GEMM: ``model``, ``op`` (``attn_pre_proj``
   = fused QKV, ``attn_post_proj``, ``mlp_up_proj``, ``mlp_down_proj``), ``m`` (tokens), ``n``,
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 GPUS = ("a100", "h100")
-SYSTEMS = ("a100_dgx", "h100_dgx", "a100_pairwise_nvlink", "h100_pairwise_nvlink")
+SYSTEMS = ("a100_dgx", "h100_dgx")
 _BYTES = 2  # fp16
 
 
