@@ -58,8 +58,10 @@ chunk ``k`` is virtual stage ``k p + r`` (Megatron's interleaved order), so ``la
 exposed TP/CP/FSDP parts) gives the step by
 :func:`scaledl.parallel.schedule.one_f_one_b_ms`: the slowest rank sets the pace ``m t_max``,
 the bubble ``(sum t - t_max) / v`` (``(p - 1) / (v m)`` of the ideal time with equal ranks).
-Point-to-point transfers of the activation (``b (s / c) h``, ``/ t`` with SP, which sends the
-scattered tensor) cost the NetworkModel's ``send_recv`` over two ranks ``t c d`` apart:
+Point-to-point transfers of the activation cost the NetworkModel's ``send_recv`` of
+``b (s / c) h / t`` elements over two ranks ``t c d`` apart: with SP the scattered tensor, without
+it Megatron's scatter/gather optimisation (Narayanan Sec. 4.1: each TP rank sends ``1 / t`` of
+the activation, the receivers all-gather it over NVLink, which is added to the transfer):
 non-interleaved 1F1B blocks on ``send_forward_recv_backward`` / ``send_backward_recv_forward``,
 so each micro-batch exposes two transfers in the steady state plus the fill and the drain,
 ``2 (m + p - 2)`` in all; interleaved 1F1B overlaps them (``overlap_p2p_comm``, on by default
@@ -512,7 +514,10 @@ def compose_step(
     emb_f, emb_b, emb_tp, emb_p, head_f, head_b, head_tp, head_p, head_flops = _ends(
         c, job, sp, domain, norm_p
     )
-    layers = job.rank_layers
+    if job.layers_per_stage is None:  # TrainingJob.rank_layers, without its generator
+        layers = [m.num_layers // pp] * pp
+    else:
+        layers = list(job.rank_layers)
     a_param = 4 if prec == "fp32" else 2
     full, selective = recompute == "full", recompute == "selective"
     layer_f = L.attn_f + L.mlp_f
@@ -541,9 +546,13 @@ def compose_step(
         ar_l = c.coll("all_reduce", layer_g * 4.0 / shard, rep_group)
         cb_l = (0.0 if sharding == "zero2" else ag_l) + rs_l + ar_l
 
-    rank_t, parts = [], []
+    rank_t, parts = [], {}  # parts: per distinct (layers, first rank, last rank)
     for r, n in enumerate(layers):
         first, last = r == 0, r == pp - 1
+        hit = parts.get((n, first, last))
+        if hit is not None:
+            rank_t.append(hit[0])
+            continue
         f = n * layer_f + (emb_f if first else 0.0) + (head_f if last else 0.0)
         b = n * layer_b + (emb_b if first else 0.0) + (head_b if last else 0.0)
         rec = n * rec_layer
@@ -569,18 +578,22 @@ def compose_step(
                 fs = ag_l + (n - 1) * max(0.0, ag_l - fwd_hide)
                 fs += (n - 1) * max(0.0, cb_l - bwd_hide) + rs_l + ar_l
             fs += ag_root + red_root
-        rank_t.append(f + b + rec + tpx + cpx + fs)
-        parts.append((f, b, rec, tpx, cpx, fs, grads, params))
+        total = f + b + rec + tpx + cpx + fs
+        rank_t.append(total)
+        parts[(n, first, last)] = (total, f, b, rec, tpx, cpx, fs, grads)
     steady, bubble = one_f_one_b_ms(rank_t, n_mb, vp)
-    pace = rank_t.index(max(rank_t))
+    pace = max(parts.values(), key=lambda part: part[0])
+    n_p = max((key[0] for key, part in parts.items() if part is pace))
 
     # pipeline transfers
     p2p_one = p2p_s = 0.0
     p2p_bytes = 0.0
     if pp > 1:
         a = 4 if prec == "fp32" else 2
-        p2p_bytes = job.micro_batch * (job.seq_len // cp) * m.hidden_size * a / (tp if sp else 1)
+        p2p_bytes = job.micro_batch * (job.seq_len // cp) * m.hidden_size * a / tp
         p2p_one = c.coll("send_recv", p2p_bytes, group(2, tp * cp * dp, domain))
+        if not sp:  # scatter/gather: the receiver all-gathers the activation over NVLink
+            p2p_one += c.coll("all_gather", p2p_bytes * tp, group(tp, 1, domain))
         p2p_s = 2 * p2p_one * ((n_mb + pp - 2) if vp == 1 else (pp - 1))
 
     # gradient reduction, parameter gather and optimizer: the latest-finishing rank
@@ -589,8 +602,7 @@ def compose_step(
     cast_per_param = 2.0 + 2.0 * PRECISION_BYTES[prec] if prec in LOW_PRECISIONS else 0.0
     tail_best = None
     dp_group = group(dp_cp, tp, domain)
-    for r in range(pp):
-        f, b, rec, tpx, cpx, fs, grads, params = parts[r]
+    for (n, _, _), (_, f, b, rec, _, _, _, grads) in parts.items():
         red = gather = red_x = gather_x = 0.0
         if sharding in ("none", "zero1") and dp_cp > 1:
             hide = b + rec
@@ -602,13 +614,13 @@ def compose_step(
                 gather_x = max(0.0, gather - f)
             red_x = max(0.0, red - hide)
         opt = c.memory(opt_bytes * grads / shard)
-        cast = c.memory(cast_per_param * layers[r] * layer_p) if cast_per_param else 0.0
+        cast = c.memory(cast_per_param * n * layer_p) if cast_per_param else 0.0
         tail = red_x + gather_x + opt + cast
         if tail_best is None or tail > tail_best[0]:
             tail_best = (tail, red, gather, red_x, gather_x, opt, cast, grads)
     tail, red, gather, red_x, gather_x, opt, cast, grads_tail = tail_best
 
-    f, b, rec, tpx, cpx, fs, _, _ = parts[pace]
+    _, f, b, rec, tpx, cpx, fs, _ = pace
     comp = {
         "forward_s": n_mb * f,
         "backward_s": n_mb * b,
@@ -627,16 +639,13 @@ def compose_step(
         return StepBreakdown(iteration, comp, None)
 
     # ---- the graph (pacing rank's layers; module docstring of StepGraph) ----
-    n_p = layers[pace]
     bits = _BITS.get(prec, 16)
     head_bits = 16 if prec in LOW_PRECISIONS else bits
     spans = _spans
     rows: list[tuple] = []  # (type, time, exposed, flops, bytes, group, spans, count, bits)
-    idx: dict[str, int] = {}
 
-    def add(kind, time, exposed, flops, nbytes, size, span, count, nbits):
-        idx[kind] = len(rows)
-        rows.append((kind, time, exposed, flops, nbytes, size, span, count, nbits))
+    def add(*row) -> None:
+        rows.append(row)
 
     add("embedding", n_mb * (emb_f + emb_b), n_mb * (emb_f + emb_b), 0.0, emb_p * a_param,
         1, 0, n_mb, bits)  # fmt: skip
@@ -650,7 +659,8 @@ def compose_step(
     t_head = n_mb * (head_f + head_b)
     add("head", t_head, t_head, n_mb * head_flops, head_p * a_param, 1, 0, n_mb, head_bits)
     if rec:
-        rec_flops = L.core_flops_f if selective else (L.attn_flops + L.mlp_flops) / 3.0
+        fwd_share = 1.0 / (2.0 if lora else 3.0)  # forward FLOPs of forward + backward
+        rec_flops = L.core_flops_f if selective else (L.attn_flops + L.mlp_flops) * fwd_share
         add("recompute", n_mb * rec, n_mb * rec, n_mb * n_p * rec_flops, 0.0, 1, 0, n_mb * n_p,
             bits)  # fmt: skip
     if tp > 1:
@@ -677,50 +687,57 @@ def compose_step(
             spans(shard * replicas, tp, domain), n_mb * n_p * per_dir, bits)  # fmt: skip
     add("optimizer", opt + cast, opt + cast, 0.0, opt_bytes * grads_tail / shard, 1, 0, 1, 32)
 
-    edges: list[tuple[int, int]] = []
-    etypes: list[str] = []
-
-    def link(src, dst, kind):
-        if src in idx and dst in idx:
-            edges.append((idx[src], idx[dst]))
-            etypes.append(kind)
-
-    link("embedding", "attention", "data_flow")
-    link("attention", "mlp", "data_flow")
-    link("mlp", "attention", "data_flow")
-    link("mlp", "head", "data_flow")
-    link("head", "optimizer", "data_flow")
-    link("recompute", "attention", "on_path")
-    link("recompute", "mlp", "on_path")
-    link("tp_collective", "attention", "on_path")
-    link("tp_collective", "mlp", "on_path")
-    link("cp_p2p", "attention", "overlaps")
-    link("pp_p2p", "bubble", "on_path")
-    link("bubble", "attention", "on_path")
-    link("bubble", "mlp", "on_path")
-    for kind in ("dp_collective", "fsdp_collective"):
-        link(kind, "attention", "overlaps")
-        link(kind, "mlp", "overlaps")
-    link("dp_collective", "optimizer", "data_flow")
-    link("fsdp_collective", "optimizer", "data_flow")
-    link("optimizer", "param_gather", "data_flow")
-    link("param_gather", "embedding", "overlaps")
-    link("param_gather", "attention", "overlaps")
-
-    inv = 1.0 / iteration if iteration > 0 else 0.0
-    log1p = math.log1p
-    feats = [
-        (log1p(t * 1e6), log1p(x * 1e6), log1p(fl * 1e-9), log1p(nb / 1048576.0),
-         math.log2(size) if size > 1 else 0.0, float(span), log1p(count), nbits / 32.0, x * inv)
-        for (_, t, x, fl, nb, size, span, count, nbits) in rows
-    ]  # fmt: skip
-    graph = StepGraph(
-        [r[0] for r in rows],
-        np.array(feats, dtype=np.float32),
-        np.array(edges, dtype=np.int64).reshape(-1, 2).T.copy(),
-        etypes,
-    )
+    graph = _graph(rows, iteration)
     return StepBreakdown(iteration, comp, graph)
+
+
+#: The graph's edges ``(source type, target type, edge type)``, kept where both nodes exist.
+_EDGES = (
+    ("embedding", "attention", "data_flow"),
+    ("attention", "mlp", "data_flow"),
+    ("mlp", "attention", "data_flow"),
+    ("mlp", "head", "data_flow"),
+    ("head", "optimizer", "data_flow"),
+    ("recompute", "attention", "on_path"),
+    ("recompute", "mlp", "on_path"),
+    ("tp_collective", "attention", "on_path"),
+    ("tp_collective", "mlp", "on_path"),
+    ("cp_p2p", "attention", "overlaps"),
+    ("pp_p2p", "bubble", "on_path"),
+    ("bubble", "attention", "on_path"),
+    ("bubble", "mlp", "on_path"),
+    ("dp_collective", "attention", "overlaps"),
+    ("dp_collective", "mlp", "overlaps"),
+    ("fsdp_collective", "attention", "overlaps"),
+    ("fsdp_collective", "mlp", "overlaps"),
+    ("dp_collective", "optimizer", "data_flow"),
+    ("fsdp_collective", "optimizer", "data_flow"),
+    ("optimizer", "param_gather", "data_flow"),
+    ("param_gather", "embedding", "overlaps"),
+    ("param_gather", "attention", "overlaps"),
+)
+
+
+def _graph(rows: list[tuple], iteration: float) -> StepGraph:
+    """The :class:`StepGraph` of node rows (:data:`NODE_FEATURES`).
+
+    Args:
+        rows: ``(type, time_s, exposed_s, flops, bytes, group size, spans, count, bits)``.
+        iteration: the step, seconds.
+    """
+    types = [r[0] for r in rows]
+    idx = {t: i for i, t in enumerate(types)}
+    kept = [(idx[a], idx[b], e) for a, b, e in _EDGES if a in idx and b in idx]
+    log1p, log2 = math.log1p, math.log2
+    inv = 1.0 / iteration if iteration > 0 else 0.0
+    feats = np.array(
+        [(log1p(t * 1e6), log1p(x * 1e6), log1p(fl * 1e-9), log1p(nb / 1048576.0), log2(size),
+          span, log1p(count), nbits / 32.0, x * inv)
+         for _, t, x, fl, nb, size, span, count, nbits in rows],
+        dtype=np.float32,
+    )  # fmt: skip
+    edges = np.array(([k[0] for k in kept], [k[1] for k in kept]), dtype=np.int64)
+    return StepGraph(types, feats, edges, [k[2] for k in kept])
 
 
 def _spans(size: int, stride: int, domain: int) -> int:

@@ -314,3 +314,16 @@ def test_a_negative_kernel_time_is_refused_naming_the_call():
 
     with pytest.raises(ValueError, match="gemm_s.*-1.0"):
         compose_step(job(), Broken(), FakeNetwork())
+
+
+def test_pipeline_transfers_send_a_tensor_parallel_slice():
+    # tp=2 x pp=2: each TP rank sends 1/2 of the activation; without SP the receivers then
+    # all-gather it (Megatron's scatter/gather), with SP the scattered tensor is what is needed
+    net = FakeNetwork(send_recv=1.0, all_gather=10.0)
+    j = dict(n_gpus=4, tp_size=2, pp_size=2, global_batch=2)
+    sp = step(job(**j), network=net).components_s
+    sends = {(b, g) for op, b, g in net.calls if op == "send_recv"}
+    assert sends == {(32 * 64 * 2 / 2, CommGroup(2, 2))}
+    assert sp["pp_p2p_s"] == pytest.approx(2 * 1.0 * (2 + 2 - 2))
+    no_sp = step(job(**j, sequence_parallel=False), network=net).components_s
+    assert no_sp["pp_p2p_s"] == pytest.approx(2 * 11.0 * (2 + 2 - 2))
