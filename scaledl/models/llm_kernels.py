@@ -563,3 +563,44 @@ def evaluate_kernel_model(seed: int = 0, test_fraction: float = 0.2) -> pd.DataF
                 }
             )
     return pd.DataFrame(rows)
+
+
+def evaluate_gemm_table(gemms: pd.DataFrame) -> pd.DataFrame:
+    """Error of :func:`kernel_model` on measured GEMMs of any GPUs (e.g. NeuSight's traces).
+
+    Args:
+        gemms: columns ``gpu`` (a device-table name or alias), ``m``, ``n``, ``k`` (a batched
+            GEMM flattened to ``batch * m`` rows), ``precision`` and ``time_ms``.
+
+    Returns:
+        One row per GPU: ``gpu``, ``reference`` (the measured GPU whose fit it takes),
+        ``n``, ``median_ratio`` (measured / predicted) and ``mre``.
+
+    Raises:
+        ValueError: a missing column, or a GPU or precision the device table cannot serve.
+    """
+    missing = [c for c in ("gpu", "m", "n", "k", "precision", "time_ms") if c not in gemms]
+    if missing:
+        raise ValueError(f"GEMM table: missing column(s) {missing}")
+    rows = []
+    for gpu, group in gemms.groupby("gpu", sort=True):
+        model = kernel_model(str(gpu))
+        predicted = np.array(
+            [
+                model.gemm_s(int(m), int(n), int(k), str(p)) * 1e3
+                for m, n, k, p in zip(
+                    group["m"], group["n"], group["k"], group["precision"], strict=True
+                )
+            ]
+        )
+        measured = group["time_ms"].to_numpy(float)
+        rows.append(
+            {
+                "gpu": gpu,
+                "reference": reference_gpu(str(gpu)),
+                "n": len(group),
+                "median_ratio": float(np.median(measured / predicted)),
+                "mre": _mre(predicted, measured),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -10,6 +10,7 @@ import pytest
 from scaledl.devices.specs import UnknownDeviceError, device_spec
 from scaledl.models.llm_kernels import (
     ATTENTION_BACKWARD_FACTOR,
+    evaluate_gemm_table,
     evaluate_kernel_model,
     kernel_model,
     load_vidur_gemms,
@@ -169,3 +170,21 @@ def test_committed_kernel_tables_are_readable_and_cover_both_gpus():
         gemms = load_vidur_gemms(gpu)
         assert len(gemms) > shapes
         assert gemms["m"].min() >= 64
+
+
+def test_gemm_table_evaluation_reports_ratio_and_error_per_gpu():
+    model = kernel_model("NVIDIA L4")
+    shapes = [(512, 1024, 1024), (4096, 4096, 1024)]
+    table = pd.DataFrame(
+        [
+            {"gpu": "NVIDIA L4", "m": m, "n": n, "k": k, "precision": "fp32",
+             "time_ms": 2e3 * model.gemm_s(m, n, k, "fp32")}
+            for m, n, k in shapes
+        ]
+    )  # fmt: skip
+    result = evaluate_gemm_table(table).iloc[0]
+    assert result["reference"] == "a100"
+    assert result["median_ratio"] == pytest.approx(2.0)
+    assert result["mre"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="precision"):
+        evaluate_gemm_table(table.drop(columns="precision"))
