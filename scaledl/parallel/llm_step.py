@@ -312,13 +312,10 @@ def group(size: int, stride: int, domain: int) -> CommGroup:
         domain: GPUs per NVLink domain.
 
     Returns:
-        The :class:`CommGroup`: ``ranks_per_domain`` is ``min(size, max(1, domain // stride))``,
-        lowered to a divisor of ``size`` (a 72-GPU domain holds 16 of 32 ranks 4 apart).
+        The :class:`CommGroup` with ``ranks_per_domain = min(size, max(1, domain // stride))``
+        (a 72-GPU domain holds 18 of 32 ranks 4 apart; the group spans two domains).
     """
-    per = min(size, max(1, domain // stride))
-    while size % per:
-        per -= 1
-    return CommGroup(size, per)
+    return CommGroup(size, min(size, max(1, domain // stride)))
 
 
 @dataclass(frozen=True)

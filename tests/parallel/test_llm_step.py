@@ -276,7 +276,7 @@ def test_groups_follow_megatron_rank_order_on_nvlink_domains():
     assert group(4, 8, 8) == CommGroup(4, 1)  # dp of tp=8 replicas: one rank per node
     assert group(4, 4, 8) == CommGroup(4, 2)  # cp=4 over tp=4: two per node
     assert group(16, 4, 72) == CommGroup(16, 16)  # NVL72 holds it
-    assert group(32, 4, 72) == CommGroup(32, 16)  # 18 per domain, lowered to a divisor
+    assert group(32, 4, 72) == CommGroup(32, 18)  # 18 in the first domain, 14 in the next
 
 
 def test_graph_is_small_typed_and_finite():
