@@ -130,8 +130,9 @@ so the planner can compose many candidates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -234,12 +235,18 @@ class StepBreakdown:
     Attributes:
         iteration_s: seconds per step; equals the sum of ``components_s``.
         components_s: exposed seconds per part, every key of :data:`COMPONENTS`.
-        graph: the :class:`StepGraph` (``None`` when composed with ``with_graph=False``).
+        graph: the :class:`StepGraph`, built on first access (the planner's time-only path
+            never pays for it).
     """
 
     iteration_s: float
     components_s: dict[str, float]
-    graph: StepGraph | None
+    _build_graph: Callable[[], StepGraph] = field(repr=False, compare=False)
+
+    @cached_property
+    def graph(self) -> StepGraph:
+        """The :class:`StepGraph` of this step."""
+        return self._build_graph()
 
 
 class _Cached:
@@ -476,16 +483,13 @@ def _ends(c: _Cached, job: TrainingJob, sp: bool, domain: int, norm_p: int) -> t
     return out
 
 
-def compose_step(
-    job: TrainingJob, kernels: KernelModel, network: NetworkModel, *, with_graph: bool = True
-) -> StepBreakdown:
+def compose_step(job: TrainingJob, kernels: KernelModel, network: NetworkModel) -> StepBreakdown:
     """Compose one optimizer step of ``job`` (module docstring).
 
     Args:
         job: the training job (model shape, layout, sharding, recompute, batch).
         kernels: kernel times of the job's GPU, seconds.
         network: collective times of the job's cluster, seconds.
-        with_graph: build the :class:`StepGraph` (the planner's time-only path skips it).
 
     Returns:
         The :class:`StepBreakdown`.
@@ -537,6 +541,7 @@ def compose_step(
     fsdp_like = sharding in ("fsdp", "zero2", "hsdp")
     shard_group = group(shard, tp, domain)
     rep_group = group(replicas, tp * shard, domain)
+    ag_l = rs_l = ar_l = cb_l = 0.0
     if fsdp_like:
         ag_l = c.coll("all_gather", layer_p * a_param, shard_group)
         rs_l = c.coll("reduce_scatter", layer_g * 4.0, shard_group)
@@ -632,9 +637,23 @@ def compose_step(
         "weight_cast_s": cast,
     }
     iteration = steady + bubble + p2p_s + tail
-    if not with_graph:
-        return StepBreakdown(iteration, comp, None)
+    inputs = (
+        L, n_mb, n_p, prec, emb_f, emb_b, emb_p, a_param, head_f, head_b, head_p, head_flops,
+        rec, selective, lora, full, tp, tpx, domain, cp, cpx, pp, vp, dp, p2p_one, p2p_s,
+        p2p_bytes, bubble, red, red_x, grads_tail, dp_cp, gather, gather_x, fs, fsdp_like,
+        shard, replicas, sharding, ag_l, cb_l, layer_p, opt, cast, opt_bytes, iteration,
+    )  # fmt: skip
+    return StepBreakdown(iteration, comp, partial(_step_graph, inputs))
 
+
+def _step_graph(inputs: tuple) -> StepGraph:
+    """The graph of a step from :func:`compose_step`'s values (:class:`StepGraph`)."""
+    (
+        L, n_mb, n_p, prec, emb_f, emb_b, emb_p, a_param, head_f, head_b, head_p, head_flops,
+        rec, selective, lora, full, tp, tpx, domain, cp, cpx, pp, vp, dp, p2p_one, p2p_s,
+        p2p_bytes, bubble, red, red_x, grads_tail, dp_cp, gather, gather_x, fs, fsdp_like,
+        shard, replicas, sharding, ag_l, cb_l, layer_p, opt, cast, opt_bytes, iteration,
+    ) = inputs  # fmt: skip
     # ---- the graph (pacing rank's layers; module docstring of StepGraph) ----
     bits = _BITS.get(prec, 16)
     head_bits = 16 if prec in LOW_PRECISIONS else bits
@@ -684,8 +703,7 @@ def compose_step(
             spans(shard * replicas, tp, domain), n_mb * n_p * per_dir, bits)  # fmt: skip
     add("optimizer", opt + cast, opt + cast, 0.0, opt_bytes * grads_tail / shard, 1, 0, 1, 32)
 
-    graph = _graph(rows, iteration)
-    return StepBreakdown(iteration, comp, graph)
+    return _graph(rows, iteration)
 
 
 #: The graph's edges ``(source type, target type, edge type)``, kept where both nodes exist.

@@ -300,11 +300,14 @@ def test_graph_is_small_typed_and_finite():
     assert count == pytest.approx(math.log1p(4))
 
 
-def test_without_graph_gives_the_same_times():
+def test_the_graph_is_built_on_first_access_from_the_composed_values():
     j = job(n_gpus=4, tp_size=2, pp_size=2, global_batch=4)
-    a = compose_step(j, FakeKernels(1e-12), FakeNetwork(all_reduce=1e-4))
-    b = compose_step(j, FakeKernels(1e-12), FakeNetwork(all_reduce=1e-4), with_graph=False)
-    assert b.graph is None and a.components_s == b.components_s
+    r = compose_step(j, FakeKernels(1e-12), FakeNetwork(all_reduce=1e-4, send_recv=1e-4))
+    assert "graph" not in r.__dict__
+    g = r.graph
+    assert r.graph is g
+    bubble = g.node_features[g.node_types.index("bubble"), NODE_FEATURES.index("log_time_us")]
+    assert bubble == pytest.approx(math.log1p(r.components_s["pp_bubble_s"] * 1e6), rel=1e-6)
 
 
 def test_a_negative_kernel_time_is_refused_naming_the_call():
