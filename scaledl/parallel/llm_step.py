@@ -71,10 +71,10 @@ with interleaving), leaving the fill and the drain, ``2 (p - 1)``.
 ``order="tp-cp-ep-dp-pp"``; torchtitan's mesh is the same, innermost ``tp``): TP ranks are
 consecutive, CP ranks ``t`` apart, DP ranks ``t c`` apart, pipeline neighbours ``t c d`` apart.
 A group of ``n`` ranks ``stride`` apart has ``min(n, max(1, D // stride))`` ranks in one NVLink
-domain of ``D`` GPUs (:class:`~scaledl.parallel.llm_collectives.CommGroup`;
-``nvlink_domain_size``, else the device table's). Context-parallel ranks hold the same weights,
-so gradients are reduced and states sharded over ``d c`` ranks (Megatron's ``dp-cp`` group,
-torchtitan's ``dp_shard_cp`` mesh).
+domain of ``D`` GPUs (:class:`~scaledl.parallel.llm_collectives.CommGroup`; ``D`` the job's
+``nvlink_domain_size``: 8 on an HGX board, 72 on NVL72). Context-parallel ranks hold the same
+weights, so gradients are reduced and states sharded over ``d c`` ranks (Megatron's ``dp-cp``
+group, torchtitan's ``dp_shard_cp`` mesh).
 
 **Data parallelism and sharding** (gradients reduced in FP32, parameters gathered at 16 bits,
 or 32 for an FP32 job):
@@ -118,9 +118,21 @@ and no gradient reduction; the embedding gets no backward; each adapted linear a
 adapter GEMMs forward and four backward (16-bit); gradients, their reduction and the optimizer
 cover the adapters only. FSDP still gathers the frozen base weights.
 
+**The graph** (:class:`StepGraph`): one node per layer type of the pacing pipeline rank with a
+repeat count (embedding, attention, mlp, head, recompute; not one node per layer), one per
+collective kind, the pipeline transfers, the bubble and the optimizer, only those the job has
+(5 nodes for one GPU, at most 13). Features (:data:`NODE_FEATURES`) are ``log1p`` of the
+node's time and exposed time in microseconds, GFLOP, MiB and count, ``log2`` of the group
+size, whether the group leaves an NVLink domain, precision bits / 32 and the exposed share of
+the step. Edges (:data:`EDGE_TYPES`): ``data_flow`` (forward order, gradients to the optimizer,
+optimizer to the parameter gather), ``overlaps`` (a collective to the compute that hides it),
+``on_path`` (TP collectives, recompute and the bubble in series with the compute).
+
 **Not modelled** (left to the learned correction): TP communication overlap (userbuffers),
 the tied embedding's gradient all-reduce between the first and the last pipeline rank, the
-cross entropy's scalar all-reduces, kernel launch gaps, CUDA graphs, data loading.
+cross entropy's scalar all-reduces, FP8 parameter all-gathers (torchtitan's float8
+all-gather), FSDP keeping parameters gathered under a pipeline, kernel launch gaps, CUDA
+graphs, data loading, stragglers.
 
 Speed: per-shape kernel and collective times and whole per-layer costs are cached per
 (kernel model, network model) pair, and the path is plain Python floats (no torch, no pandas),
@@ -487,17 +499,18 @@ def compose_step(job: TrainingJob, kernels: KernelModel, network: NetworkModel) 
     """Compose one optimizer step of ``job`` (module docstring).
 
     Args:
-        job: the training job (model shape, layout, sharding, recompute, batch).
+        job: the training job (model shape, layout, sharding, recompute, batch; validated by
+            :class:`~scaledl.workloads.training_job.TrainingJob`).
         kernels: kernel times of the job's GPU, seconds.
-        network: collective times of the job's cluster, seconds.
+        network: collective times of the job's GPU systems, built for its
+            ``nvlink_domain_size`` (the groups are placed on domains of that size), seconds.
 
     Returns:
         The :class:`StepBreakdown`.
 
     Raises:
-        ValueError: a layer split the job cannot have (layers not divisible by
-            ``pp_size * vp_size`` without ``layers_per_stage``), no NVLink domain for the GPU,
-            or a model returning a negative or non-finite time (naming the call).
+        ValueError: a kernel or network model returning a negative or non-finite time (the
+            message names the call and its arguments).
     """
     c = _cached(kernels, network)
     m = job.model
