@@ -40,21 +40,22 @@ cast is the caller's to count once per step. Which GEMMs run in FP8 is the compo
 choice (Transformer Engine / Megatron: the linear layers, forward and both backward GEMMs; the
 attention core, embedding and output layer stay 16-bit).
 
-**Flash attention** (:meth:`KernelModel.attention_s`): the two attention GEMMs (``Q K^T`` and
-``P V``) fused, ``flops = 4 b h s_q s_kv' d`` with ``s_kv' = s_kv - s_q / 2`` when causal (queries
-aligned to the end of the keys), at the fitted GEMM efficiency of a GEMM with ``b h s_q`` rows
-and ``s_kv'`` columns, ``e_max * m / (m + m_half) * n / (n + n_half)``; the ``k`` factor is left
-out because the fused kernel's reduction runs over the keys, not over the head dimension (and
-Vidur's GEMMs, ``k >= 320``, do not pin ``k_half`` down at ``d = 128``). The fitted ``e_max``
-(0.76 on A100, 0.78 on H100) is within a few points of the best published flash-attention
-forward throughputs (FlashAttention-2, Dao 2023: 73% of A100's peak; FlashAttention-3, Shah et
-al. 2024: 75% of H100's), the kernels Megatron, NeMo (cuDNN / Transformer Engine) and
-torchtitan run. Memory term: ``Q, K, V, O`` read or written once (``2 b h d (2 s_q + 2 s_kv)``
-bytes; the score matrix never leaves the chip). Backward: 2.5 times the forward's compute
-(FlashAttention-2: five GEMMs backward against two forward) and twice its traffic. Vidur's own
-attention profiles are stored in Git LFS outside the snapshot this project can fetch; a copy
-of its A100 Llama-2-7B profile (vLLM paged-KV prefill) runs at 12-15% of peak, an inference
-kernel path, so it is not used (figures in ``docs/llm_at_scale.md``).
+**Flash attention** (:meth:`KernelModel.attention_s`): ``flops = 4 b h s_q s_kv' d`` with
+``s_kv' = s_kv - s_q / 2`` when causal (queries aligned to the end of the keys), backward 2.5x
+the forward's FLOPs (FlashAttention-2, Dao 2023: five GEMMs against two), at the efficiency::
+
+    eff = e_dir * s_kv' / (s_kv' + kv_half_dir) * (c_causal if causal) * m / (m + m_half)
+
+``e_dir``, ``kv_half_dir`` (per direction) and ``c_causal`` are fitted on published kernel
+throughputs (``external/flash_attention/h100_hd128.csv``: FlashAttention-3 paper, Shah et al.
+2024, H100 at head dimension 128, 512-16k tokens) of the cuDNN kernel, Transformer Engine's
+fused attention that Megatron-LM and NeMo run; ``m = b h s_q`` takes the GEMM fit's ``m_half``.
+The efficiencies are fractions of the 16-bit peak and carry over to every GPU (through its own
+peak), as the GEMM efficiencies do. Memory term: ``Q, K, V, O`` read or written once
+(backward: twice that), the score matrix never leaves the chip. Vidur's own attention profiles
+are Git LFS objects outside the snapshot this project can fetch; a public copy of its A100
+Llama-2-7B profile (vLLM paged-KV prefill, an inference kernel path) runs at 12-15% of peak and
+is not used (figures in ``docs/llm_at_scale.md``).
 
 **Memory-bound operators** (:meth:`KernelModel.memory_s`): ``t0_mem + bytes / (bandwidth *
 eff_mem_op)``, fitted on Vidur's RMSNorm, SiLU-and-multiply and residual-add times.
@@ -93,8 +94,15 @@ GEMM_PRECISIONS = {
 }
 #: Backward / forward compute of flash attention (FlashAttention-2: 5 GEMMs against 2).
 ATTENTION_BACKWARD_FACTOR = 2.5
+#: The attention kernel whose published throughputs set the flash-attention efficiency.
+FLASH_KERNEL = "cudnn"
 _GEMM_COLUMNS = ("m", "n", "k", "time_ms")
 _ELEMENTWISE_COLUMNS = ("bytes", "time_ms")
+
+
+def flash_attention_table_path() -> Path:
+    """Published flash-attention throughputs (``<external>/flash_attention/h100_hd128.csv``)."""
+    return external_root() / "flash_attention" / "h100_hd128.csv"
 
 
 def vidur_compute_root() -> Path:
@@ -351,12 +359,169 @@ def _check_positive(**values: float) -> None:
 
 
 @dataclass(frozen=True)
+class FlashFit:
+    """Flash-attention efficiency (module docstring for the formula).
+
+    Attributes:
+        forward_e, forward_kv_half: forward ceiling and half-saturation key length.
+        backward_e, backward_kv_half: the same for the backward.
+        causal_factor: efficiency lost to the causal mask's diagonal blocks (multiplier).
+        source: what it was fitted on.
+    """
+
+    forward_e: float
+    forward_kv_half: float
+    backward_e: float
+    backward_kv_half: float
+    causal_factor: float
+    source: str
+
+
+#: The efficiencies of :func:`roofline_kernel_model`: the peak.
+PEAK_FLASH = FlashFit(1.0, 0.0, 1.0, 0.0, 1.0, source="datasheet peaks")
+
+
+@cache
+def load_flash_table(path: Path | None = None) -> pd.DataFrame:
+    """Published flash-attention throughputs (``external/flash_attention/h100_hd128.csv``).
+
+    Returns:
+        Columns ``kernel, direction, causal, seq_len, batch, heads, head_dim, tflops`` and
+        ``kv_eff`` (``seq_len``, halved with the causal mask).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a bad file (names the file, row, column and value).
+    """
+    path = Path(path or flash_attention_table_path())
+    table = _read_table(path, ("seq_len", "batch", "heads", "head_dim", "tflops"))
+    allowed = {"kernel": None, "direction": {"forward", "backward"}, "causal": {True, False}}
+    for col, values in allowed.items():
+        if col not in table:
+            raise ValueError(f"{path}: missing column {col!r}")
+        bad = table[col].isna() if values is None else ~table[col].isin(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{path}: row {row + 1}, column {col!r}: unexpected value {table[col].iloc[row]!r}"
+            )
+    table["causal"] = table["causal"].astype(bool)
+    return table.assign(kv_eff=np.where(table["causal"], table["seq_len"] / 2, table["seq_len"]))
+
+
+def _flash_predict(theta: np.ndarray, rows: pd.DataFrame) -> np.ndarray:
+    """Efficiency of each row given ``(fwd_e, fwd_half, bwd_e, bwd_half, causal)`` logits."""
+    fwd_e, bwd_e, causal = (float(_sigmoid(theta[i])) for i in (0, 2, 4))
+    halves = np.exp(theta[[1, 3]])
+    backward = (rows["direction"] == "backward").to_numpy()
+    e = np.where(backward, bwd_e, fwd_e)
+    half = np.where(backward, halves[1], halves[0])
+    kv = rows["kv_eff"].to_numpy(float)
+    return e * kv / (kv + half) * np.where(rows["causal"].to_numpy(bool), causal, 1.0)
+
+
+def fit_flash_efficiency(table: pd.DataFrame, kernel: str = FLASH_KERNEL) -> FlashFit:
+    """Fit :class:`FlashFit` on one kernel's published throughputs (least squares on log).
+
+    Args:
+        table: :func:`load_flash_table` rows (H100 at head dimension 128).
+        kernel: the kernel (``cudnn``, ``flash_attention_3``, ``flash_attention_2``).
+
+    Returns:
+        The fit; the H100 peak (989.4 TFLOP/s, the device table) converts throughput into
+        efficiency.
+
+    Raises:
+        ValueError: the kernel has no forward or no backward rows.
+    """
+    rows = table[table["kernel"] == kernel]
+    if set(rows["direction"]) != {"forward", "backward"}:
+        raise ValueError(
+            f"flash-attention table: kernel {kernel!r} needs forward and backward rows "
+            f"(kernels: {sorted(table['kernel'].unique())})"
+        )
+    peak = device_spec(MEASURED_GPUS["h100"]).peak_flops_per_s("bf16") / 1e12
+    measured = np.log(rows["tflops"].to_numpy(float) / peak)
+    start = np.array([0.5, math.log(512), 0.5, math.log(512), 2.0])
+    theta = least_squares(
+        lambda th: np.log(_flash_predict(th, rows)) - measured, start, method="lm"
+    ).x
+    fwd_e, bwd_e, causal = (float(_sigmoid(theta[i])) for i in (0, 2, 4))
+    return FlashFit(
+        fwd_e, math.exp(theta[1]), bwd_e, math.exp(theta[3]), causal,
+        source=f"{kernel} on H100, hd 128 ({len(rows)} published points)",
+    )  # fmt: skip
+
+
+@cache
+def flash_fit(kernel: str = FLASH_KERNEL) -> FlashFit:
+    """The fitted flash-attention efficiency of a kernel, cached per process."""
+    return fit_flash_efficiency(load_flash_table(), kernel)
+
+
+def evaluate_attention_model() -> pd.DataFrame:
+    """Error of the flash-attention efficiency on the published throughputs.
+
+    Per kernel: in-sample and leave-one-out (each point predicted by a fit without it) mean
+    relative error of the throughput, and each kernel's median throughput relative to
+    :data:`FLASH_KERNEL`'s fit.
+
+    Returns:
+        One row per kernel with forward and backward rows: ``kernel``, ``n``,
+        ``mre_in_sample``, ``mre_leave_one_out``, ``median_vs_default``.
+    """
+    table = load_flash_table()
+    default = flash_fit()
+    out = []
+    for kernel, rows in table.groupby("kernel", sort=True):
+        if set(rows["direction"]) != {"forward", "backward"}:
+            continue
+        fit = fit_flash_efficiency(table, str(kernel))
+        measured = rows["tflops"].to_numpy(float)
+        loo = []
+        for i in range(len(rows)):
+            rest = table.drop(index=rows.index[i])
+            one = fit_flash_efficiency(rest, str(kernel))
+            loo.append(_flash_throughput(one, rows.iloc[[i]])[0])
+        out.append(
+            {
+                "kernel": kernel,
+                "n": len(rows),
+                "mre_in_sample": _mre(_flash_throughput(fit, rows), measured),
+                "mre_leave_one_out": _mre(np.array(loo), measured),
+                "median_vs_default": float(np.median(measured / _flash_throughput(default, rows))),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _flash_throughput(fit: FlashFit, rows: pd.DataFrame) -> np.ndarray:
+    """Predicted TFLOP/s of published rows (H100 peak)."""
+    theta = np.array(
+        [
+            _logit(fit.forward_e),
+            math.log(fit.forward_kv_half),
+            _logit(fit.backward_e),
+            math.log(fit.backward_kv_half),
+            _logit(fit.causal_factor),
+        ]
+    )
+    peak = device_spec(MEASURED_GPUS["h100"]).peak_flops_per_s("bf16") / 1e12
+    return peak * _flash_predict(theta, rows)
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+@dataclass(frozen=True)
 class FittedKernelModel:
     """Kernel times from fitted efficiencies and one device's peaks (module docstring).
 
     Attributes:
         device: the device-table name.
         fit: the efficiencies (the device's own or its :func:`reference_gpu`'s).
+        flash: the flash-attention efficiency.
         peak_flops: ``{precision: FLOP/s}`` the device supports.
         bandwidth: memory bandwidth, bytes/s.
     """
@@ -365,6 +530,7 @@ class FittedKernelModel:
     fit: GemmFit
     peak_flops: tuple[tuple[str, float], ...]
     bandwidth: float
+    flash: FlashFit = PEAK_FLASH
 
     def _peak(self, precision: str) -> tuple[float, float]:
         if precision not in GEMM_PRECISIONS:
@@ -431,14 +597,20 @@ class FittedKernelModel:
         _check_positive(batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim)
         flops, rows, kv_eff = _attention_work(batch, heads, seq_q, seq_kv, head_dim, causal)
         peak = self._attention_peak()
-        efficiency = self.fit.e_max * rows / (rows + self.fit.m_half)
-        efficiency *= kv_eff / (kv_eff + self.fit.n_half)
+        flash = self.flash
+        if backward:
+            e, half = flash.backward_e, flash.backward_kv_half
+        else:
+            e, half = flash.forward_e, flash.forward_kv_half
+        efficiency = e * kv_eff / (kv_eff + half) * rows / (rows + self.fit.m_half)
+        if causal:
+            efficiency *= flash.causal_factor
         compute = flops / (peak * efficiency)
         tensors = 2.0 * float(batch) * heads * head_dim * (seq_q + seq_kv)
         moved = 2.0 * tensors
         if backward:
             compute *= ATTENTION_BACKWARD_FACTOR
-            moved = 2.0 * tensors * 2.0  # Q, K, V, O, dO read; dQ, dK, dV written
+            moved = 2.0 * moved  # Q, K, V, O, dO read; dQ, dK, dV written
         return self.fit.t0_s + max(compute, moved / (self.bandwidth * self.fit.eff_mem))
 
     def _attention_peak(self) -> float:
@@ -487,7 +659,7 @@ def kernel_model(gpu: str) -> FittedKernelModel:
     spec = device_spec(device)
     return FittedKernelModel(
         device, measured_fit(reference_gpu(device)), _device_peaks(device),
-        spec.mem_bandwidth_gbps * 1e9,
+        spec.mem_bandwidth_gbps * 1e9, flash_fit(),
     )  # fmt: skip
 
 

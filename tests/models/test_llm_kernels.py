@@ -10,8 +10,10 @@ import pytest
 from scaledl.devices.specs import UnknownDeviceError, device_spec
 from scaledl.models.llm_kernels import (
     ATTENTION_BACKWARD_FACTOR,
+    evaluate_attention_model,
     evaluate_gemm_table,
     evaluate_kernel_model,
+    flash_fit,
     kernel_model,
     load_vidur_gemms,
     measured_fit,
@@ -100,9 +102,8 @@ def test_attention_causal_halves_the_work_and_backward_costs_more():
     causal = model.attention_s(2, 32, 4096, 4096, 128, True, False)
     backward = model.attention_s(2, 32, 4096, 4096, 128, True, True)
     assert 0.4 * full < causal < 0.7 * full
-    assert backward == pytest.approx(
-        model.fit.t0_s + (causal - model.fit.t0_s) * ATTENTION_BACKWARD_FACTOR, rel=1e-6
-    )
+    t0 = model.fit.t0_s
+    assert ATTENTION_BACKWARD_FACTOR * (causal - t0) < backward - t0 < 4 * (causal - t0)
     roof = roofline_kernel_model(H100).attention_s(2, 32, 4096, 4096, 128, True, False)
     assert roof == pytest.approx(4 * 2 * 32 * 4096 * 2048 * 128 / 989.4e12)
     assert causal > roof
@@ -188,3 +189,17 @@ def test_gemm_table_evaluation_reports_ratio_and_error_per_gpu():
     assert result["mre"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="precision"):
         evaluate_gemm_table(table.drop(columns="precision"))
+
+
+def test_flash_efficiency_fits_the_published_kernel_throughputs():
+    fit = flash_fit()
+    assert 0.5 < fit.forward_e < 0.8 and 0.4 < fit.backward_e < fit.forward_e
+    assert 0.7 < fit.causal_factor < 1.0
+    result = evaluate_attention_model().set_index("kernel")
+    assert result.loc["cudnn", "mre_leave_one_out"] < 0.1
+    # FlashAttention-2 on H100 is much slower than the cuDNN kernel the model follows
+    assert result.loc["flash_attention_2", "median_vs_default"] < 0.8
+    h100 = kernel_model(H100)
+    flops = 4 * 1 * 16 * 16384 * 16384 * 128
+    seconds = h100.attention_s(1, 16, 16384, 16384, 128, False, False)
+    assert flops / seconds / 1e12 == pytest.approx(595, rel=0.1)  # cuDNN's published 16k point
