@@ -15,6 +15,7 @@ from scaledl.models.llm_kernels import (
     evaluate_kernel_model,
     flash_fit,
     kernel_model,
+    load_flash_table,
     load_vidur_gemms,
     measured_fit,
     reference_gpu,
@@ -203,3 +204,14 @@ def test_flash_efficiency_fits_the_published_kernel_throughputs():
     flops = 4 * 1 * 16 * 16384 * 16384 * 128
     seconds = h100.attention_s(1, 16, 16384, 16384, 128, False, False)
     assert flops / seconds / 1e12 == pytest.approx(595, rel=0.1)  # cuDNN's published 16k point
+
+
+def test_bad_flash_table_names_file_row_and_column(tmp_path):
+    path = tmp_path / "flash.csv"
+    path.write_text(
+        "kernel,direction,causal,seq_len,batch,heads,head_dim,tflops\n"
+        "cudnn,forward,false,512,32,16,128,497\n"
+        "cudnn,sideways,false,512,32,16,128,497\n"
+    )
+    with pytest.raises(ValueError, match=r"flash\.csv: row 2, column 'direction'"):
+        load_flash_table(path)
