@@ -94,8 +94,7 @@ class CommGroup:
         r = self.ranks_per_domain
         if not (isinstance(r, int) and 1 <= r <= self.size):
             raise ValueError(
-                f"CommGroup.ranks_per_domain must be an integer in [1, size={self.size}]; "
-                f"got {r!r}"
+                f"CommGroup.ranks_per_domain must be an integer in [1, size={self.size}]; got {r!r}"
             )
 
     @property
