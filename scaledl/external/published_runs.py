@@ -38,7 +38,7 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   torchtitan's ``micro_batch`` with PP is the local batch, split into ``pp`` micro-batches
   (torchtitan's default ``pipeline_parallel_microbatches``).
 * **grad_accum** is derived from ``global_batch / (micro_batch * dp)``. Where a reported GA
-  disagrees (AutoModel PP LoRA rows, 3 Bridge rows) the global batch is kept (it reproduces the
+  disagrees (6 AutoModel PP LoRA rows, 1 Bridge row) the global batch is kept (it reproduces the
   reported tokens/s) and the conflict is noted; a non-integral result is quarantined.
 * **Uneven pipelines** (Llama 3.1 405B, 126 blocks): when ``pp * vp`` does not divide the
   blocks but divides blocks + 2, the embedding and the loss count as one layer each (Megatron's
