@@ -29,14 +29,18 @@ run their own groups on their own NICs at the same time.
 
 **Measured efficiencies** (:func:`network_model`), from Vidur's NCCL measurements
 (``external/vidur/network``, microsoft/vidur, MIT): ``alpha_nv`` and ``eff_nv`` from the
-single-node all-reduces of the DGX A100 and DGX H100 nodes (2, 4, 8 GPUs, 2 KiB-64 MiB; one
-alpha-beta line per system, relative least squares), ``alpha_p2p`` and ``eff_p2p`` inside a node
-from their two-GPU send/recv, and ``alpha_net``, ``eff_net`` from the DGX H100 send/recv between
-two nodes (against 50 GB/s per GPU: one 400 Gb/s ConnectX-7 NIC per GPU, the DGX H100 design).
-Vidur's A100 two-node measurements reach 6-8 GB/s per GPU and about 22 GB/s per node, far below
-a DGX A100's eight 200 Gb/s HDR NICs, so they describe a different, slower network: they test
-the model's structure (:func:`evaluate_network_model`, with that system's per-GPU NIC bandwidth
-fitted) but do not set the efficiency used for other systems. A GPU without measurements takes
+single-node all-reduces of the DGX A100 and DGX H100 nodes (2, 4, 8 GPUs, 2 KiB-64 MiB, one
+link for the three sizes), ``alpha_p2p`` and ``eff_p2p`` inside a node from their two-GPU
+send/recv, and ``alpha_net``, ``eff_net`` from the DGX H100 send/recv between two nodes (against
+50 GB/s per GPU: one 400 Gb/s ConnectX-7 NIC per GPU, the DGX H100 design). Each link has up to
+three message-size regimes (NCCL's LL, LL128 and Simple protocols), breakpoints chosen by
+:func:`~scaledl.models.allreduce.select_size_breakpoints` and each regime's alpha-beta line by
+:class:`~scaledl.models.allreduce.AlphaBetaAllReduce` (relative least squares); the largest
+messages' regime is the one training's messages use. Vidur's A100 two-node measurements reach
+6-8 GB/s per GPU and about 20 GB/s per node, far below a DGX A100's eight 200 Gb/s HDR NICs,
+so they describe a different, slower network: they test the model's structure
+(:func:`evaluate_network_model`, with that system's per-GPU and per-node bandwidths fitted)
+but do not set the efficiency used for other systems. A GPU without measurements takes
 the NVLink fit of the measured DGX closest in 16-bit tensor peak
 (:func:`scaledl.models.llm_kernels.reference_gpu`) with its own datasheet bandwidths.
 :func:`peak_network_model` is the datasheet: efficiency 1, no latency.
