@@ -399,20 +399,10 @@ def rank_memory(
 def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp, vp, cp, dp, sp,
                   sharding, shard_group_size, recompute, precision, task, attention,
                   dropout) -> RankMemory:  # fmt: skip
-    h, t = model.hidden_size, float(tp)
-    first, last = stage == 0, stage == pp - 1
-    chunks = [split[j * pp + stage] for j in range(vp)]
-    per_layer, working_set, unit = _layer_terms(model, seq_len, micro_batch, tp, cp, sp,
-                                                recompute, attention, dropout)  # fmt: skip
-    embedding = model.vocab_size * h / t
-    params = sum(chunks) * unit
-    if first:
-        params += embedding
-    if last:
-        final_norm = h * (2.0 if model.norm == "layernorm" else 1.0)
-        params += final_norm + (embedding if (not model.tied_embeddings or pp > 1) else 0.0)
-
-    # Model states.
+    params, unit = _stage_parameters(model, split, stage, tp, pp, vp)
+    activations, n_in_flight = _stage_activations(model, split, stage, seq_len, micro_batch,
+                                                  grad_accum, tp, pp, vp, cp, sp, recompute,
+                                                  attention, dropout)  # fmt: skip
     copy_bytes = _LOW_PRECISION_COPY_BYTES.get(precision, 0.0)
     group = float(dp * cp) if sharding != "hsdp" else float((shard_group_size or dp) * cp)
     lora = task == "lora"
@@ -431,8 +421,34 @@ def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp,
         weights = (w_bytes + copy_bytes) * params
         gradients = g_bytes * params / (group if sharding == "zero2" else 1.0)
         optimizer = o_bytes * params / (group if sharding in ("zero1", "zero2") else 1.0)
+    return RankMemory(stage, params, weights, gradients, optimizer, activations, n_in_flight)
 
-    # Activations.
+
+@lru_cache(maxsize=65536)
+def _stage_parameters(model: ModelShape, split: tuple[int, ...], stage: int, tp: int, pp: int,
+                      vp: int) -> tuple[float, float]:  # fmt: skip
+    """(parameters of a rank of ``stage``, one layer's parameters on a rank), cached."""
+    h, unit = model.hidden_size, layer_parameters(model, tp)
+    embedding = model.vocab_size * h / float(tp)
+    params = sum(split[j * pp + stage] for j in range(vp)) * unit
+    if stage == 0:
+        params += embedding
+    if stage == pp - 1:
+        final_norm = h * (2.0 if model.norm == "layernorm" else 1.0)
+        params += final_norm + (embedding if (not model.tied_embeddings or pp > 1) else 0.0)
+    return params, unit
+
+
+@lru_cache(maxsize=262144)
+def _stage_activations(model: ModelShape, split: tuple[int, ...], stage: int, seq_len: int,
+                       micro_batch: int, grad_accum: int, tp: int, pp: int, vp: int, cp: int,
+                       sp: bool, recompute: str, attention: str,
+                       dropout: bool) -> tuple[float, int]:  # fmt: skip
+    """(activation bytes of a rank of ``stage``, chunk forwards in flight), cached."""
+    h, t = model.hidden_size, float(tp)
+    chunks = [split[j * pp + stage] for j in range(vp)]
+    per_layer, working_set, _ = _layer_terms(model, seq_len, micro_batch, tp, cp, sp, recompute,
+                                             attention, dropout)  # fmt: skip
     n_in_flight = _in_flight_count(stage, pp, vp, grad_accum)
     if vp == 1 or len(set(chunks)) == 1:
         held_layers = n_in_flight * chunks[0]
@@ -444,12 +460,12 @@ def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp,
     if recompute == "full" and held_layers:
         activations += working_set  # one layer recomputed in full during its backward
     sbh = float(seq_len) / cp * micro_batch * h
-    if first and dropout:
+    if stage == 0 and dropout:
         activations += n_in_flight * sbh / (t if sp else 1.0)  # embedding dropout mask
-    if last:
+    if stage == pp - 1:
         s_b = float(seq_len) / cp * micro_batch
         activations += 4.0 * sbh / t + 4.0 * s_b * model.vocab_size / t  # output layer, logits
-    return RankMemory(stage, params, weights, gradients, optimizer, activations, n_in_flight)
+    return activations, n_in_flight
 
 
 def job_memory(job: TrainingJob, stage: int | None = None, **options) -> RankMemory:
