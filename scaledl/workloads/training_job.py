@@ -45,6 +45,8 @@ Decisions:
   multiple of it (fewer KV heads than tp ranks: each KV head replicated, as Megatron-Core
   does). ``cp_size > 1`` needs ``2 * cp`` to divide ``seq_len``; ``vp_size > 1`` needs
   ``pp_size > 1``; ``sequence_parallel=True`` needs ``tp_size > 1``.
+* The GPU must have a peak for the precision's GEMMs (:data:`PEAK_PRECISION`: fp8 needs FP8
+  tensor cores, nvfp4 FP4 ones): no fp8 on an A100, no nvfp4 on an H100.
 * A job over at least ``gpus_per_node`` GPUs fills whole nodes (``n_gpus % gpus_per_node``);
   a smaller one sits on one node.
 * Mixture-of-experts is not a field: ScaleDL composes dense transformers only.
@@ -302,6 +304,12 @@ class TrainingJob(_Strict):
 
     @model_validator(mode="after")
     def _check_layout(self) -> TrainingJob:
+        peak = device_spec(self.gpu).peak_tflops.get(self.peak_precision, math.nan)
+        if not peak > 0:
+            raise ValueError(
+                f"precision={self.precision!r} needs {self.peak_precision} tensor cores; "
+                f"gpu={self.gpu!r} has no {self.peak_precision} peak in the device table"
+            )
         m, tp = self.model, self.tp_size
         if m.num_heads % tp:
             raise ValueError(f"tp_size={tp} must divide num_heads={m.num_heads}")

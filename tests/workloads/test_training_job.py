@@ -166,6 +166,8 @@ def test_grad_accum_is_derived_and_checked():
         ({"activation_checkpointing": "partial"}, "activation_checkpointing", "'partial'"),
         ({"task": "rlhf"}, "task", "'rlhf'"),
         ({"nvlink_domain_size": 0}, "nvlink_domain_size", "0"),
+        ({"precision": "nvfp4"}, "precision", "'nvfp4'"),  # an H100 has no FP4 tensor cores
+        ({"precision": "fp8", "gpu": "A100-SXM-80GB"}, "precision", "'fp8'"),
         ({"moe": True}, "moe", "True"),
         ({"model": {**LLAMA3_8B, "num_kv_heads": 5}}, "model.num_kv_heads", "5"),
         ({"model": {**LLAMA3_8B, "hidden_size": -1}}, "model.hidden_size", "-1"),
