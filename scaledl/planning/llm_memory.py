@@ -379,14 +379,15 @@ def rank_memory(
         raise ValueError(f"precision {precision!r}: no memory rule for it")
     split = stage_layers(model.num_layers, pp_size, vp_size, layers_per_stage)
     if stage is None:
-        # Even splits: stage 0 (most activations, the embedding) or the last (output layer)
-        # dominates every middle stage; uneven ones are all compared.
-        stages = range(pp_size) if layers_per_stage is not None else {0, pp_size - 1}
+        # A middle stage holds what an earlier middle stage with the same chunks holds, with
+        # no more forwards in flight: only the first of each kind can be the most loaded (even
+        # splits: stage 0 or the last).
+        stages = _candidate_stages(split, pp_size, vp_size)
         return max(
             (_stage_memory(model, split, s, seq_len, micro_batch, grad_accum, tp_size, pp_size,
                            vp_size, cp_size, dp_size, sequence_parallel, sharding,
                            shard_group_size, recompute, precision, task, attention, dropout)
-             for s in sorted(stages)),
+             for s in stages),
             key=lambda e: e.total_bytes,
         )  # fmt: skip
     if not 0 <= stage < pp_size:
@@ -394,6 +395,18 @@ def rank_memory(
     return _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp_size, pp_size,
                          vp_size, cp_size, dp_size, sequence_parallel, sharding, shard_group_size,
                          recompute, precision, task, attention, dropout)  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _candidate_stages(split: tuple[int, ...], pp: int, vp: int) -> tuple[int, ...]:
+    """The first and last stage, and each middle stage whose chunks no earlier one has."""
+    seen, stages = set(), [0]
+    for stage in range(1, pp - 1):
+        chunks = tuple(split[j * pp + stage] for j in range(vp))
+        if chunks not in seen:
+            seen.add(chunks)
+            stages.append(stage)
+    return (*stages, pp - 1) if pp > 1 else (0,)
 
 
 def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp, vp, cp, dp, sp,

@@ -213,3 +213,16 @@ def test_uneven_interleaved_stage_counts_its_chunks_in_flight():
     stage0 = rank_memory(SMALL.model_copy(update={"num_layers": 9}), layers_per_stage=split,
                          stage=0, **kw)  # fmt: skip
     assert stage0.activations_bytes == pytest.approx(9 * layer_activation_bytes(**shape))
+
+
+def test_the_most_loaded_stage_is_the_most_loaded_of_all():
+    """The stages rank_memory compares (module docstring) give the maximum over every stage."""
+    model = SMALL.model_copy(update={"num_layers": 13})
+    for pp, vp, split in ((4, 1, (2, 4, 4, 3)), (4, 2, (1, 2, 2, 2, 2, 2, 1, 1)),
+                          (5, 1, (1, 3, 3, 3, 3)), (3, 1, (5, 4, 4))):  # fmt: skip
+        for sharding in ("none", "zero1", "fsdp"):
+            kw = {"seq_len": 256, "micro_batch": 1, "grad_accum": 8, "pp_size": pp,
+                  "vp_size": vp, "layers_per_stage": split, "dp_size": 2,
+                  "sharding": sharding}  # fmt: skip
+            every = max(rank_memory(model, stage=s, **kw).total_bytes for s in range(pp))
+            assert rank_memory(model, **kw).total_bytes == every
