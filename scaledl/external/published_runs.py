@@ -48,6 +48,9 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
 * **NeMo long-context "without CP" rows** report no layout. Where the paired CP run has
   ``CP = 1`` and speed-up 1.00, it is the same run: its layout is used (noted); the others are
   quarantined (``layout not reported``). B200 GPU counts are the layout's product (README).
+* **NVLink domain**: a GB200/GB300 NVL72 job over more than one rack (128, 256 GPUs) is taken
+  to use 64 GPUs (16 of the 18 trays) per rack, so that its power-of-two groups tile the racks;
+  the 72-GPU domain of the device table applies to jobs of at most 72 GPUs.
 * **Network**: the IBM blog's cluster bandwidths are per node (3.2 Tbps is a DGX H100 node's 8 x
   400 Gb/s): 400 Gbps -> 6.25, 800 Gbps -> 12.5, 3.2 Tbps -> 50 GB/s per GPU; the fms-fsdp README
   table (not stated) takes the blog's 400 Gbps. Elsewhere the device table's reference system.
@@ -462,6 +465,17 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
     network = _network(source, r, notes, assumed)
     if network is not None:
         data["network_gbps"] = network
+    if r["gpu"].strip().endswith("(NVL72)") and layout["n_gpus"] > 72:
+        if layout["n_gpus"] % 64:
+            raise _RowError(
+                "n_gpus",
+                r["n_gpus"],
+                "an NVL72 job of more than 72 GPUs that is "
+                "not a multiple of 64 racks' worth (see nvlink domain decision)",
+            )
+        data["nvlink_domain_size"] = 64
+        assumed.append("nvlink_domain_size")
+        notes.append("NVL72 job over several racks: 64 GPUs (16 trays) per rack's NVLink domain")
     data["layers_per_stage"] = _stages(model["num_layers"], layout, source, notes)
     job = _job(data, r, layout["dp"], notes)
     return {
