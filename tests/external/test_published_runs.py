@@ -45,9 +45,12 @@ def test_rows_map_to_the_published_layouts(published):
     assert (llama405.dp_size, llama405.grad_accum, llama405.precision) == (8, 64, "fp8")
     assert llama405.stage_layers[:2] == (1, 2) and sum(llama405.stage_layers) == 126
     assert runs.loc[("megatron_lm", 44), "gpu_generation"] == "hopper"
-    gb = runs.loc[("megatron_bridge_perf", 34), "job"]
-    assert gb.gpu == "NVIDIA GB300" and gb.nvlink_domain_size == 72 and gb.gpus_per_node == 4
+    gb = runs.loc[("megatron_bridge_perf", 34), "job"]  # 256 GPUs: four racks
+    assert gb.gpu == "NVIDIA GB300" and gb.nvlink_domain_size == 64 and gb.gpus_per_node == 4
     assert gb.precision == "mxfp8" and gb.sharding == "zero1"
+    assert "nvlink_domain_size" in runs.loc[("megatron_bridge_perf", 34), "assumed"]
+    one_rack = runs.loc[("megatron_bridge_perf", 75), "job"]  # 64 GPUs in one NVL72 rack
+    assert (one_rack.n_gpus, one_rack.nvlink_domain_size) == (64, 72)
     hsdp = runs.loc[("pytorch_fsdp_ibm", 25), "job"]  # fms-fsdp README: HSDP
     assert (hsdp.sharding, hsdp.shard_group_size, hsdp.network_gbps) == ("hsdp", 8, 6.25)
     full = runs.loc[("megatron_lm", 23), "job"]
