@@ -24,6 +24,12 @@ dropout 0.1, the softmax materialised) gives its numbers exactly:
   the QKV and first MLP GEMMs' inputs ``4 s b h``, two dropout masks ``2 s b h`` (none without
   dropout). Sequence parallelism splits these by ``t`` too (Table 2: ``34/t``).
 
+Bytes per element (``element_bytes``, ``gemm_input_bytes``): the paper's constants count
+16-bit values (2 bytes) and 1-byte dropout masks; fp32 training stores 4 bytes; the fp8 recipes
+(Transformer Engine, ``fp8``, ``fp8_blockwise``, ``mxfp8``) save each GEMM's input (QKV, output
+projection, up and down projections) in fp8 for the weight gradient, 1 byte, and ``nvfp4`` in
+4 bits plus an e4m3 scale per 16 values, 0.5625 bytes; everything else stays 16-bit.
+
 Selective recomputation drops the attention core (Table 2: ``sbh (34/t)`` with SP); full
 recomputation keeps each layer's input, ``2 s b h`` (``/t`` with SP, as Megatron checkpoints
 the sequence-parallel hidden state), plus one layer's full activations while that layer is
@@ -89,6 +95,8 @@ DEFAULT_HEADROOM = 0.10
 #: Bytes per parameter (weights, gradients, optimizer states) before sharding, by precision.
 _STATE_BYTES = {"fp32": (4.0, 4.0, 8.0)}
 _MIXED = (2.0, 4.0, 12.0)
+#: Bytes of a GEMM input saved for the backward pass, by precision (module docstring).
+_GEMM_INPUT_BYTES = {"fp32": 4.0, "fp8": 1.0, "fp8_blockwise": 1.0, "mxfp8": 1.0, "nvfp4": 0.5625}
 #: Extra bytes per gathered parameter for the low-precision weight copies (module docstring).
 _LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp8_blockwise": 2.0, "mxfp8": 2.0, "nvfp4": 1.0}
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "mxfp8", "nvfp4")
@@ -165,6 +173,8 @@ def layer_activation_bytes(
     gated_mlp: bool = False,
     dropout: bool = True,
     attention: Attention = "materialized",
+    element_bytes: float = 2.0,
+    gemm_input_bytes: float = 2.0,
 ) -> float:
     """Activation bytes one transformer layer saves for backward on one rank (module docstring).
 
@@ -187,6 +197,8 @@ def layer_activation_bytes(
         gated_mlp: SwiGLU (gate, up and their product kept) instead of GeLU.
         dropout: whether dropout masks are kept (1 byte per element).
         attention: ``materialized`` softmax or ``flash`` attention (log-sum-exp only).
+        element_bytes: bytes of a stored activation (2; fp32 training 4).
+        gemm_input_bytes: bytes of a stored GEMM input (fp8 recipes keep it in fp8: 1).
 
     Returns:
         Bytes; for ``full`` recomputation the kept layer input only (the working set of one
@@ -203,26 +215,27 @@ def layer_activation_bytes(
     s_l = float(seq_len) / cp_size
     sbh = s_l * micro_batch * hidden_size
     if recompute == "full":
-        return 2.0 * sbh / (t if sequence_parallel else 1.0)
+        return element_bytes * sbh / (t if sequence_parallel else 1.0)
     f = float(ffn_size if ffn_size is not None else 4 * hidden_size)
     a = float(num_heads)
     k = float(num_kv_heads if num_kv_heads is not None else num_heads)
     head_dim = hidden_size / a
     kv_heads_rank = max(k / t, 1.0)  # fewer KV heads than ranks: one replicated head per rank
     sb = s_l * micro_batch
+    e, g = float(element_bytes), float(gemm_input_bytes)
     split = (
-        2.0 * sbh / t  # Q
-        + 4.0 * sb * head_dim * kv_heads_rank  # K and V
-        + 2.0 * sbh / t  # output projection's input
-        + (6.0 if gated_mlp else 4.0) * sb * f / t  # MLP
+        e * sbh / t  # Q
+        + 2.0 * e * sb * head_dim * kv_heads_rank  # K and V
+        + g * sbh / t  # output projection's input
+        + ((2.0 * e if gated_mlp else e) + g) * sb * f / t  # MLP: gate/up (GeLU) in, down in
     )
     if recompute == "none":
         if attention == "flash":
             split += 4.0 * a * sb / t  # fp32 log-sum-exp
         else:
-            core = 5.0 if dropout else 2.0  # softmax (+ mask + dropout output)
+            core = 2.0 * e + 1.0 if dropout else e  # softmax (+ mask + dropout output)
             split += core * a * sb * float(seq_len) / t
-    replicated = (8.0 + (2.0 if dropout else 0.0)) * sbh
+    replicated = (2.0 * e + 2.0 * g + (2.0 if dropout else 0.0)) * sbh  # norms, GEMM ins, masks
     return split + replicated / (t if sequence_parallel else 1.0)
 
 
@@ -306,8 +319,8 @@ def _in_flight_count(stage: int, p: int, v: int, m: int) -> int:
 
 @lru_cache(maxsize=65536)
 def _layer_terms(model: ModelShape, seq_len: int, micro_batch: int, tp: int, cp: int,
-                 sp: bool, recompute: str, attention: str,
-                 dropout: bool) -> tuple[float, float, float]:  # fmt: skip
+                 sp: bool, recompute: str, attention: str, dropout: bool,
+                 precision: str) -> tuple[float, float, float]:  # fmt: skip
     """A layer's kept activations, its full activations and its parameters on one rank.
 
     Cached: a plan asks for the same few shapes thousands of times.
@@ -315,7 +328,9 @@ def _layer_terms(model: ModelShape, seq_len: int, micro_batch: int, tp: int, cp:
     shape = dict(seq_len=seq_len, micro_batch=micro_batch, hidden_size=model.hidden_size,
                  num_heads=model.num_heads, tp_size=tp, cp_size=cp, sequence_parallel=sp,
                  ffn_size=model.ffn_size, num_kv_heads=model.num_kv_heads,
-                 gated_mlp=model.gated_mlp, dropout=dropout, attention=attention)  # fmt: skip
+                 gated_mlp=model.gated_mlp, dropout=dropout, attention=attention,
+                 element_bytes=4.0 if precision == "fp32" else 2.0,
+                 gemm_input_bytes=_GEMM_INPUT_BYTES.get(precision, 2.0))  # fmt: skip
     kept = layer_activation_bytes(recompute=recompute, **shape)
     full = kept if recompute == "none" else layer_activation_bytes(recompute="none", **shape)
     return kept, full, layer_parameters(model, tp)
@@ -415,7 +430,7 @@ def _stage_memory(model, split, stage, seq_len, micro_batch, grad_accum, tp, pp,
     params, unit = _stage_parameters(model, split, stage, tp, pp, vp)
     activations, n_in_flight = _stage_activations(model, split, stage, seq_len, micro_batch,
                                                   grad_accum, tp, pp, vp, cp, sp, recompute,
-                                                  attention, dropout)  # fmt: skip
+                                                  attention, dropout, precision)  # fmt: skip
     copy_bytes = _LOW_PRECISION_COPY_BYTES.get(precision, 0.0)
     group = float(dp * cp) if sharding != "hsdp" else float((shard_group_size or dp) * cp)
     lora = task == "lora"
@@ -455,13 +470,13 @@ def _stage_parameters(model: ModelShape, split: tuple[int, ...], stage: int, tp:
 @lru_cache(maxsize=262144)
 def _stage_activations(model: ModelShape, split: tuple[int, ...], stage: int, seq_len: int,
                        micro_batch: int, grad_accum: int, tp: int, pp: int, vp: int, cp: int,
-                       sp: bool, recompute: str, attention: str,
-                       dropout: bool) -> tuple[float, int]:  # fmt: skip
+                       sp: bool, recompute: str, attention: str, dropout: bool,
+                       precision: str) -> tuple[float, int]:  # fmt: skip
     """(activation bytes of a rank of ``stage``, chunk forwards in flight), cached."""
     h, t = model.hidden_size, float(tp)
     chunks = [split[j * pp + stage] for j in range(vp)]
     per_layer, working_set, _ = _layer_terms(model, seq_len, micro_batch, tp, cp, sp, recompute,
-                                             attention, dropout)  # fmt: skip
+                                             attention, dropout, precision)  # fmt: skip
     n_in_flight = _in_flight_count(stage, pp, vp, grad_accum)
     if vp == 1 or len(set(chunks)) == 1:
         held_layers = n_in_flight * chunks[0]
@@ -477,7 +492,8 @@ def _stage_activations(model: ModelShape, split: tuple[int, ...], stage: int, se
         activations += n_in_flight * sbh / (t if sp else 1.0)  # embedding dropout mask
     if stage == pp - 1:
         s_b = float(seq_len) / cp * micro_batch
-        activations += 4.0 * sbh / t + 4.0 * s_b * model.vocab_size / t  # output layer, logits
+        e = 4.0 if precision == "fp32" else 2.0  # output layer's inputs, fp32 logits
+        activations += 2.0 * e * sbh / t + 4.0 * s_b * model.vocab_size / t
     return activations, n_in_flight
 
 

@@ -226,3 +226,24 @@ def test_the_most_loaded_stage_is_the_most_loaded_of_all():
                   "sharding": sharding}  # fmt: skip
             every = max(rank_memory(model, stage=s, **kw).total_bytes for s in range(pp))
             assert rank_memory(model, **kw).total_bytes == every
+
+
+def test_fp8_keeps_gemm_inputs_in_one_byte_and_fp32_doubles():
+    s, h, a, f, t = 1024, 64, 4, 256, 2
+    sb, d = s * 1, h // a
+    shape = {"seq_len": s, "micro_batch": 1, "hidden_size": h, "num_heads": a, "ffn_size": f,
+             "gated_mlp": True, "dropout": False, "attention": "flash", "tp_size": t,
+             "sequence_parallel": True}  # fmt: skip
+    # Q 2, K and V 2 each (4 heads / 2 ranks), output projection input 1, gate and up 2 each
+    # and the down projection's input 1 per element; norms 2 x 2, QKV and up inputs 1 x 2.
+    by_hand = (2 * sb * h / t + 4 * sb * d * 2 + 1 * sb * h / t + 5 * sb * f / t
+               + 4 * a * sb / t + 6 * sb * h / t)  # fmt: skip
+    assert layer_activation_bytes(**shape, gemm_input_bytes=1.0) == pytest.approx(by_hand)
+    kw = {"seq_len": s, "micro_batch": 1, "grad_accum": 1, "tp_size": t,
+          "sequence_parallel": True}  # fmt: skip
+    logits = 4 * sb * h / t + 4 * sb * 1000 / t
+    fp8 = rank_memory(SMALL.model_copy(update={"gated_mlp": True}), precision="fp8", **kw)
+    assert fp8.activations_bytes == pytest.approx(4 * by_hand + logits)
+    bf16 = layer_activation_bytes(**shape)
+    fp32 = layer_activation_bytes(**shape, element_bytes=4.0, gemm_input_bytes=4.0)
+    assert fp32 - 4 * a * sb / t == pytest.approx(2 * (bf16 - 4 * a * sb / t))  # LSE is fp32
