@@ -249,12 +249,10 @@ def resolve_gpu_name(name: str) -> str:
         UnknownDeviceError: neither a table name nor an alias (:data:`GPU_ALIASES`); the
             message names the value and the closest known names.
     """
-    table = gpu_table()
-    names = dict(zip(table["device_name"].map(normalise_name), table["device_name"], strict=True))
     key = normalise_name(name)
+    names, aliases = _table_keys(), _alias_keys()
     if key in names:
         return names[key]
-    aliases = _alias_keys()
     if key in aliases:
         return aliases[key]
     known = list(names) + list(aliases)
@@ -266,6 +264,21 @@ def resolve_gpu_name(name: str) -> str:
         f"alias of one (scaledl.devices.specs.GPU_ALIASES){hint}. Add a row with its "
         "datasheet numbers and source, or an alias."
     )
+
+
+@cache
+def _table_keys() -> dict[str, str]:
+    """The table's ``device_name`` by normalised name."""
+    names = gpu_table()["device_name"]
+    return dict(zip(names.map(normalise_name), names, strict=True))
+
+
+@cache
+def _gpu_spec(name: str) -> DeviceSpec:
+    """The spec of one row of the table (by its ``device_name``), built once per process."""
+    table = gpu_table()
+    record = table[table["device_name"] == name].iloc[0].to_dict()
+    return DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
 
 
 @cache
@@ -306,10 +319,7 @@ def device_spec(device_name: str, hosts_dir: Path | None = None) -> DeviceSpec:
         except (OSError, json.JSONDecodeError) as exc:
             raise UnknownDeviceError(f"{path}: unreadable host spec ({exc})") from exc
         return DeviceSpec.from_record(record, str(path))
-    table = gpu_table()
-    name = resolve_gpu_name(device_name)
-    record = table[table["device_name"] == name].iloc[0].to_dict()
-    return DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
+    return _gpu_spec(resolve_gpu_name(device_name))
 
 
 def known_devices(hosts_dir: Path | None = None) -> pd.DataFrame:
