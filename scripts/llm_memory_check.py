@@ -2,9 +2,9 @@
 
 For each accepted row of the published step times (:mod:`scaledl.external.published_runs`),
 the memory per rank of its job (:func:`scaledl.planning.llm_memory.job_memory`, the most loaded
-stage) is divided by the GPU's memory; a ratio above 1 is a layout that ran but that the
-planner would refuse even without a headroom: the estimate is too high for it (or the row's
-layout is not what ran). Rows are grouped by source and by whether the source reports its
+stage) is divided by the GPU's memory (its nominal GiB); a ratio above 1 is a layout that ran
+but that the planner would refuse even without a headroom: the estimate is too high for it (or
+the row's layout is not what ran). Rows are grouped by source and by whether the source reports its
 activation recomputation (a source that does not is imported as ``none``).
 
 Usage: ``python scripts/llm_memory_check.py [--out rows.csv]``.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from scaledl.devices import device_spec
 from scaledl.external.published_runs import DEFAULT_PATHS, read_published_runs
-from scaledl.planning.llm_memory import job_memory
+from scaledl.planning.llm_memory import GIB, job_memory
 
 #: Raw ``activation_checkpointing`` values that say nothing about what ran.
 UNREPORTED = ("not reported", "nan", "unknown")
@@ -40,9 +40,9 @@ def memory_ratios() -> pd.DataFrame:
             "recompute_raw": recompute,
             "recompute_reported": bool(recompute.strip())
             and not recompute.strip().lower().startswith(UNREPORTED),
-            "memory_gb": memory.total_bytes / 1e9, "states_gb": memory.states_bytes / 1e9,
-            "activations_gb": memory.activations_bytes / 1e9,
-            "ratio": memory.total_bytes / 1e9 / device_spec(job.gpu).memory_gb,
+            "memory_gib": memory.total_bytes / GIB, "states_gib": memory.states_bytes / GIB,
+            "activations_gib": memory.activations_bytes / GIB,
+            "ratio": memory.total_bytes / GIB / device_spec(job.gpu).memory_gb,
         })  # fmt: skip
     return pd.DataFrame(rows)
 

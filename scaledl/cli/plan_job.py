@@ -62,7 +62,7 @@ def plan_job(
     headroom: Annotated[
         float | None, typer.Option(help="Share of device memory kept free [0.1]")
     ] = None,
-    memory_gb: Annotated[float | None, typer.Option(help="Memory per GPU, GB [table]")] = None,
+    memory_gib: Annotated[float | None, typer.Option(help="Memory per GPU, GiB [table]")] = None,
     tokens: Annotated[float | None, typer.Option(help="Tokens to train on")] = None,
     price_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of a GPU-hour")] = None,
     out: Annotated[Path | None, typer.Option(help="Write every layout (csv/parquet)")] = None,
@@ -92,7 +92,7 @@ def plan_job(
     try:
         request = read_plan_file(plan_file)
         options = dict(request.options)
-        given = {"headroom": headroom, "memory_gb": memory_gb, "tokens": tokens,
+        given = {"headroom": headroom, "memory_gib": memory_gib, "tokens": tokens,
                  "price_per_gpu_hour": price_per_gpu_hour}  # fmt: skip
         options.update({k: v for k, v in given.items() if v is not None})
         result = make_plan(

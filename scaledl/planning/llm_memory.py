@@ -72,9 +72,12 @@ torchtitan shards FSDP over the data- and context-parallel ranks); ``hsdp``:
 
 **Fitting**: what the estimate leaves out (CUDA context, NCCL and cuBLAS workspaces, allocator
 fragmentation, communication buffers) is a headroom, a share of the device's memory kept free
-(:data:`DEFAULT_HEADROOM` = 10%, 8 GB of an 80 GB H100: PyTorch's context and NCCL's buffers
-take 1-3 GB, fragmentation the rest in practice). The device's memory is the table's
-``memory_gb`` in GB (1e9 bytes). :func:`check_fits` raises :class:`MemoryDoesNotFit` with every
+(:data:`DEFAULT_HEADROOM` = 10%, 8 GiB of an 80 GiB H100: PyTorch's context and NCCL's
+buffers take 1-3 GiB, fragmentation the rest in practice). The device's memory is the table's
+``memory_gb`` read as the vendor's nominal capacity, which for HBM is binary: an "80 GB" H100
+holds 80 GiB (85.9e9 bytes; PyTorch reports 79.1 GiB of it as total memory, the rest is
+reserved), so the figures are in GiB (2**30 bytes). :func:`check_fits` raises
+:class:`MemoryDoesNotFit` with every
 figure.
 """
 
@@ -90,6 +93,8 @@ if TYPE_CHECKING:  # annotations only: the job module is a sibling layer, import
 
 Attention = Literal["flash", "materialized"]
 
+#: Bytes per GiB (the unit of every figure here).
+GIB = float(2**30)
 #: Share of the device's memory kept free for what the estimate leaves out (module docstring).
 DEFAULT_HEADROOM = 0.10
 #: Bytes per parameter (weights, gradients, optimizer states) before sharding, by precision.
@@ -147,15 +152,15 @@ class RankMemory:
         return self.states_bytes + self.activations_bytes
 
     def describe(self) -> str:
-        """One line of the figures in GB: ``weights 17.6 + grads ... = 71.2 GB``."""
+        """One line of the figures in GiB: ``weights 16.4 + grads ... = 71.2 GiB``."""
         parts = (
             ("weights", self.weights_bytes),
             ("grads", self.gradients_bytes),
             ("optimizer", self.optimizer_bytes),
             ("activations", self.activations_bytes),
         )
-        terms = " + ".join(f"{name} {value / 1e9:.1f}" for name, value in parts)
-        return f"stage {self.stage}: {terms} = {self.total_bytes / 1e9:.1f} GB"
+        terms = " + ".join(f"{name} {value / GIB:.1f}" for name, value in parts)
+        return f"stage {self.stage}: {terms} = {self.total_bytes / GIB:.1f} GiB"
 
 
 def layer_activation_bytes(
@@ -527,36 +532,36 @@ def job_memory(job: TrainingJob, stage: int | None = None, **options) -> RankMem
     )
 
 
-def usable_bytes(memory_gb: float, headroom: float = DEFAULT_HEADROOM) -> float:
-    """The memory a rank may plan for: ``memory_gb * 1e9 * (1 - headroom)``.
+def usable_bytes(memory_gib: float, headroom: float = DEFAULT_HEADROOM) -> float:
+    """The memory a rank may plan for: ``memory_gib * 2**30 * (1 - headroom)`` bytes.
 
     Raises:
         ValueError: ``headroom`` outside [0, 1) or a non-positive memory.
     """
     if not 0.0 <= headroom < 1.0:
         raise ValueError(f"memory headroom must lie in [0, 1), got {headroom!r}")
-    if not (math.isfinite(memory_gb) and memory_gb > 0):
-        raise ValueError(f"device memory must be > 0 GB, got {memory_gb!r}")
-    return memory_gb * 1e9 * (1.0 - headroom)
+    if not (math.isfinite(memory_gib) and memory_gib > 0):
+        raise ValueError(f"device memory must be > 0 GiB, got {memory_gib!r}")
+    return memory_gib * GIB * (1.0 - headroom)
 
 
-def check_fits(memory: RankMemory, memory_gb: float, headroom: float = DEFAULT_HEADROOM) -> None:
+def check_fits(memory: RankMemory, memory_gib: float, headroom: float = DEFAULT_HEADROOM) -> None:
     """Refuse a rank whose memory exceeds the device's usable memory.
 
     Args:
         memory: the estimate.
-        memory_gb: the device's memory, GB.
+        memory_gib: the device's memory, GiB (the device table's ``memory_gb``).
         headroom: share kept free (module docstring).
 
     Raises:
         MemoryDoesNotFit: with the figures (each kind, the total, the usable memory, why the
             headroom).
     """
-    usable = usable_bytes(memory_gb, headroom)
+    usable = usable_bytes(memory_gib, headroom)
     if memory.total_bytes > usable:
         raise MemoryDoesNotFit(
-            f"does not fit: {memory.describe()} > {usable / 1e9:.1f} GB usable "
-            f"({memory_gb:g} GB less {headroom:.0%} headroom for the CUDA context, NCCL and "
+            f"does not fit: {memory.describe()} > {usable / GIB:.1f} GiB usable "
+            f"({memory_gib:g} GiB less {headroom:.0%} headroom for the CUDA context, NCCL and "
             f"cuBLAS workspaces and allocator fragmentation)",
             memory,
             usable,

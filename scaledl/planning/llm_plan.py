@@ -57,6 +57,7 @@ from scaledl.parallel.llm_collectives import network_model
 from scaledl.parallel.llm_step import compose_step
 from scaledl.planning.llm_memory import (
     DEFAULT_HEADROOM,
+    GIB,
     RECOMPUTES,
     SHARDINGS,
     rank_memory,
@@ -160,13 +161,13 @@ class LlmSearch:
     seconds: float
     compose_seconds: float
 
-    def text(self, usable_gb: float, memory_gb: float, headroom: float) -> str:
+    def text(self, usable_gib: float, memory_gib: float, headroom: float) -> str:
         """Lines saying what was searched and why candidates were dropped."""
         rules = ", ".join(f"{k} {v:,}" for k, v in self.refused.items() if k != "memory" and v)
         return (
             f"searched {self.combinations:,} combinations: {self.candidates:,} valid layouts "
             f"(refused by rule: {rules or 'none'}); {self.refused.get('memory', 0):,} do not "
-            f"fit in {usable_gb:.1f} GB per rank ({memory_gb:g} GB less {headroom:.0%} "
+            f"fit in {usable_gib:.1f} GiB per rank ({memory_gib:g} GiB less {headroom:.0%} "
             f"headroom); {self.fitting:,} composed in {self.compose_seconds:.1f} s of "
             f"{self.seconds:.1f} s"
         )
@@ -177,20 +178,20 @@ class LlmPlan:
     """A planned job: every valid layout, the front, the fastest per GPU count.
 
     Attributes:
-        table: one row per valid layout (:data:`LAYOUT_COLUMNS`; memory per rank in GB by
+        table: one row per valid layout (:data:`LAYOUT_COLUMNS`; memory per rank in GiB by
             kind, ``peak_stage``, ``fits``, ``refusal``; for fitting ones ``iteration_s``,
             ``tokens_per_s``, ``mfu``, ``gpu_hours_per_step``, optional ``train_h``,
             ``gpu_hours``, ``cost``, the composition's components in seconds; ``pareto``).
         searched: what was searched (:class:`LlmSearch`).
         description: the job planned, one line.
-        memory_gb: the device's memory, GB.
+        memory_gib: the device's memory, GiB.
         headroom: share of it kept free.
     """
 
     table: pd.DataFrame
     searched: LlmSearch
     description: str
-    memory_gb: float
+    memory_gib: float
     headroom: float = DEFAULT_HEADROOM
 
     @property
@@ -214,18 +215,18 @@ class LlmPlan:
         """
         if self.table["fits"].any():
             raise ValueError("a layout fits")
-        usable = usable_bytes(self.memory_gb, self.headroom) / 1e9
-        head = f"no layout fits: {self.searched.text(usable, self.memory_gb, self.headroom)}"
+        usable = usable_bytes(self.memory_gib, self.headroom) / GIB
+        head = f"no layout fits: {self.searched.text(usable, self.memory_gib, self.headroom)}"
         if self.table.empty:
             return head
-        least = self.table.loc[self.table["memory_gb"].idxmin()]
+        least = self.table.loc[self.table["memory_gib"].idxmin()]
         layout = " ".join(f"{c}={least[c]}" for c in LAYOUT_COLUMNS[:10])
         return f"{head}; the least memory per rank: {layout}: {least['refusal']}"
 
     def to_text(self, all_rows: bool = False) -> str:
         """The plan as text: the job, what was searched, the best per GPU count, the front."""
-        usable = usable_bytes(self.memory_gb, self.headroom) / 1e9
-        lines = [self.description, self.searched.text(usable, self.memory_gb, self.headroom)]
+        usable = usable_bytes(self.memory_gib, self.headroom) / GIB
+        lines = [self.description, self.searched.text(usable, self.memory_gib, self.headroom)]
         if all_rows:
             lines += ["", "every valid layout:", _shown(self.table).to_string(index=False)]
         lines += ["", "fastest fitting layout per GPU count:",
@@ -236,7 +237,7 @@ class LlmPlan:
 
 
 _SHOWN = ("n_gpus", "dp_size", "tp_size", "pp_size", "vp_size", "cp_size", "sharding",
-          "recompute", "micro_batch", "grad_accum", "memory_gb", "iteration_s", "mfu",
+          "recompute", "micro_batch", "grad_accum", "memory_gib", "iteration_s", "mfu",
           "gpu_hours_per_step", "train_h", "gpu_hours", "cost", "refusal")  # fmt: skip
 
 
@@ -245,7 +246,7 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
     out = t[cols].copy()
     if "refusal" in out and out["refusal"].eq("").all():
         out = out.drop(columns="refusal")
-    for c, digits in (("memory_gb", 1), ("iteration_s", 3), ("mfu", 3),
+    for c, digits in (("memory_gib", 1), ("iteration_s", 3), ("mfu", 3),
                       ("gpu_hours_per_step", 4), ("train_h", 1), ("gpu_hours", 0),
                       ("cost", 0)):  # fmt: skip
         if c in out:
@@ -333,7 +334,7 @@ def plan_llm(
     gpus_per_node: int = 8,
     nvlink_domain_size: int | None = None,
     headroom: float = DEFAULT_HEADROOM,
-    memory_gb: float | None = None,
+    memory_gib: float | None = None,
     tokens: float | None = None,
     price_per_gpu_hour: float | None = None,
     compose: Callable = compose_step,
@@ -355,7 +356,8 @@ def plan_llm(
         gpus_per_node: GPUs per node.
         nvlink_domain_size: GPUs per NVLink domain (``None``: the device table's, else the node).
         headroom: share of the device's memory kept free (:mod:`~scaledl.planning.llm_memory`).
-        memory_gb: the device's memory in GB (``None``: the device table's).
+        memory_gib: the device's memory in GiB (``None``: the device table's ``memory_gb``,
+            the nominal binary capacity).
         tokens: tokens to train on (adds ``train_h`` and ``gpu_hours``).
         price_per_gpu_hour: price of one GPU-hour (adds ``cost``, per step or to train).
         compose: ``(job, kernels, network) -> StepBreakdown`` (default :func:`compose_step`).
@@ -391,9 +393,9 @@ def plan_llm(
     except UnknownDeviceError as exc:
         raise LlmPlanError(f"plan: gpu={gpu!r}: {exc}") from None
     gpu = spec.device_name
-    memory_gb = float(memory_gb if memory_gb is not None else spec.memory_gb)
+    memory_gib = float(memory_gib if memory_gib is not None else spec.memory_gb)
     try:
-        usable = usable_bytes(memory_gb, headroom)
+        usable = usable_bytes(memory_gib, headroom)
     except ValueError as exc:
         raise LlmPlanError(f"plan: {exc}") from None
     domain = nvlink_domain_size or spec.nvlink_domain or gpus_per_node
@@ -424,11 +426,11 @@ def plan_llm(
             )  # fmt: skip
             fits = mem.total_bytes <= usable
             refusal = "" if fits else (
-                f"does not fit: {mem.describe()} > {usable / 1e9:.1f} GB usable")  # fmt: skip
+                f"does not fit: {mem.describe()} > {usable / GIB:.1f} GiB usable")  # fmt: skip
             rows.append((n, dp, tp, pp, vp, cp, sharding, group, recompute, mb, accum, split,
-                         mem.weights_bytes / 1e9, mem.gradients_bytes / 1e9,
-                         mem.optimizer_bytes / 1e9, mem.activations_bytes / 1e9,
-                         mem.total_bytes / 1e9, mem.stage, fits, refusal))  # fmt: skip
+                         mem.weights_bytes / GIB, mem.gradients_bytes / GIB,
+                         mem.optimizer_bytes / GIB, mem.activations_bytes / GIB,
+                         mem.total_bytes / GIB, mem.stage, fits, refusal))  # fmt: skip
             if not fits:
                 refused["memory"] += 1
                 continue
@@ -451,8 +453,8 @@ def plan_llm(
     compose_s = time.perf_counter() - compose_started
 
     table = pd.DataFrame.from_records(rows, columns=[
-        *LAYOUT_COLUMNS, "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",
-        "memory_gb", "peak_stage", "fits", "refusal"])  # fmt: skip
+        *LAYOUT_COLUMNS, "weights_gib", "grads_gib", "optimizer_gib", "activations_gib",
+        "memory_gib", "peak_stage", "fits", "refusal"])  # fmt: skip
     table["iteration_s"] = np.nan
     fit_index = np.asarray(fit_rows, dtype=np.int64)
     table.loc[fit_index, "iteration_s"] = iteration
@@ -492,7 +494,7 @@ def plan_llm(
         f"sequence {seq_len:,}, global batch {global_batch:,} ({tokens_per_step / 1e6:.2f}M "
         f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}"
     )
-    return LlmPlan(table, searched, description, memory_gb, headroom)
+    return LlmPlan(table, searched, description, memory_gib, headroom)
 
 
 def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **options) -> LlmPlan:
@@ -520,7 +522,7 @@ def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **option
 
 
 #: Keys of a plan file's ``plan`` section besides :class:`LlmSpace`'s fields.
-PLAN_OPTIONS = ("gpu_counts", "headroom", "memory_gb", "tokens", "price_per_gpu_hour")
+PLAN_OPTIONS = ("gpu_counts", "headroom", "memory_gib", "tokens", "price_per_gpu_hour")
 _SPACE_FIELDS = ("tp_sizes", "pp_sizes", "vp_sizes", "cp_sizes", "shardings", "recomputes",
                  "micro_batches", "uneven")  # fmt: skip
 
@@ -533,7 +535,7 @@ class PlanRequest:
         job: the job whose model, GPU, sequence, batch, precision and task are planned.
         gpu_counts: GPU counts to plan.
         space: the layouts searched.
-        options: :func:`plan_llm` keyword arguments (``headroom``, ``memory_gb``, ``tokens``,
+        options: :func:`plan_llm` keyword arguments (``headroom``, ``memory_gib``, ``tokens``,
             ``price_per_gpu_hour``) given in the file.
     """
 
@@ -547,7 +549,7 @@ def read_plan_file(path) -> PlanRequest:
     """Read a plan file: YAML with ``job`` (a training job's fields) and optional ``plan``.
 
     ``plan`` may give ``gpu_counts`` (a list, default the job's ``n_gpus``), the fields of
-    :class:`LlmSpace` and ``headroom``, ``memory_gb``, ``tokens``, ``price_per_gpu_hour``. A
+    :class:`LlmSpace` and ``headroom``, ``memory_gib``, ``tokens``, ``price_per_gpu_hour``. A
     file without ``job`` is read as a job alone (:meth:`TrainingJob.from_yaml`'s format). The
     job's own layout must be valid but is not kept: the plan searches every layout.
 
@@ -591,7 +593,7 @@ def read_plan_file(path) -> PlanRequest:
             raise LlmPlanError(f"{path}: field 'plan.{name}' (value {value!r}): a list")
         space_values[name] = tuple(value) if name != "uneven" else value
     options = {}
-    for name in ("headroom", "memory_gb", "tokens", "price_per_gpu_hour"):
+    for name in ("headroom", "memory_gib", "tokens", "price_per_gpu_hour"):
         if name in plan:
             value = plan[name]
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -31,7 +31,7 @@ def test_plan_job_prints_the_best_layouts_and_writes_every_one(tmp_path):
     assert "fastest fitting layout per GPU count:" in text and "Pareto front" in text
     table = pd.read_csv(out)
     assert set(table["n_gpus"]) == {64, 512} and table["fits"].any()
-    assert {"memory_gb", "refusal", "iteration_s", "mfu", "train_h"} <= set(table.columns)
+    assert {"memory_gib", "refusal", "iteration_s", "mfu", "train_h"} <= set(table.columns)
 
 
 def test_plan_job_refuses_bad_input_in_one_line(tmp_path):
@@ -43,6 +43,6 @@ def test_plan_job_refuses_bad_input_in_one_line(tmp_path):
     result, text = invoke("plan-job", tmp_path / "missing.yaml")
     assert result.exit_code == 2 and "missing.yaml" in text, text
     # Nothing fits in 10 GB: exit 2 with the layout needing the least memory and its figures.
-    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--memory-gb", "10")
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--memory-gib", "10")
     assert result.exit_code == 2 and "no layout fits: searched 32 combinations" in text, text
-    assert "the least memory per rank: n_gpus=64" in text and "GB usable" in text
+    assert "the least memory per rank: n_gpus=64" in text and "GiB usable" in text

@@ -168,8 +168,8 @@ def test_uneven_split_and_the_most_loaded_stage():
 def test_a_layout_that_does_not_fit_is_refused_with_its_figures():
     # Llama-3-70B on 8 H100s with tensor parallelism only and no optimizer sharding: a rank
     # holds (70,553,706,496 - 161 norms x 8192) / 8 + 161 x 8192 = 8,820,367,360 parameters,
-    # 18 bytes each (2 + 4 + 12: 17.6 + 35.3 + 105.8 GB), and 80 layers of 281.3 MB of
-    # activations (SP, SwiGLU, flash) plus 0.56 GB for the output layer and logits: 23.1 GB.
+    # 18 bytes each (2 + 4 + 12: 16.4 + 32.9 + 98.6 GiB), and 80 layers of 281.3 MB of
+    # activations (SP, SwiGLU, flash) plus 0.56 GB for the output layer and logits: 21.5 GiB.
     memory = rank_memory(LLAMA3_70B, seq_len=8192, micro_batch=1, grad_accum=64, tp_size=8,
                          sequence_parallel=True, sharding="none")  # fmt: skip
     assert memory.parameters == 8_820_367_360
@@ -177,15 +177,16 @@ def test_a_layout_that_does_not_fit_is_refused_with_its_figures():
     with pytest.raises(MemoryDoesNotFit) as refused:
         check_fits(memory, 80.0)
     message = str(refused.value)
-    assert "weights 17.6 + grads 35.3 + optimizer 105.8 + activations 23.1 = 181.8 GB" in message
-    assert "> 72.0 GB usable (80 GB less 10% headroom" in message
-    assert refused.value.usable_bytes == 72e9
+    assert "weights 16.4 + grads 32.9 + optimizer 98.6 + activations 21.5 = 169.3 GiB" in message
+    # An "80 GB" H100 holds 80 GiB; 10% headroom leaves 72 GiB.
+    assert "> 72.0 GiB usable (80 GiB less 10% headroom" in message
+    assert refused.value.usable_bytes == 72 * 2**30
     # Distributed optimizer over 16 data-parallel ranks, pipeline of 8, full recompute: fits.
     fits = rank_memory(LLAMA3_70B, seq_len=8192, micro_batch=1, grad_accum=64, tp_size=8,
                        pp_size=8, dp_size=16, sequence_parallel=True, sharding="zero1",
                        recompute="full")  # fmt: skip
     check_fits(fits, 80.0)
-    assert usable_bytes(80.0, 0.25) == 60e9
+    assert usable_bytes(80.0, 0.25) == 60 * 2**30
     with pytest.raises(ValueError, match="headroom"):
         usable_bytes(80.0, 1.0)
 

@@ -127,24 +127,26 @@ def test_every_candidate_is_a_valid_job_and_memory_matches():
                          layers_per_stage=job.layers_per_stage, sharding=job.sharding,
                          shard_group_size=job.shard_group_size,
                          recompute=job.activation_checkpointing)  # fmt: skip
-    assert row["memory_gb"] == pytest.approx(memory.total_bytes / 1e9)
+    assert row["memory_gib"] == pytest.approx(memory.total_bytes / 2**30)
 
 
 def test_layouts_that_do_not_fit_are_refused_with_figures_and_not_composed():
     compose = FakeCompose()
-    result = plan(counts=(8,), memory_gb=1.0, headroom=0.2, compose=compose)
+    result = plan(counts=(8,), memory_gib=1.0, headroom=0.2, compose=compose)
     t = result.table
     refused = t[~t["fits"]]
     assert len(refused) == result.searched.refused["memory"] > 0
-    assert (refused["memory_gb"] > 0.8).all() and (t.loc[t["fits"], "memory_gb"] <= 0.8).all()
+    assert (refused["memory_gib"] > 0.8).all() and (t.loc[t["fits"], "memory_gib"] <= 0.8).all()
     assert (
-        refused["refusal"].str.match(r"does not fit: stage \d+: weights .* > 0\.8 GB usable$").all()
+        refused["refusal"]
+        .str.match(r"does not fit: stage \d+: weights .* > 0\.8 GiB usable$")
+        .all()
     )
     assert refused["iteration_s"].isna().all() and t.loc[t["fits"], "iteration_s"].notna().all()
     assert len(compose.jobs) == int(t["fits"].sum())
     text = result.to_text()
-    assert "do not fit in 0.8 GB per rank (1 GB less 20% headroom)" in text
-    nothing = plan(counts=(8,), memory_gb=0.01)
+    assert "do not fit in 0.8 GiB per rank (1 GiB less 20% headroom)" in text
+    nothing = plan(counts=(8,), memory_gib=0.01)
     assert not nothing.table["fits"].any() and nothing.front.empty
     assert nothing.why_none().startswith("no layout fits: searched")
     assert "the least memory per rank: n_gpus=8" in nothing.why_none()
@@ -213,7 +215,7 @@ def test_the_example_plan_file(tmp_path):
     result = plan_job(request.job, request.gpu_counts, space=request.space, compose=compose,
                       kernels=object(), network=object(), **request.options)  # fmt: skip
     assert result.best_per_gpu_count["n_gpus"].tolist() == [64, 128, 256, 512, 1024]
-    assert usable_bytes(80.0) / 1e9 == 72.0
+    assert usable_bytes(80.0) == 72 * 2**30
     # Plan files are checked field by field.
     bad = tmp_path / "bad.yaml"
     bad.write_text(EXAMPLE.read_text().replace("gpu_counts:", "gpu_count:"))
