@@ -470,14 +470,14 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
             raise _RowError(
                 "n_gpus",
                 r["n_gpus"],
-                "an NVL72 job of more than 72 GPUs that is "
-                "not a multiple of 64 racks' worth (see nvlink domain decision)",
+                "an NVL72 job over several racks must be a multiple of 64 GPUs (64 per rack's "
+                "NVLink domain: module docstring)",
             )
         data["nvlink_domain_size"] = 64
         assumed.append("nvlink_domain_size")
         notes.append("NVL72 job over several racks: 64 GPUs (16 trays) per rack's NVLink domain")
     data["layers_per_stage"] = _stages(model["num_layers"], layout, source, notes)
-    job = _job(data, r, layout["dp"], notes)
+    job = _job(data, r, notes)
     return {
         "source": source,
         "row": row,
@@ -521,7 +521,6 @@ def _model(source: str, r: dict[str, str]) -> dict[str, Any]:
     """The :class:`ModelShape` fields of a row: its numbers and the family's flags."""
     name = r["model"].lower()
     shape: dict[str, Any] = {c: _int(r, c) for c in ARCH_COLUMNS}
-    shape["ffn_size"] = _int(r, "ffn_size")
     if "llama" in name or "qwen" in name:
         flags = {"gated_mlp": True, "norm": "rmsnorm", "linear_bias": False}
         flags["tied_embeddings"] = False
@@ -684,7 +683,7 @@ _FIELD_COLUMN = {
 }
 
 
-def _job(data: dict, r: dict[str, str], dp: int | None, notes: list) -> TrainingJob:
+def _job(data: dict, r: dict[str, str], notes: list) -> TrainingJob:
     reported_ga = _int(r, "grad_accum")
     try:
         job = TrainingJob.model_validate(data)
