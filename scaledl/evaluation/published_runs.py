@@ -30,7 +30,8 @@ scored rows' parameter counts, and those with at least the 80th percentile of th
 are predicted and counted as answered but not scored. MRE per held-out group and its unweighted
 mean over groups; paired comparisons of ``scaledl`` with every other method on the same rows
 (:func:`~scaledl.evaluation.significance.paired_comparison`, BCa, each row weighted by ``1 / rows
-of its group`` so the compared MREs are the means over groups); Kendall's tau-b of the held-out
+of its group`` so the compared MREs are the means over groups; a row in both largest folds counts
+in each); Kendall's tau-b of the held-out
 predictions of seconds per token against the measured ones within every group of at least
 :data:`MIN_RANKING_LAYOUTS` distinct configurations of one (source, model, GPU count), and
 with GPU, precision and sequence length also fixed (:func:`layout_ranking`; a predictor that
