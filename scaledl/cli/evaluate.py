@@ -204,7 +204,7 @@ def evaluate_gpu_layouts_command(
 def evaluate_published_runs_command(
     csv: Annotated[
         list[Path] | None,
-        typer.Argument(help="Published-runs CSV files [external/scale_runs/*.csv]"),
+        typer.Argument(help="Published-runs CSV files (default: the six of <external>/scale_runs)"),
     ] = None,
     out: Annotated[Path, typer.Option(help="Result JSON")] = Path(
         "docs/results/published_runs.json"
