@@ -65,6 +65,9 @@ def plan_job(
     memory_gib: Annotated[float | None, typer.Option(help="Memory per GPU, GiB [table]")] = None,
     tokens: Annotated[float | None, typer.Option(help="Tokens to train on")] = None,
     price_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of a GPU-hour")] = None,
+    corrected: Annotated[
+        bool, typer.Option(help="Correct the steps (GNN fitted on the published runs, ~30 s)")
+    ] = False,
     out: Annotated[Path | None, typer.Option(help="Write every layout (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every layout")] = False,
 ) -> None:
@@ -74,8 +77,10 @@ def plan_job(
     refuses layouts the grid's rules or the GPU's memory (less a headroom) exclude, counting
     them per rule, composes each fitting layout's step (compose_step with the GPU's kernel and
     network models), and prints the fastest fitting layout per GPU count and the Pareto front
-    of step time vs GPU-hours per step. Options override the file's ``plan`` section. Exit
-    code 2 when nothing fits (with the layout needing the least memory and its figures).
+    of step time vs GPU-hours per step. ``--corrected`` multiplies each composed step by the
+    learned correction, fitted first on every published step time (external/scale_runs).
+    Options override the file's ``plan`` section. Exit code 2 when nothing fits (with the
+    layout needing the least memory and its figures).
     """
     try:
         refuse_overwrite({"--out": out}, {"PLAN_FILE": plan_file})
@@ -86,7 +91,13 @@ def plan_job(
         fail(str(exc))
     # Imported after the options are checked, as `scaledl plan` does: the planner pulls in the
     # kernel and collective models (seconds), which every other command would pay at start.
-    from scaledl.planning.llm_plan import LlmPlanError, LlmSpace, read_plan_file
+    from scaledl.planning.llm_plan import (
+        LlmPlanError,
+        LlmSpace,
+        published_correction,
+        read_plan_file,
+        step_correction,
+    )
     from scaledl.planning.llm_plan import plan_job as make_plan
 
     try:
@@ -95,6 +106,11 @@ def plan_job(
         given = {"headroom": headroom, "memory_gib": memory_gib, "tokens": tokens,
                  "price_per_gpu_hour": price_per_gpu_hour}  # fmt: skip
         options.update({k: v for k, v in given.items() if v is not None})
+        if corrected:
+            model = published_correction()
+            typer.echo(f"correction: {model.kind}, fitted on {model.n_training_rows} published "
+                       "step times")  # fmt: skip
+            options["correction"] = step_correction(model)
         result = make_plan(
             request.job,
             counts or request.gpu_counts,

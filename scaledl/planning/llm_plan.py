@@ -53,6 +53,12 @@ import pandas as pd
 from scaledl.devices import UnknownDeviceError, device_spec
 from scaledl.io.safe import read_text
 from scaledl.models.llm_kernels import kernel_model
+from scaledl.models.step_correction import (
+    CorrectionGraph,
+    StepCorrection,
+    context_features,
+    correction_graph,
+)
 from scaledl.parallel.llm_collectives import network_model
 from scaledl.parallel.llm_step import compose_step
 from scaledl.planning.llm_memory import (
@@ -151,7 +157,7 @@ class LlmSearch:
         candidates: combinations passing the grid's rules (the table's rows).
         fitting: candidates whose memory fits.
         seconds: wall time of the plan.
-        compose_seconds: of it, composing the fitting candidates' steps.
+        compose_seconds: of it, composing (and correcting) the fitting candidates' steps.
     """
 
     combinations: int
@@ -492,7 +498,8 @@ def plan_llm(
         f"planned a {model.n_params() / 1e9:.1f}B-parameter transformer ({model.num_layers} "
         f"layers, width {model.hidden_size}) on {spec.device_name}, {precision}, {task}: "
         f"sequence {seq_len:,}, global batch {global_batch:,} ({tokens_per_step / 1e6:.2f}M "
-        f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}"
+        f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}; step times "
+        + ("composed and corrected" if correction is not None else "composed, uncorrected")
     )
     return LlmPlan(table, searched, description, memory_gib, headroom)
 
@@ -606,3 +613,72 @@ def read_plan_file(path) -> PlanRequest:
     except LlmPlanError as exc:
         raise LlmPlanError(f"{path}: {exc}") from None
     return PlanRequest(job, counts, space, options)
+
+
+def job_correction_graph(job: TrainingJob, step) -> CorrectionGraph:
+    """A composed step's input to the learned correction.
+
+    The context is the one the evaluation trains the correction on
+    (:func:`scaledl.evaluation.published_runs.compose_rows`): the components' shares, GPUs,
+    precision, whether the job spans nodes, tokens per GPU per step.
+    """
+    context = context_features(step.components_s, step.iteration_s, job.n_gpus, job.precision,
+                               job.n_gpus > job.gpus_per_node,
+                               job.tokens_per_step / job.n_gpus)  # fmt: skip
+    return correction_graph(step.graph, context, step.iteration_s)
+
+
+def step_correction(model: StepCorrection) -> Correction:
+    """A fitted :class:`~scaledl.models.step_correction.StepCorrection` as a plan's correction.
+
+    Returns:
+        ``(jobs, steps) -> corrected seconds`` (:func:`plan_llm`'s ``correction``).
+    """
+
+    def correct(jobs: Sequence[TrainingJob], steps: Sequence) -> np.ndarray:
+        graphs = [job_correction_graph(j, s) for j, s in zip(jobs, steps, strict=True)]
+        return model.predict(graphs)
+
+    return correct
+
+
+def published_correction(paths=None) -> StepCorrection:
+    """The learned correction fitted on every published step time (about 30 s on 2 cores).
+
+    Each accepted row with a measured step (:func:`~scaledl.external.published_runs.
+    read_published_runs`) is composed with its GPU's fitted kernel and measured network models;
+    rows weigh ``1 / rows of their source`` and architectures are counted as the evaluation
+    does (:mod:`scaledl.evaluation.published_runs`), which judges this correction on held-out
+    sources; here it sees them all, as a plan for a new job would use it.
+
+    Args:
+        paths: the published-runs CSV files (default: the copies in ``external/scale_runs``).
+
+    Raises:
+        LlmPlanError: no published row could be composed.
+    """
+    # Imported here: the importer loads great-expectations (about 4 s), which a plan without
+    # the correction never needs.
+    from scaledl.external.published_runs import DEFAULT_PATHS, read_published_runs
+
+    runs = read_published_runs(paths if paths is not None else DEFAULT_PATHS).runs
+    runs = runs[runs["iteration_s"].notna()]
+    graphs, measured, sources, architectures = [], [], [], []
+    for r in runs.itertuples(index=False):
+        job = r.job
+        try:
+            step = compose_step(job, kernel_model(job.gpu),
+                                network_model(job.gpu, job.nvlink_domain_size))  # fmt: skip
+            graphs.append(job_correction_graph(job, step))
+        except (ValueError, UnknownDeviceError):
+            continue  # the evaluation counts these refusals; the fit uses what composes
+        m = job.model
+        measured.append(float(r.iteration_s))
+        sources.append(r.source)
+        architectures.append((m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads,
+                              m.ffn_size, m.vocab_size))  # fmt: skip
+    if not graphs:
+        raise LlmPlanError("correction: no published run could be composed")
+    counts = Counter(sources)
+    weights = np.array([1.0 / counts[s] for s in sources])
+    return StepCorrection().fit(graphs, np.array(measured), weights, architectures)

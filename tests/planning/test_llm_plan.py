@@ -11,7 +11,9 @@ from scaledl.planning.llm_plan import (
     LlmSpace,
     plan_job,
     plan_llm,
+    published_correction,
     read_plan_file,
+    step_correction,
     uneven_split,
 )
 from scaledl.workloads.training_job import ModelShape, TrainingJob
@@ -244,3 +246,24 @@ def test_the_real_composition_plans_the_example():
     layout = ["n_gpus", "tp_size", "pp_size", "vp_size", "cp_size"]
     both = fit.pivot_table(index=layout, columns="recompute", values="iteration_s").dropna()
     assert len(both) and (both["full"] > both["none"]).all()  # recompute costs a forward
+
+
+def test_the_learned_correction_multiplies_the_composed_steps(tmp_path):
+    """A correction fitted on a few published rows (fewer than the GNN needs: the constant
+    fallback, the weighted mean of log(measured / composed)) scales every composed step."""
+    source = Path(__file__).resolve().parents[2] / "external" / "scale_runs" / "megatron_lm.csv"
+    lines = source.read_text().splitlines(keepends=True)
+    subset = tmp_path / "megatron_lm.csv"
+    subset.write_text("".join(lines[:9]))  # the header and 8 rows
+    model = published_correction([subset])
+    assert model.kind == "constant" and 0 < model.n_training_rows <= 8
+    space = LlmSpace(tp_sizes=(4, 8), pp_sizes=(4,), vp_sizes=(1,), cp_sizes=(1,),
+                     shardings=("zero1",), recomputes=("none",), micro_batches=(1,))  # fmt: skip
+    job = read_plan_file(EXAMPLE).job
+    plain = plan_job(job, (64,), space=space)
+    corrected = plan_job(job, (64,), space=space, correction=step_correction(model))
+    assert plain.table["fits"].any()
+    assert corrected.table["iteration_s"].to_numpy() == pytest.approx(
+        plain.table["iteration_s"].to_numpy() * np.exp(model.constant_log), nan_ok=True
+    )
+    assert "composed and corrected" in corrected.to_text()
