@@ -100,6 +100,8 @@ class GroupErrors(_Model):
         scored: of those, rows with a measured step.
         mre: method -> MRE on the scored rows (``None`` when none).
         p90_re: method -> 90th percentile of the relative error.
+        median_log_ratio: method -> median ``log(predicted / measured)`` (negative: predicts
+            too fast).
         mfu: the fixed-MFU rule's MFU fitted on this fold's training rows.
         correction: the correction's kind (``gnn`` / ``constant``) and its training rows.
     """
@@ -108,6 +110,7 @@ class GroupErrors(_Model):
     scored: int
     mre: dict[str, float | None]
     p90_re: dict[str, float | None]
+    median_log_ratio: dict[str, float | None]
     mfu: float
     correction: str
 
@@ -493,15 +496,18 @@ def protocol_result(
     for name, held_out, pred, mfu, kind in folds:
         measured = rows["measured_s"].to_numpy()[held_out]
         scored = np.isfinite(measured)
-        mre, p90 = {}, {}
+        mre, p90, bias = {}, {}, {}
         for method in METHODS:
             re = _errors(pred[method][scored], measured[scored])
             mre[method] = float(re.mean()) if re.size else None
             p90[method] = float(np.percentile(re, 90)) if re.size else None
+            log_ratio = np.log(pred[method][scored] / measured[scored])
+            bias[method] = float(np.median(log_ratio)) if re.size else None
             units[method].append(re)
         weights.append(np.full(int(scored.sum()), 1.0 / max(int(scored.sum()), 1)))
         groups[name] = GroupErrors(answered=int(held_out.sum()), scored=int(scored.sum()),
-                                   mre=mre, p90_re=p90, mfu=mfu, correction=kind)  # fmt: skip
+                                   mre=mre, p90_re=p90, median_log_ratio=bias, mfu=mfu,
+                                   correction=kind)  # fmt: skip
     scored_groups = [g for g in groups.values() if g.scored]
     mean = {m: float(np.mean([g.mre[m] for g in scored_groups])) for m in METHODS}
     worst = {m: float(np.max([g.mre[m] for g in scored_groups])) for m in METHODS}

@@ -19,6 +19,10 @@ TITLES = {
 }
 
 
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f}"
+
+
 def published_runs_html(result: PublishedRunsResult) -> str:
     """A self-contained HTML page of ``result``."""
     protocols = []
@@ -29,8 +33,12 @@ def published_runs_html(result: PublishedRunsResult) -> str:
                  pct(g.mfu, 0), g.correction] for g_name, g in p.groups.items()]  # fmt: skip
         rows.append(["mean", "", *(pct(p.mean_mre[m]) for m in METHODS), "", ""])
         rows.append(["max", "", *(pct(p.max_mre[m]) for m in METHODS), "", ""])
+        bias = [[g_name, *(_signed(g.median_log_ratio[m]) for m in METHODS)]
+                for g_name, g in p.groups.items()]  # fmt: skip
         protocols.append({"title": TITLES.get(name, name), "header": header, "rows": rows,
-                          "comparisons": _comparisons(result, name)})  # fmt: skip
+                          "comparisons": _comparisons(result, name),
+                          "bias_header": ["held out", *(METHOD_NAMES[m] for m in METHODS)],
+                          "bias": bias})  # fmt: skip
     fmt = lambda t: "n/a" if t is None else f"{t:.2f}"  # noqa: E731
     c = result.coverage
     return render(
