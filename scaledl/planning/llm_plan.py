@@ -27,8 +27,9 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
    corrected seconds, e.g. a fitted :class:`~scaledl.models.step_correction.StepCorrection`
    wrapped by the caller);
 4. cost: GPU-hours per step (and, with ``tokens``, to train on them; with a price, money), MFU
-   against the device's dense bf16 peak (model FLOPs ``6 N`` per token plus causal attention
-   ``6 L s h``, Narayanan et al. 2021 App.; no recomputation counted).
+   against the device's dense bf16 peak (fp16 where it has none) with model FLOPs
+   ``6 N + 12 L h s`` per token (Narayanan et al. 2021, no recomputation counted), the
+   convention of the evaluation's fixed-MFU rule; fp8 and fp4 jobs can exceed 1 on it.
 
 The Pareto front of step time vs GPU-hours per step over the fitting candidates
 (:func:`scaledl.planning.pareto.pareto_sweep`; with a fixed global batch, tokens per step are the
@@ -409,10 +410,11 @@ def plan_llm(
     network = network if network is not None else network_model(gpu, domain)
 
     try:  # validated once; each candidate is a copy with the layout the grid's rules checked
-        template = TrainingJob(
-            model=model, seq_len=seq_len, gpu=gpu, n_gpus=1, gpus_per_node=gpus_per_node,
-            nvlink_domain_size=domain, precision=precision, global_batch=global_batch, task=task,
-        )  # fmt: skip
+        template = TrainingJob.from_mapping({
+            "model": model.model_dump(), "seq_len": seq_len, "gpu": gpu, "n_gpus": 1,
+            "gpus_per_node": gpus_per_node, "nvlink_domain_size": domain,
+            "precision": precision, "global_batch": global_batch, "task": task,
+        }, "job")  # fmt: skip
     except ValueError as exc:
         raise LlmPlanError(f"plan: {exc}") from None
     refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory")})
@@ -469,8 +471,9 @@ def plan_llm(
         table[name] = components[name]
     tokens_per_step = float(global_batch) * seq_len
     table["tokens_per_s"] = tokens_per_step / table["iteration_s"]
-    flops_per_token = 6.0 * model.n_params() + 6.0 * model.num_layers * seq_len * model.hidden_size
-    peak = spec.peak_flops_per_s("bf16")
+    flops_per_token = 6.0 * model.n_params() + 12.0 * model.num_layers * seq_len * model.hidden_size
+    peak = spec.peak_tflops.get("bf16", math.nan)
+    peak = 1e12 * (peak if peak > 0 else spec.peak_tflops.get("fp16", math.nan))
     table["mfu"] = flops_per_token * table["tokens_per_s"] / (table["n_gpus"] * peak)
     table["gpu_hours_per_step"] = table["n_gpus"] * table["iteration_s"] / 3600.0
     if tokens is not None:

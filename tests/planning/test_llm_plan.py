@@ -206,6 +206,9 @@ def test_bad_inputs_are_named():
         plan(headroom=1.5)
     with pytest.raises(LlmPlanError, match="tokens=-1"):
         plan(tokens=-1)
+    with pytest.raises(LlmPlanError, match="plan: job: invalid training job: field 'precision'"):
+        plan_llm(SMALL, "NVIDIA A100-SXM4-80GB", [8], 2048, 16, precision="fp8",
+                 compose=FakeCompose(), kernels=1, network=1)  # fmt: skip
 
 
 def test_the_example_plan_file(tmp_path):
