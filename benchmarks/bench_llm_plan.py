@@ -60,7 +60,8 @@ for _ in range(2):
 s = plan.searched
 print(json.dumps({{"cold_s": times[0], "warm_s": times[1], "warm_cpu_s": cpu[1],
                   "compose_warm_s": s.compose_seconds, "combinations": s.combinations,
-                  "candidates": s.candidates, "fitting": s.fitting, "refused": s.refused,
+                  "candidates": s.candidates, "fitting": s.fitting, "composed": s.composed,
+                  "refused": s.refused,
                   "pareto_front_size": int(plan.table["pareto"].sum()),
                   "gpu_counts_with_a_layout": int(plan.best_per_gpu_count["n_gpus"].nunique())}}))
 """
@@ -103,6 +104,7 @@ def main() -> None:
         "combinations": last["combinations"],
         "n_candidates": last["candidates"],
         "fitting_candidates": last["fitting"],
+        "composed_candidates": last["composed"],
         "refused": last["refused"],
         "pareto_front_size": last["pareto_front_size"],
         "gpu_counts_with_a_layout": last["gpu_counts_with_a_layout"],

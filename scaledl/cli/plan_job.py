@@ -124,7 +124,7 @@ def plan_job(
         table["layers_per_stage"] = [",".join(map(str, s)) if s else ""
                                      for s in table["layers_per_stage"]]  # fmt: skip
         write_table(table, out)
-    if not result.table["fits"].any():
+    if not result.table["iteration_s"].notna().any():
         fail(result.why_none())
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         typer.echo(result.to_text(all_rows=all_rows))

@@ -154,9 +154,11 @@ class LlmSearch:
 
     Attributes:
         combinations: GPU counts x layouts examined.
-        refused: combinations refused per rule (:data:`RULES`, then ``memory``).
+        refused: combinations refused per rule (:data:`RULES`, then ``memory``, then
+            ``compose``: a fitting layout the composition raised a ``ValueError`` for).
         candidates: combinations passing the grid's rules (the table's rows).
         fitting: candidates whose memory fits.
+        composed: fitting candidates with a step time.
         seconds: wall time of the plan.
         compose_seconds: of it, composing (and correcting) the fitting candidates' steps.
     """
@@ -165,18 +167,22 @@ class LlmSearch:
     refused: dict[str, int]
     candidates: int
     fitting: int
+    composed: int
     seconds: float
     compose_seconds: float
 
     def text(self, usable_gib: float, memory_gib: float, headroom: float) -> str:
         """Lines saying what was searched and why candidates were dropped."""
-        rules = ", ".join(f"{k} {v:,}" for k, v in self.refused.items() if k != "memory" and v)
+        rules = ", ".join(f"{k} {v:,}" for k, v in self.refused.items()
+                          if k not in ("memory", "compose") and v)  # fmt: skip
+        failed = self.refused.get("compose", 0)
+        not_composed = f" ({failed:,} refused by the composition)" if failed else ""
         return (
             f"searched {self.combinations:,} combinations: {self.candidates:,} valid layouts "
             f"(refused by rule: {rules or 'none'}); {self.refused.get('memory', 0):,} do not "
             f"fit in {usable_gib:.1f} GiB per rank ({memory_gib:g} GiB less {headroom:.0%} "
-            f"headroom); {self.fitting:,} composed in {self.compose_seconds:.1f} s of "
-            f"{self.seconds:.1f} s"
+            f"headroom); {self.composed:,} composed{not_composed} in "
+            f"{self.compose_seconds:.1f} s of {self.seconds:.1f} s"
         )
 
 
@@ -209,24 +215,26 @@ class LlmPlan:
     @property
     def best_per_gpu_count(self) -> pd.DataFrame:
         """The fastest fitting layout of each GPU count (ties: the first in search order)."""
-        fit = self.table[self.table["fits"]]
+        fit = self.table[self.table["fits"] & self.table["iteration_s"].notna()]
         if fit.empty:
             return fit
         return fit.loc[fit.groupby("n_gpus", sort=True)["iteration_s"].idxmin()]
 
     def why_none(self) -> str:
-        """Why no layout fits: the counts and the layout needing the least memory, its figures.
+        """Why no layout has a step time: the counts; the least memory layout, its figures.
 
         Raises:
-            ValueError: some layout fits.
+            ValueError: some layout fits and was composed.
         """
-        if self.table["fits"].any():
+        if self.table["iteration_s"].notna().any():
             raise ValueError("a layout fits")
         usable = usable_bytes(self.memory_gib, self.headroom) / GIB
         head = f"no layout fits: {self.searched.text(usable, self.memory_gib, self.headroom)}"
         if self.table.empty:
             return head
         least = self.table.loc[self.table["memory_gib"].idxmin()]
+        if least["fits"]:  # every fitting layout was refused by the composition
+            return f"{head}; e.g. {least['refusal']}"
         layout = " ".join(f"{c}={least[c]}" for c in LAYOUT_COLUMNS[:10])
         return f"{head}; the least memory per rank: {layout}: {least['refusal']}"
 
@@ -417,7 +425,7 @@ def plan_llm(
         }, "job")  # fmt: skip
     except ValueError as exc:
         raise LlmPlanError(f"plan: {exc}") from None
-    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory")})
+    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
     rows: list[tuple] = []
     fit_jobs: list[TrainingJob] = []
     fit_rows: list[int] = []
@@ -452,10 +460,20 @@ def plan_llm(
             fit_rows.append(len(rows) - 1)
 
     compose_started = time.perf_counter()
-    steps = [compose(job, kernels, network) for job in fit_jobs]
+    steps, timed_jobs, timed_rows = [], [], []
+    for job, row in zip(fit_jobs, fit_rows, strict=True):
+        try:
+            step = compose(job, kernels, network)
+        except ValueError as exc:  # a layout the composition does not model: counted, shown
+            refused["compose"] += 1
+            rows[row] = (*rows[row][:-1], f"composition: {exc}")
+            continue
+        steps.append(step)
+        timed_jobs.append(job)
+        timed_rows.append(row)
     iteration = np.array([s.iteration_s for s in steps], dtype=float)
     if correction is not None and steps:
-        iteration = np.asarray(correction(fit_jobs, steps), dtype=float).reshape(-1)
+        iteration = np.asarray(correction(timed_jobs, steps), dtype=float).reshape(-1)
         if iteration.shape != (len(steps),) or not np.all(np.isfinite(iteration) & (iteration > 0)):
             raise LlmPlanError("plan: the correction must return one positive step time per job")
     compose_s = time.perf_counter() - compose_started
@@ -464,7 +482,7 @@ def plan_llm(
         *LAYOUT_COLUMNS, "weights_gib", "grads_gib", "optimizer_gib", "activations_gib",
         "memory_gib", "peak_stage", "fits", "refusal"])  # fmt: skip
     table["iteration_s"] = np.nan
-    fit_index = np.asarray(fit_rows, dtype=np.int64)
+    fit_index = np.asarray(timed_rows, dtype=np.int64)
     table.loc[fit_index, "iteration_s"] = iteration
     components = pd.DataFrame.from_records([s.components_s for s in steps], index=fit_index)
     for name in components.columns:
@@ -494,6 +512,7 @@ def plan_llm(
         refused=dict(refused),
         candidates=len(rows),
         fitting=len(fit_rows),
+        composed=len(timed_rows),
         seconds=time.perf_counter() - started,
         compose_seconds=compose_s,
     )

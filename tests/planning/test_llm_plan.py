@@ -67,8 +67,8 @@ def test_the_grids_rules_are_counted_in_order():
     assert result.searched.refused == {"gpus": 16, "tp_heads": 2, "tp_domain": 0,
                                        "vp_needs_pp": 4, "layers": 3, "cp_seq": 3, "batch": 0,
                                        "interleave": 0, "sharding": 0, "hsdp_group": 0,
-                                       "memory": 0}  # fmt: skip
-    assert set(result.searched.refused) == {*RULES, "memory"}
+                                       "memory": 0, "compose": 0}  # fmt: skip
+    assert set(result.searched.refused) == {*RULES, "memory", "compose"}
     t = result.table
     assert sorted(zip(t["tp_size"], t["pp_size"], strict=True)) == [(1, 1), (1, 4), (2, 1), (2, 4)]
     assert (t["dp_size"] * t["tp_size"] * t["pp_size"] * t["cp_size"] == t["n_gpus"]).all()
@@ -270,3 +270,21 @@ def test_the_learned_correction_multiplies_the_composed_steps(tmp_path):
         plain.table["iteration_s"].to_numpy() * np.exp(model.constant_log), nan_ok=True
     )
     assert "composed and corrected" in corrected.to_text()
+
+
+def test_layouts_the_composition_refuses_are_counted_and_shown():
+    class NoContextParallel(FakeCompose):
+        def __call__(self, job, kernels, network):
+            if job.cp_size > 1:
+                raise ValueError(f"cp_size={job.cp_size}: not modelled")
+            return super().__call__(job, kernels, network)
+
+    result = plan(counts=(8, 16), compose=NoContextParallel())
+    t = result.table
+    refused = t[t["fits"] & (t["cp_size"] > 1)]
+    assert len(refused) == result.searched.refused["compose"] > 0
+    assert refused["iteration_s"].isna().all() and not refused["pareto"].any()
+    assert refused["refusal"].str.startswith("composition: cp_size=").all()
+    assert (result.best_per_gpu_count["cp_size"] == 1).all()
+    assert result.searched.composed == result.searched.fitting - len(refused)
+    assert f"({len(refused):,} refused by the composition)" in result.to_text()
