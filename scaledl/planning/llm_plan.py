@@ -22,10 +22,11 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
 3. the step time of the fitting ones, ``compose(job, kernels, network).iteration_s``
    (:func:`scaledl.parallel.llm_step.compose_step` with
    :func:`~scaledl.models.llm_kernels.kernel_model` and
-   :func:`~scaledl.parallel.llm_collectives.network_model` of the GPU by default), times a
-   correction when one is given (a callable of the jobs and their step breakdowns returning
-   corrected seconds, e.g. a fitted :class:`~scaledl.models.step_correction.StepCorrection`
-   wrapped by the caller);
+   :func:`~scaledl.parallel.llm_collectives.network_model` of the GPU by default; a layout
+   the composition raises ``ValueError`` for is counted under ``compose`` with its message),
+   times a correction when one is given (a callable of the jobs and their step breakdowns
+   returning corrected seconds: :func:`step_correction` of a fitted
+   :class:`~scaledl.models.step_correction.StepCorrection`, e.g. :func:`published_correction`);
 4. cost: GPU-hours per step (and, with ``tokens``, to train on them; with a price, money), MFU
    against the device's dense bf16 peak (fp16 where it has none) with model FLOPs
    ``6 N + 12 L h s`` per token (Narayanan et al. 2021, no recomputation counted), the
@@ -36,7 +37,10 @@ The Pareto front of step time vs GPU-hours per step over the fitting candidates
 same for every candidate, so the front is the same for time-to-train vs GPU-hours to train)
 and the fastest fitting layout per GPU count come with what was searched
 (:class:`LlmSearch`). The search is bounded before it is built: at most
-:data:`MAX_COMBINATIONS` combinations.
+:data:`MAX_COMBINATIONS` combinations. Each candidate job is a copy of one validated
+:class:`~scaledl.workloads.training_job.TrainingJob` with the layout the rules above checked
+(they are the job's own rules plus the grid's), since validating each costs more than the
+planner's budget per candidate.
 """
 
 from __future__ import annotations
