@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench_plan.py",
     "bench_plan_layouts.py",
     "bench_plan_gpu_layouts.py",
+    "bench_llm_plan.py",
     "bench_scale.py",
 )
 

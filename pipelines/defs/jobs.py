@@ -71,6 +71,8 @@ def shard_run_tags(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 DESIGN_ASSETS = dg.AssetSelection.assets("search_space", "workload_design")
 SHARD_ASSETS = dg.AssetSelection.assets("profiling_shard")
+#: Published-runs evaluation: its inputs are committed, so no job of ``make run`` runs it.
+PUBLISHED_RUNS_ASSETS = dg.AssetSelection.assets("published_runs_evaluation")
 
 design_job = dg.define_asset_job(
     name="design_job",
@@ -92,7 +94,7 @@ profile_design = dg.define_asset_job(
 
 scaledl_pipeline = dg.define_asset_job(
     name="scaledl_pipeline",
-    selection=dg.AssetSelection.all() - DESIGN_ASSETS - SHARD_ASSETS,
+    selection=dg.AssetSelection.all() - DESIGN_ASSETS - SHARD_ASSETS - PUBLISHED_RUNS_ASSETS,
     description=(
         "Consolidate the shards' profiles, validate, train, evaluate, register and version the "
         "data (make run, step 3, after design_job and the profile_design backfill)."
@@ -102,7 +104,7 @@ scaledl_pipeline = dg.define_asset_job(
 
 retrain_job = dg.define_asset_job(
     name="retrain_job",
-    selection=dg.AssetSelection.all() - SHARD_ASSETS,
+    selection=dg.AssetSelection.all() - SHARD_ASSETS - PUBLISHED_RUNS_ASSETS,
     description=(
         f"Augment the design by {RETRAIN_AUGMENT_K} D-optimal workloads not yet profiled, profile "
         "only those (in this run), validate, retrain and re-evaluate; register the new predictor "

@@ -23,6 +23,7 @@ from scaledl.cli import (
     design,
     devices,
     evaluate,
+    plan_job,
     predict,
     predictors,
     profile,
@@ -39,7 +40,8 @@ HELP = (
     "data), <external> is $SCALEDL_EXTERNAL_DIR (else the checkout's external/)."
 )
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
-for _group in (design, profile, data, predictors, predict, devices, evaluate, reference, summary):
+for _group in (design, profile, data, predictors, predict, plan_job, devices, evaluate, reference,
+               summary):  # fmt: skip
     app.add_typer(_group.app)
 
 

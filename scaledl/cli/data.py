@@ -115,3 +115,53 @@ def import_neusight_command(
             typer.secho(f"  {len(files)}: {reason}: {names}{more}", err=True,
                         fg=typer.colors.YELLOW)  # fmt: skip
     typer.echo(f"next: scaledl validate {out}")
+
+
+@import_app.command("published-runs")
+def import_published_runs_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Published-runs CSVs (46 columns) [<external>/scale_runs/*.csv]",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output folder [<data>/imported/published_runs]"),
+    ] = None,
+) -> None:
+    """Import published LLM training step times as training jobs (MoE rows quarantined).
+
+    Writes ``runs.csv`` (one row per accepted CSV row; ``job`` is the TrainingJob as JSON),
+    ``quarantine.csv`` (source, row, field, value, reason) and ``summary.json`` (counts per
+    source and per reason) to ``--out``. A file that cannot be read or lacks a column ends the
+    command with exit code 2 naming it. Mapping decisions:
+    :mod:`scaledl.external.published_runs`.
+    """
+    from scaledl.external.published_runs import PublishedRunsError, read_published_runs
+
+    out = out or layout().imported_dir("published_runs")
+    try:
+        refuse_overwrite({"--out": out}, {"PATH": paths})
+        writable_folder(out, "--out", "the imported runs")
+        result = read_published_runs(paths or None)
+    except (PublishedRunsError, ValueError) as exc:
+        fail(str(exc))
+    runs = result.runs.assign(job=result.runs["job"].map(lambda j: j.model_dump_json()))
+    runs["assumed"] = runs["assumed"].map(",".join)
+    counts = result.counts()
+    try:
+        runs.to_csv(out / "runs.csv", index=False)
+        result.quarantine.to_csv(out / "quarantine.csv", index=False)
+        (out / "summary.json").write_text(json.dumps(counts, indent=2) + "\n")
+    except OSError as exc:
+        fail(f"{exc.filename or out}: cannot write the imported runs: {exc.strerror or exc}")
+    share = counts["accepted_share_of_rows_with_architecture"]
+    typer.echo(
+        f"{out}: {counts['accepted']} of {counts['rows']} rows accepted "
+        f"({counts['accepted_with_iteration_s']} with a step time); "
+        f"{share:.1%} of the {counts['rows_with_architecture']} rows with an architecture"
+    )
+    for reason, n in counts["quarantined_by_reason"].items():
+        typer.secho(f"  quarantined {n}: {reason}", err=True, fg=typer.colors.YELLOW)

@@ -1,4 +1,4 @@
-"""``scaledl evaluate``, ``evaluate-gpu`` and ``evaluate-gpu-layouts``: the evaluation."""
+"""``scaledl evaluate`` (``evaluate published-runs``), ``evaluate-gpu(-layouts)``: evaluation."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import typer
 from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
 
 app = typer.Typer()
+#: ``scaledl evaluate``: the evaluation itself when called alone, a group for its sub-commands.
+evaluate_app = typer.Typer()
+app.add_typer(evaluate_app, name="evaluate")
 
 
 def _stderr(line: str) -> None:
@@ -18,8 +21,9 @@ def _stderr(line: str) -> None:
     typer.echo(line, err=True)
 
 
-@app.command()
+@evaluate_app.callback(invoke_without_command=True)
 def evaluate(
+    ctx: typer.Context,
     profiles: Annotated[
         Path | None, typer.Option(help="Validated profile tables [<data>/validated]")
     ] = None,
@@ -34,7 +38,10 @@ def evaluate(
     """Evaluate ScaleDL and the baselines (ID, leave-one-family-out, extrapolation, GPU, ...).
 
     Progress goes to stderr; the GPU evaluation is cached under <data>/.cache/gpu_evaluation.
+    ``scaledl evaluate published-runs`` evaluates published LLM training step times instead.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from scaledl.evaluation import EvaluationConfig
     from scaledl.evaluation import evaluate as run_evaluation
     from scaledl.models.data import ProfileDataError
@@ -192,6 +199,62 @@ def evaluate_gpu_layouts_command(
         block = gpu_layouts_markdown(result)
         write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
         typer.echo(f"{readme}: gpu-layouts block rewritten")
+
+
+@evaluate_app.command("published-runs")
+def evaluate_published_runs_command(
+    csv: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Published-runs CSV files (default: the six of <external>/scale_runs)"),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Result JSON")] = Path(
+        "docs/results/published_runs.json"
+    ),
+    readme: Annotated[
+        Path | None, typer.Option(help="Also rewrite this README's published-runs block")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Also write the HTML report section to this file")
+    ] = None,
+) -> None:
+    """Predict published LLM training step times, held out by source, GPU generation and size.
+
+    Fixed-MFU, roofline, composed, ScaleDL and its no-edges ablation on the same held-out rows
+    (:mod:`scaledl.evaluation.published_runs`). Progress goes to stderr. Bad input exits 2
+    naming the file, row and field.
+    """
+    from scaledl.evaluation.published_runs import evaluate_published_runs
+    from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
+    from scaledl.io.atomic import write_atomic
+    from scaledl.report.published_runs import published_runs_html
+    from scaledl.report.blocks.markers import ReadmeBlockError, read_block, replace_block
+
+    try:
+        refuse_overwrite({"--out": out, "--readme": readme, "--report": report}, {"CSV": csv})
+        out = output_path(out, (".json",), "--out")
+        report = output_path(report, (".html",), "--report")
+        if readme is not None:  # a README without the block is refused before minutes of work
+            if not readme.is_file():
+                raise ValueError(f"--readme {readme}: no such file")
+            read_block(readme.read_text(), str(readme), BOUNDS)
+        result = evaluate_published_runs(csv or None, progress=_stderr)
+        block = None
+        if readme is not None:
+            block = replace_block(
+                readme.read_text(), published_runs_markdown(result), str(readme), BOUNDS
+            )
+    except (ValueError, FileNotFoundError, ReadmeBlockError) as exc:
+        fail(str(exc))
+    result.write(out)
+    for target in result.targets:
+        typer.echo(f"{target.target}: {target.measured} (reached: {target.reached})")
+    typer.echo(f"{out}: written ({result.runtime_s['total']:.0f} s)")
+    if block is not None:
+        write_atomic(readme, block)
+        typer.echo(f"{readme}: published-runs block rewritten")
+    if report is not None:
+        write_atomic(report, published_runs_html(result))
+        typer.echo(f"{report}: written")
 
 
 def headline(metrics) -> str:

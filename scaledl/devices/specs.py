@@ -10,14 +10,21 @@ analytical baseline, the predictor's domain check):
   train on; tensor-core peaks (TF32, FP16, BF16, dense, without 2:4 sparsity) and the other
   data-centre GPUs come from the vendors' datasheets named in ``source``. A precision a device
   does not support is empty (NaN) in the table and an error when asked for.
+* **Interconnect** (``nvlink_gbps``, ``network_gbps``, ``nvlink_domain``) is per GPU and one
+  direction, GB/s, as in the vendor's reference system (DGX / HGX / NVL72) named in ``source``:
+  ``nvlink_gbps`` the GPU's NVLink bandwidth, ``network_gbps`` its share of the scale-out NICs,
+  ``nvlink_domain`` the GPUs one NVLink/NVSwitch fabric joins (8 on an HGX baseboard, 72 on
+  NVL72, 16 on DGX-2). Empty (NaN, domain 0) for PCIe cards and CPUs: unknown, never guessed.
 * **CPU hosts** are measured, not looked up: :mod:`scaledl.devices.host` runs a short GEMM and a
   memory-copy probe once per host and stores the spec as JSON under a hosts directory
   (``<data>/devices/hosts`` by default, ``SCALEDL_DATA_DIR`` moves it).
 
 Names are matched after normalisation (``cuda:`` prefix dropped, case, spaces, ``_`` and ``-``
 ignored), so ``cuda:NVIDIA H100 80GB HBM3``, ``NVIDIA H100 80GB HBM3`` and NeuSight's folder name
-``NVIDIA_H100_80GB_HBM3`` are one device. A device in neither place is an
-:class:`UnknownDeviceError` naming the device and the closest known names: never a guess.
+``NVIDIA_H100_80GB_HBM3`` are one device; the names published benchmarks use (``GB200 (NVL72)``,
+``H100-SXM-80GB (DGX-H100)``) resolve through the one alias table :data:`GPU_ALIASES`. A device
+in neither place is an :class:`UnknownDeviceError` naming the device and the closest known
+names: never a guess.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from scaledl.layout import DataLayout
 
 GPU_TABLE = Path(__file__).with_name("gpus.csv")
 #: Precisions with a peak column in the table (``peak_<precision>_tflops``).
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 _NUMERIC = ("mem_bandwidth_gbps", "num_sms", "cores_per_sm", "l2_mb", "clock_mhz", "memory_gb")
 
 
@@ -64,6 +71,9 @@ class DeviceSpec:
         memory_gb: device memory in GB (CPU: host RAM).
         source: where the numbers come from (datasheet, NeuSight config, probe and date).
         measured: whether the numbers were measured on the device (CPU probe).
+        nvlink_gbps: NVLink bandwidth per GPU, one direction, GB/s (NaN: none or unknown).
+        network_gbps: scale-out NIC bandwidth per GPU, one direction, GB/s (NaN: unknown).
+        nvlink_domain: GPUs joined by one NVLink fabric (0: none or unknown).
     """
 
     device_name: str
@@ -77,12 +87,15 @@ class DeviceSpec:
     memory_gb: float
     source: str
     measured: bool = False
+    nvlink_gbps: float = math.nan
+    network_gbps: float = math.nan
+    nvlink_domain: int = 0
 
     def peak_flops_per_s(self, precision: str = "fp32") -> float:
         """Peak FLOP/s of ``precision``.
 
         Args:
-            precision: ``fp32``, ``tf32``, ``fp16`` or ``bf16``.
+            precision: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8`` or ``fp4`` (dense).
 
         Returns:
             FLOP/s (the table's TFLOP/s times 1e12).
@@ -130,8 +143,17 @@ class DeviceSpec:
                 f"{source_file}: device {record.get('device_name')!r}: field "
                 f"'peak_fp32_tflops' must be > 0, got {record.get('peak_fp32_tflops')!r}"
             )
+        domain = _float_or_nan(record.get("nvlink_domain"))
+        if domain == domain and not float(domain).is_integer():
+            raise ValueError(
+                f"{source_file}: device {record.get('device_name')!r}: field 'nvlink_domain' "
+                f"must be a whole number of GPUs, got {record.get('nvlink_domain')!r}"
+            )
         return cls(
             device_name=str(record["device_name"]),
+            nvlink_gbps=_float_or_nan(record.get("nvlink_gbps")),
+            network_gbps=_float_or_nan(record.get("network_gbps")),
+            nvlink_domain=int(domain) if domain == domain else 0,
             kind=str(record.get("kind", "gpu")),
             peak_tflops=peaks,
             source=str(record.get("source", "")),
@@ -182,6 +204,93 @@ def host_spec_path(device_name: str, hosts_dir: Path | None = None) -> Path:
     return Path(hosts_dir or default_hosts_dir()) / f"{slug}.json"
 
 
+#: Other names of a GPU in the table: the names published benchmarks use (system and variant
+#: notes included), as ``alias -> device_name``. Matched after :func:`normalise_name`. The one
+#: alias table: :func:`resolve_gpu_name`, :func:`device_spec` and the importers read it.
+GPU_ALIASES = {
+    # Published large-scale training tables (external/scale_runs)
+    "H100-SXM-80GB": "NVIDIA H100 80GB HBM3",
+    "H100-SXM-80GB (DGX-H100)": "NVIDIA H100 80GB HBM3",
+    "H100-SXM-80GB (system not named; H100 FP8 example)": "NVIDIA H100 80GB HBM3",
+    "H100 SXM": "NVIDIA H100 80GB HBM3",
+    "H100 SXM5": "NVIDIA H100 80GB HBM3",
+    "A100-SXM-80GB": "NVIDIA A100-SXM4-80GB",
+    "A100-SXM-80GB (Selene)": "NVIDIA A100-SXM4-80GB",
+    "A100-SXM-80GB (DGX A100, Selene)": "NVIDIA A100-SXM4-80GB",
+    "A100-SXM-40GB": "NVIDIA A100-SXM4-40GB",
+    "A100-SXM-40GB (DGX-A100)": "NVIDIA A100-SXM4-40GB",
+    "V100-SXM3-32GB": "Tesla V100-SXM3-32GB",
+    "V100-SXM3-32GB (DGX-2)": "Tesla V100-SXM3-32GB",
+    "H100 96GB HBM2e (Grand Teton, 500W limit)": "NVIDIA H100 96GB HBM2e",
+    "H100 (HBM2e 94-96GB, lower-TDP SXM variant)": "NVIDIA H100 96GB HBM2e",
+    "H200-SXM-141GB": "NVIDIA H200",
+    "H200 SXM": "NVIDIA H200",
+    "B200": "NVIDIA B200",
+    "B200 (DGX-B200)": "NVIDIA B200",
+    "B300": "NVIDIA B300",
+    "B300 (DGX-B300)": "NVIDIA B300",
+    "GB200": "NVIDIA GB200",
+    "GB200 (NVL72)": "NVIDIA GB200",
+    "GB300": "NVIDIA GB300",
+    "GB300 (NVL72)": "NVIDIA GB300",
+}
+
+
+def resolve_gpu_name(name: str) -> str:
+    """The device table's name of a GPU given by its table name, an alias or any spelling.
+
+    Args:
+        name: ``cuda:NVIDIA H100 80GB HBM3``, ``NVIDIA_H100_80GB_HBM3``, ``GB200 (NVL72)``...
+
+    Returns:
+        The ``device_name`` of its row in ``gpus.csv``.
+
+    Raises:
+        UnknownDeviceError: neither a table name nor an alias (:data:`GPU_ALIASES`); the
+            message names the value and the closest known names.
+    """
+    key = normalise_name(name)
+    names, aliases = _table_keys(), _alias_keys()
+    if key in names:
+        return names[key]
+    if key in aliases:
+        return aliases[key]
+    known = list(names) + list(aliases)
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    shown = [names.get(c) or aliases[c] for c in close]
+    hint = f"; closest: {sorted(set(shown))}" if shown else ""
+    raise UnknownDeviceError(
+        f"device {name!r} is not in the device table {GPU_TABLE} ({len(names)} GPUs) nor an "
+        f"alias of one (scaledl.devices.specs.GPU_ALIASES){hint}. Add a row with its "
+        "datasheet numbers and source, or an alias."
+    )
+
+
+@cache
+def _table_keys() -> dict[str, str]:
+    """The table's ``device_name`` by normalised name."""
+    names = gpu_table()["device_name"]
+    return dict(zip(names.map(normalise_name), names, strict=True))
+
+
+@cache
+def _gpu_spec(name: str) -> DeviceSpec:
+    """The spec of one row of the table (by its ``device_name``), built once per process."""
+    table = gpu_table()
+    record = table[table["device_name"] == name].iloc[0].to_dict()
+    return DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
+
+
+@cache
+def _alias_keys() -> dict[str, str]:
+    """:data:`GPU_ALIASES` by normalised alias; every target must be a row of the table."""
+    names = set(gpu_table()["device_name"])
+    missing = sorted({v for v in GPU_ALIASES.values() if v not in names})
+    if missing:
+        raise ValueError(f"{GPU_TABLE}: GPU_ALIASES targets {missing} are not rows of the table")
+    return {normalise_name(k): v for k, v in GPU_ALIASES.items()}
+
+
 def device_spec(device_name: str, hosts_dir: Path | None = None) -> DeviceSpec:
     """Look a device up.
 
@@ -194,7 +303,8 @@ def device_spec(device_name: str, hosts_dir: Path | None = None) -> DeviceSpec:
         The :class:`DeviceSpec`.
 
     Raises:
-        UnknownDeviceError: the GPU is not in ``gpus.csv`` or no probe is stored for the CPU;
+        UnknownDeviceError: the GPU is neither in ``gpus.csv`` nor an alias
+            (:data:`GPU_ALIASES`), or no probe is stored for the CPU;
             the message names the device and the closest known names.
     """
     if str(device_name).lower().startswith("cpu"):
@@ -209,19 +319,7 @@ def device_spec(device_name: str, hosts_dir: Path | None = None) -> DeviceSpec:
         except (OSError, json.JSONDecodeError) as exc:
             raise UnknownDeviceError(f"{path}: unreadable host spec ({exc})") from exc
         return DeviceSpec.from_record(record, str(path))
-    table = gpu_table()
-    keys = table["device_name"].map(normalise_name).tolist()
-    key = normalise_name(device_name)
-    if key not in keys:
-        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
-        names = [table["device_name"].iloc[keys.index(c)] for c in close]
-        hint = f"; closest: {names}" if names else ""
-        raise UnknownDeviceError(
-            f"device {device_name!r} is not in the device table {GPU_TABLE} "
-            f"({len(keys)} GPUs){hint}. Add a row with its datasheet numbers and source."
-        )
-    record = table.iloc[keys.index(key)].to_dict()
-    return DeviceSpec.from_record({**record, "kind": "gpu"}, str(GPU_TABLE))
+    return _gpu_spec(resolve_gpu_name(device_name))
 
 
 def known_devices(hosts_dir: Path | None = None) -> pd.DataFrame:

@@ -224,6 +224,40 @@ def replay_pipeline(
     return PipelineReplay(np.maximum.reduce(stage_end), stage_end, busy)
 
 
+def one_f_one_b_ms(
+    rank_ms: Sequence[float], micro_batches: int, virtual_stages: int = 1
+) -> tuple[float, float]:
+    """Closed-form iteration of (interleaved) 1F1B: the steady state and the bubble.
+
+    Each pipeline rank ``r`` spends ``rank_ms[r]`` on one micro-batch (forward and backward of
+    all its model chunks). The slowest rank sets the pace, ``m * max(rank_ms)``; the bubble is
+    the fill and drain through the other ranks, ``(sum(rank_ms) - max(rank_ms)) / v``. With
+    equal ranks this is Narayanan et al. (SC 2021, Sec. 2.2) ``(p - 1) / (v m)`` of the ideal
+    time, and with ``v = 1`` the ``(m + p - 1)(f + b)`` that :func:`replay_pipeline` replays;
+    with unequal ranks it is Alpa's bound ``sum_i t_i + (m - 1) max_j t_j`` (Zheng et al.,
+    OSDI 2022, Eq. 2), which the replay can beat when the slowest rank comes first (its
+    warm-up forwards hide the others' fill). No transfer costs: the caller adds those.
+
+    Args:
+        rank_ms: per pipeline rank, one micro-batch's time (any unit), ``p`` >= 1 values.
+        micro_batches: ``m`` >= 1.
+        virtual_stages: ``v`` >= 1 model chunks per rank (interleaving).
+
+    Returns:
+        ``(steady, bubble)`` in the unit of ``rank_ms``; the iteration is their sum.
+
+    Raises:
+        ValueError: no ranks, ``m < 1`` or ``v < 1``.
+    """
+    if not rank_ms or micro_batches < 1 or virtual_stages < 1:
+        raise ValueError(
+            f"pipeline: {len(rank_ms)} ranks, {micro_batches} micro-batches, "
+            f"{virtual_stages} virtual stages; need >= 1 of each"
+        )
+    slowest = max(rank_ms)
+    return micro_batches * slowest, (sum(rank_ms) - slowest) / virtual_stages
+
+
 def _transfer(stage: int, kind: str, j: int) -> tuple:
     """The transfer a receive of ``stage``'s task ``(kind, j)`` waits for."""
     return ("sendF", stage - 1, j) if kind == "F" else ("sendB", stage + 1, j)

@@ -50,8 +50,21 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
     "sharding": "none",
 }
 #: Other names of a sharding, accepted wherever a sharding is (a workload, the planner's
-#: layout space): the one alias table.
-SHARDING_ALIASES = {"zero3": "fsdp", "fsdp2": "fsdp", "ddp": "none"}
+#: layout space, a :class:`~scaledl.workloads.training_job.TrainingJob`): the one alias table.
+#: Megatron's distributed optimizer shards optimizer states (ZeRO-1); PyTorch FSDP's
+#: ``FULL_SHARD`` / ``SHARD_GRAD_OP`` / ``HYBRID_SHARD`` are ZeRO-3 / ZeRO-2 / HSDP (``hsdp``
+#: is a training-job sharding only).
+SHARDING_ALIASES = {
+    "zero3": "fsdp",
+    "fsdp2": "fsdp",
+    "ddp": "none",
+    "distributed_optimizer": "zero1",
+    "full_shard": "fsdp",
+    "fsdp_full": "fsdp",
+    "shard_grad_op": "zero2",
+    "fsdp_grad_op": "zero2",
+    "hybrid_shard": "hsdp",
+}
 
 
 def normalise_sharding(value: Any) -> Any:

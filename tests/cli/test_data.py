@@ -1,10 +1,12 @@
 """``scaledl validate`` and ``scaledl import``: unwritable outputs and bad imports exit 2."""
 
 import errno
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from faults import tmpfs
 from typer.testing import CliRunner
@@ -78,3 +80,36 @@ def test_import_of_a_nan_label_exits_2_and_writes_no_table(tmp_path):
         "bert_large-train-512-8-dp4.json: not valid JSON: field 'e2e_latency' (value NaN)" in text
     )
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.parquet"))
+
+
+SCALE_RUNS = Path(__file__).resolve().parents[2] / "external" / "scale_runs"
+
+
+@pytest.mark.skipif(not SCALE_RUNS.is_dir(), reason="external/scale_runs not in this checkout")
+def test_import_published_runs_writes_runs_quarantine_and_counts(tmp_path):
+    rows = pd.read_csv(SCALE_RUNS / "megatron_lm.csv", dtype=str, keep_default_na=False)
+    rows = rows.iloc[[12, 13]].copy()
+    rows.iloc[1, rows.columns.get_loc("precision")] = "fp6"
+    src = tmp_path / "two_rows.csv"
+    rows.to_csv(src, index=False)
+    result, text = invoke("import", "published-runs", src, "--out", tmp_path / "out")
+    assert result.exit_code == 0, text
+    assert "1 of 2 rows accepted (1 with a step time)" in text
+    assert "quarantined 1: unknown precision" in text
+    runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    assert json.loads(runs["job"].iloc[0])["tp_size"] == 1 and runs["source"].iloc[0] == "two_rows"
+    quarantine = pd.read_csv(tmp_path / "out" / "quarantine.csv", dtype=str)
+    assert quarantine.iloc[0][["row", "field", "value"]].tolist() == ["2", "precision", "fp6"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["per_source"]["two_rows"] == {
+        "rows": 2, "accepted": 1, "quarantined": 1, "with_iteration_s": 1
+    }  # fmt: skip
+
+
+def test_import_published_runs_of_a_file_without_a_column_exits_2(tmp_path):
+    src = tmp_path / "short.csv"
+    src.write_text("source,table\nx,y\n")
+    result, text = invoke("import", "published-runs", src, "--out", tmp_path / "out")
+    assert result.exit_code == 2, text
+    assert text.startswith(f"error: {src}: column(s) ['source_repo'")
+    assert "Traceback" not in text

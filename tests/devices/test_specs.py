@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from scaledl.devices import UnknownDeviceError, device_spec, known_devices
-from scaledl.devices.specs import gpu_table
+from scaledl.devices.specs import GPU_ALIASES, gpu_table, resolve_gpu_name
 
 NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[2] / "external" / "neusight" / "device_configs"
 
@@ -47,3 +47,40 @@ def test_neusight_rows_match_neusight_device_configs():
         assert spec.peak_tflops["fp32"] * 1e3 == pytest.approx(cfg["SingleFLOPs"]), path
         assert spec.mem_bandwidth_gbps == cfg["Mem_Bw"] and spec.num_sms == cfg["Num_Sm"], path
         assert spec.l2_mb == cfg["L2Cache"] and spec.clock_mhz == cfg["Freq"], path
+
+
+@pytest.mark.parametrize(
+    ("alias", "name", "domain"),
+    [
+        ("GB200 (NVL72)", "NVIDIA GB200", 72),
+        ("gb300  (nvl72)", "NVIDIA GB300", 72),
+        ("H100-SXM-80GB (DGX-H100)", "NVIDIA H100 80GB HBM3", 8),
+        ("V100-SXM3-32GB (DGX-2)", "Tesla V100-SXM3-32GB", 16),
+        ("H100 96GB HBM2e (Grand Teton, 500W limit)", "NVIDIA H100 96GB HBM2e", 8),
+    ],
+)
+def test_published_gpu_names_resolve_through_the_alias_table(alias, name, domain):
+    assert resolve_gpu_name(alias) == name
+    spec = device_spec(alias)
+    assert spec.device_name == name and spec.nvlink_domain == domain
+    assert spec.nvlink_gbps > 0 and spec.network_gbps > 0
+
+
+def test_every_alias_names_a_row_and_an_unknown_alias_is_an_error():
+    names = set(gpu_table()["device_name"])
+    assert set(GPU_ALIASES.values()) <= names
+    with pytest.raises(UnknownDeviceError, match=r"'GB400 \(NVL144\)'.*alias"):
+        resolve_gpu_name("GB400 (NVL144)")
+
+
+def test_low_precision_peaks_and_interconnect_columns():
+    h100 = device_spec("NVIDIA H100 80GB HBM3")
+    assert h100.peak_flops_per_s("fp8") == pytest.approx(2 * h100.peak_flops_per_s("bf16"), 1e-3)
+    with pytest.raises(ValueError, match="H100.*fp4"):
+        h100.peak_flops_per_s("fp4")
+    gb300 = device_spec("NVIDIA GB300")
+    assert gb300.peak_flops_per_s("fp4") > gb300.peak_flops_per_s("fp8")
+    pcie = device_spec("NVIDIA A100-PCIE-40GB")  # unknown interconnect: NaN and 0, not a guess
+    assert pcie.nvlink_gbps != pcie.nvlink_gbps and pcie.nvlink_domain == 0
+    record = h100.to_record()
+    assert record["peak_fp8_tflops"] == pytest.approx(1978.9) and record["nvlink_domain"] == 8

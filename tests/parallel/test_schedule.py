@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from scaledl.parallel.lanes import Task, replay
-from scaledl.parallel.schedule import p2p_calls, replay_pipeline, stage_order
+from scaledl.parallel.schedule import one_f_one_b_ms, p2p_calls, replay_pipeline, stage_order
 
 
 def test_replay_serialises_a_lane_and_waits_for_dependencies():
@@ -218,3 +218,25 @@ def test_calls_match_torchs_schedules():
                     ours = [("call", tuple(sorted(i[2]))) if i[0] == "call" else i
                             for i in p2p_calls(name, s, p, m)]  # fmt: skip
                     assert ours == _torch_calls(cls, s, p, m), (name, p, m, s)
+
+
+@pytest.mark.parametrize(("p", "m"), [(1, 3), (2, 4), (4, 8), (3, 5)])
+def test_closed_form_matches_the_replay_with_equal_stages(p, m):
+    f, b = 1.0, 2.0
+    steady, bubble = one_f_one_b_ms([f + b] * p, m)
+    assert steady + bubble == pytest.approx(replay_pipeline([f] * p, [b] * p, m).makespan_ms)
+    # interleaving: (p - 1) / (v m) of the ideal time (Narayanan et al. 2021)
+    steady, bubble = one_f_one_b_ms([f + b] * p, m, virtual_stages=4)
+    assert bubble / steady == pytest.approx((p - 1) / (4 * m))
+
+
+def test_closed_form_bounds_the_replay_with_unequal_stages():
+    # slowest stage first: its warm-up forwards hide the other's fill (replay 8, bound 10)
+    assert sum(one_f_one_b_ms([4.0, 2.0], 2)) == 10.0
+    assert replay_pipeline([2.0, 1.0], [2.0, 1.0], 2, "1f1b").makespan_ms == pytest.approx(8.0)
+    # slowest stage last: the bound is the replay
+    assert sum(one_f_one_b_ms([2.0, 4.0], 2)) == pytest.approx(
+        replay_pipeline([1.0, 2.0], [1.0, 2.0], 2, "1f1b").makespan_ms
+    )
+    with pytest.raises(ValueError, match="need >= 1"):
+        one_f_one_b_ms([], 2)

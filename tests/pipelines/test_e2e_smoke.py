@@ -17,7 +17,7 @@ from smoke_presets import smoke_without_guard
 from pipelines.definitions import defs as load_defs
 from pipelines.defs.assets.profiling import N_SHARDS, design_workloads
 from pipelines.defs.config import ScaledlSettings
-from pipelines.defs.jobs import DESIGN_ASSETS, SHARD_ASSETS
+from pipelines.defs.jobs import DESIGN_ASSETS, PUBLISHED_RUNS_ASSETS, SHARD_ASSETS
 from pipelines.defs.resources import (
     DvcResource,
     LocalPredictorStore,
@@ -67,7 +67,8 @@ def _make_run(assets: list, resources: dict, instance) -> list[dg.ExecuteInProce
     ]
     rest = dg.materialize(
         assets,
-        selection=dg.AssetSelection.all() - DESIGN_ASSETS - SHARD_ASSETS,
+        # as scaledl_pipeline: the published-runs evaluation is in no job of make run
+        selection=dg.AssetSelection.all() - DESIGN_ASSETS - SHARD_ASSETS - PUBLISHED_RUNS_ASSETS,
         resources=resources,
         instance=instance,
     )

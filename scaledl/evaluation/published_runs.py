@@ -1,0 +1,762 @@
+"""Published LLM training step times, predicted: ScaleDL against its baselines, held out.
+
+The rows are :func:`scaledl.external.published_runs.read_published_runs`'s (519 published step
+times of Megatron-LM, Megatron-Bridge, NeMo, torchtitan, PyTorch FSDP/IBM and NeMo AutoModel;
+``external/scale_runs/README.md``). Every accepted row is composed
+(:func:`~scaledl.parallel.llm_step.compose_step`) twice and predicted by five methods:
+
+* ``fixed_mfu``: ``step = (6 N + 12 L h s) * tokens / (n_gpus * peak * MFU)`` with ``N`` the
+  exact parameter count (embeddings and an untied output layer included), ``L`` layers, ``h``
+  hidden size, ``s`` sequence length, ``tokens = global_batch * s``, ``peak`` the GPU's dense
+  **bf16** tensor peak from the device table (fp16 where the device has no bf16: V100), for every
+  precision (fp8/fp4 rows too: the rule knows no precision), and one MFU fitted on the training
+  rows only: the value minimising their weighted MRE (a weighted median, :func:`fit_mfu`);
+* ``roofline``: the composition with peak-only kernels and datasheet network bandwidths
+  (``roofline_kernel_model``, ``peak_network_model``); nothing fitted to step times;
+* ``composed``: the composition with the kernel model fitted on real kernel data and the
+  measured-where-possible network (``kernel_model``, ``network_model``); nothing fitted to step
+  times;
+* ``scaledl``: ``composed`` times the learned correction
+  (:class:`~scaledl.models.step_correction.StepCorrection`) fitted on the training rows only;
+* ``scaledl_no_edges``: the same correction without the graph's edges (the ablation).
+
+**Protocols** (every method on the same held-out rows; a method is fitted on the rows with a
+measured step outside the held-out set): ``leave_one_source_out`` (one fold per CSV file, the
+headline), ``leave_one_generation_out`` (volta, ampere, hopper, blackwell) and
+``largest_held_out`` (two folds: the rows whose model has at least the 80th percentile of the
+scored rows' parameter counts, and those with at least the 80th percentile of their GPU counts).
+
+**Scores.** A row is answered when both compositions return a step; rows with no measured step
+are predicted and counted as answered but not scored. MRE per held-out group and its unweighted
+mean over groups; paired comparisons of ``scaledl`` with every other method on the same rows
+(:func:`~scaledl.stats.significance.paired_comparison`, BCa, each row weighted by ``1 / rows
+of its group`` so the compared MREs are the means over groups; a row in both largest folds counts
+in each); Kendall's tau-b of the held-out
+predictions of seconds per token against the measured ones within every group of at least
+:data:`MIN_RANKING_LAYOUTS` distinct configurations of one (source, model, GPU count), and
+with GPU, precision and sequence length also fixed (:func:`layout_ranking`; a predictor that
+ties every configuration of a group scores 0 there); the noise floor (:func:`noise_floor`):
+rows whose configuration was published again (same ``config_key``). Every figure is reported
+met or not, none tuned on a held-out source: the correction's hyper-parameters are fixed in
+:mod:`scaledl.models.step_correction`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+from scipy.stats import kendalltau
+
+from scaledl.devices.specs import UnknownDeviceError, device_spec
+from scaledl.stats.metrics import relative_errors
+from scaledl.stats.significance import Comparison, paired_comparison
+from scaledl.external.published_runs import default_paths, read_published_runs
+from scaledl.io.atomic import write_atomic
+from scaledl.io.safe import read_json
+from scaledl.models.llm_kernels import kernel_model, roofline_kernel_model
+from scaledl.models.step_correction import (
+    DEFAULT_CONFIG,
+    CorrectionConfig,
+    CorrectionGraph,
+    StepCorrection,
+    context_features,
+    correction_graph,
+)
+from scaledl.parallel.llm_collectives import network_model, peak_network_model
+from scaledl.parallel.llm_step import compose_step
+
+METHODS = ("fixed_mfu", "roofline", "composed", "scaledl", "scaledl_no_edges")
+PROTOCOLS = ("leave_one_source_out", "leave_one_generation_out", "largest_held_out")
+#: Quantile above which a row is "largest" (parameters, GPU count) in ``largest_held_out``.
+LARGEST_QUANTILE = 0.8
+#: Fewest distinct layouts of a ranking group.
+MIN_RANKING_LAYOUTS = 3
+#: Targets of issue 51 (measured on ``leave_one_source_out``).
+TARGET_ANSWERED = 0.95
+TARGET_MEAN_MRE = 0.10
+TARGET_MAX_MRE = 0.20
+TARGET_RATIO = 0.5
+TARGET_TAU = 0.8
+RESULT_FILE = Path("docs/results/published_runs.json")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class GroupErrors(_Model):
+    """One held-out group (a source, a generation, a largest fold).
+
+    Attributes:
+        answered: answered rows held out.
+        scored: of those, rows with a measured step.
+        mre: method -> MRE on the scored rows (``None`` when none).
+        p90_re: method -> 90th percentile of the relative error.
+        median_log_ratio: method -> median ``log(predicted / measured)`` (negative: predicts
+            too fast).
+        mfu: the fixed-MFU rule's MFU fitted on this fold's training rows.
+        correction: the correction's kind (``gnn`` / ``constant``) and its training rows.
+    """
+
+    answered: int
+    scored: int
+    mre: dict[str, float | None]
+    p90_re: dict[str, float | None]
+    median_log_ratio: dict[str, float | None]
+    mfu: float
+    correction: str
+
+
+class ProtocolResult(_Model):
+    """One protocol: per group, the mean over groups, paired comparisons.
+
+    Attributes:
+        groups: group -> its errors.
+        mean_mre: method -> unweighted mean over the groups with scored rows.
+        max_mre: method -> the largest group MRE.
+        comparisons: ``scaledl`` against every other method (and ``scaledl_no_edges`` against
+            ``composed``), paired on the same rows, rows weighted ``1 / rows of their group``.
+    """
+
+    groups: dict[str, GroupErrors]
+    mean_mre: dict[str, float]
+    max_mre: dict[str, float]
+    comparisons: list[Comparison]
+
+
+class RankingGroup(_Model):
+    """Kendall's tau-b of one group (``None``: undefined, every prediction tied).
+
+    Attributes:
+        group: its keys.
+        layouts: distinct configurations in it.
+        tau: method -> tau.
+    """
+
+    group: str
+    layouts: int
+    tau: dict[str, float | None]
+
+
+class Ranking(_Model):
+    """Layout ranking on the leave-one-source-out predictions.
+
+    Attributes:
+        groups: each (source, model, GPU count) group's tau per method.
+        mean_tau: method -> mean over groups (an undefined tau counts 0).
+        groups_same_hardware: groups that also share GPU, precision and sequence length.
+        mean_tau_same_hardware: method -> mean over those.
+    """
+
+    groups: list[RankingGroup]
+    mean_tau: dict[str, float | None]
+    groups_same_hardware: int
+    mean_tau_same_hardware: dict[str, float | None]
+
+
+class NoiseSource(_Model):
+    """Re-publications of one source: configurations published at least twice.
+
+    Attributes:
+        configs: configurations with two or more measured steps.
+        rows: their rows.
+        spread_min: smallest ``max / min - 1`` of a configuration's steps.
+        spread_median: median spread.
+        spread_max: largest spread.
+        loo_mre: MRE of predicting each step by the mean of the same configuration's others.
+    """
+
+    configs: int
+    rows: int
+    spread_min: float
+    spread_median: float
+    spread_max: float
+    loo_mre: float
+
+
+class Coverage(_Model):
+    """Answered and refused rows.
+
+    Attributes:
+        csv_rows: rows of the CSV files.
+        with_architecture: rows with an architecture (the importer's count: all rows but the MoE
+            ones and those with no architecture).
+        answered: rows both compositions predicted (all have an architecture).
+        answered_share: ``answered / with_architecture``.
+        scored: answered rows with a measured step.
+        refused: reason -> rows (the importer's quarantine reasons, ``composition``).
+        refused_rows: ``source:row: reason`` per refused row.
+    """
+
+    csv_rows: int
+    with_architecture: int
+    answered: int
+    answered_share: float
+    scored: int
+    refused: dict[str, int]
+    refused_rows: list[str]
+
+
+class Target(_Model):
+    """A target of issue 51, its measured value and whether it is reached."""
+
+    target: str
+    measured: str
+    reached: bool | None
+
+
+class RowPrediction(_Model):
+    """One answered row with its leave-one-source-out predictions (seconds)."""
+
+    source: str
+    row: int
+    model: str
+    gpu: str
+    n_gpus: int
+    precision: str
+    layout: str
+    measured_s: float | None
+    predicted_s: dict[str, float]
+
+
+class PublishedRunsResult(_Model):
+    """``docs/results/published_runs.json``.
+
+    Attributes:
+        command: the command that wrote it.
+        inputs: the CSV files read (repository-relative where possible).
+        decisions: the fixed choices (peak, MFU fit, correction hyper-parameters, ...).
+        coverage: answered and refused rows.
+        protocols: protocol -> its result.
+        ratio_to_fixed_mfu: ``scaledl`` mean MRE over ``fixed_mfu``'s (leave one source out).
+        ranking: Kendall's tau of layouts.
+        noise_floor: source -> re-publications' spread (sources with any).
+        targets: the issue's targets, met or not.
+        rows: every answered row.
+        runtime_s: stage -> wall seconds.
+    """
+
+    command: str
+    inputs: list[str]
+    decisions: dict[str, str]
+    coverage: Coverage
+    protocols: dict[str, ProtocolResult]
+    ratio_to_fixed_mfu: float
+    ranking: Ranking
+    noise_floor: dict[str, NoiseSource]
+    targets: list[Target]
+    rows: list[RowPrediction]
+    runtime_s: dict[str, float]
+
+    @classmethod
+    def read(cls, path: Path) -> PublishedRunsResult:
+        """Read and validate a results file.
+
+        Raises:
+            ValueError: unreadable or not matching the schema (naming the file).
+        """
+        from pydantic import ValidationError
+
+        try:
+            return cls.model_validate(read_json(path))
+        except ValidationError as exc:
+            raise ValueError(f"{path}: not a published-runs result: {exc}") from None
+
+    def write(self, path: Path) -> Path:
+        """Write as indented JSON (atomically)."""
+        return write_atomic(Path(path), self.model_dump_json(indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------- fixed MFU
+
+
+def ideal_flops_per_step(job) -> float:
+    """``(6 N + 12 L h s) * global_batch * s``: the fixed-MFU rule's FLOPs of one step."""
+    m, s = job.model, job.seq_len
+    return (6.0 * m.n_params() + 12.0 * m.num_layers * m.hidden_size * s) * job.global_batch * s
+
+
+@cache
+def dense_peak_flops(gpu: str) -> float:
+    """The GPU's dense bf16 tensor peak, FLOP/s (fp16 where it has no bf16, e.g. V100)."""
+    spec = device_spec(gpu)
+    try:
+        return spec.peak_flops_per_s("bf16")
+    except ValueError:
+        return spec.peak_flops_per_s("fp16")
+
+
+def fit_mfu(implied_mfu: np.ndarray, weights: np.ndarray) -> float:
+    """The MFU minimising the weighted MRE of ``ideal / MFU`` on training rows.
+
+    With ``u_i`` a row's implied MFU (ideal time over measured), the relative error of ``MFU``
+    is ``|u_i / MFU - 1|``; the weighted sum ``sum w_i u_i |1/MFU - 1/u_i|`` is least at the
+    weighted median of ``1 / u_i`` with weights ``w_i u_i``.
+
+    Args:
+        implied_mfu: shape (n,), positive.
+        weights: shape (n,), positive.
+
+    Returns:
+        The MFU.
+
+    Raises:
+        ValueError: no row, or a non-positive value.
+    """
+    u, w = np.asarray(implied_mfu, dtype=float), np.asarray(weights, dtype=float)
+    if u.size == 0 or not np.all(u > 0) or not np.all(w > 0):
+        raise ValueError("fixed MFU: needs at least one training row with positive MFU and weight")
+    inverse, mass = 1.0 / u, w * u
+    order = np.argsort(inverse)
+    cumulative = np.cumsum(mass[order])
+    k = int(np.searchsorted(cumulative, 0.5 * cumulative[-1]))
+    return float(1.0 / inverse[order][k])
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _layout(job) -> str:
+    parts = [f"tp{job.tp_size}", f"pp{job.pp_size}", f"cp{job.cp_size}", f"vp{job.vp_size}",
+             f"dp{job.dp_size}", job.sharding]  # fmt: skip
+    if job.sharding in ("hsdp", "fsdp") and job.shard_group_size:
+        parts[-1] += f"{job.shard_group_size}"
+    parts += [f"ac-{job.activation_checkpointing}", f"mb{job.micro_batch}", f"gb{job.global_batch}"]
+    return "/".join(parts)
+
+
+def _architecture(job) -> tuple:
+    m = job.model
+    return (m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_size, m.vocab_size)
+
+
+@cache
+def _networks(gpu: str, domain: int | None):
+    return network_model(gpu, domain), peak_network_model(gpu, domain)
+
+
+def compose_rows(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[CorrectionGraph], list[str]]:
+    """Compose every accepted row twice (fitted and roofline inputs).
+
+    Args:
+        runs: the importer's ``runs`` frame.
+
+    Returns:
+        ``(answered, graphs, refused)``: one row per answered run with ``source``, ``row``,
+        ``model``, ``gpu``, ``n_gpus``, ``precision``, ``layout``, ``architecture``,
+        ``generation``, ``measured_s`` (NaN: none), ``is_latest``, ``config_key``, ``n_params``,
+        ``ideal_s`` (ideal FLOPs over ``n_gpus * peak``), ``tokens``, ``roofline``,
+        ``composed``; the correction graphs of those rows; and ``source:row: reason`` of every
+        row whose composition raised a ``ValueError``.
+    """
+    records, graphs, refused = [], [], []
+    for r in runs.itertuples(index=False):
+        job = r.job
+        try:
+            kernels = kernel_model(job.gpu)
+            network, peak_network = _networks(job.gpu, job.nvlink_domain_size)
+            step = compose_step(job, kernels, network)
+            roof = compose_step(job, roofline_kernel_model(job.gpu), peak_network)
+            tokens = job.global_batch * job.seq_len
+            context = context_features(
+                step.components_s, step.iteration_s, job.n_gpus, job.precision,
+                job.n_gpus > job.gpus_per_node, tokens / job.n_gpus,
+            )  # fmt: skip
+            graph = correction_graph(step.graph, context, step.iteration_s)
+        except (ValueError, UnknownDeviceError) as exc:
+            refused.append(f"{r.source}:{r.row}: composition: {exc}")
+            continue
+        if not (step.iteration_s > 0 and roof.iteration_s > 0):
+            refused.append(f"{r.source}:{r.row}: composition: non-positive step")
+            continue
+        measured = float(r.iteration_s) if pd.notna(r.iteration_s) else math.nan
+        graphs.append(graph)
+        records.append({
+            "source": r.source, "row": int(r.row), "model": str(r.model_name),
+            "gpu": job.gpu, "n_gpus": job.n_gpus, "precision": job.precision,
+            "layout": _layout(job), "architecture": _architecture(job),
+            "generation": r.gpu_generation, "measured_s": measured,
+            "is_latest": bool(r.is_latest), "config_key": str(r.config_key),
+            "n_params": job.model.n_params(), "seq_len": job.seq_len,
+            "precision_raw": str(r.precision_raw), "tokens": float(tokens),
+            "ideal_s": ideal_flops_per_step(job) / (job.n_gpus * dense_peak_flops(job.gpu)),
+            "roofline": roof.iteration_s, "composed": step.iteration_s,
+        })  # fmt: skip
+    return pd.DataFrame(records), graphs, refused
+
+
+# ----------------------------------------------------------------------------- folds
+
+
+def protocol_folds(rows: pd.DataFrame, protocol: str) -> list[tuple[str, np.ndarray]]:
+    """The held-out groups of a protocol: ``(name, held-out mask over rows)``.
+
+    Raises:
+        ValueError: an unknown protocol.
+    """
+    if protocol == "leave_one_source_out":
+        return [(s, (rows["source"] == s).to_numpy()) for s in sorted(rows["source"].unique())]
+    if protocol == "leave_one_generation_out":
+        return [(g, (rows["generation"] == g).to_numpy())
+                for g in sorted(rows["generation"].unique())]  # fmt: skip
+    if protocol == "largest_held_out":
+        scored = rows[rows["measured_s"].notna()]
+        folds = []
+        for name, column in (("largest_models", "n_params"), ("largest_gpu_counts", "n_gpus")):
+            cut = float(np.quantile(scored[column], LARGEST_QUANTILE))
+            folds.append((f"{name} (>= {cut:.4g})", (rows[column] >= cut).to_numpy()))
+        return folds
+    raise ValueError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
+
+
+def _source_weights(sources: pd.Series) -> np.ndarray:
+    """``1 / rows of the row's source``: every source weighs the same in a fit."""
+    counts = sources.map(sources.value_counts())
+    return (1.0 / counts).to_numpy(dtype=float)
+
+
+def predict_fold(
+    rows: pd.DataFrame,
+    graphs: Sequence[CorrectionGraph],
+    held_out: np.ndarray,
+    config: CorrectionConfig,
+    corrections: Sequence[str] = ("scaledl", "scaledl_no_edges"),
+) -> tuple[dict[str, np.ndarray], float, str]:
+    """Fit the fitted methods on the scored rows outside ``held_out``; predict the held-out.
+
+    Args:
+        rows: the answered rows (:func:`compose_rows`).
+        graphs: their correction graphs.
+        held_out: bool mask over ``rows``.
+        config: the correction's hyper-parameters.
+        corrections: which of ``scaledl`` / ``scaledl_no_edges`` to fit (tests fit fewer).
+
+    Returns:
+        ``(predictions, mfu, correction)``: method -> seconds of the held-out rows (in order),
+        the fitted MFU, and the correction's kind with its training rows.
+
+    Raises:
+        ValueError: no scored training row.
+    """
+    train = ~held_out & rows["measured_s"].notna().to_numpy()
+    if not train.any():
+        raise ValueError("published runs: a fold without a scored training row")
+    fit_rows = rows[train]
+    weights = _source_weights(fit_rows["source"])
+    ideal = rows["ideal_s"].to_numpy()
+    mfu = fit_mfu(fit_rows["ideal_s"].to_numpy() / fit_rows["measured_s"].to_numpy(), weights)
+    test = np.flatnonzero(held_out)
+    out = {
+        "fixed_mfu": ideal[test] / mfu,
+        "roofline": rows["roofline"].to_numpy()[test],
+        "composed": rows["composed"].to_numpy()[test],
+    }
+    train_graphs = [graphs[i] for i in np.flatnonzero(train)]
+    test_graphs = [graphs[i] for i in test]
+    kind = ""
+    for method, edges in (("scaledl", True), ("scaledl_no_edges", False)):
+        if method not in corrections:
+            continue
+        correction = StepCorrection(edges=edges, config=config).fit(
+            train_graphs, fit_rows["measured_s"].to_numpy(), weights,
+            list(fit_rows["architecture"]),
+        )  # fmt: skip
+        out[method] = correction.predict(test_graphs)
+        kind = f"{correction.kind} on {correction.n_training_rows} rows"
+    return out, mfu, kind
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    return relative_errors(pred, measured) if len(measured) else np.zeros(0)
+
+
+def protocol_result(
+    rows: pd.DataFrame, folds: list[tuple[str, np.ndarray, dict, float, str]]
+) -> ProtocolResult:
+    """Errors per group, their means and the paired comparisons of one protocol.
+
+    Args:
+        rows: the answered rows.
+        folds: ``(name, held-out mask, predictions, mfu, correction)`` per group.
+    """
+    groups: dict[str, GroupErrors] = {}
+    units: dict[str, list[np.ndarray]] = {m: [] for m in METHODS}
+    weights: list[np.ndarray] = []
+    for name, held_out, pred, mfu, kind in folds:
+        measured = rows["measured_s"].to_numpy()[held_out]
+        scored = np.isfinite(measured)
+        mre, p90, bias = {}, {}, {}
+        for method in METHODS:
+            re = _errors(pred[method][scored], measured[scored])
+            mre[method] = float(re.mean()) if re.size else None
+            p90[method] = float(np.percentile(re, 90)) if re.size else None
+            log_ratio = np.log(pred[method][scored] / measured[scored])
+            bias[method] = float(np.median(log_ratio)) if re.size else None
+            units[method].append(re)
+        weights.append(np.full(int(scored.sum()), 1.0 / max(int(scored.sum()), 1)))
+        groups[name] = GroupErrors(answered=int(held_out.sum()), scored=int(scored.sum()),
+                                   mre=mre, p90_re=p90, median_log_ratio=bias, mfu=mfu,
+                                   correction=kind)  # fmt: skip
+    scored_groups = [g for g in groups.values() if g.scored]
+    mean = {m: float(np.mean([g.mre[m] for g in scored_groups])) for m in METHODS}
+    worst = {m: float(np.max([g.mre[m] for g in scored_groups])) for m in METHODS}
+    errors = {m: np.concatenate(units[m]) for m in METHODS}
+    w = np.concatenate(weights)
+    pairs = [("scaledl", other) for other in METHODS if other != "scaledl"]
+    pairs.append(("scaledl_no_edges", "composed"))
+    comparisons = [
+        paired_comparison(errors[a], errors[b], a, b, weights=w, n_resamples=9999) for a, b in pairs
+    ]
+    return ProtocolResult(groups=groups, mean_mre=mean, max_mre=worst, comparisons=comparisons)
+
+
+#: Keys of a ranking group (issue 51's); the stricter view adds the hardware and the sequence.
+RANKING_KEYS = ("source", "model", "n_gpus")
+RANKING_KEYS_SAME_HARDWARE = (*RANKING_KEYS, "gpu", "precision_raw", "seq_len")
+
+
+def _ranking_groups(frame: pd.DataFrame, keys: Sequence[str]) -> list[RankingGroup]:
+    """Kendall's tau-b per group of ``keys`` with >= :data:`MIN_RANKING_LAYOUTS` configurations."""
+    cols = ["measured_s", *(f"pred_{m}" for m in METHODS)]
+    groups = []
+    for key, group in frame.groupby(list(keys), sort=True):
+        per_token = group[cols].div(group["tokens"], axis=0)
+        per_config = per_token.groupby(group["config_key"]).mean()
+        if len(per_config) < MIN_RANKING_LAYOUTS:
+            continue
+        tau = {}
+        for m in METHODS:
+            value = kendalltau(per_config["measured_s"], per_config[f"pred_{m}"]).statistic
+            tau[m] = None if not np.isfinite(value) else float(value)
+        name = " ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
+        groups.append(RankingGroup(group=name, layouts=len(per_config), tau=tau))
+    return groups
+
+
+def _mean_tau(groups: list[RankingGroup]) -> dict[str, float | None]:
+    if not groups:
+        return {m: None for m in METHODS}
+    return {m: float(np.mean([g.tau[m] or 0.0 for g in groups])) for m in METHODS}
+
+
+def layout_ranking(rows: pd.DataFrame, predictions: dict[str, np.ndarray]) -> Ranking:
+    """Kendall's tau-b of seconds per token within groups of configurations (module docstring).
+
+    A group is one (source, model, GPU count) (:data:`RANKING_KEYS`) with at least
+    :data:`MIN_RANKING_LAYOUTS` distinct configurations (``config_key``; a re-published one
+    counts once, its steps averaged); seconds per token make configurations with different
+    global batches comparable. The stricter view also holds the GPU, precision and sequence
+    length fixed (:data:`RANKING_KEYS_SAME_HARDWARE`).
+
+    Args:
+        rows: the answered rows (``config_key``, ``tokens``, the keys, ``measured_s``).
+        predictions: method -> held-out (leave-one-source-out) seconds per row.
+    """
+    frame = rows.assign(**{f"pred_{m}": predictions[m] for m in METHODS})
+    frame = frame[frame["measured_s"].notna()]
+    groups = _ranking_groups(frame, RANKING_KEYS)
+    strict = _ranking_groups(frame, RANKING_KEYS_SAME_HARDWARE)
+    return Ranking(groups=groups, mean_tau=_mean_tau(groups),
+                   groups_same_hardware=len(strict),
+                   mean_tau_same_hardware=_mean_tau(strict))  # fmt: skip
+
+
+def noise_floor(runs: pd.DataFrame) -> dict[str, NoiseSource]:
+    """Re-publications of one configuration, per source (sources with any).
+
+    Args:
+        runs: the importer's ``runs`` (``source``, ``config_key``, ``iteration_s``).
+
+    Returns:
+        source -> :class:`NoiseSource`.
+    """
+    measured = runs[runs["iteration_s"].notna()]
+    out = {}
+    for source, frame in measured.groupby("source", sort=True):
+        spreads, loo = [], []
+        n_rows = 0
+        for _, group in frame.groupby("config_key"):
+            t = group["iteration_s"].to_numpy(dtype=float)
+            if len(t) < 2:
+                continue
+            n_rows += len(t)
+            spreads.append(t.max() / t.min() - 1.0)
+            others = (t.sum() - t) / (len(t) - 1)
+            loo.extend(np.abs(others - t) / t)
+        if spreads:
+            out[str(source)] = NoiseSource(
+                configs=len(spreads), rows=n_rows, spread_min=float(np.min(spreads)),
+                spread_median=float(np.median(spreads)), spread_max=float(np.max(spreads)),
+                loo_mre=float(np.mean(loo)),
+            )  # fmt: skip
+    return out
+
+
+def _find(comparisons: list[Comparison], a: str, b: str) -> Comparison:
+    return next(c for c in comparisons if c.method_a == a and c.method_b == b)
+
+
+def targets(
+    coverage: Coverage, loso: ProtocolResult, ratio: float, ranking: Ranking
+) -> list[Target]:
+    """Issue 51's targets on the leave-one-source-out result, met or not."""
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    vs = _find(loso.comparisons, "scaledl", "fixed_mfu")
+    tau = ranking.mean_tau["scaledl"]
+    worst = max(loso.groups, key=lambda g: loso.groups[g].mre["scaledl"] or 0.0)
+    return [
+        Target(target=f"answered share >= {pct(TARGET_ANSWERED)} of rows with an architecture",
+               measured=f"{pct(coverage.answered_share)} ({coverage.answered} of "
+                        f"{coverage.with_architecture})",
+               reached=coverage.answered_share >= TARGET_ANSWERED),
+        Target(target=f"MRE mean over sources <= {pct(TARGET_MEAN_MRE)} (leave one source out)",
+               measured=pct(loso.mean_mre["scaledl"]),
+               reached=loso.mean_mre["scaledl"] <= TARGET_MEAN_MRE),
+        Target(target=f"no source above {pct(TARGET_MAX_MRE)}",
+               measured=f"{pct(loso.max_mre['scaledl'])} ({worst})",
+               reached=loso.max_mre["scaledl"] <= TARGET_MAX_MRE),
+        Target(target=f"<= {TARGET_RATIO}x the fitted fixed-MFU MRE, paired interval below 0",
+               measured=f"{ratio:.2f}x; difference {100 * vs.mre_difference:+.1f} points "
+                        f"[{100 * vs.ci_low:+.1f}, {100 * vs.ci_high:+.1f}]",
+               reached=ratio <= TARGET_RATIO and vs.ci_high < 0),
+        Target(target=f"Kendall tau of layouts >= {TARGET_TAU}",
+               measured="no group" if tau is None else
+                        f"{tau:.2f} (mean of {len(ranking.groups)} groups)",
+               reached=None if tau is None else tau >= TARGET_TAU),
+    ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the whole
+
+
+def _shown(path: Path) -> str:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def decisions(config: CorrectionConfig) -> dict[str, str]:
+    """The fixed choices, written into the result."""
+    t = config.train
+    return {
+        "peak": "fixed_mfu divides by the GPU's dense bf16 tensor peak (device table; fp16 where "
+        "the device has no bf16: V100), for every precision",
+        "fixed_mfu": "step = (6N + 12 L h s) * global_batch * s / (n_gpus * peak * MFU), N exact "
+        "with embeddings; one MFU per fold minimising the training rows' MRE, each source "
+        "weighted equally",
+        "correction": f"GNN (RuntimeGNN, use_prior) on log(measured/composed): hidden "
+        f"{t.hidden_channels}, {t.num_layers} TransformerConv layers, {t.heads} heads, Adam lr "
+        f"{t.lr}, weight decay {t.weight_decay}, <= {t.max_epochs} epochs, patience {t.patience}; "
+        f"seeds {list(config.seeds)} (geometric mean); early stopping on a random "
+        f"{config.validation_share:.0%} of the training rows per seed; loss weights equal per "
+        "source; fixed before the first leave-one-source-out run",
+        "largest_held_out": f"rows at or above the {LARGEST_QUANTILE:.0%} quantile of the scored "
+        "rows' parameter counts, and of their GPU counts (two folds)",
+        "ranking": f"Kendall tau-b of seconds per token within (source, model, n_gpus) groups of "
+        f">= {MIN_RANKING_LAYOUTS} distinct configurations (config_key; re-publications "
+        "averaged), held-out (leave-one-source-out) predictions; undefined tau counts 0; also "
+        "with GPU, precision and seq_len fixed",
+        "scored": "rows with a measured (reported or derived) iteration_s; rows without one are "
+        "predicted and counted as answered",
+    }
+
+
+def evaluate_published_runs(
+    paths: Sequence[Path] | None = None,
+    config: CorrectionConfig = DEFAULT_CONFIG,
+    progress: Callable[[str], None] | None = None,
+    runs: Any = None,
+    protocols: Sequence[str] = PROTOCOLS,
+) -> PublishedRunsResult:
+    """Predict every published row under every protocol and score it.
+
+    Args:
+        paths: the CSV files (default ``default_paths()``: ``<external>/scale_runs``).
+        config: the correction's hyper-parameters.
+        progress: called with a line per stage (e.g. to stderr).
+        runs: an already read ``PublishedRuns`` (default: read ``paths``); a subset for tests.
+        protocols: the protocols to run (``leave_one_source_out`` always runs).
+
+    Returns:
+        The :class:`PublishedRunsResult`.
+
+    Raises:
+        ValueError: unreadable CSVs (from the importer, naming file, row and field), or no
+            answered row.
+    """
+    say = progress or (lambda _line: None)
+    paths = [Path(p) for p in (paths or default_paths())]
+    clock, runtime = time.perf_counter(), {}
+    published = runs if runs is not None else read_published_runs(paths)
+    counts = published.counts()
+    csv_rows, with_arch = counts["rows"], counts["rows_with_architecture"]
+    runtime["import"] = time.perf_counter() - clock
+    rows, graphs, composition_refused = compose_rows(published.runs)
+    if rows.empty:
+        raise ValueError("published runs: no row could be composed")
+    runtime["compose"] = time.perf_counter() - clock - runtime["import"]
+    say(f"composed {len(rows)} rows in {runtime['compose']:.1f} s")
+    protocols = ["leave_one_source_out", *(p for p in protocols if p != "leave_one_source_out")]
+    results, loso_pred = {}, {m: np.full(len(rows), np.nan) for m in METHODS}
+    for protocol in protocols:
+        start, folds = time.perf_counter(), []
+        for name, held_out in protocol_folds(rows, protocol):
+            pred, mfu, kind = predict_fold(rows, graphs, held_out, config)
+            folds.append((name, held_out, pred, mfu, kind))
+            if protocol == "leave_one_source_out":
+                for m in METHODS:
+                    loso_pred[m][held_out] = pred[m]
+            say(f"{protocol}: {name} ({int(held_out.sum())} rows) done")
+        results[protocol] = protocol_result(rows, folds)
+        runtime[protocol] = time.perf_counter() - start
+    quarantine = published.quarantine
+    reasons = [f"{q.source}:{q.row}: {q.reason}" for q in quarantine.itertuples(index=False)]
+    refused = {**counts["quarantined_by_reason"]}
+    if composition_refused:
+        refused["composition"] = len(composition_refused)
+    coverage = Coverage(
+        csv_rows=csv_rows, with_architecture=with_arch, answered=len(rows),
+        answered_share=len(rows) / with_arch if with_arch else 0.0,
+        scored=int(rows["measured_s"].notna().sum()),
+        refused={str(k): int(v) for k, v in sorted(refused.items())},
+        refused_rows=[*reasons, *composition_refused],
+    )  # fmt: skip
+    loso = results["leave_one_source_out"]
+    ratio = loso.mean_mre["scaledl"] / loso.mean_mre["fixed_mfu"]
+    ranking = layout_ranking(rows, loso_pred)
+    runtime["total"] = time.perf_counter() - clock
+    row_models = [
+        RowPrediction(
+            source=r.source, row=r.row, model=r.model, gpu=r.gpu, n_gpus=r.n_gpus,
+            precision=r.precision, layout=r.layout,
+            measured_s=None if math.isnan(r.measured_s) else r.measured_s,
+            predicted_s={m: float(loso_pred[m][i]) for m in METHODS},
+        )
+        for i, r in enumerate(rows.itertuples(index=False))
+    ]  # fmt: skip
+    return PublishedRunsResult(
+        command="scaledl evaluate published-runs",
+        inputs=[_shown(p) for p in paths],
+        decisions=decisions(config),
+        coverage=coverage,
+        protocols=results,
+        ratio_to_fixed_mfu=ratio,
+        ranking=ranking,
+        noise_floor=noise_floor(published.runs),
+        targets=targets(coverage, loso, ratio, ranking),
+        rows=row_models,
+        runtime_s={k: round(v, 1) for k, v in runtime.items()},
+    )

@@ -1,0 +1,105 @@
+"""The README's "LLM training at scale" block, rendered from ``docs/results/published_runs.json``.
+
+``scaledl evaluate published-runs --readme README.md`` writes both;
+``tests/evaluation/test_published_runs.py`` renders the committed result again and compares it
+with the README, so a figure typed into the block fails the suite. Pure functions of the result.
+"""
+
+from __future__ import annotations
+
+from scaledl.evaluation.published_runs import METHODS, PublishedRunsResult
+from scaledl.report.formatting import pct, reached_text
+from scaledl.report.blocks.markers import markers
+
+BOUNDS = markers("published-runs", "`scaledl evaluate published-runs --readme README.md`")
+#: Column names of the methods in the tables.
+METHOD_NAMES = {"fixed_mfu": "fixed MFU", "roofline": "roofline", "composed": "composed",
+                "scaledl": "ScaleDL", "scaledl_no_edges": "no edges"}  # fmt: skip
+
+
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _protocol_table(result: PublishedRunsResult, protocol: str, label: str) -> list[str]:
+    p = result.protocols[protocol]
+    noise = result.noise_floor
+    header = [label, "rows (scored)", *(METHOD_NAMES[m] for m in METHODS), "MFU fitted"]
+    if protocol == "leave_one_source_out":
+        header.append("re-publication noise")
+    lines = [_line(header), _line(["---"] * len(header))]
+    for name, g in p.groups.items():
+        cells = [name, f"{g.answered} ({g.scored})", *(pct(g.mre[m]) for m in METHODS),
+                 pct(g.mfu, 0)]  # fmt: skip
+        if protocol == "leave_one_source_out":
+            n = noise.get(name)
+            cells.append("none" if n is None else f"{pct(n.loo_mre)} ({n.configs} configs)")
+        lines.append(_line(cells))
+    tail = [""] * (2 if protocol == "leave_one_source_out" else 1)
+    lines.append(_line(["**mean**", "", *(f"**{pct(p.mean_mre[m])}**" for m in METHODS), *tail]))
+    lines.append(_line(["max", "", *(pct(p.max_mre[m]) for m in METHODS), *tail]))
+    return lines
+
+
+def _taus(tau: dict) -> str:
+    return ", ".join(
+        f"{METHOD_NAMES[m]} {'n/a' if tau[m] is None else f'{tau[m]:.2f}'}" for m in METHODS
+    )
+
+
+def _comparisons(result: PublishedRunsResult, protocol: str) -> str:
+    parts = [
+        f"{METHOD_NAMES[c.method_a]} - {METHOD_NAMES[c.method_b]} {100 * c.mre_difference:+.1f} "
+        f"points [{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}] ({c.verdict})"
+        for c in result.protocols[protocol].comparisons
+    ]
+    return "; ".join(parts)
+
+
+def published_runs_markdown(result: PublishedRunsResult) -> str:
+    """The block's Markdown (without markers).
+
+    Coverage, the per-source table, the other protocols, paired intervals, ranking and targets,
+    every number from ``result``.
+    """
+    c = result.coverage
+    refused = ", ".join(f"{reason}: {n}" for reason, n in c.refused.items()) or "none"
+    lines = [
+        f"Published step times of LLM training (`external/scale_runs/`, 6 sources, "
+        f"{c.csv_rows} rows): {c.answered} of the {c.with_architecture} rows with an "
+        f"architecture answered ({pct(c.answered_share)}), {c.scored} of them with a measured "
+        f"step and scored. Refused: {refused}.",
+        "",
+        "MRE per held-out source (leave one source out; each method fitted on the other five "
+        "only; noise: MRE of a re-published configuration against its other publications):",
+        "",
+        *_protocol_table(result, "leave_one_source_out", "held-out source"),
+        "",
+    ]
+    if "leave_one_generation_out" in result.protocols:
+        lines += [*_protocol_table(result, "leave_one_generation_out", "held-out GPU generation"),
+                  ""]  # fmt: skip
+    if "largest_held_out" in result.protocols:
+        lines += [*_protocol_table(result, "largest_held_out", "largest held out"), ""]
+    tau = result.ranking.mean_tau
+    lines += [
+        f"Paired on the same rows (leave one source out, 95% BCa interval, rows weighted by "
+        f"1/rows of their source): {_comparisons(result, 'leave_one_source_out')}. ScaleDL's "
+        f"mean MRE is {result.ratio_to_fixed_mfu:.2f}x the fitted fixed-MFU rule's.",
+        "",
+        f"Layout ranking (Kendall tau-b of seconds per token, held out; mean over the "
+        f"{len(result.ranking.groups)} groups of >= 3 configurations of one source, model and GPU "
+        f"count): {_taus(tau)}; over the {result.ranking.groups_same_hardware} groups that also "
+        f"share GPU, precision and sequence length: "
+        f"{_taus(result.ranking.mean_tau_same_hardware)}.",
+        "",
+        _line(["target (leave one source out)", "measured", "reached"]),
+        _line(["---"] * 3),
+        *(
+            _line([t.target, t.measured, reached_text(t.reached, markdown=True)])
+            for t in result.targets
+        ),  # fmt: skip
+        "",
+        f"Runtime of the command: {result.runtime_s['total']:.0f} s.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+import math
+
+import pandas as pd
+import pytest
+
+from scaledl.external.published_runs import (
+    DEFAULT_PATHS,
+    MOE,
+    PublishedRunsError,
+    read_published_runs,
+)
+from scaledl.workloads.training_job import TrainingJob
+
+pytestmark = pytest.mark.skipif(
+    not all(p.is_file() for p in DEFAULT_PATHS), reason="external/scale_runs not in this checkout"
+)
+
+
+@pytest.fixture(scope="module")
+def published():
+    return read_published_runs()
+
+
+def test_every_row_is_accepted_or_quarantined_with_a_reason(published):
+    counts = published.counts()
+    assert counts["rows"] == 519
+    assert counts["accepted"] + counts["quarantined"] == 519
+    assert counts["rows_with_architecture"] == 315
+    assert counts["accepted_share_of_rows_with_architecture"] >= 0.95
+    assert counts["quarantined_by_reason"][MOE] == 204
+    assert set(published.quarantine["reason"].map(lambda r: r.split(":")[0])) <= {
+        MOE,
+        "layout not reported (NeMo 'without CP' run)",
+    }
+    per = counts["per_source"]
+    assert per["megatron_lm"]["accepted"] == per["megatron_lm"]["rows"] == 44
+    assert per["automodel_perf"]["accepted"] == 13  # 10 MoE rows refused
+    assert all(isinstance(j, TrainingJob) for j in published.runs["job"])
+
+
+def test_rows_map_to_the_published_layouts(published):
+    runs = published.runs.set_index(["source", "row"])
+    llama405 = runs.loc[("megatron_lm", 44), "job"]  # Megatron-LM examples/llama FP8 405B
+    assert (llama405.tp_size, llama405.pp_size, llama405.cp_size, llama405.vp_size) == (8, 8, 2, 8)
+    assert (llama405.dp_size, llama405.grad_accum, llama405.precision) == (8, 64, "fp8")
+    assert llama405.stage_layers[:2] == (1, 2) and sum(llama405.stage_layers) == 126
+    assert runs.loc[("megatron_lm", 44), "gpu_generation"] == "hopper"
+    gb = runs.loc[("megatron_bridge_perf", 34), "job"]  # 256 GPUs: four racks
+    assert gb.gpu == "NVIDIA GB300" and gb.nvlink_domain_size == 64 and gb.gpus_per_node == 4
+    assert gb.precision == "mxfp8" and gb.sharding == "zero1"
+    assert "nvlink_domain_size" in runs.loc[("megatron_bridge_perf", 34), "assumed"]
+    one_rack = runs.loc[("megatron_bridge_perf", 75), "job"]  # 64 GPUs in one NVL72 rack
+    assert (one_rack.n_gpus, one_rack.nvlink_domain_size) == (64, 72)
+    hsdp = runs.loc[("pytorch_fsdp_ibm", 25), "job"]  # fms-fsdp README: HSDP
+    assert (hsdp.sharding, hsdp.shard_group_size, hsdp.network_gbps) == ("hsdp", 8, 6.25)
+    full = runs.loc[("megatron_lm", 23), "job"]
+    selective = runs.loc[("megatron_lm", 24), "job"]  # Korthikanti Table 5: full vs selective
+    assert (full.activation_checkpointing, selective.activation_checkpointing) == (
+        "full",
+        "selective",
+    )
+    assert runs.loc[("megatron_lm", 23), "iteration_s"] == pytest.approx(1.42)
+    v100 = runs.loc[("megatron_lm", 1)]
+    assert v100["job"].gpu == "Tesla V100-SXM3-32GB" and v100["gpu_generation"] == "volta"
+
+
+def test_assumed_defaults_are_recorded(published):
+    runs = published.runs.set_index(["source", "row"])
+    row = runs.loc[("megatron_lm", 31)]  # 2024 H100 weak scaling: micro-batch not reported
+    assert {"micro_batch", "activation_checkpointing", "vp_size"} <= set(row["assumed"])
+    assert "micro-batch not reported: 1" in row["notes"]
+    lora = runs.loc[("automodel_perf", 17)]  # reported GA 4 vs GBS 32 / (1 x 1)
+    assert lora["job"].grad_accum == 32 and "reported GA=4" in lora["notes"]
+
+
+def test_republished_configurations_share_a_config_key(published):
+    nemo = published.runs[published.runs["source"] == "nemo_perf"]
+    pretrain = nemo[nemo["iteration_s"].notna()]
+    sizes = pretrain.groupby("config_key").size()
+    assert (sizes == 3).all() and len(sizes) == 18  # NeMo 24.07's three published versions
+    titan = published.runs[published.runs["source"] == "torchtitan"].set_index("row")
+    # same job, with and without torch.compile: not the same configuration
+    assert titan.loc[19, "job"] == titan.loc[20, "job"]
+    assert titan.loc[19, "config_key"] != titan.loc[20, "config_key"]
+
+
+def _bad_file(tmp_path, published):
+    good = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).iloc[[12]]
+    rows = []
+    for change in (
+        {},
+        {"precision": "fp6"},
+        {"grad_accum": "2.5"},
+        {"ep": "8", "model": "Mixtral 8x7B"},
+        {"seq_len": ""},
+        {"global_batch_samples": "100"},
+        {"n_gpus": "many"},
+        {"gpu": "H101"},
+        {"hidden_size": "", "num_layers": "", "num_heads": "", "num_kv_heads": "",
+         "ffn_size": "", "vocab_size": "", "model": "DeepSeekV3"},
+    ):  # fmt: skip
+        row = good.copy()
+        for key, value in change.items():
+            row[key] = value
+        rows.append(row)
+    path = tmp_path / "bad_rows.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    return path
+
+
+def test_bad_rows_are_quarantined_naming_file_row_field_and_value(tmp_path, published):
+    result = read_published_runs([_bad_file(tmp_path, published)])
+    assert list(result.runs["row"]) == [1]
+    q = result.quarantine.set_index("row")
+    assert set(q["source"]) == {"bad_rows"} and list(q.index) == list(range(2, 10))
+    assert (q.loc[2, "field"], q.loc[2, "value"]) == ("precision", "fp6")
+    assert "unknown precision" in q.loc[2, "reason"]
+    assert (q.loc[3, "field"], q.loc[3, "value"]) == ("grad_accum", "2.5")
+    assert "integral" in q.loc[3, "reason"]
+    assert (q.loc[4, "field"], q.loc[4, "value"], q.loc[4, "reason"]) == ("ep", "8", MOE)
+    assert (q.loc[5, "field"], q.loc[5, "reason"]) == ("seq_len", "missing (blank cell)")
+    assert q.loc[6, "field"] == "grad_accum" and "non-integer grad accum" in q.loc[6, "reason"]
+    assert "100" in q.loc[6, "reason"]
+    assert (q.loc[7, "field"], q.loc[7, "value"], q.loc[7, "reason"]) == (
+        "n_gpus",
+        "many",
+        "not a number",
+    )
+    assert (q.loc[8, "field"], q.loc[8, "value"]) == ("gpu", "H101")
+    assert (q.loc[9, "field"], q.loc[9, "reason"]) == ("model", MOE)
+    assert math.isclose(result.runs["iteration_s"].iloc[0], 3.52802)
+
+
+def test_a_missing_column_refuses_the_file(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).drop(columns="tp")
+    path = tmp_path / "no_tp.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(PublishedRunsError, match=r"no_tp.csv: column\(s\) \['tp'\] missing"):
+        read_published_runs([path])
+    with pytest.raises(PublishedRunsError, match="no such file"):
+        read_published_runs([tmp_path / "absent.csv"])

@@ -1,0 +1,290 @@
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scaledl.planning.llm_memory import rank_memory, usable_bytes
+from scaledl.planning.llm_plan import (
+    RULES,
+    LlmPlanError,
+    LlmSpace,
+    plan_job,
+    plan_llm,
+    published_correction,
+    read_plan_file,
+    step_correction,
+    uneven_split,
+)
+from scaledl.workloads.training_job import ModelShape, TrainingJob
+
+H100 = "NVIDIA H100 80GB HBM3"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "llama3_70b_h100.yaml"
+#: A small Llama-like model: 12 heads (tp 8 does not divide them), 4 KV heads, 6 layers.
+SMALL = ModelShape(hidden_size=768, num_layers=6, num_heads=12, num_kv_heads=4, ffn_size=3072,
+                   vocab_size=32000)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FakeStep:
+    iteration_s: float
+    components_s: dict
+
+
+class FakeCompose:
+    """A step time that rewards GPUs and penalises bubbles, recompute and communication."""
+
+    def __init__(self) -> None:
+        self.jobs: list[TrainingJob] = []
+
+    def __call__(self, job, kernels, network) -> FakeStep:
+        self.jobs.append(job)
+        work = 6 * job.model.n_params() * job.tokens_per_step / (job.n_gpus * 1e14)
+        work *= {"none": 1.0, "selective": 1.05, "full": 1.33}[job.activation_checkpointing]
+        bubble = work * (job.pp_size - 1) / (job.vp_size * job.grad_accum)
+        comm = 0.01 * (job.tp_size - 1) + 0.02 * (job.cp_size - 1)
+        comm += 0.05 if job.sharding in ("fsdp", "hsdp") else 0.0
+        return FakeStep(work + bubble + comm, {"compute_s": work, "pp_bubble_s": bubble,
+                                               "comm_s": comm})  # fmt: skip
+
+
+def plan(model=SMALL, counts=(8,), seq_len=2048, global_batch=16, **kw):
+    compose = kw.pop("compose", FakeCompose())
+    return plan_llm(model, H100, counts, seq_len, global_batch, compose=compose, kernels=object(),
+                    network=object(), **kw)  # fmt: skip
+
+
+def test_the_grids_rules_are_counted_in_order():
+    # n = 8 over tp 1/2/8/16 x pp 1/4 x vp 1/2 x cp 1/2 = 32 combinations (by hand):
+    # gpus: tp 16 (8), tp 8 pp 4 (4), tp 8 cp 2 pp 1 (2), tp 2 pp 4 cp 2 (2) = 16;
+    # tp_heads: tp 8 with 12 heads (pp 1, cp 1: vp 1/2) = 2; vp_needs_pp: tp 1/2, pp 1, vp 2 = 4;
+    # layers: pp 4 x vp 2 = 8 > 6 layers (tp 1 cp 1/2, tp 2 cp 1) = 3; cp_seq: 2 cp = 4 does not
+    # divide 2050 (tp 1 pp 1, tp 1 pp 4, tp 2 pp 1) = 3; left: tp 1/2 x pp 1/4, cp 1, vp 1 = 4.
+    space = LlmSpace(tp_sizes=(1, 2, 8, 16), pp_sizes=(1, 4), vp_sizes=(1, 2), cp_sizes=(1, 2),
+                     shardings=("zero1",), recomputes=("none",), micro_batches=(1,))  # fmt: skip
+    result = plan(seq_len=2050, space=space)
+    assert result.searched.combinations == 32
+    assert result.searched.refused == {"gpus": 16, "tp_heads": 2, "tp_domain": 0,
+                                       "vp_needs_pp": 4, "layers": 3, "cp_seq": 3, "batch": 0,
+                                       "interleave": 0, "sharding": 0, "hsdp_group": 0,
+                                       "memory": 0, "compose": 0}  # fmt: skip
+    assert set(result.searched.refused) == {*RULES, "memory", "compose"}
+    t = result.table
+    assert sorted(zip(t["tp_size"], t["pp_size"], strict=True)) == [(1, 1), (1, 4), (2, 1), (2, 4)]
+    assert (t["dp_size"] * t["tp_size"] * t["pp_size"] * t["cp_size"] == t["n_gpus"]).all()
+    # pp 4 does not divide 6 layers: an uneven split, the extra layers in the middle stages.
+    assert set(t.loc[t["pp_size"] == 4, "layers_per_stage"]) == {(1, 2, 2, 1)}
+    assert uneven_split(6, 4) == (1, 2, 2, 1)
+    assert uneven_split(7, 2) == (3, 4)
+    # Without uneven splits those are refused by the layers rule; micro-batch 3 by the batch.
+    strict = plan(seq_len=2050, space=LlmSpace(**{**space.__dict__, "uneven": False,
+                                                  "micro_batches": (1, 3)}))  # fmt: skip
+    # layers: the 3 above plus pp 4 vp 1 (tp 1 cp 1/2, tp 2 cp 1), each with 2 micro-batches.
+    assert strict.searched.refused["layers"] == 2 * (3 + 3)
+    assert strict.searched.refused["batch"] == 2  # mb 3 of tp 1/2, pp 1 (16 % 3 dp)
+    assert len(strict.table) == 2
+
+
+def test_tp_domain_interleave_and_sharding_rules():
+    model = SMALL.model_copy(update={"num_layers": 8, "num_heads": 16, "num_kv_heads": 4})
+    # tp 16 over an 8-GPU NVLink domain is refused; heads 16 divide it.
+    space = LlmSpace(tp_sizes=(16,), pp_sizes=(1,), vp_sizes=(1,), cp_sizes=(1,),
+                     shardings=("zero1",), recomputes=("none",), micro_batches=(1,))  # fmt: skip
+    assert plan(model, counts=(16,), space=space).searched.refused["tp_domain"] == 1
+    # Interleaving (pp 2, vp 2) needs the micro-batches per step to be a multiple of pp: a
+    # global batch of 3 on one replica is 3 micro-batches.
+    space = LlmSpace(tp_sizes=(1,), pp_sizes=(2,), vp_sizes=(2,), cp_sizes=(1,),
+                     shardings=("zero1",), recomputes=("none",), micro_batches=(1,))  # fmt: skip
+    assert plan(model, counts=(2,), global_batch=3, space=space).searched.refused[
+        "interleave"] == 1  # fmt: skip
+    assert len(plan(model, counts=(2,), global_batch=4, space=space).table) == 1
+    # FSDP/HSDP with one data-parallel rank shard nothing (the zero1 row is that layout); HSDP
+    # shards within the NVLink domain: 8 ranks, so 8 GPUs (dp 8) are refused, 16 planned.
+    space = LlmSpace(tp_sizes=(1,), pp_sizes=(1,), vp_sizes=(1,), cp_sizes=(1,),
+                     shardings=("zero1", "fsdp", "hsdp"), recomputes=("none",),
+                     micro_batches=(1,))  # fmt: skip
+    result = plan(model, counts=(1, 8, 16), space=space)
+    assert result.searched.refused["sharding"] == 2
+    assert result.searched.refused["hsdp_group"] == 1
+    hsdp = result.table[result.table["sharding"] == "hsdp"]
+    assert hsdp[["n_gpus", "shard_group_size"]].values.tolist() == [[16, 8]]
+
+
+def test_every_candidate_is_a_valid_job_and_memory_matches():
+    compose = FakeCompose()
+    result = plan(counts=(8, 16), compose=compose)
+    assert len(compose.jobs) == result.searched.fitting > 0
+    for job in compose.jobs[:: max(1, len(compose.jobs) // 200)]:
+        again = TrainingJob.model_validate(job.model_dump())  # the full validation agrees
+        assert again == job
+    row = result.table[result.table["fits"]].iloc[-1]
+    job = next(j for j in compose.jobs if (j.n_gpus, j.tp_size, j.pp_size, j.vp_size, j.cp_size,
+               j.sharding, j.activation_checkpointing, j.micro_batch) == tuple(row[
+               ["n_gpus", "tp_size", "pp_size", "vp_size", "cp_size", "sharding", "recompute",
+                "micro_batch"]]))  # fmt: skip
+    memory = rank_memory(job.model, seq_len=job.seq_len, micro_batch=job.micro_batch,
+                         grad_accum=job.grad_accum, tp_size=job.tp_size, pp_size=job.pp_size,
+                         vp_size=job.vp_size, cp_size=job.cp_size, dp_size=job.dp_size,
+                         sequence_parallel=job.sequence_parallel,
+                         layers_per_stage=job.layers_per_stage, sharding=job.sharding,
+                         shard_group_size=job.shard_group_size,
+                         recompute=job.activation_checkpointing)  # fmt: skip
+    assert row["memory_gib"] == pytest.approx(memory.total_bytes / 2**30)
+
+
+def test_layouts_that_do_not_fit_are_refused_with_figures_and_not_composed():
+    compose = FakeCompose()
+    result = plan(counts=(8,), memory_gib=1.0, headroom=0.2, compose=compose)
+    t = result.table
+    refused = t[~t["fits"]]
+    assert len(refused) == result.searched.refused["memory"] > 0
+    assert (refused["memory_gib"] > 0.8).all() and (t.loc[t["fits"], "memory_gib"] <= 0.8).all()
+    assert (
+        refused["refusal"]
+        .str.match(r"does not fit: stage \d+: weights .* > 0\.8 GiB usable$")
+        .all()
+    )
+    assert refused["iteration_s"].isna().all() and t.loc[t["fits"], "iteration_s"].notna().all()
+    assert len(compose.jobs) == int(t["fits"].sum())
+    text = result.to_text()
+    assert "do not fit in 0.8 GiB per rank (1 GiB less 20% headroom)" in text
+    nothing = plan(counts=(8,), memory_gib=0.01)
+    assert not nothing.table["fits"].any() and nothing.front.empty
+    assert nothing.why_none().startswith("no layout fits: searched")
+    assert "the least memory per rank: n_gpus=8" in nothing.why_none()
+
+
+def test_pareto_front_and_fastest_per_gpu_count():
+    result = plan(counts=(8, 16, 32), global_batch=64, price_per_gpu_hour=2.0, tokens=1e9)
+    fit = result.table[result.table["fits"]]
+    time_s, cost = fit["iteration_s"].to_numpy(), fit["gpu_hours_per_step"].to_numpy()
+    dominated = np.array([np.any((time_s <= t) & (cost <= c) & ((time_s < t) | (cost < c)))
+                          for t, c in zip(time_s, cost, strict=True)])  # fmt: skip
+    on = fit["pareto"].to_numpy()
+    assert on.any() and not np.any(on & dominated)
+    # Every non-dominated (time, cost) point has one candidate on the front.
+    assert {(t, c) for t, c in zip(time_s[~dominated], cost[~dominated], strict=True)} == set(
+        zip(time_s[on], cost[on], strict=True)
+    )
+    best = result.best_per_gpu_count
+    assert best["n_gpus"].tolist() == [8, 16, 32]
+    for _, row in best.iterrows():
+        assert row["iteration_s"] == fit.loc[fit["n_gpus"] == row["n_gpus"], "iteration_s"].min()
+    assert result.front["iteration_s"].is_monotonic_increasing
+    steps = 1e9 / (64 * 2048)
+    assert fit["train_h"].to_numpy() == pytest.approx(time_s * steps / 3600)
+    assert fit["cost"].to_numpy() == pytest.approx(fit["gpu_hours"].to_numpy() * 2.0)
+    assert fit["gpu_hours"].to_numpy() == pytest.approx(cost * steps)
+    assert {"compute_s", "pp_bubble_s", "comm_s"} <= set(result.table.columns)
+    assert "fastest fitting layout per GPU count:" in result.to_text()
+
+
+def test_a_correction_multiplies_the_composed_step():
+    def double(jobs, steps):
+        return np.array([2 * s.iteration_s for s in steps])
+
+    plain, corrected = plan(), plan(correction=double)
+    assert corrected.table["iteration_s"].to_numpy() == pytest.approx(
+        2 * plain.table["iteration_s"].to_numpy(), nan_ok=True
+    )
+    with pytest.raises(LlmPlanError, match="one positive step time per job"):
+        plan(correction=lambda jobs, steps: np.zeros(len(steps)))
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(LlmPlanError, match="12 is not a multiple of gpus_per_node=8"):
+        plan(counts=(8, 12))
+    with pytest.raises(LlmPlanError, match="gpu='H1000'"):
+        plan_llm(SMALL, "H1000", [8], 2048, 16, compose=FakeCompose(), kernels=1, network=1)
+    with pytest.raises(LlmPlanError, match="exceed 2,000,000: narrow the space"):
+        plan(counts=tuple(range(8, 8 * 301, 8)), space=LlmSpace(micro_batches=(1, 2, 4, 8)))
+    with pytest.raises(LlmPlanError, match="field 'tp_sizes'"):
+        LlmSpace(tp_sizes=(0,))
+    with pytest.raises(LlmPlanError, match="field 'shardings'.*'zero3'"):
+        LlmSpace(shardings=("zero3",))
+    with pytest.raises(LlmPlanError, match="headroom"):
+        plan(headroom=1.5)
+    with pytest.raises(LlmPlanError, match="tokens=-1"):
+        plan(tokens=-1)
+    with pytest.raises(LlmPlanError, match="plan: job: invalid training job: field 'precision'"):
+        plan_llm(SMALL, "NVIDIA A100-SXM4-80GB", [8], 2048, 16, precision="fp8",
+                 compose=FakeCompose(), kernels=1, network=1)  # fmt: skip
+
+
+def test_the_example_plan_file(tmp_path):
+    request = read_plan_file(EXAMPLE)
+    assert request.job.model.n_params() == pytest.approx(70.55e9, rel=1e-3)
+    assert request.job.seq_len == 8192 and request.job.gpu == H100
+    assert request.gpu_counts == (64, 128, 256, 512, 1024)
+    compose = FakeCompose()
+    result = plan_job(request.job, request.gpu_counts, space=request.space, compose=compose,
+                      kernels=object(), network=object(), **request.options)  # fmt: skip
+    assert result.best_per_gpu_count["n_gpus"].tolist() == [64, 128, 256, 512, 1024]
+    assert usable_bytes(80.0) == 72 * 2**30
+    # Plan files are checked field by field.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("gpu_counts:", "gpu_count:"))
+    with pytest.raises(LlmPlanError, match=r"bad.yaml: field 'plan.gpu_count' unknown"):
+        read_plan_file(bad)
+    bad.write_text(EXAMPLE.read_text().replace("seq_len: 8192", "seq_len: 8193"))
+    with pytest.raises(LlmPlanError, match=r"bad.yaml: job.*8193"):
+        read_plan_file(bad)
+    bad.write_text("job: [1, 2]\n")
+    with pytest.raises(LlmPlanError, match="bad.yaml"):
+        read_plan_file(bad)
+
+
+def test_the_real_composition_plans_the_example():
+    """compose_step with the H100's fitted kernels and measured network (the defaults)."""
+    request = read_plan_file(EXAMPLE)
+    space = LlmSpace(tp_sizes=(4, 8), pp_sizes=(4, 8), vp_sizes=(1, 5), cp_sizes=(1, 2),
+                     shardings=("zero1",), recomputes=("none", "full"),
+                     micro_batches=(1,))  # fmt: skip
+    result = plan_job(request.job, (64, 512), space=space)
+    best = result.best_per_gpu_count
+    assert best["n_gpus"].tolist() == [64, 512]
+    assert (best["iteration_s"] > 0).all() and ((best["mfu"] > 0) & (best["mfu"] < 1)).all()
+    assert best["iteration_s"].iloc[1] < best["iteration_s"].iloc[0]
+    fit = result.table[result.table["fits"]]
+    layout = ["n_gpus", "tp_size", "pp_size", "vp_size", "cp_size"]
+    both = fit.pivot_table(index=layout, columns="recompute", values="iteration_s").dropna()
+    assert len(both) and (both["full"] > both["none"]).all()  # recompute costs a forward
+
+
+def test_the_learned_correction_multiplies_the_composed_steps(tmp_path):
+    """A correction fitted on a few published rows (fewer than the GNN needs: the constant
+    fallback, the weighted mean of log(measured / composed)) scales every composed step."""
+    source = Path(__file__).resolve().parents[2] / "external" / "scale_runs" / "megatron_lm.csv"
+    lines = source.read_text().splitlines(keepends=True)
+    subset = tmp_path / "megatron_lm.csv"
+    subset.write_text("".join(lines[:9]))  # the header and 8 rows
+    model = published_correction([subset])
+    assert model.kind == "constant" and 0 < model.n_training_rows <= 8
+    space = LlmSpace(tp_sizes=(4, 8), pp_sizes=(4,), vp_sizes=(1,), cp_sizes=(1,),
+                     shardings=("zero1",), recomputes=("none",), micro_batches=(1,))  # fmt: skip
+    job = read_plan_file(EXAMPLE).job
+    plain = plan_job(job, (64,), space=space)
+    corrected = plan_job(job, (64,), space=space, correction=step_correction(model))
+    assert plain.table["fits"].any()
+    assert corrected.table["iteration_s"].to_numpy() == pytest.approx(
+        plain.table["iteration_s"].to_numpy() * np.exp(model.constant_log), nan_ok=True
+    )
+    assert "composed and corrected" in corrected.to_text()
+
+
+def test_layouts_the_composition_refuses_are_counted_and_shown():
+    class NoContextParallel(FakeCompose):
+        def __call__(self, job, kernels, network):
+            if job.cp_size > 1:
+                raise ValueError(f"cp_size={job.cp_size}: not modelled")
+            return super().__call__(job, kernels, network)
+
+    result = plan(counts=(8, 16), compose=NoContextParallel())
+    t = result.table
+    refused = t[t["fits"] & (t["cp_size"] > 1)]
+    assert len(refused) == result.searched.refused["compose"] > 0
+    assert refused["iteration_s"].isna().all() and not refused["pareto"].any()
+    assert refused["refusal"].str.startswith("composition: cp_size=").all()
+    assert (result.best_per_gpu_count["cp_size"] == 1).all()
+    assert result.searched.composed == result.searched.fitting - len(refused)
+    assert f"({len(refused):,} refused by the composition)" in result.to_text()
