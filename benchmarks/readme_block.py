@@ -278,6 +278,20 @@ def _scale(r: _Result) -> str:
     )
 
 
+def _llm_plan(r: _Result) -> str:
+    runs = r["runs"]
+    warm = " and ".join(f"{run['warm_s']:.1f} s" for run in runs)
+    loads = ", ".join(f"{run['load_average_1min']:.1f}" for run in runs)
+    return (
+        f"LLM job planning (`bench_llm_plan.py`, `{r['job']}`): {r['combinations']:,} "
+        f"combinations over {len(r['gpu_counts'])} GPU counts, {r['n_candidates']:,} valid "
+        f"layouts ({r['refused.memory']:,} over memory, {r['composed_candidates']:,} composed) "
+        f"planned in {warm} warm over {len(runs)} runs (target {r['target_seconds']:.0f} s for "
+        f"{r['target_candidates']:,}: {_yes(r['within_target'])}; load average {loads} on "
+        f"{r['cpu_count']} cores)."
+    )
+
+
 #: Result file -> renderer, in the block's order.
 SECTIONS: dict[str, Callable[[_Result], str]] = {
     "design.json": _design,
@@ -289,6 +303,7 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
     "plan.json": _plan,
     "plan_layouts.json": _plan_layouts,
     "plan_gpu_layouts.json": _plan_gpu_layouts,
+    "llm_plan.json": _llm_plan,
     "scale.json": _scale,
 }
 

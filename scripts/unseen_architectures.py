@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 import transformers
 
+from scaledl.devices.local import local_device_name
 from scaledl.models.data import launch_labels, read_tables
 from scaledl.prediction.predictor import load_predictor
-from scaledl.devices.local import local_device_name
 
 #: Held-out architectures at the ALBERT case's size (width 256, 4 layers, 4 heads, FFN 1,024):
 #: transformers config class, the model class ``architectures`` names, fields.

@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from scaledl.cli import app
+from scaledl.evaluation.published_runs import PublishedRunsResult
 from scaledl.evaluation.results import Metrics
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,28 @@ def test_headline_figures_are_those_of_the_committed_results():
     ]
     missing = [f for f in figures if f not in README]
     assert not missing, f"README.md's headline lacks {missing}: update it from metrics.json"
+
+
+def test_llm_figures_are_those_of_the_committed_published_runs_result():
+    result = PublishedRunsResult.read(REPO_ROOT / "docs" / "results" / "published_runs.json")
+    loso = result.protocols["leave_one_source_out"]
+    noise = [n.loo_mre for n in result.noise_floor.values()]
+    figures = [
+        f"{result.coverage.csv_rows} published runs",
+        f"answers {result.coverage.answered_share:.0%} of the",
+        f"{loso.mean_mre['scaledl']:.1%} mean error",
+        f"({loso.mean_mre['fixed_mfu_precision']:.1%}, paired difference",
+        f"peak ({loso.mean_mre['fixed_mfu']:.1%})",
+        f"differ by {100 * min(noise):.1f}-{max(noise):.1%}",
+    ]
+    verdict = next(
+        c.verdict
+        for c in loso.comparisons
+        if (c.method_a, c.method_b) == ("scaledl", "fixed_mfu_precision")
+    )
+    figures.append(f"paired difference {verdict}")
+    missing = [f for f in figures if f not in README]
+    assert not missing, f"README.md's LLM section lacks {missing}: update it from the result"
 
 
 def _code_lines() -> list[str]:

@@ -211,7 +211,10 @@ def evaluate_published_runs_command(
         "docs/results/published_runs.json"
     ),
     readme: Annotated[
-        Path | None, typer.Option(help="Also rewrite this README's published-runs block")
+        Path | None,
+        typer.Option(
+            help="Also rewrite the published-runs block of this page (docs/results/published-runs.md)"
+        ),
     ] = None,
     report: Annotated[
         Path | None, typer.Option(help="Also write the HTML report section to this file")
@@ -224,10 +227,10 @@ def evaluate_published_runs_command(
     naming the file, row and field.
     """
     from scaledl.evaluation.published_runs import evaluate_published_runs
-    from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
     from scaledl.io.atomic import write_atomic
-    from scaledl.report.published_runs import published_runs_html
     from scaledl.report.blocks.markers import ReadmeBlockError, read_block, replace_block
+    from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
+    from scaledl.report.published_runs import published_runs_html
 
     try:
         refuse_overwrite({"--out": out, "--readme": readme, "--report": report}, {"CSV": csv})

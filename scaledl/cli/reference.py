@@ -103,12 +103,12 @@ def evaluate_layouts_command(
     processor, but another one's floating-point kernels move its MREs in the third digit and
     can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
     """
+    from scaledl.devices.local import local_cpu_name
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
     from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
     from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
-    from scaledl.devices.local import local_cpu_name
 
     try:
         sources = {"--data": data, "--repeat": repeat, "--across": across}

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import torch
 
+from scaledl.devices.local import local_device_name
 from scaledl.devices.specs import DeviceSpec, host_spec_path
 from scaledl.io.atomic import write_atomic
-from scaledl.devices.local import local_device_name
 
 
 def _best_seconds(fn, repeats: int) -> float:

@@ -81,10 +81,10 @@ from pydantic import ValidationError
 from scaledl.devices.specs import UnknownDeviceError, resolve_gpu_name
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import CHECKOUT_EXTERNAL_DIR, external_root
+from scaledl.profiles.schemas import ColumnSpec, TableSpec
 from scaledl.validation.config import ValidationConfig
 from scaledl.validation.gx_runner import GxRunner
 from scaledl.validation.quarantine import format_value
-from scaledl.profiles.schemas import ColumnSpec, TableSpec
 from scaledl.validation.suites import (
     INTEGRAL,
     integral_failures,

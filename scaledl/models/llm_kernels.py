@@ -78,20 +78,14 @@ from scipy.optimize import least_squares, nnls
 from scaledl.devices.specs import device_spec, resolve_gpu_name
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import external_root
+from scaledl.workloads.training_job import PEAK_PRECISION, PRECISION_BYTES
 
 #: Vidur's measured GPUs: profile folder -> the device table's name of that GPU (Vidur's A100
 #: runs are DGX A100 80 GB nodes, its H100 runs DGX H100 nodes).
 MEASURED_GPUS = {"a100": "NVIDIA A100-SXM4-80GB", "h100": "NVIDIA H100 80GB HBM3"}
-#: GEMM precisions: precision -> (device-table peak column, bytes per element).
-GEMM_PRECISIONS = {
-    "fp32": ("fp32", 4.0),
-    "fp16": ("fp16", 2.0),
-    "bf16": ("bf16", 2.0),
-    "fp8": ("fp8", 1.0),
-    "fp8_blockwise": ("fp8", 1.0),
-    "mxfp8": ("fp8", 1.0),
-    "nvfp4": ("fp4", 0.5),
-}
+#: GEMM precisions: precision -> (device-table peak column, bytes per element), from the job's
+#: one table of each (:data:`~scaledl.workloads.training_job.PEAK_PRECISION`, ``PRECISION_BYTES``).
+GEMM_PRECISIONS = {p: (PEAK_PRECISION[p], float(PRECISION_BYTES[p])) for p in PEAK_PRECISION}
 #: Backward / forward compute of flash attention (FlashAttention-2: 5 GEMMs against 2).
 ATTENTION_BACKWARD_FACTOR = 2.5
 #: The attention kernel whose published throughputs set the flash-attention efficiency.

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices import UnknownDeviceError, device_spec
+from scaledl.devices.local import normalise_device_name
 from scaledl.graph import trace_cache
 from scaledl.graph.features import check_traceable
 from scaledl.models.guard import check_domain, guard_columns, raise_if_outside
@@ -45,7 +46,6 @@ from scaledl.prediction.layouts import RECIPE_PREDICTOR
 from scaledl.prediction.predict import predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.layouts import find_layout_calibration
-from scaledl.devices.local import normalise_device_name
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload, WorkloadError, is_missing
 

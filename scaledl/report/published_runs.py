@@ -8,15 +8,19 @@ targets, decisions and the refused rows, from a
 from __future__ import annotations
 
 from scaledl.evaluation.published_runs import METHODS, PublishedRunsResult
+from scaledl.io.render import render
 from scaledl.report.blocks.published_runs import METHOD_NAMES, _comparisons, _taus
 from scaledl.report.formatting import pct, reached_text
-from scaledl.io.render import render
 
 TITLES = {
     "leave_one_source_out": "Leave one source out (MRE per held-out source)",
     "leave_one_generation_out": "Leave one GPU generation out",
     "largest_held_out": "Largest held out (models by parameters, jobs by GPU count)",
 }
+
+
+def _mfus(group) -> str:
+    return f"{pct(group.mfu['fixed_mfu'], 0)} / {pct(group.mfu['fixed_mfu_precision'], 0)}"
 
 
 def _signed(x: float | None) -> str:
@@ -27,10 +31,10 @@ def published_runs_html(result: PublishedRunsResult) -> str:
     """A self-contained HTML page of ``result``."""
     protocols = []
     for name, p in result.protocols.items():
-        header = ["held out", "rows (scored)", *(METHOD_NAMES[m] for m in METHODS), "MFU",
-                  "correction"]  # fmt: skip
+        header = ["held out", "rows (scored)", *(METHOD_NAMES[m] for m in METHODS),
+                  "MFU (bf16 / precision peak)", "correction"]  # fmt: skip
         rows = [[g_name, f"{g.answered} ({g.scored})", *(pct(g.mre[m]) for m in METHODS),
-                 pct(g.mfu, 0), g.correction] for g_name, g in p.groups.items()]  # fmt: skip
+                 _mfus(g), g.correction] for g_name, g in p.groups.items()]  # fmt: skip
         rows.append(["mean", "", *(pct(p.mean_mre[m]) for m in METHODS), "", ""])
         rows.append(["max", "", *(pct(p.max_mre[m]) for m in METHODS), "", ""])
         bias = [[g_name, *(_signed(g.median_log_ratio[m]) for m in METHODS)]

@@ -19,11 +19,11 @@ from scaledl.evaluation.published_runs import (
     protocol_folds,
     protocol_result,
 )
-from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
 from scaledl.external.published_runs import default_paths, read_published_runs
 from scaledl.models.step_correction import DEFAULT_CONFIG
-from scaledl.report.published_runs import published_runs_html
 from scaledl.report.blocks.markers import read_block
+from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
+from scaledl.report.published_runs import published_runs_html
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "docs" / "results" / "published_runs.json"
@@ -69,7 +69,9 @@ def test_protocol_result_means_over_groups_and_pairs_rows():
         measured = rows["measured_s"].to_numpy()[held]
         pred = {m: np.nan_to_num(measured, nan=1.0) * (1.1 if m == "scaledl" else 1.5)
                 for m in METHODS}  # fmt: skip
-        folds.append((name, held, pred, 0.4, "constant on 3 rows"))
+        folds.append(
+            (name, held, pred, {"fixed_mfu": 0.4, "fixed_mfu_precision": 0.3}, "constant on 3 rows")
+        )
     result = protocol_result(rows, folds)
     assert result.groups["b"].answered == 2 and result.groups["b"].scored == 1
     assert result.mean_mre["scaledl"] == pytest.approx(0.1)
@@ -117,7 +119,8 @@ def test_noise_floor_spreads_and_leave_one_out_error():
 def test_block_and_report_render_the_committed_result_into_the_readme():
     result = PublishedRunsResult.read(RESULT)
     block = published_runs_markdown(result)
-    assert read_block((ROOT / "README.md").read_text(), "README.md", BOUNDS) == block
+    page = ROOT / "docs" / "results" / "published-runs.md"
+    assert read_block(page.read_text(), str(page), BOUNDS) == block
     for source in result.protocols["leave_one_source_out"].groups:
         assert f"| {source} |" in block
     html = published_runs_html(result)
@@ -151,7 +154,8 @@ def test_the_committed_result_reproduces_within_tolerance():
         if scored.any():
             mre = np.mean(np.abs(pred["fixed_mfu"][scored] / measured[scored] - 1))
             assert mre == pytest.approx(loso.groups[name].mre["fixed_mfu"], abs=1e-6)
-        assert mfu == pytest.approx(loso.groups[name].mfu, rel=1e-6)
+        for method in ("fixed_mfu", "fixed_mfu_precision"):
+            assert mfu[method] == pytest.approx(loso.groups[name].mfu[method], rel=1e-6)
     smallest = min((g.scored, n) for n, g in loso.groups.items() if g.scored)[1]
     held = dict(protocol_folds(rows, "leave_one_source_out"))[smallest]
     pred, _, _ = predict_fold(rows, graphs, held, DEFAULT_CONFIG, corrections=("scaledl",))

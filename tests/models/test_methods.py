@@ -5,10 +5,10 @@ import pytest
 from sklearn.exceptions import NotFittedError
 from tiny_specs import gpt2_config, tiny
 
+from scaledl.devices.local import local_device_name
 from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
-from scaledl.devices.local import local_device_name
 
 pytestmark = pytest.mark.slow
 GNN = GNNTrainConfig(hidden_channels=16, heads=2, max_epochs=30, patience=10)

@@ -115,7 +115,9 @@ def test_a_clusters_own_network_bandwidth_replaces_the_tables():
     """A job's ``network_gbps`` (IBM's 400 Gb/s A100 cluster: 6.25 GB/s per GPU) sets the NICs."""
     table, slow = peak_network_model(H100), peak_network_model(H100, None, 6.25)
     n = 1e9
-    assert slow.collective_s("reduce_scatter", n, CommGroup(4, 1)) == pytest.approx(3 / 4 * n / 6.25e9)
+    assert slow.collective_s("reduce_scatter", n, CommGroup(4, 1)) == pytest.approx(
+        3 / 4 * n / 6.25e9
+    )
     # inside one NVLink domain the NICs play no part
     inside = CommGroup(8, 8)
     assert slow.collective_s("all_reduce", n, inside) == table.collective_s("all_reduce", n, inside)

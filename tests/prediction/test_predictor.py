@@ -3,11 +3,11 @@ import pandas as pd
 import pytest
 from tiny_specs import tiny_spec
 
+from scaledl.devices.local import local_device_name
 from scaledl.models.guard import OutOfDomainError
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.prediction.predictor import load_predictor
 from scaledl.registry import register_bundle
-from scaledl.devices.local import local_device_name
 from scaledl.workloads.spec import Workload, WorkloadError
 
 pytestmark = pytest.mark.slow

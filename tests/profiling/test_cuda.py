@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from scaledl.devices.local import local_backend, local_device_name
 from scaledl.profiling.launch import profile_workloads
 from scaledl.profiling.settings import ProfileSettings
 from scaledl.profiling.store import consolidate
-from scaledl.devices.local import local_backend, local_device_name
 from scaledl.workloads.spec import Workload
 
 pytestmark = [

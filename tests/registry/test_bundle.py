@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
+from scaledl.devices.local import local_device_name
 from scaledl.prediction.predictor import TRACE_CACHE_DIR, load_predictor
 from scaledl.registry import (
     BundleError,
@@ -18,7 +19,6 @@ from scaledl.registry import (
     save_bundle,
 )
 from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method, sha256_file
-from scaledl.devices.local import local_device_name
 
 pytestmark = pytest.mark.slow
 

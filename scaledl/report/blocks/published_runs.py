@@ -1,20 +1,28 @@
-"""The README's "LLM training at scale" block, rendered from ``docs/results/published_runs.json``.
+"""The "LLM training at scale" results block, rendered from ``docs/results/published_runs.json``.
 
-``scaledl evaluate published-runs --readme README.md`` writes both;
+``scaledl evaluate published-runs --readme docs/results/published-runs.md`` writes both;
 ``tests/evaluation/test_published_runs.py`` renders the committed result again and compares it
-with the README, so a figure typed into the block fails the suite. Pure functions of the result.
+with that page's block, so a figure typed into the block fails the suite. Pure functions of the result.
 """
 
 from __future__ import annotations
 
 from scaledl.evaluation.published_runs import METHODS, PublishedRunsResult
-from scaledl.report.formatting import pct, reached_text
 from scaledl.report.blocks.markers import markers
+from scaledl.report.formatting import pct, reached_text
 
-BOUNDS = markers("published-runs", "`scaledl evaluate published-runs --readme README.md`")
+BOUNDS = markers(
+    "published-runs", "`scaledl evaluate published-runs --readme docs/results/published-runs.md`"
+)
 #: Column names of the methods in the tables.
-METHOD_NAMES = {"fixed_mfu": "fixed MFU", "roofline": "roofline", "composed": "composed",
-                "scaledl": "ScaleDL", "scaledl_no_edges": "no edges"}  # fmt: skip
+METHOD_NAMES = {
+    "fixed_mfu": "fixed MFU (bf16 peak)",
+    "fixed_mfu_precision": "fixed MFU (precision peak)",
+    "roofline": "roofline",
+    "composed": "composed",
+    "scaledl": "ScaleDL",
+    "scaledl_no_edges": "no edges",
+}
 
 
 def _line(cells: list[str]) -> str:
@@ -24,13 +32,18 @@ def _line(cells: list[str]) -> str:
 def _protocol_table(result: PublishedRunsResult, protocol: str, label: str) -> list[str]:
     p = result.protocols[protocol]
     noise = result.noise_floor
-    header = [label, "rows (scored)", *(METHOD_NAMES[m] for m in METHODS), "MFU fitted"]
+    header = [
+        label,
+        "rows (scored)",
+        *(METHOD_NAMES[m] for m in METHODS),
+        "MFUs fitted (bf16 / precision peak)",
+    ]
     if protocol == "leave_one_source_out":
         header.append("re-publication noise")
     lines = [_line(header), _line(["---"] * len(header))]
     for name, g in p.groups.items():
-        cells = [name, f"{g.answered} ({g.scored})", *(pct(g.mre[m]) for m in METHODS),
-                 pct(g.mfu, 0)]  # fmt: skip
+        mfus = f"{pct(g.mfu['fixed_mfu'], 0)} / {pct(g.mfu['fixed_mfu_precision'], 0)}"
+        cells = [name, f"{g.answered} ({g.scored})", *(pct(g.mre[m]) for m in METHODS), mfus]
         if protocol == "leave_one_source_out":
             n = noise.get(name)
             cells.append("none" if n is None else f"{pct(n.loo_mre)} ({n.configs} configs)")
@@ -85,7 +98,8 @@ def published_runs_markdown(result: PublishedRunsResult) -> str:
     lines += [
         f"Paired on the same rows (leave one source out, 95% BCa interval, rows weighted by "
         f"1/rows of their source): {_comparisons(result, 'leave_one_source_out')}. ScaleDL's "
-        f"mean MRE is {result.ratio_to_fixed_mfu:.2f}x the fitted fixed-MFU rule's.",
+        f"mean MRE is {result.ratio_to_fixed_mfu:.2f}x the stronger fitted fixed-MFU rule's "
+        f"({METHOD_NAMES[result.ratio_baseline]}).",
         "",
         f"Layout ranking (Kendall tau-b of seconds per token, held out; mean over the "
         f"{len(result.ranking.groups)} groups of >= 3 configurations of one source, model and GPU "

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scaledl.cli import app
+from scaledl.devices.local import local_cpu_name
 from scaledl.models.data import ProfileDataError
 from scaledl.parallel.evaluate import (
     evaluate_headline,
@@ -18,7 +19,6 @@ from scaledl.parallel.evaluate import (
 )
 from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
 from scaledl.report.blocks.markers import read_block
-from scaledl.devices.local import local_cpu_name
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
