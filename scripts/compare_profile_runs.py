@@ -1,4 +1,4 @@
-"""Compare two profiling runs of one design (issue 53: the sharded and the single-step path).
+r"""Compare two profiling runs of one design (issue 53: the sharded and the single-step path).
 
 Reads each run's ``runs.parquet`` and ``workloads.parquet`` (a profiles directory) and writes a
 JSON report: the workload ids and (workload, repeat) parts of each, the parts the interference
@@ -62,7 +62,10 @@ def compare(a_dir: Path, b_dir: Path, names: list[str], wall_s: list[float] | No
                 "parts_disturbed": int(runs["interference"].astype(bool).sum()),
                 **_quietness(runs),
             }
-            for name, folder, runs, ids in ((names[0], a_dir, a, ids_a), (names[1], b_dir, b, ids_b))
+            for name, folder, runs, ids in (
+                (names[0], a_dir, a, ids_a),
+                (names[1], b_dir, b, ids_b),
+            )
         },
         "same_workload_ids": ids_a == ids_b,
         "same_parts": set(a.index) == set(b.index),
@@ -77,6 +80,7 @@ def compare(a_dir: Path, b_dir: Path, names: list[str], wall_s: list[float] | No
 
 
 def main() -> None:
+    """Command line: two profiles directories in, the JSON report out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)

@@ -212,9 +212,7 @@ def evaluate_published_runs_command(
     ),
     readme: Annotated[
         Path | None,
-        typer.Option(
-            help="Also rewrite the published-runs block of this page (docs/results/published-runs.md)"
-        ),
+        typer.Option(help="Also rewrite the published-runs block of this page (docs/results/...)"),
     ] = None,
     report: Annotated[
         Path | None, typer.Option(help="Also write the HTML report section to this file")

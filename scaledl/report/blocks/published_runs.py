@@ -2,7 +2,8 @@
 
 ``scaledl evaluate published-runs --readme docs/results/published-runs.md`` writes both;
 ``tests/evaluation/test_published_runs.py`` renders the committed result again and compares it
-with that page's block, so a figure typed into the block fails the suite. Pure functions of the result.
+with that page's block, so a figure typed into the block fails the suite. Pure functions of
+the result.
 """
 
 from __future__ import annotations
