@@ -6,7 +6,8 @@ dtype, as skops does when it loads one). The end-to-end tests craft the node arr
 ``layerwise.skops``, the GPU bundle's ``operators.skops`` and a layout calibration's
 ``layerwise.skops``; each file's manifest is made consistent again (checksum and size) so only
 the loader's own checks stand in the way, and ``scaledl predict`` runs in a subprocess under a
-timeout, so a regression (a hang, a SIGSEGV) fails the test instead of killing pytest. Before
+per-prediction timeout (one child runs all 12 and names the one it is in), so a regression (a
+hang, a SIGSEGV) fails that case's test instead of killing pytest. Before
 the checks, the self-loop hung past the timeout and the out-of-range child and feature ended in
 SIGSEGV. The timeout is 300 s, not a bound on speed: on a 2-core host loaded 7x over, the CLI
 took 70-80 s to start and refuse.
@@ -15,9 +16,12 @@ took 70-80 s to start and refuse.
 import io
 import json
 import os
+import queue
 import re
+import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -233,26 +237,96 @@ def relist(manifest_path: Path, file: Path) -> None:
     manifest_path.write_text(json.dumps(manifest))
 
 
-def scaledl(*args, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``scaledl ARGS`` in a subprocess: a hang or a crash fails the test, never pytest."""
+#: The child of :func:`scaledl_each`: reads ``[[key, args, stderr file], ...]`` as JSON from
+#: stdin and runs ``scaledl ARGS`` for each in turn, fd 2 sent to the job's file, printing
+#: ``start KEY`` before and ``end KEY CODE`` after (CODE: the exit status ``scaledl`` gives;
+#: an uncaught exception prints its traceback and gives 1, as the interpreter does).
+CHILD = """
+import json, os, sys, traceback
+from scaledl.cli import main
+for key, args, stderr in json.load(sys.stdin):
+    print("start", key, flush=True)
+    saved, file = os.dup(2), open(stderr, "w")
+    os.dup2(file.fileno(), 2)
+    sys.argv, code = ["scaledl", *args], 0
+    try:
+        main()
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+        if not isinstance(stop.code, int | None):
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    file.close()
+    print("end", key, code, flush=True)
+"""
+
+
+def scaledl_each(jobs: dict, directory: Path, timeout: float = 300) -> dict:
+    """``scaledl ARGS`` for each ``key: ARGS`` of ``jobs``, in as few subprocesses as may be.
+
+    One child imports ``scaledl`` once and runs every job (:data:`CHILD`); a job that hangs
+    past ``timeout`` seconds or crashes the child (a SIGSEGV) is recorded against that job
+    alone and a new child runs the jobs left, so a hang or a crash fails its test, never
+    pytest or the other jobs.
+
+    Returns:
+        ``key -> (exit status, stderr text)``; the status is None for a job that timed out
+        and the negated signal for one that killed the child.
+    """
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "scaledl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-    )
+    stderr = {key: directory / f"stderr-{i}.txt" for i, key in enumerate(jobs)}
+    results, left = {}, list(jobs)
+    while left:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=env, cwd=REPO,
+        )  # fmt: skip
+        lines = queue.Queue()
+        threading.Thread(target=_forward, args=(child.stdout, lines), daemon=True).start()
+        child.stdin.write(json.dumps([[k, list(map(str, jobs[k])), str(stderr[k])] for k in left]))
+        child.stdin.close()
+        for key in list(left):
+            try:
+                line = lines.get(timeout=timeout)
+                while line is not None and not line.startswith("end "):
+                    line = lines.get(timeout=timeout)
+            except queue.Empty:
+                child.kill()
+                child.wait()
+                results[key] = (None, f"timed out after {timeout} s")
+                left.remove(key)
+                break
+            if line is None:  # the child died inside this job
+                results[key] = (child.wait(), stderr[key].read_text())
+                left.remove(key)
+                break
+            assert line.split() == ["end", *key.split(), line.split()[-1]], line
+            results[key] = (int(line.split()[-1]), stderr[key].read_text())
+            left.remove(key)
+        else:
+            child.wait()
+    return results
 
 
-def assert_refused(result: subprocess.CompletedProcess, file: str, case: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
+def _forward(stream, lines: queue.Queue) -> None:
+    """Put each line of ``stream`` on ``lines``, then None at its end."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def assert_refused(result: tuple, file: str, case: str) -> None:
+    code, stderr = result
+    assert code == 2, (code, stderr[-2000:])
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert file in lines[0]
     assert re.search(CASES[case][1], lines[0]), lines[0]
@@ -262,37 +336,6 @@ def workloads_file(directory: Path, rows: list[dict]) -> Path:
     path = directory / "workloads.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
-def test_cpu_bundle_with_a_crafted_tree_is_refused(bundle, tmp_path, case):
-    craft(bundle / "layerwise.skops", case)
-    relist(bundle / "manifest.json", bundle / "layerwise.skops")
-    result = scaledl(
-        "predict", "--predictor", bundle, "--workloads",
-        workloads_file(tmp_path, [tiny_spec("bert")]),
-    )  # fmt: skip
-    assert_refused(result, "layerwise.skops", case)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
-def test_layout_calibration_with_a_crafted_tree_is_refused(
-    bundle, layout_calibration, tmp_path, case
-):
-    from scaledl_fixtures import save_beside
-
-    target = save_beside(layout_calibration, bundle)
-    craft(target / "layerwise.skops", case)
-    relist(target / "manifest.json", target / "layerwise.skops")
-    device = json.loads((bundle / "params.json").read_text())["training_devices"][0]
-    spec = tiny_spec("bert", world_size=2, dp_size=1, tp_size=2, num_layers=2, batch_size=4,
-                     device_name=device)  # fmt: skip
-    result = scaledl(
-        "predict", "--predictor", bundle, "--workloads", workloads_file(tmp_path, [spec])
-    )
-    assert_refused(result, str(target / "layerwise.skops"), case)
 
 
 @pytest.fixture(scope="module")
@@ -309,17 +352,52 @@ def kernel_bundle(tmp_path_factory):
     return path, data.workloads[data.ids[0]].to_record()
 
 
+#: bundle kind -> the file whose first splitting tree is crafted.
+KINDS = ("cpu", "gpu", "layout")
+
+
+@pytest.fixture(scope="module")
+def refusals(registry_root, layout_calibration, kernel_bundle, tmp_path_factory):
+    """``(kind, case) -> (file, (exit status, stderr))`` of ``scaledl predict`` on a crafted tree.
+
+    Every kind of bundle (:data:`KINDS`) gets each case of :data:`CASES` in its own copy, its
+    manifest made consistent again; all 12 predictions run by :func:`scaledl_each`.
+    """
+    from scaledl_fixtures import save_beside
+
+    root = tmp_path_factory.mktemp("crafted")
+    cpu = registry_root / "scaledl" / "v2"
+    gpu, gpu_row = kernel_bundle
+    calibrated = root / "calibrated"
+    shutil.copytree(cpu, calibrated)
+    calibration = save_beside(layout_calibration, calibrated).relative_to(calibrated)
+    device = json.loads((cpu / "params.json").read_text())["training_devices"][0]
+    layout_row = tiny_spec("bert", world_size=2, dp_size=1, tp_size=2, num_layers=2,
+                           batch_size=4, device_name=device)  # fmt: skip
+    sources = {  # kind -> (clean bundle, crafted file in it, workload row)
+        "cpu": (cpu, Path("layerwise.skops"), tiny_spec("bert")),
+        "gpu": (gpu, Path("operators.skops"), gpu_row),
+        "layout": (calibrated, calibration / "layerwise.skops", layout_row),
+    }
+    jobs, files = {}, {}
+    for kind, (source, file, row) in sources.items():
+        (root / kind).mkdir()
+        workloads = workloads_file(root / kind, [row])
+        for i, case in enumerate(CASES):
+            bundle = root / f"{kind}-{i}"
+            shutil.copytree(source, bundle)
+            craft(bundle / file, case)
+            relist(bundle / file.parent / "manifest.json", bundle / file)
+            key = f"{kind} {i}"
+            jobs[key] = ("predict", "--predictor", bundle, "--workloads", workloads)
+            files[kind, case] = (key, str(bundle / file) if kind == "layout" else file.name)
+    results = scaledl_each(jobs, root)
+    return {pair: (file, results[key]) for pair, (key, file) in files.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_gpu_bundle_with_a_crafted_tree_is_refused(kernel_bundle, tmp_path, case):
-    import shutil
-
-    source, row = kernel_bundle
-    bundle = tmp_path / "bundle"
-    shutil.copytree(source, bundle)
-    craft(bundle / "operators.skops", case)
-    relist(bundle / "manifest.json", bundle / "operators.skops")
-    result = scaledl(
-        "predict", "--predictor", bundle, "--workloads", workloads_file(tmp_path, [row])
-    )
-    assert_refused(result, "operators.skops", case)
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_bundle_kind_with_a_crafted_tree_is_refused(refusals, kind, case):
+    file, result = refusals[kind, case]
+    assert_refused(result, file, case)
