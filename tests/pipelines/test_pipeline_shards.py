@@ -97,9 +97,13 @@ def _run(*args, **kwargs) -> tuple[int, dict]:
 def test_shards_resume_alone_and_never_overlap(tmp_path):
     home, data = prepare_home(tmp_path / "home"), tmp_path / "data"
     preset = smoke_without_guard(tmp_path)
-    smaller = yaml.safe_load(preset.read_text())  # four workloads, one launch each: minutes
+    # Four workloads, one repeat, all on one rank: a shard's workloads share one launch (world
+    # sizes and repeats are launch groups, tested in tests/profiling/test_launch.py).
+    smaller = yaml.safe_load(preset.read_text())
     smaller["design"]["n_workloads"] = 4
     smaller["profiling"]["repeats"] = 1
+    for family in smaller["families"].values():
+        family["world_size"] = 1
     preset.write_text(yaml.safe_dump(smaller))
     assert _run(home, data, preset, "design")[0] == 0
     workloads = design_workloads(read_design(data / "design" / "design.parquet"))
