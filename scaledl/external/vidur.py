@@ -11,6 +11,7 @@ The alpha-beta model's evaluation on them is :mod:`scaledl.evaluation.vidur`.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from scaledl.io.safe import check_regular_file
 from scaledl.layout import vidur_network_root
 
 _TIME_PREFIX = "time_stats.all_reduce."
+_SEND_RECV = "time_stats.send_recv."
 _REQUIRED = (
     f"{_TIME_PREFIX}median",
     f"{_TIME_PREFIX}mean",
@@ -111,3 +113,51 @@ def load_vidur_allreduce(root: Path | str | None = None) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     keys = ["system", "world_size", "devices_per_node", "allreduce_bytes"]
     return df.sort_values(keys, kind="stable").reset_index(drop=True)[list(ALLREDUCE_COLUMNS)]
+
+
+@cache
+def load_vidur_send_recv(root: Path | None = None) -> pd.DataFrame:
+    """Every ``<system>/send_recv.csv`` under Vidur's ``network`` folder.
+
+    Returns:
+        Columns ``system``, ``bytes`` (sent by one rank), ``num_nodes`` (1: both GPUs in one
+        node, 2: two nodes), ``time_ms`` (median).
+
+    Raises:
+        FileNotFoundError: no ``*/send_recv.csv``.
+        ValueError: a bad file (names the file, row, column and value).
+    """
+    root = Path(root or vidur_network_root())
+    files = sorted(root.glob("*/send_recv.csv"))
+    if not files:
+        raise FileNotFoundError(f"no */send_recv.csv under {root}")
+    frames = []
+    for path in files:
+        try:
+            raw = pd.read_csv(check_regular_file(path))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read CSV ({exc})") from None
+        columns = (f"{_SEND_RECV}median", "size", "num_workers", "devices_per_node")
+        missing = [c for c in columns if c not in raw.columns]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}")
+        for col in columns:
+            values = pd.to_numeric(raw[col], errors="coerce")
+            bad = ~(np.isfinite(values) & (values > 0))
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise ValueError(
+                    f"{path}: row {row + 1}, column {col!r}: expected a finite number > 0, "
+                    f"got {raw[col].iloc[row]!r}"
+                )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "system": path.parent.name,
+                    "bytes": raw["size"].astype(float),
+                    "num_nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
+                    "time_ms": raw[f"{_SEND_RECV}median"].astype(float),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)

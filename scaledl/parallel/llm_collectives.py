@@ -53,7 +53,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from pathlib import Path
 from typing import Literal, Protocol, get_args
 
 import numpy as np
@@ -61,9 +60,7 @@ import pandas as pd
 from scipy.optimize import least_squares, nnls
 
 from scaledl.devices.specs import device_spec, resolve_gpu_name
-from scaledl.external.vidur import load_vidur_allreduce
-from scaledl.io.safe import check_regular_file
-from scaledl.layout import vidur_network_root
+from scaledl.external.vidur import load_vidur_allreduce, load_vidur_send_recv
 from scaledl.models.allreduce import AlphaBetaAllReduce, select_size_breakpoints
 from scaledl.models.llm_kernels import reference_gpu
 
@@ -75,7 +72,6 @@ DGX_SYSTEMS = {"a100": "a100_dgx", "h100": "h100_dgx"}
 SYSTEM_DEVICES = {"a100_dgx": "NVIDIA A100-SXM4-80GB", "h100_dgx": "NVIDIA H100 80GB HBM3"}
 #: The system whose two-node send/recv sets the NIC efficiency (module docstring).
 NETWORK_SYSTEM = "h100_dgx"
-_SEND_RECV = "time_stats.send_recv."
 
 
 @dataclass(frozen=True)
@@ -202,54 +198,6 @@ def fit_link(
     return LinkFit(*regimes[-1], small=small)
 
 
-@cache
-def load_vidur_send_recv(root: Path | None = None) -> pd.DataFrame:
-    """Every ``<system>/send_recv.csv`` under Vidur's ``network`` folder.
-
-    Returns:
-        Columns ``system``, ``bytes`` (sent by one rank), ``num_nodes`` (1: both GPUs in one
-        node, 2: two nodes), ``time_ms`` (median).
-
-    Raises:
-        FileNotFoundError: no ``*/send_recv.csv``.
-        ValueError: a bad file (names the file, row, column and value).
-    """
-    root = Path(root or vidur_network_root())
-    files = sorted(root.glob("*/send_recv.csv"))
-    if not files:
-        raise FileNotFoundError(f"no */send_recv.csv under {root}")
-    frames = []
-    for path in files:
-        try:
-            raw = pd.read_csv(check_regular_file(path))
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: cannot read CSV ({exc})") from None
-        columns = (f"{_SEND_RECV}median", "size", "num_workers", "devices_per_node")
-        missing = [c for c in columns if c not in raw.columns]
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {missing}")
-        for col in columns:
-            values = pd.to_numeric(raw[col], errors="coerce")
-            bad = ~(np.isfinite(values) & (values > 0))
-            if bad.any():
-                row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise ValueError(
-                    f"{path}: row {row + 1}, column {col!r}: expected a finite number > 0, "
-                    f"got {raw[col].iloc[row]!r}"
-                )
-        frames.append(
-            pd.DataFrame(
-                {
-                    "system": path.parent.name,
-                    "bytes": raw["size"].astype(float),
-                    "num_nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
-                    "time_ms": raw[f"{_SEND_RECV}median"].astype(float),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
-
-
 def _bandwidths(device: str) -> tuple[float, float]:
     """``(nvlink, network)`` datasheet bandwidths of a device in bytes/s (NaN: unknown)."""
     spec = device_spec(device)
@@ -266,7 +214,7 @@ def fit_nvlink(allreduce: pd.DataFrame, send_recv: pd.DataFrame, system: str) ->
 
     Args:
         allreduce: :func:`scaledl.external.vidur.load_vidur_allreduce` rows.
-        send_recv: :func:`load_vidur_send_recv` rows.
+        send_recv: :func:`~scaledl.external.vidur.load_vidur_send_recv` rows.
         system: ``a100_dgx`` or ``h100_dgx``.
 
     Returns:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from scaledl.external.vidur import load_vidur_allreduce
+from scaledl.external.vidur import load_vidur_allreduce, load_vidur_send_recv
 
 ROOT = Path(__file__).resolve().parents[2] / "external" / "vidur" / "network"
 SYSTEMS = {"a100_dgx", "a100_pairwise_nvlink", "h100_dgx", "h100_pairwise_nvlink"}
@@ -45,3 +45,17 @@ def test_a_non_finite_time_names_file_column_row_and_value(tmp_path, column, val
     bad.write_text("\n".join([source[0], ",".join(row)]) + "\n")
     with pytest.raises(ValueError, match=rf"all_reduce.csv: column '{column}', row 0: .*{value}"):
         load_vidur_allreduce(tmp_path)
+
+
+def test_bad_send_recv_file_names_file_row_and_column(tmp_path):
+    folder = tmp_path / "x_dgx"
+    folder.mkdir()
+    (folder / "send_recv.csv").write_text(
+        "time_stats.send_recv.median,size,num_workers,devices_per_node\n"
+        "0.01,2048,2,2\n"
+        "-1,4096,2,2\n"
+    )
+    with pytest.raises(ValueError, match=r"send_recv\.csv: row 2, column 'time_stats"):
+        load_vidur_send_recv(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_vidur_send_recv(tmp_path / "missing")

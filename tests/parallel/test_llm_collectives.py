@@ -6,7 +6,6 @@ from scaledl.parallel.llm_collectives import (
     OPS,
     CommGroup,
     evaluate_network_model,
-    load_vidur_send_recv,
     network_model,
     peak_network_model,
 )
@@ -95,20 +94,6 @@ def test_groups_that_straddle_domains_count_whole_domains():
     assert peak.collective_s("all_reduce", 1e9, CommGroup(12, 8)) == pytest.approx(
         2 * 11 / 12 * 1e9 / 400e9
     )
-
-
-def test_bad_send_recv_file_names_file_row_and_column(tmp_path):
-    folder = tmp_path / "x_dgx"
-    folder.mkdir()
-    (folder / "send_recv.csv").write_text(
-        "time_stats.send_recv.median,size,num_workers,devices_per_node\n"
-        "0.01,2048,2,2\n"
-        "-1,4096,2,2\n"
-    )
-    with pytest.raises(ValueError, match=r"send_recv\.csv: row 2, column 'time_stats"):
-        load_vidur_send_recv(tmp_path)
-    with pytest.raises(FileNotFoundError):
-        load_vidur_send_recv(tmp_path / "missing")
 
 
 def test_a_clusters_own_network_bandwidth_replaces_the_tables():
