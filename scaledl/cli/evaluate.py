@@ -221,7 +221,8 @@ def evaluate_published_runs_command(
     """Predict published LLM training step times, held out by source, GPU generation and size.
 
     Fixed-MFU, roofline, composed, ScaleDL and its no-edges ablation on the same held-out rows
-    (:mod:`scaledl.evaluation.published_runs`). Progress goes to stderr. Bad input exits 2
+    (:mod:`scaledl.evaluation.published_runs`), also with a few rows of the held-out source
+    known (``few_shot_source``). Progress goes to stderr. Bad input exits 2
     naming the file, row and field.
     """
     from scaledl.evaluation.published_runs import evaluate_published_runs

@@ -30,6 +30,8 @@ measured step outside the held-out set): ``leave_one_source_out`` (one fold per 
 headline), ``leave_one_generation_out`` (volta, ampere, hopper, blackwell) and
 ``largest_held_out`` (two folds: the rows whose model has at least the 80th percentile of the
 scored rows' parameter counts, and those with at least the 80th percentile of their GPU counts).
+``few_shot_source`` gives every method ``k`` rows of the held-out source on top of the
+leave-one-source-out fold (:mod:`scaledl.evaluation.published_runs_few_shot`).
 
 **Scores.** A row is answered when both compositions return a step; rows with no measured step
 are predicted and counted as answered but not scored. MRE per held-out group and its unweighted
@@ -61,6 +63,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy.stats import kendalltau
 
 from scaledl.devices.specs import UnknownDeviceError, device_spec
+from scaledl.evaluation.published_runs_few_shot import FewShotResult, few_shot_source
 from scaledl.external.published_runs import default_paths, read_published_runs
 from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import read_json
@@ -253,6 +256,7 @@ class PublishedRunsResult(_Model):
             source out).
         ratio_baseline: that rule (``fixed_mfu`` or ``fixed_mfu_precision``).
         ranking: Kendall's tau of layouts.
+        few_shot: the ``few_shot_source`` protocol (a few rows of the held-out source known).
         noise_floor: source -> re-publications' spread (sources with any).
         targets: the issue's targets, met or not.
         rows: every answered row.
@@ -267,6 +271,7 @@ class PublishedRunsResult(_Model):
     ratio_to_fixed_mfu: float
     ratio_baseline: str
     ranking: Ranking
+    few_shot: FewShotResult
     noise_floor: dict[str, NoiseSource]
     targets: list[Target]
     rows: list[RowPrediction]
@@ -449,6 +454,39 @@ def _source_weights(sources: pd.Series) -> np.ndarray:
     return (1.0 / counts).to_numpy(dtype=float)
 
 
+#: Fixed-MFU rule -> the column of its ideal step (MFU 1) in :func:`compose_rows`' frame.
+FIXED_MFU_COLUMNS = {"fixed_mfu": "ideal_s", "fixed_mfu_precision": "ideal_precision_s"}
+
+
+def pooled_fixed_mfu(rows: pd.DataFrame) -> Callable[[str, np.ndarray], dict[str, np.ndarray]]:
+    """The fixed-MFU rules fitted on the other sources' scored rows plus known rows of one.
+
+    Args:
+        rows: the answered rows (:func:`compose_rows`).
+
+    Returns:
+        ``pooled(source, known)``: ``fixed_mfu_pooled`` and ``fixed_mfu_precision_pooled`` ->
+        seconds of every row, each MFU fitted by :func:`fit_mfu` on the scored rows outside
+        ``source`` plus the positions ``known`` (of ``source``), every source weighted equally
+        (the known rows as one source).
+    """
+    scored = rows["measured_s"].notna().to_numpy()
+    source = rows["source"].to_numpy()
+
+    def pooled(held_out: str, known: np.ndarray) -> dict[str, np.ndarray]:
+        train = scored & (source != held_out)
+        train[known] = True
+        fit_rows = rows[train]
+        weights = _source_weights(fit_rows["source"])
+        out = {}
+        for method, column in FIXED_MFU_COLUMNS.items():
+            implied = fit_rows[column].to_numpy() / fit_rows["measured_s"].to_numpy()
+            out[f"{method}_pooled"] = rows[column].to_numpy() / fit_mfu(implied, weights)
+        return out
+
+    return pooled
+
+
 def predict_fold(
     rows: pd.DataFrame,
     graphs: Sequence[CorrectionGraph],
@@ -479,7 +517,7 @@ def predict_fold(
     weights = _source_weights(fit_rows["source"])
     test = np.flatnonzero(held_out)
     mfu, out = {}, {}
-    for method, column in (("fixed_mfu", "ideal_s"), ("fixed_mfu_precision", "ideal_precision_s")):
+    for method, column in FIXED_MFU_COLUMNS.items():
         implied = fit_rows[column].to_numpy() / fit_rows["measured_s"].to_numpy()
         mfu[method] = fit_mfu(implied, weights)
         out[method] = rows[column].to_numpy()[test] / mfu[method]
@@ -775,6 +813,12 @@ def evaluate_published_runs(
     baseline = stronger_fixed_mfu(loso)
     ratio = loso.mean_mre["scaledl"] / loso.mean_mre[baseline]
     ranking = layout_ranking(rows, loso_pred)
+    start = time.perf_counter()
+    base = {m: rows[c].to_numpy() for m, c in FIXED_MFU_COLUMNS.items()}
+    base |= {m: loso_pred[m] for m in ("roofline", "composed", "scaledl", "scaledl_no_edges")}
+    few_shot = few_shot_source(rows, base, pooled_fixed_mfu(rows))
+    runtime["few_shot_source"] = time.perf_counter() - start
+    say(f"few_shot_source: {runtime['few_shot_source']:.1f} s")
     runtime["total"] = time.perf_counter() - clock
     row_models = [
         RowPrediction(
@@ -794,6 +838,7 @@ def evaluate_published_runs(
         ratio_to_fixed_mfu=ratio,
         ratio_baseline=baseline,
         ranking=ranking,
+        few_shot=few_shot,
         noise_floor=noise_floor(published.runs),
         targets=targets(coverage, loso, ratio, ranking),
         rows=row_models,

@@ -9,6 +9,7 @@ the result.
 from __future__ import annotations
 
 from scaledl.evaluation.published_runs import METHODS, PublishedRunsResult
+from scaledl.evaluation.published_runs_few_shot import FEW_SHOT_METHODS, FewShotK
 from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct, reached_text
 
@@ -23,6 +24,11 @@ METHOD_NAMES = {
     "composed": "composed",
     "scaledl": "ScaleDL",
     "scaledl_no_edges": "no edges",
+}
+#: Column names of the few-shot protocol's methods (adds the pooled fixed-MFU rules).
+FEW_SHOT_NAMES = METHOD_NAMES | {
+    "fixed_mfu_pooled": "fixed MFU pooled (bf16 peak)",
+    "fixed_mfu_precision_pooled": "fixed MFU pooled (precision peak)",
 }
 
 
@@ -70,6 +76,56 @@ def _comparisons(result: PublishedRunsResult, protocol: str) -> str:
     return "; ".join(parts)
 
 
+def _versus(k_result: FewShotK, method: str) -> str:
+    """``ratio x; difference [interval] (verdict)`` of ``method`` against the baseline."""
+    c = next(
+        c for c in k_result.comparisons
+        if c.method_a == method and c.method_b == k_result.baseline
+    )  # fmt: skip
+    ratio = k_result.ratio[method]
+    return (
+        f"{'n/a' if ratio is None else f'{ratio:.2f}x'}; {100 * c.mre_difference:+.1f} points "
+        f"[{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}] ({c.verdict})"
+    )
+
+
+def few_shot_table(result: PublishedRunsResult) -> tuple[list[str], list[list[str]]]:
+    """The few-shot protocol's ``k`` x method mean MRE with the ratios to the strongest rule.
+
+    Returns:
+        ``(header, rows)``: one row per ``k``.
+    """
+    header = ["k", *(FEW_SHOT_NAMES[m] for m in FEW_SHOT_METHODS), "strongest fixed-MFU rule",
+              "ScaleDL vs it", "composed vs it", "ScaleDL - composed"]  # fmt: skip
+    rows = []
+    for r in result.few_shot.results:
+        vs = next(c for c in r.comparisons if (c.method_a, c.method_b) == ("scaledl", "composed"))
+        rows.append([
+            str(r.k), *(pct(r.mean_mre[m]) for m in FEW_SHOT_METHODS), FEW_SHOT_NAMES[r.baseline],
+            _versus(r, "scaledl"), _versus(r, "composed"),
+            f"{100 * vs.mre_difference:+.1f} points [{100 * vs.ci_low:+.1f}, "
+            f"{100 * vs.ci_high:+.1f}] ({vs.verdict})",
+        ])  # fmt: skip
+    return header, rows
+
+
+def few_shot_text(result: PublishedRunsResult) -> str:
+    """The sentence that introduces the few-shot table."""
+    f = result.few_shot
+    ks = ", ".join(str(r.k) for r in f.results)
+    return (
+        f"With a few runs of the held-out stack (`few_shot_source`): for every held-out source, "
+        f"k = {ks} of its scored rows known ({f.draws} seeded draws per k), scored on its other "
+        "rows only; every method times one factor per source, the geometric mean of measured / "
+        "predicted on the k rows (the fixed-MFU rules: their MFU), ScaleDL's correction that of "
+        "the leave-one-source-out fold; pooled: the fixed-MFU rule fitted on the other sources "
+        "plus the k rows. Mean over sources of the mean over draws; paired on the same rows of "
+        "the same draws (95% BCa interval, rows weighted so the MREs are these means) against "
+        "the strongest of the four fixed-MFU rules at that k. One factor per source leaves the "
+        "ranking of layouts within a source unchanged: the layout ranking below holds for it."
+    )
+
+
 def published_runs_markdown(result: PublishedRunsResult) -> str:
     """The block's Markdown (without markers).
 
@@ -101,6 +157,12 @@ def published_runs_markdown(result: PublishedRunsResult) -> str:
         f"1/rows of their source): {_comparisons(result, 'leave_one_source_out')}. ScaleDL's "
         f"mean MRE is {result.ratio_to_fixed_mfu:.2f}x the stronger fitted fixed-MFU rule's "
         f"({METHOD_NAMES[result.ratio_baseline]}).",
+        "",
+        few_shot_text(result),
+        "",
+        _line(few_shot_table(result)[0]),
+        _line(["---"] * len(few_shot_table(result)[0])),
+        *(_line(row) for row in few_shot_table(result)[1]),
         "",
         f"Layout ranking (Kendall tau-b of seconds per token, held out; mean over the "
         f"{len(result.ranking.groups)} groups of >= 3 configurations of one source, model and GPU "
