@@ -7,12 +7,15 @@ import pandas as pd
 import pytest
 
 from scaledl.evaluation.published_runs import (
+    FIXED_MFU_COLUMNS,
     METHODS,
     PublishedRunsResult,
+    compose_rows,
     layout_ranking,
     pooled_fixed_mfu,
 )
 from scaledl.evaluation.published_runs_few_shot import (
+    FEW_SHOT_KS,
     FEW_SHOT_METHODS,
     POOLED_METHODS,
     SCALED_METHODS,
@@ -20,6 +23,7 @@ from scaledl.evaluation.published_runs_few_shot import (
     few_shot_source,
     source_scale,
 )
+from scaledl.external.published_runs import default_paths, read_published_runs
 
 RESULT = Path(__file__).resolve().parents[2] / "docs" / "results" / "published_runs.json"
 
@@ -180,12 +184,26 @@ def test_a_per_source_scale_leaves_the_layout_ranking_unchanged():
     assert len(before.groups) == 2 and before == after
 
 
-def test_the_committed_result_has_the_few_shot_protocol_on_every_source():
+def test_the_committed_few_shot_result_reproduces_from_the_committed_predictions():
+    """Every source scored at every k, and the figures recomputed from the committed
+    leave-one-source-out predictions (the compositions give the ideal steps; seconds)."""
     result = PublishedRunsResult.read(RESULT)
     few = result.few_shot
-    assert few.protocol == "few_shot_source" and [r.k for r in few.results] == [1, 3, 5]
+    assert few.protocol == "few_shot_source" and [r.k for r in few.results] == list(FEW_SHOT_KS)
     loso = result.protocols["leave_one_source_out"]
     for k_result in few.results:
         assert set(k_result.sources) == {g for g, v in loso.groups.items() if v.scored}
         for name, source in k_result.sources.items():
             assert source.scored == loso.groups[name].scored
+    rows, _, _ = compose_rows(read_published_runs(default_paths()).runs)
+    committed = {(r.source, r.row): r.predicted_s for r in result.rows}
+    base = {m: rows[c].to_numpy() for m, c in FIXED_MFU_COLUMNS.items()}
+    keys = list(zip(rows["source"], rows["row"], strict=True))
+    for m in ("roofline", "composed", "scaledl", "scaledl_no_edges"):
+        base[m] = np.array([committed[key][m] for key in keys])
+    again = few_shot_source(rows, base, pooled_fixed_mfu(rows), draws=few.draws, seed=few.seed)
+    for mine, theirs in zip(again.results, few.results, strict=True):
+        assert mine.baseline == theirs.baseline
+        assert mine.mean_mre == pytest.approx(theirs.mean_mre, rel=1e-6)
+        for c_mine, c_theirs in zip(mine.comparisons, theirs.comparisons, strict=True):
+            assert c_mine.ci_low == pytest.approx(c_theirs.ci_low, rel=1e-6)

@@ -27,8 +27,10 @@ METHOD_NAMES = {
 }
 #: Column names of the few-shot protocol's methods (adds the pooled fixed-MFU rules).
 FEW_SHOT_NAMES = METHOD_NAMES | {
-    "fixed_mfu_pooled": "fixed MFU pooled (bf16 peak)",
-    "fixed_mfu_precision_pooled": "fixed MFU pooled (precision peak)",
+    "fixed_mfu": "fixed MFU on the k rows (bf16 peak)",
+    "fixed_mfu_precision": "fixed MFU on the k rows (precision peak)",
+    "fixed_mfu_pooled": "fixed MFU on others + k rows (bf16 peak)",
+    "fixed_mfu_precision_pooled": "fixed MFU on others + k rows (precision peak)",
 }
 
 
@@ -116,13 +118,14 @@ def few_shot_text(result: PublishedRunsResult) -> str:
     return (
         f"With a few runs of the held-out stack (`few_shot_source`): for every held-out source, "
         f"k = {ks} of its scored rows known ({f.draws} seeded draws per k), scored on its other "
-        "rows only; every method times one factor per source, the geometric mean of measured / "
-        "predicted on the k rows (the fixed-MFU rules: their MFU), ScaleDL's correction that of "
-        "the leave-one-source-out fold; pooled: the fixed-MFU rule fitted on the other sources "
-        "plus the k rows. Mean over sources of the mean over draws; paired on the same rows of "
-        "the same draws (95% BCa interval, rows weighted so the MREs are these means) against "
-        "the strongest of the four fixed-MFU rules at that k. One factor per source leaves the "
-        "ranking of layouts within a source unchanged: the layout ranking below holds for it."
+        "rows only; roofline, composed and ScaleDL (its correction that of the "
+        "leave-one-source-out fold) times one factor per source, the geometric mean of measured / "
+        "predicted on the k rows; the fixed-MFU rules with their MFU fitted on the k rows the "
+        "same way, or on the other sources plus the k rows. Mean over sources of the mean over "
+        "draws; paired on the same rows of the same draws (95% BCa interval, rows weighted so "
+        "the MREs are these means) against the strongest of the four fixed-MFU rules at that k. "
+        "One factor per source leaves the ranking of layouts within a source unchanged: the "
+        "layout ranking below holds for it."
     )
 
 
