@@ -25,9 +25,21 @@ The groups are handed out longest first (:func:`pytest_collection_modifyitems`, 
 single end-to-end test out last, so the phase waited on it alone).
 """
 
+import os
+
 import pytest
 
+from scaledl.profiling.shards import SHARDS_ENV
+
 pytest_plugins = ["scaledl_fixtures"]
+
+#: Shards of the pipeline's definitions in this session (``make run`` keeps the default 4): the
+#: in-process pipeline tests import the definitions once per worker, and every shard of theirs
+#: is torchrun launches (two repeats times two world sizes each), so two shards halve the
+#: end-to-end test's profiling. Shard assignment for any count is tested in
+#: ``tests/profiling/test_shards.py``; tests that need another count set it for their children.
+SUITE_SHARDS = "2"
+os.environ.setdefault(SHARDS_ENV, SUITE_SHARDS)
 
 #: Session fixtures that one real profile backs: their tests share one xdist worker.
 SHARED_PROFILE_FIXTURES = frozenset({"profiled", "registry_root"})

@@ -33,3 +33,14 @@ def test_the_collection_is_in_run_order(request):
     slow = {conftest.xdist_group_of(i) for i in items if i.get_closest_marker("slow")}
     orders = [conftest.run_order_of(i, slow) for i in items]
     assert orders == sorted(orders)
+
+
+def test_the_pipeline_definitions_have_the_suites_shard_count():
+    """The in-process pipeline tests profile the suite's shards (conftest), not make run's four."""
+    import os
+
+    from pipelines.defs.assets.profiling import N_SHARDS, shard_partitions
+    from scaledl.profiling.shards import SHARDS_ENV
+
+    assert N_SHARDS == int(os.environ[SHARDS_ENV])
+    assert len(shard_partitions.get_partition_keys()) == N_SHARDS
