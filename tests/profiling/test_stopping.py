@@ -1,7 +1,16 @@
 import numpy as np
 import pytest
+from scipy.stats import trim_mean
+from scipy.stats.mstats import trimmed_mean_ci
 
-from scaledl.profiling.stopping import MIN_VALUES, StopRule, label_halfwidth, label_statistic
+from scaledl.profiling.stopping import (
+    MIN_VALUES,
+    TRIM,
+    StopRule,
+    label_halfwidth,
+    label_statistic,
+    trimmed_mean_interval,
+)
 
 
 def test_halfwidth_shrinks_like_one_over_sqrt_n():
@@ -53,3 +62,16 @@ def test_stop_rule_rejects_bad_settings():
         StopRule(min_steps=20, max_steps=10)
     with pytest.raises(ValueError, match="budget_s"):
         StopRule(budget_s=0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 6, 19, 20, 21, 40, 57, 400])
+def test_label_and_interval_are_scipys_arithmetic(n):
+    """The label is scipy's trim_mean bit for bit; the interval its trimmed_mean_ci (1e-12)."""
+    rng = np.random.default_rng(n)
+    for values in (rng.lognormal(1.0, 0.3, n), np.round(rng.normal(5.0, 1.0, n), 1)):
+        assert label_statistic(values) == float(trim_mean(values, TRIM))
+        if n >= 2:
+            want = trimmed_mean_ci(values, limits=(TRIM, TRIM), alpha=0.05)
+            np.testing.assert_allclose(trimmed_mean_interval(values), want, rtol=1e-12)
+            wide = trimmed_mean_ci(values, limits=(TRIM, TRIM), alpha=0.2)
+            np.testing.assert_allclose(trimmed_mean_interval(values, 0.8), wide, rtol=1e-12)
