@@ -9,7 +9,7 @@ runs only in a session that requests it.
 
 ``make test`` runs the suite in three phases: every test marked neither ``timed`` nor
 ``serial`` on all cores with pytest-xdist (``-n auto --dist loadgroup``); then the ``timed``
-tests two at a time (``-n 2 --dist loadfile``); then the ``serial`` tests alone. A test is
+tests two at a time (``-n 2 --dist load``: test by test, as none shares a fixture); then the ``serial`` tests alone. A test is
 marked ``timed`` when it bounds the seconds a stop takes (a stop signal, ``kill -9``, the UI's
 shutdown): measured two at a time (one run), those stops took 2-3.5 s against bounds of 10-30 s;
 the parallel phase's load could stretch them past a bound. A test is marked ``serial`` when what
