@@ -9,12 +9,12 @@ runs only in a session that requests it.
 
 ``make test`` runs the suite in three phases: every test marked neither ``timed`` nor
 ``serial`` on all cores with pytest-xdist (``-n auto --dist loadgroup``); then the ``timed``
-tests two at a time (``-n 2 --dist load``: test by test, as none shares a fixture); then the ``serial`` tests alone. A test is
-marked ``timed`` when it bounds the seconds a stop takes (a stop signal, ``kill -9``, the UI's
-shutdown): measured two at a time (one run), those stops took 2-3.5 s against bounds of 10-30 s;
-the parallel phase's load could stretch them past a bound. A test is marked ``serial`` when what
-it asserts needs the host otherwise idle: the interference guard's foreign-load meter counts
-every other process.
+tests two at a time (``-n 2 --dist load``: test by test, as none shares a fixture); then the
+``serial`` tests alone. A test is marked ``timed`` when it bounds the seconds a stop takes (a
+stop signal, ``kill -9``, the UI's shutdown): measured two at a time (one run), those stops took
+2-3.5 s against bounds of 10-30 s; the parallel phase's load could stretch them past a bound.
+A test is marked ``serial`` when what it asserts needs the host otherwise idle: the interference
+guard's foreign-load meter counts every other process.
 
 In the parallel phase each test module goes to one worker whole (its module fixtures are built
 once), and every test using the shared profile goes to one worker (the profile is measured
