@@ -52,26 +52,40 @@ ARCHITECTURES: dict[str, tuple[str, str, dict]] = {
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {"num_key_value_heads": 2, "head_dim": 64}),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", {"num_key_value_heads": 4}),
 }
-#: Size fields every architecture takes, under each config class's own names.
-SIZE = {"hidden": 256, "layers": 4, "heads": 4, "ffn": 1024, "vocab": 8192, "positions": 512}
+#: Size fields every architecture takes, under each config class's own names: ``issue`` is the
+#: ALBERT case's size (3-9x the quick preset's largest training workload in FLOPs per iteration
+#: at sequence 128), ``in-range`` one whose workloads at sequence 64 fall inside that range, so
+#: that an unseen architecture is not also an extrapolation in size (docs/layer_typing.md).
+SIZES = {
+    "issue": {"hidden": 256, "layers": 4, "heads": 4, "ffn": 1024, "vocab": 8192, "positions": 512},
+    "in-range": {"hidden": 128, "layers": 2, "heads": 4, "ffn": 512, "vocab": 8192,
+                 "positions": 512},
+}  # fmt: skip
+SIZE = SIZES["issue"]
 
 
-def write_config(name: str, directory: Path) -> Path:
+def write_config(name: str, directory: Path, size: dict | None = None) -> Path:
     """Write the tiny config of architecture ``name`` to ``directory/<name>.json``.
+
+    Args:
+        name: a key of :data:`ARCHITECTURES`.
+        directory: where to write.
+        size: a value of :data:`SIZES` (default ``issue``).
 
     Returns:
         The path written.
     """
+    size = size or SIZE
     class_name, model_class, extra = ARCHITECTURES[name]
     config_class = getattr(transformers, class_name)
     names = config_class.attribute_map  # e.g. GPT-J's n_embd is its hidden_size
     fields = {
-        "hidden_size": SIZE["hidden"],
-        "num_hidden_layers": SIZE["layers"],
-        "num_attention_heads": SIZE["heads"],
-        "intermediate_size": SIZE["ffn"],  # those without it (GPT-J, BLOOM, Falcon) use 4x
-        "max_position_embeddings": SIZE["positions"],
-        "vocab_size": SIZE["vocab"],
+        "hidden_size": size["hidden"],
+        "num_hidden_layers": size["layers"],
+        "num_attention_heads": size["heads"],
+        "intermediate_size": size["ffn"],  # those without it (GPT-J, BLOOM, Falcon) use 4x
+        "max_position_embeddings": size["positions"],
+        "vocab_size": size["vocab"],
     }
     kwargs = {names.get(k, k): v for k, v in fields.items()}
     # given to the constructor: some configs derive fields from these (per-layer lists)
@@ -82,12 +96,16 @@ def write_config(name: str, directory: Path) -> Path:
 
 
 def write_workloads(
-    names: list[str], config_dir: Path, batch_sizes: list[int], seq_len: int
+    names: list[str],
+    config_dir: Path,
+    batch_sizes: list[int],
+    seq_len: int,
+    size: dict | None = None,
 ) -> Path:
     """The workloads CSV: each architecture at each batch size, one rank, training."""
     config_dir.mkdir(parents=True, exist_ok=True)
     rows = [
-        {"family": "hf", "config_path": str(write_config(n, config_dir)), "seq_len": seq_len,
+        {"family": "hf", "config_path": str(write_config(n, config_dir, size)), "seq_len": seq_len,
          "batch_size": b, "architecture": n}
         for n in names for b in batch_sizes
     ]  # fmt: skip
@@ -133,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated architectures (default all)")
     parser.add_argument("--batch-sizes", default="4,8")
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--size", choices=sorted(SIZES), default="issue", help="model size")
     parser.add_argument("--preset", default="quick")
     parser.add_argument(
         "--skip-profile", action="store_true", help="use the profiles already in --profiles"
@@ -144,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--only: unknown architecture(s) {unknown}; known: {list(ARCHITECTURES)}")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    workloads_csv = write_workloads(names, args.configs, batch_sizes, args.seq_len)
+    workloads_csv = write_workloads(
+        names, args.configs, batch_sizes, args.seq_len, SIZES[args.size]
+    )
     if not args.skip_profile:
         command = [
             *(sys.executable, "-m", "scaledl.cli", "profile"),
