@@ -159,9 +159,8 @@ def collectives_inside(nodes: pd.DataFrame, w: Workload) -> np.ndarray:
     optimizer steps DTensor parameters under both; under DDP and ZeRO-1 with ``dp > 1``
     the first layer's backward holds the reducer's wait for the last gradient buckets
     (:func:`_ends_the_backward`), and ZeRO-1's step (``ZeroRedundancyOptimizer.step``) its
-    partition broadcasts (the micro-benchmarked broadcasts taken out, its samples still
-    took 4.4-4.7 ms for the tensors a pipeline stage stepped in 2.9-3.2 ms on the profile of
-    2026-12-03 15:22 UTC, ``datasets/layouts-cpu/history/1522``). The composition adds those
+    partition broadcasts (the micro-benchmarked broadcasts taken out, its samples still took
+    about 1.5x a pipeline stage's step of the same tensors). The composition adds those
     collectives itself, so these times are not the compute it predicts layer by layer.
 
     Args:
