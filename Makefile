@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 export DISABLE_MKDOCS_2_WARNING := true
 
-.PHONY: setup run test ui bench lint docs clean-data
+.PHONY: setup run test ui bench lint docs clean-data layout-history
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -94,3 +94,13 @@ docs: setup
 lint: setup
 	$(VENV)/bin/ruff check scaledl pipelines tests benchmarks scripts
 	$(VENV)/bin/lint-imports
+
+# The CPU layout profiles that judged intermediate steps of the layout recipe (2026-12-03/04,
+# datasets/layouts-cpu/history/README.md) left the working tree in issue 52; this copies them
+# from the last commit that held them into the DVC-tracked data folder, which data.dvc versions
+# at the pipeline's next `dvc add data`. Needs the git history (not a shallow clone).
+LAYOUT_HISTORY_COMMIT := 65e612e33c57f9014006132de0cafb390563e0a3
+layout-history:
+	@dest="$${SCALEDL_DATA_DIR:-data}/layouts-cpu-history"; mkdir -p "$$dest" && \
+	git archive $(LAYOUT_HISTORY_COMMIT) datasets/layouts-cpu/history \
+		| tar -x --strip-components=3 -C "$$dest" && echo "$$dest: $$(ls "$$dest" | wc -l) entries"

@@ -24,7 +24,6 @@ product's meta-device tracer and the methods are the product's classes. Protocol
 Methods: ``scaledl`` (:class:`~scaledl.models.kernel.KernelGraphMethod`: operator models,
 kernel-aware layer-wise models, GNN correction or, with fewer than ``min_gnn_architectures``
 training architectures, the ridge fallback: every fold here, the data has four models),
-``scaledl_v1`` (the recipe before issue 25b, a baseline column: :data:`V1_PARAMS`),
 ``additive`` (the same layer-wise sum, no correction) and ``analytical`` (FLOPs of one
 iteration / (the device's peak FP32 FLOP/s x a utilisation per mode, the median over the
 training workloads), the baseline of the issue). MRE = mean(|pred - true| / true).
@@ -66,12 +65,6 @@ from scaledl.workloads.identity import architecture_group, family_key
 from scaledl.workloads.spec import Workload
 
 GPU_METHODS = ("scaledl", "additive", "analytical")
-#: The kernel-aware recipe before issue 25b: device-absolute operator features (ScaleDL's are
-#: device-relative), the training devices' correction applied to GPUs never trained on.
-V1_PARAMS = {
-    "unseen_device_correction": "training_devices",
-    "operator_params": {"device_features": "absolute"},
-}
 
 
 @dataclass
@@ -97,8 +90,8 @@ class GpuEvaluationConfig:
             the results do not depend on it.
         baselines: further kernel-aware methods, ``{name: KernelGraphMethod keyword
             arguments}``, each fitted in every fold like ``scaledl`` and reported as a column
-            (default: ``scaledl_v1``, :data:`V1_PARAMS`); their ``operator_params`` update
-            ``operator_params``.
+            (default none; ``benchmarks/history/gpu_v1.py`` adds the recipe before issue 25b,
+            ``scaledl_v1``); their ``operator_params`` update ``operator_params``.
     """
 
     methods: tuple[str, ...] = GPU_METHODS
@@ -110,7 +103,7 @@ class GpuEvaluationConfig:
     peer_root: Path | None = None
     neusight_root: Path | None = None
     n_jobs: int = 1
-    baselines: dict[str, dict] = field(default_factory=lambda: {"scaledl_v1": V1_PARAMS})
+    baselines: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in GPU_METHODS]

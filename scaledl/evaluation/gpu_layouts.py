@@ -103,11 +103,10 @@ def evaluate_layout_rows(
 
     Returns:
         ``{"label_source", "peer_source", "rows", "not_modelled", "unmatched", "collectives",
-        "summary", "targets", "ranking", "kernel_split"}``: one row per predicted label (parts,
-        both predictions, both relative errors, and ScaleDL's with the tensor-parallel kernels
-        divided by ``t``), the labels not predicted and why, the rows without a NeuSight
-        prediction, each system's collective model, :func:`layout_summary`,
-        :func:`layout_targets`, :func:`layout_ranking` and :func:`kernel_split_comparison`.
+        "summary", "targets", "ranking"}``: one row per predicted label (parts, both
+        predictions, both relative errors), the labels not predicted and why, the rows without
+        a NeuSight prediction, each system's collective model, :func:`layout_summary`,
+        :func:`layout_targets` and :func:`layout_ranking`.
 
     Raises:
         ValueError: a label without a readable workload (naming the file and field).
@@ -126,7 +125,6 @@ def evaluate_layout_rows(
         if system not in models:
             models[system] = MeasuredCollectives(fit_system_allreduce(vidur, system), system)
         parts = predict_layout_row(method, workload, models[system])
-        divide = predict_layout_row(method, workload, models[system], "divide")["scaledl_ms"]
         true = float(label.iteration_ms)
         theirs = peer_ms.get((gpu, stem))
         if theirs is None:
@@ -138,7 +136,6 @@ def evaluate_layout_rows(
                 "per_rank_batch": workload.batch_size, "true_ms": true, **parts,
                 "neusight_ms": theirs,
                 "scaledl_re": abs(parts["scaledl_ms"] - true) / true,
-                "scaledl_divide_ms": divide, "scaledl_divide_re": abs(divide - true) / true,
                 "neusight_re": None if theirs is None else abs(theirs - true) / true,
                 "device_seen": workload.device_name in method.training_devices_,
                 "vidur_system": system, "file": _label_name(label.file),
@@ -155,45 +152,6 @@ def evaluate_layout_rows(
         "summary": summary,
         "targets": layout_targets(summary),
         "ranking": layout_ranking(rows),
-        "kernel_split": kernel_split_comparison(rows),
-    }
-
-
-def kernel_split_comparison(rows: list[dict]) -> dict[str, Any]:
-    """The tensor-parallel units' kernels on the rank's shapes against divided by ``t``.
-
-    The two ways of :func:`scaledl.parallel.megatron.rank_layers` (``operators``, the
-    default since 2026-12-04, and ``divide``, before), on the same rows, paired: the MRE over
-    every row and over the tensor-parallel rows (the only ones that differ), and the pairs of
-    layouts each orders as measured (:func:`layout_ranking`).
-
-    Args:
-        rows: the ``rows`` of :func:`evaluate_layout_rows`.
-
-    Returns:
-        ``{"all", "tp_rows", "ranking_operators", "ranking_divide"}``: ``all`` and
-        ``tp_rows`` each ``{"n", "mre_operators", "mre_divide", "paired"}`` (``paired``:
-        operators minus divide, or ``{"skipped": reason}``).
-    """
-
-    def paired(part: list[dict]) -> dict[str, Any]:
-        ours = np.array([r["scaledl_re"] for r in part])
-        before = np.array([r["scaledl_divide_re"] for r in part])
-        out: dict[str, Any] = {"n": len(part), "mre_operators": float(ours.mean()),
-                               "mre_divide": float(before.mean())}  # fmt: skip
-        if len(part) < MIN_WORKLOADS:
-            out["paired"] = {"skipped": f"{len(part)} row(s); an interval needs 2"}
-        else:
-            out["paired"] = paired_comparison(ours, before, "operators", "divide").to_dict()
-        return out
-
-    divided = [{**r, "scaledl_ms": r["scaledl_divide_ms"]} for r in rows]
-    ranking = layout_ranking(divided)
-    return {
-        "all": paired(rows),
-        "tp_rows": paired([r for r in rows if r["layout"].startswith("tp")]),
-        "ranking_operators": {k: layout_ranking(rows)[k] for k in ("pairs", "scaledl_right")},
-        "ranking_divide": {k: ranking[k] for k in ("pairs", "scaledl_right")},
     }
 
 

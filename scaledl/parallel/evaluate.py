@@ -25,7 +25,7 @@ variants of :data:`VARIANTS`, all in one run:
     hidden behind compute) chosen on the fold's training workloads
     (:func:`~scaledl.parallel.overlap.fit_overlap`, criterion: the spread of
     ``log(measured / composed)`` over them; a lane no training workload uses: ``h = 0``,
-    on the critical path; the pooled factor until 2026-12-03);
+    on the critical path);
 
 * ``selected``: per fold, the candidate with the lowest mean corrected MRE in an *inner*
   leave-one-kind-out over the fold's training workloads (:meth:`LayoutContext.select`): nested
@@ -47,50 +47,14 @@ bootstrap 95% intervals of the MRE difference).
 
 The **headline** judged against the issue's targets (10%, 0.8) is :data:`HEADLINE`, the
 product's layout recipe :data:`RECIPE` (``plain_layers_overlap``), which the layout
-calibration (:mod:`scaledl.parallel.calibration`) also fits. History, so that the figures can
-be weighed: the candidates, the related-collective rule and the nested selection were defined
-after a first run of ``fold_layers`` / ``fold_layers_overlap`` had shown that layout layer
-times hold their communication and that a point-to-point transfer derived from the gloo
-all-reduce costs milliseconds. The headline was then ``selected``. On the two layout profiles
-measured before this decision (2026-12-01, and 2026-12-02 14:38-14:42 UTC with tensor
-parallelism's all-reduces timed in the iteration) the inner leave-one-kind-out could not tell
-the candidates apart (scores within 1-2 points) and chose a variant without overlap factors
-for the FSDP fold, 22.4% / 18.1% against 9.1% / 5.9% for ``plain_layers_overlap``. The fixed
-recipe is the one that nests the others: layer times without the communication the composition
-adds itself (so nothing is counted twice), and per-lane overlap factors fitted on the training
-folds, whose grid contains the full overlap (``h = 1``) the candidates without them assume.
-That choice was made after seeing those two profiles, so it was judged on a third profile
-(2026-12-02 14:42-14:45 UTC), measured while the change was written and read only after it was
-committed (FSDP / TP / PP held out: 11.0% / 5.3% / 6.4%). On two later profiles (2026-12-03
-09:53-09:59 UTC, an Intel Xeon VM, 36 workloads: tensor parallelism also at batch 2 and 6,
-blocking all-reduce probes) the tensor-parallel and pipeline folds failed (38.5% / 29.0%):
-tensor parallelism's API cost (DTensor dispatch per parallelised linear) was in no other kind's
-layers. Two profiles of 12:02-12:10 UTC, measured after the tensor-parallel pair probe
-(:mod:`scaledl.profiling.tp_probe`) and its use in the composition were committed (2b5e64e),
-met the FSDP and pipeline folds but not tensor parallelism's (21.9% / 26.7%). Three fixes
-followed, each committed before the two profiles that judged it (README): the probe per
-column- and row-wise linear and no all-reduce after a layer none follows (c8c243b; 14:36-14:45
-UTC), the probe timed after an untimed call (1fb1caa; 14:51-15:00), and a lane no training
-workload exercises put on the critical path (ef9116d; :mod:`scaledl.parallel.overlap`), judged
-on the two profiles of 15:22-15:30 UTC (``datasets/layouts-cpu/history/1522``, ``1526``). A
-cost per DTensor parameter in the optimizer step, judged next on the profiles of 18:20-18:29
-UTC (``datasets/layouts-cpu/history/1820``, ``1824``), over-shot the FSDP fold after the
-correction (15.1% / 15.2% against 7.2% / 6.9%) and was reverted (README). Commit 9639064 then
-left the data-parallel waits out of the layer rows (the first layer's backward under DDP /
-ZeRO-1, ZeRO-1's step: :func:`~scaledl.parallel.training.collectives_inside`) and gave the
-optimizer node the parameter tensors a rank steps (:mod:`scaledl.parallel.optimizer_tensors`);
-the two profiles of 2026-12-04 03:44-03:51 UTC (``history/0344``, ``0348``), measured after
-it, judged it (paired against the code before it: tensor parallelism and pipeline better on
-both, FSDP worse on the main profile, 8.9% against 10.2% over the three kinds). With two more
-profiles of that code (11:25-11:30 UTC, ``history/1125``, ``1128``) the FSDP fold ranged over
-4.9-26.1%: its units were costed by all-gathers and reduce-scatters derived from DDP's
-buckets, where FSDP2's own per-unit cost is larger and unlike any other kind's. The FSDP probe
-(:mod:`~scaledl.profiling.fsdp_probe`, e0820c9) measures that cost in the other kinds'
-profiles; the two profiles of 12:02-12:08 UTC, measured after it, are the README's block
-(FSDP held out 6.4% / 5.6% against 17.9% / 10.1% with the code before it).
-``selected`` stays in the table as a comparison. The
-overlap grid and criterion, the ridge penalty and the layer-wise parameters are fixed a priori
-or fitted on training workloads. The other variants' figures are a comparison, not a claim.
+calibration (:mod:`scaledl.parallel.calibration`) also fits. It nests the other candidates:
+layer times without the communication the composition adds itself (nothing counted twice) and
+per-lane overlap factors whose grid holds the full overlap (``h = 1``) the others assume; it
+was fixed after the first profiles and judged on later ones (how, profile by profile, with
+the commits: ``docs/history/2026-12-code-notes.md``). ``selected`` stays in the table as a
+comparison. The overlap grid and criterion, the ridge penalty and the layer-wise parameters
+are fixed a priori or fitted on training workloads. The other variants' figures are a
+comparison, not a claim.
 
 The **ranking**: Kendall's tau (``scipy.stats.kendalltau``) between predicted and measured
 iteration time over the layouts profiled for each model (same architecture and batch), each
@@ -103,11 +67,9 @@ Not done: a measured per-schedule bubble correction from ``pipeline_timings`` ca
 under this protocol (only pipeline workloads have those timings, and they are the held-out
 kind whenever a pipeline is predicted). What the schedules' code says is used instead: the
 replay counts each stage's point-to-point calls (:func:`~scaledl.parallel.schedule.p2p_calls`,
-GPipe's separate against 1F1B's fused) at the send's fitted latency; on the three profiles of
-12:02, 12:05 and 11:51 UTC it orders GPipe after 1F1B at four micro-batches for every model
-(by 0.9-3.6%, measured 3.5-16.5%) and raises the worst tau from 0.84 / 0.76 / 0.76 to
-0.86 / 0.79 / 0.79, the MREs not distinguishable pooled. The GNN correction is evaluated, not
-the product's: the recipe keeps the ridge (fixed before the GNN was compared).
+GPipe's separate against 1F1B's fused) at the send's fitted latency. The GNN correction is
+evaluated, not the product's: the recipe keeps the ridge (fixed before the GNN was compared).
+The profiles that judged these choices: ``docs/history/2026-12-code-notes.md``.
 """
 
 from __future__ import annotations

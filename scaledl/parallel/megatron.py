@@ -16,7 +16,7 @@ single-GPU answers, which time forward and backward as NeuSight's single-GPU lab
 label code (:mod:`scaledl.evaluation.gpu_layouts` says what those labels measure), Megatron-LM's
 design and the single-GPU and Vidur data only, except the split units' kernels on the rank's
 own operator shapes: that change, made for what the operator models exist to predict, was
-judged on those same rows, and the evaluation reports both variants):
+judged on those same rows, against the rule before it: ``benchmarks/history/kernel_split.py``):
 
 1. *Compute per rank*: the GPU predictor (:class:`~scaledl.models.kernel.KernelGraphMethod`)
    fitted on the single-GPU labels only. One rank's micro-batch graph gets the operator models'
@@ -28,11 +28,10 @@ judged on those same rows, and the evaluation reports both variants):
    split unit are those of its operators on the rank's own shapes (:func:`shard_operators`:
    a column-parallel linear's output width, a row-parallel linear's input width, the heads of
    the attention's batched matmuls and the elements between them divided by ``t``), predicted
-   by the operator models, so a narrower GEMM runs at its own (lower) efficiency; until
-   2026-12-04 the unit's kernel time was divided by ``t`` (``kernel_split="divide"``, kept as
-   the comparison of :func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`). The
-   layer-wise models predict each layer, and every layer is multiplied by the predictor's
-   correction at the rank's layer sum
+   by the operator models, so a narrower GEMM runs at its own (lower) efficiency (the unit's
+   kernel time divided by ``t``, the rule before, is compared by
+   ``benchmarks/history/kernel_split.py``). The layer-wise models predict each layer, and
+   every layer is multiplied by the predictor's correction at the rank's layer sum
    (:meth:`~scaledl.models.kernel.KernelGraphMethod.correction_factor`), so a one-rank layout
    is exactly the single-GPU prediction.
 2. *Collectives* (:class:`~scaledl.parallel.measured_collectives.MeasuredCollectives`, fitted
@@ -135,8 +134,6 @@ def shard_megatron(layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
 
 #: Layer types whose operators Megatron splits over the tensor-parallel ranks.
 SPLIT_UNIT_TYPES = ("attention", "cross-attention", "feed-forward")
-#: How a split unit's kernel time is obtained (module docstring, step 1).
-KERNEL_SPLITS = ("operators", "divide")
 
 
 def shard_operators(ops: pd.DataFrame, layers: pd.DataFrame, tp_size: int) -> pd.DataFrame:
@@ -323,38 +320,43 @@ def megatron_rank_parameters(
     return per_stage, largest
 
 
-def rank_layers(
-    method: KernelGraphMethod, workload: Workload, kernel_split: str = "operators"
-) -> pd.DataFrame:
-    """Per layer of one rank's micro-batch: predicted forward and backward milliseconds.
+def divided_unit_layers(
+    method: KernelGraphMethod, workload: Workload
+) -> tuple[Workload, pd.DataFrame]:
+    """One rank's layers of a micro-batch, split the way Megatron splits them.
 
     Args:
-        method: the fitted GPU predictor (ridge-fallback correction).
+        method: the fitted GPU predictor.
         workload: the layout workload (``tp_size`` and ``micro_batches`` are read).
-        kernel_split: how a split unit's kernel time is obtained (:data:`KERNEL_SPLITS`):
-            ``operators`` (the rank's own operator shapes, :func:`sharded_kernel_ms`) or
-            ``divide`` (the full unit's kernel time divided by ``t``, before 2026-12-04).
-
-    Raises:
-        ValueError: an unknown ``kernel_split``.
 
     Returns:
-        The layer nodes in execution order after :func:`shard_megatron`, with ``forward_ms``
-        and ``backward_ms`` (corrected), ``block`` (:func:`~scaledl.parallel.shard.block_ordinal`)
-        the rank's ``params`` and ``used_generic`` (the generic layer model predicted it).
+        ``(base, layers)``: the one-rank workload of one micro-batch and its layer nodes with
+        their kernel columns, after :func:`shard_megatron` (a split unit's kernel time divided
+        by ``t``: :func:`rank_layers` replaces it by the rank's own operators').
     """
     base = base_workload(workload, workload.batch_size // workload.micro_batches)
     gs = build_graph_set([base])
     nodes = pd.concat([gs.nodes, kernel_columns(gs, method.operator_model_)], axis=1)
     layers = nodes[(nodes["node_kind"] == "layer").to_numpy()].reset_index(drop=True)
-    if kernel_split not in KERNEL_SPLITS:
-        raise ValueError(f"argument 'kernel_split' (value {kernel_split!r}): one of "
-                         f"{KERNEL_SPLITS}")  # fmt: skip
-    layers = shard_megatron(layers, workload.tp_size)
-    if workload.tp_size > 1 and kernel_split == "operators":
-        kernels = sharded_kernel_ms(method, base, workload.tp_size)
-        for column in ("kernel_fwd_ms", "kernel_bwd_ms"):
-            layers[column] = kernels.loc[layers["layer_index"], column].to_numpy()
+    return base, shard_megatron(layers, workload.tp_size)
+
+
+def predict_rank_layers(
+    method: KernelGraphMethod, base: Workload, layers: pd.DataFrame
+) -> pd.DataFrame:
+    """Predicted and corrected forward and backward milliseconds of one rank's layers.
+
+    Args:
+        method: the fitted GPU predictor (ridge-fallback correction).
+        base: the one-rank workload of one micro-batch (:func:`divided_unit_layers`).
+        layers: its layer nodes with kernel columns, split (:func:`divided_unit_layers`).
+
+    Returns:
+        ``layers`` with ``forward_ms`` and ``backward_ms`` (corrected), ``block``
+        (:func:`~scaledl.parallel.shard.block_ordinal`), the rank's ``params`` and
+        ``used_generic`` (the generic layer model predicted it).
+    """
+    layers = layers.copy()
     with single_threaded():
         pred = node_predictions(method.layerwise_, None, layers)
     total = float((pred["forward_ms"] + pred["backward_ms"]).sum())
@@ -367,6 +369,29 @@ def rank_layers(
     params[layers["layer_name"].astype(str).str.contains("#").to_numpy()] = 0.0  # repeats
     layers["params"] = params
     return layers
+
+
+def rank_layers(method: KernelGraphMethod, workload: Workload) -> pd.DataFrame:
+    """Per layer of one rank's micro-batch: predicted forward and backward milliseconds.
+
+    A split unit's kernels are those of its operators on the rank's own shapes
+    (:func:`sharded_kernel_ms`; module docstring, step 1).
+
+    Args:
+        method: the fitted GPU predictor (ridge-fallback correction).
+        workload: the layout workload (``tp_size`` and ``micro_batches`` are read).
+
+    Returns:
+        The layer nodes in execution order after :func:`shard_megatron`, with ``forward_ms``
+        and ``backward_ms`` (corrected), ``block`` (:func:`~scaledl.parallel.shard.block_ordinal`)
+        the rank's ``params`` and ``used_generic`` (the generic layer model predicted it).
+    """
+    base, layers = divided_unit_layers(method, workload)
+    if workload.tp_size > 1:
+        kernels = sharded_kernel_ms(method, base, workload.tp_size)
+        for column in ("kernel_fwd_ms", "kernel_bwd_ms"):
+            layers[column] = kernels.loc[layers["layer_index"], column].to_numpy()
+    return predict_rank_layers(method, base, layers)
 
 
 def megatron_inputs(
@@ -429,10 +454,7 @@ def megatron_inputs(
 
 
 def predict_layout_row(
-    method: KernelGraphMethod,
-    workload: Workload,
-    collectives: MeasuredCollectives,
-    kernel_split: str = "operators",
+    method: KernelGraphMethod, workload: Workload, collectives: MeasuredCollectives
 ) -> dict[str, float]:
     """ScaleDL's iteration of one layout workload and its parts.
 
@@ -440,14 +462,28 @@ def predict_layout_row(
         method: the fitted GPU predictor.
         workload: the layout workload.
         collectives: the GPU system's collective model.
-        kernel_split: how the split units' kernels are obtained (:func:`rank_layers`).
+
+    Returns:
+        :func:`compose_layout_row` of :func:`rank_layers`.
+    """
+    return compose_layout_row(rank_layers(method, workload), workload, collectives)
+
+
+def compose_layout_row(
+    layers: pd.DataFrame, workload: Workload, collectives: MeasuredCollectives
+) -> dict[str, float]:
+    """One layout's iteration composed from its rank's predicted layers.
+
+    Args:
+        layers: :func:`rank_layers` (or :func:`predict_rank_layers`) of ``workload``.
+        workload: the layout workload.
+        collectives: the GPU system's collective model.
 
     Returns:
         ``scaledl_ms`` (the composed iteration), ``exposed_sync_ms`` (DDP's all-reduces not
         hidden by the backward), ``step_ms`` (the slowest stage's step with its embedding sync)
         and the parts of :func:`megatron_inputs`, milliseconds.
     """
-    layers = rank_layers(method, workload, kernel_split)
     inputs, parts = megatron_inputs(layers, workload, collectives)
     result = compose(inputs, collectives)
     return {

@@ -4,13 +4,9 @@
 every parameter lives on a device with for-each support (``torch.optim.optimizer.
 _default_to_fused_or_foreach``; CPU is not one), so ``_single_tensor_adamw`` runs its
 element-wise operations once per parameter tensor. On the small models of a CPU layout profile
-that per-tensor cost, not the parameter count, sets the step: on the profile of 2026-12-03
-15:22 UTC (``datasets/layouts-cpu/history/1522``) a pipeline stage's step (half the tensors)
-took 2.9-3.2 ms and the full model's under DDP 4.7-5.7 ms, while the Llama stage with 48% more
-parameters than the BERT stage stepped no slower. The layer-wise optimizer model, whose
-operator feature was 0, could only read parameters; its gradient-boosted correction then
-predicted the full model's DDP step from the largest stage it had seen (2.7-2.9 ms against
-4.5-5.8 ms measured with DDP held out).
+that per-tensor cost, not the parameter count, sets the step (a pipeline stage with 48% more
+parameters stepped no slower; the layer-wise optimizer model, whose operator feature was 0,
+could only read parameters: ``docs/history/2026-12-code-notes.md``).
 
 The layout path (:mod:`scaledl.parallel.training` for its samples, :mod:`scaledl.parallel.
 predict` for its predictions) therefore gives the optimizer node the tensors the rank steps as
@@ -24,10 +20,8 @@ one); FSDP / ZeRO-2 step a local shard of every tensor, so all of them; ZeRO-1
 a tie), and every rank waits for the slowest one's broadcast, so the count is the largest
 rank's (:func:`zero1_largest_share`). A BERT of width 128 and 2 blocks has 42 tensors: the
 two ranks of ZeRO-1 step 6 (the word and position embeddings and four 128 x 128 weights, half
-the elements) and 36, not 21 each; on the main layout profile of 2026-12-04 12:02 UTC
-(``datasets/layouts-cpu/validated``) its ZeRO-1 iteration was 10-13% slower than DDP's where
-the Llama's (11 and 10 of 21 tensors) was 1-3% slower. The plain data-parallel predictor's
-graphs are not changed.
+the elements) and 36, not 21 each, and its ZeRO-1 iteration is measurably slower than DDP's.
+The plain data-parallel predictor's graphs are not changed.
 """
 
 from __future__ import annotations

@@ -14,11 +14,9 @@ of :data:`LANES`, the fraction ``h`` in ``[0, 1]`` of a collective's time that s
 search per lane (the grid, :data:`GRID`, and the criterion are fixed a priori): first one factor
 shared by every lane, then each lane the training workloads exercise on its own, the others
 held. A lane no training workload exercises gets ``h = 0`` (``source`` ``exposed``): a
-collective nothing measured is put on the critical path. Until 2026-12-03 it kept the shared
-factor (``pooled``), a factor of other mechanisms (DDP's bucket all-reduces, the pipeline's
-sends): with FSDP held out its all-gathers and reduce-scatters took it, and on four layout
-profiles of that day (14:36-15:00 UTC, same VM and workloads) it came out 0.0, 0.4, 0.2 and
-0.9, which moved the held-out FSDP composition from 10% to 37% under the measured iteration.
+collective nothing measured is put on the critical path (the shared factor it kept before
+2026-12-03 came from other mechanisms and moved a held-out FSDP composition by up to 27 points:
+``docs/history/2026-12-code-notes.md``).
 """
 
 from __future__ import annotations

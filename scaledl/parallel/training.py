@@ -159,9 +159,8 @@ def collectives_inside(nodes: pd.DataFrame, w: Workload) -> np.ndarray:
     optimizer steps DTensor parameters under both; under DDP and ZeRO-1 with ``dp > 1``
     the first layer's backward holds the reducer's wait for the last gradient buckets
     (:func:`_ends_the_backward`), and ZeRO-1's step (``ZeroRedundancyOptimizer.step``) its
-    partition broadcasts (the micro-benchmarked broadcasts taken out, its samples still
-    took 4.4-4.7 ms for the tensors a pipeline stage stepped in 2.9-3.2 ms on the profile of
-    2026-12-03 15:22 UTC, ``datasets/layouts-cpu/history/1522``). The composition adds those
+    partition broadcasts (the micro-benchmarked broadcasts taken out, its samples still took
+    about 1.5x a pipeline stage's step of the same tensors). The composition adds those
     collectives itself, so these times are not the compute it predicts layer by layer.
 
     Args:
@@ -187,11 +186,9 @@ def _ends_the_backward(nodes: pd.DataFrame) -> np.ndarray:
     The first layer of a model (token or patch embedding) takes no input gradient, so the
     instrument ends its backward when the backward pass returns
     (:mod:`scaledl.profiling.instrument`); under DDP (and ZeRO-1, which runs DDP) that is
-    after the reducer has waited for the last gradient buckets' all-reduces. Measured on
-    ``datasets/layouts-cpu/history/1522``: the embedding's backward took 3.6-8.8 ms in the
-    ``dp2`` and ``dp2-zero1`` workloads against 0.3-0.5 ms in the pipeline stages' and
-    0.4-0.9 ms in tensor parallelism's, so it holds the exposed gradient synchronisation the
-    composition adds itself.
+    after the reducer has waited for the last gradient buckets' all-reduces: on a 2-core CPU
+    profile it took about ten times the pipeline stages' (``docs/history/2026-12-code-notes.md``),
+    so it holds the exposed gradient synchronisation the composition adds itself.
     """
     layers = np.flatnonzero((nodes["node_kind"] == "layer").to_numpy())
     out = np.zeros(len(nodes), dtype=bool)

@@ -65,28 +65,17 @@ class ProfileSettings:
             reference blocks) slower than the baseline by more than this fraction marks the
             attempt disturbed: beyond the range the host-drift correction
             (:mod:`scaledl.profiling.drift`) is trusted with; ``None``: 15% on a GPU, 100%
-            (twice as slow) on a CPU device. Drift below it is corrected, not re-measured: on
-            the 2-core reference VM the GEMM probe drifted by a median 8.6% (p75 25%) for
-            minutes at a time with no other process running, and re-measuring everything above
-            10% quarantined half of all parts and tripled the profiling time. With 35%, an
-            exploratory fresh-clone run (2026-12-01 10:01-10:13 UTC) still flagged 52 of 96
-            world-size-2 launches (GEMM drift 35-137%, no foreign load); corrected with them,
-            the world-size-2 launch-to-launch label MRE was 7.1% over 91 launches against 7.2%
-            over the 44 unflagged ones (raw: 20.3% and 10.3%), so the correction absorbs them.
-            A core shared with another process shows as 100% and more, and the foreign-load
-            meter flags it anyway.
+            (twice as slow) on a CPU device. Drift below it is corrected, not re-measured:
+            re-measuring it quarantined half of all parts on a quiet 2-core VM (measurements:
+            ``docs/history/2026-12-code-notes.md``). A core shared with another process shows
+            as 100% and more, and the foreign-load meter flags it anyway.
         memory_drift_tolerance: the same for the memory sweep (another tenant saturating the
-            shared cache and memory); ``None``: 50% on a GPU host, 100% on a CPU device. On a
-            quiet day of the reference VM the sweep drifted by a median 10.6% (p75 18%); in
-            the layout profile of 2026-12-02 13:58-14:02 UTC (64 launches, no other process)
-            it rose steadily from 48% to 144% (median 71%), so 50% flagged 47 of 64 launches
-            although their raw launch-to-launch label spread (median 12.9%) was that of the
-            unflagged dataset of 2026-12-01 (13.4%). The drift correction models the memory
-            figure (:mod:`scaledl.profiling.drift`: label differences within a pair followed
-            memory-drift differences, Spearman 0.62 there), so, as for the GEMM, drift up to
-            twice as slow is corrected, not re-measured. Judged on the before and after
-            probes only: the one interleaved sweep between label epochs runs about twice the
-            baseline's time on a quiet host (:meth:`scaledl.profiling.worker._Guard.drift`).
+            shared cache and memory); ``None``: 50% on a GPU host, 100% on a CPU device: the
+            drift correction models the memory figure too, so, as for the GEMM, drift up to
+            twice as slow is corrected, not re-measured (measurements: the same page). Judged
+            on the before and after probes only: the one interleaved sweep between label
+            epochs runs about twice the baseline's time on a quiet host
+            (:meth:`scaledl.profiling.worker._Guard.drift`).
         allreduce_drift_tolerance: the same for the all-reduce probe; ``None``: 0.25 on a GPU
             (NCCL), not used on a CPU device: gloo's loopback all-reduce of the probe varied
             1.6-4x between quiet launches on the 2-core reference machine, so it cannot tell

@@ -6,10 +6,10 @@ DTensor's dispatch (sharding propagation, ``from_local`` / ``to_local`` redistri
 its own collectives: a row-wise linear all-reduces its output in forward, a column-wise one
 all-reduces its input's gradient in backward (one per column-wise linear: an attention unit's
 query, key and value projections do three, where Megatron-LM's fused ``f`` operator does one).
-On the 2-core CPU VM of 2026-12-03 (h = 128, 256 tokens, warm loop) a column-wise ``h -> 4h``
-linear cost 0.3 ms more in forward and 1.4 ms more in backward than its local shard run as
-plain tensors, the row-wise ``4h -> h`` one 0.8 ms and 1.2 ms: the two kinds differ, so a unit's
-cost follows how many of each it holds (an attention unit: three column-wise, one row-wise).
+On a 2-core CPU VM a column-wise ``h -> 4h`` linear cost 0.3-1.4 ms more than its local shard
+run as plain tensors, the row-wise ``4h -> h`` one 0.8-1.2 ms, forward and backward
+(``docs/history/2026-12-code-notes.md``): the two kinds differ, so a unit's cost follows how
+many of each it holds (an attention unit: three column-wise, one row-wise).
 The layer-wise models, fitted on layers that never ran on DTensors, cannot know it.
 
 So every layout profile without tensor parallelism (where the blocking all-reduce probes run,
@@ -24,12 +24,8 @@ begins). The differences are one
 ``collective_timings`` row each (:data:`PROBE_ROWS`, source ``microbenchmark``,
 ``collective_bytes`` the pair's output activation): the API's cost of one column-wise and of
 one row-wise linear, forward and backward, their all-reduces included. The untimed call first:
-the first DTensor call after other work runs cold (same VM, 2026-12-03, a training-like
-autograd workload between probes: column-wise forward 1.0 ms cold against 0.4 ms right after
-an untimed call, row-wise 1.7 against 1.2 ms, backward alike), where a model's parallelised
-linears run back to back; in the profiles of 14:36-14:45 UTC, timed cold, the composition's
-cost of a tensor-parallel workload's units beyond their compute was 0.9-2.0 times (median 1.4)
-what they spent.
+the first DTensor call after other work runs cold (about twice as slow), where a model's
+parallelised linears run back to back (measurements: the same page).
 :class:`~scaledl.parallel.collectives.CollectiveModel` fits each by size, and the composition
 adds, per tensor-parallel unit, its column-wise linears times the column-wise cost and its
 row-wise ones times the row-wise cost, less the blocking all-reduce it adds itself

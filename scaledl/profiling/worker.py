@@ -455,14 +455,11 @@ class _Guard:
         interleaved reference blocks when the attempt measured labels. The interleaved memory
         sweep is *not* judged against the baseline: one sweep between label epochs is not the
         baseline's measurement (the median of looped sweeps on a rested rank), and on a quiet
-        host it took a steady 1.8-2.5x the baseline's time per sweep (fresh-clone `make run`
-        of 2026-12-03 16:33 UTC, no foreign load above 0.06 cores: median 2.03x over 192
-        parts; that of 13:07 UTC, 1.3-2.3x, median 1.77x). Judged against the baseline, that
-        offset alone flagged 103 of 192 parts at the 100% tolerance and stopped the run; judged
-        on the before and after probes, which repeat the baseline's measurement, the same
-        parts gave 12 flagged. The interleaved memory figure feeds the drift correction, which
-        compares it with the *same* figure of the profile's other launches (its own quiet
-        quantile and validated range: :mod:`scaledl.profiling.drift`).
+        host it takes a steady ~2x the baseline's time per sweep, which alone flagged over half
+        of the parts of a fresh-clone run (``docs/history/2026-12-code-notes.md``). The
+        interleaved memory figure feeds the drift correction, which compares it with the *same*
+        figure of the profile's other launches (its own quiet quantile and validated range:
+        :mod:`scaledl.profiling.drift`).
         """
         drifts = [probe_drift(before, self.baseline), probe_drift(after, self.baseline)]
         if result is not None and result.get("label_probes"):

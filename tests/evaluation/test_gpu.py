@@ -62,7 +62,7 @@ def test_evaluate_gpu_writes_metrics_targets_and_report(synthetic):
     metrics, pred = evaluate_gpu(directory, CONFIG)
     lomo = metrics["leave_one_model_out"]
     assert set(lomo["per_gpu"]) == {"NVIDIA H100 80GB HBM3", "Tesla V100-PCIE-32GB"}
-    assert set(lomo["mean_over_gpus"]) == {"scaledl", "additive", "analytical", "scaledl_v1"}
+    assert set(lomo["mean_over_gpus"]) == {"scaledl", "additive", "analytical"}
     assert metrics["methods"] == list(CONFIG.all_methods)
     logo_folds = metrics["leave_one_gpu_out"]["folds"].values()
     assert {f["unseen_device_correction"] for f in logo_folds} <= {"none", "training_devices"}

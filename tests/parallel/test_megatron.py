@@ -15,9 +15,11 @@ from scaledl.models.kernel import kernel_columns
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import (
     OPTIMIZER_BYTES_PER_PARAM,
+    divided_unit_layers,
     megatron_inputs,
     megatron_rank_parameters,
     predict_layout_row,
+    predict_rank_layers,
     rank_layers,
     shard_megatron,
     shard_operators,
@@ -159,12 +161,12 @@ def test_split_kernels_equal_the_predictors_own_at_one_rank_and_grow_when_split(
     assert (two.loc[split, "kernel_fwd_ms"] < one.loc[split, "kernel_fwd_ms"]).all()
     assert (two.loc[split, "kernel_fwd_ms"] >= one.loc[split, "kernel_fwd_ms"] / 2 - 1e-9).all()
     np.testing.assert_allclose(two.loc[~split].to_numpy(), one.loc[~split].to_numpy())
-    # the earlier split divided the unit's kernels by t
-    divided = rank_layers(method, w, "divide")
+    # the units' kernels on the rank's shapes cost at least the unit's divided by t
+    base, divided = divided_unit_layers(method, w)
     ops_split = rank_layers(method, w)
-    assert ops_split["forward_ms"].sum() >= divided["forward_ms"].sum() - 1e-9
-    with pytest.raises(ValueError, match="'kernel_split'"):
-        rank_layers(method, w, "halve")
+    assert ops_split["forward_ms"].sum() >= (
+        predict_rank_layers(method, base, divided)["forward_ms"].sum() - 1e-9
+    )
 
 
 def test_megatron_rank_parameters_split_the_word_embedding_and_copy_it(fitted):

@@ -87,35 +87,6 @@ def ranking_line(ranking: dict[str, Any]) -> str:
     )
 
 
-def kernel_split_line(split: dict[str, Any]) -> str:
-    """The tensor-parallel kernels on the rank's shapes against divided by ``t``, in words.
-
-    Args:
-        split: :func:`scaledl.evaluation.gpu_layouts.kernel_split_comparison`.
-
-    Returns:
-        One sentence: both MREs (all rows, tensor-parallel rows) with the paired interval, and
-        the pairs of layouts each orders as measured.
-    """
-
-    def part(name: str, p: dict[str, Any]) -> str:
-        c = p["paired"]
-        interval = (c["skipped"] if "skipped" in c else
-                    f"{100 * c['mre_difference']:+.1f} points [{100 * c['ci_low']:+.1f}, "
-                    f"{100 * c['ci_high']:+.1f}], {c['verdict']}")  # fmt: skip
-        return (f"{name} {pct(p['mre_operators'])} against {pct(p['mre_divide'])} "
-                f"({p['n']} rows; {interval})")  # fmt: skip
-
-    ops, div = split["ranking_operators"], split["ranking_divide"]
-    return (
-        "Tensor-parallel units' kernels on the rank's own shapes (`scaledl/parallel/megatron.py`, "
-        "the default) against the unit's kernels divided by t (before 2026-12-04), same rows: "
-        f"{part('MRE', split['all'])}; {part('tp rows', split['tp_rows'])}; pairs of layouts "
-        f"ordered as measured {ops['scaledl_right']} of {ops['pairs']} against "
-        f"{div['scaledl_right']} of {div['pairs']}."
-    )
-
-
 def gpu_layouts_markdown(result: dict[str, Any]) -> str:
     """The block's Markdown (without markers).
 
@@ -152,8 +123,6 @@ def gpu_layouts_markdown(result: dict[str, Any]) -> str:
     ]
     if "ranking" in result:
         lines += ["", ranking_line(result["ranking"])]
-    if "kernel_split" in result:
-        lines += ["", kernel_split_line(result["kernel_split"])]
     if result.get("not_modelled"):
         lines += ["", f"Not predicted: {'; '.join(result['not_modelled'])}."]
     if result.get("unmatched"):
