@@ -3,8 +3,10 @@ r"""Compare two profiling runs of one design (issue 53: the sharded and the sing
 Reads each run's ``runs.parquet`` and ``workloads.parquet`` (a profiles directory) and writes a
 JSON report: the workload ids and (workload, repeat) parts of each, the parts the interference
 guard left disturbed, the label agreement on the parts clean in both (median ratio and MRE of
-``label_ms``), and the probes' slowdown against each run's baselines (how quiet the host was).
-Wall times are passed in (they are the orchestrator's, not the tables').
+``label_ms``), the probes' slowdown against each run's baselines (how quiet the host was), and
+where each run's time went (:func:`time_split`: inside the parts, between the parts of one
+launch, at launch boundaries). Wall times are passed in (they are the orchestrator's, not the
+tables').
 
 Usage::
 
@@ -44,8 +46,57 @@ def _quietness(runs: pd.DataFrame) -> dict:
     }
 
 
-def compare(a_dir: Path, b_dir: Path, names: list[str], wall_s: list[float] | None) -> dict:
-    """The comparison of two runs as a JSON-ready dict (module docstring)."""
+def time_split(runs: pd.DataFrame, shard_boundary_s: float = 13.0) -> dict:
+    """Where a run's profiling time went, from its parts' ``started_at`` / ``finished_at``.
+
+    Parts are ordered by start; consecutive parts of the same (repeat, world size) are one
+    launch, so the gap between them is the next model's build, and a change of (repeat, world
+    size) is a launch boundary (torchrun stopping and starting, imports, baselines). Boundaries
+    longer than ``shard_boundary_s`` are counted apart (a sharded run's Dagster run start-ups;
+    the single-step run's boundaries were 8-10 s, its shards' 17-18 s).
+
+    Args:
+        runs: a ``runs.parquet`` table (``started_at``, ``finished_at``, ``repeat``,
+            ``world_size``), one row per part.
+        shard_boundary_s: a launch boundary longer than this (seconds) counts as a shard's.
+
+    Returns:
+        Seconds inside the parts, between parts of one launch, at launch boundaries (count,
+        total, each), and the span from the first start to the last finish.
+    """
+    frame = runs.reset_index()
+    start = pd.to_datetime(frame["started_at"], utc=True, format="ISO8601")
+    end = pd.to_datetime(frame["finished_at"], utc=True, format="ISO8601")
+    order = np.argsort(start.to_numpy())
+    start, end = start.iloc[order].reset_index(drop=True), end.iloc[order].reset_index(drop=True)
+    launch = frame[["repeat", "world_size"]].iloc[order].astype(str).agg("/".join, axis=1)
+    launch = launch.reset_index(drop=True)
+    gaps = (start.iloc[1:].to_numpy() - end.iloc[:-1].to_numpy()) / np.timedelta64(1, "s")
+    boundary = launch.iloc[1:].to_numpy() != launch.iloc[:-1].to_numpy()
+    at_boundary = gaps[boundary]
+    shard = at_boundary > shard_boundary_s
+    return {
+        "in_parts_s": round(float(((end - start).dt.total_seconds()).sum()), 1),
+        "between_parts_of_a_launch_s": round(float(gaps[~boundary].sum()), 1),
+        "launch_boundaries": int((~shard).sum()),
+        "launch_boundaries_s": [round(float(g), 1) for g in at_boundary[~shard]],
+        "shard_boundaries": int(shard.sum()),
+        "shard_boundaries_s": [round(float(g), 1) for g in at_boundary[shard]],
+        "span_s": round(float((end.max() - start.min()).total_seconds()), 1),
+    }
+
+
+def compare(
+    a_dir: Path,
+    b_dir: Path,
+    names: list[str],
+    wall_s: list[float] | None,
+    described: list[str] | None = None,
+) -> dict:
+    """The comparison of two runs as a JSON-ready dict (module docstring).
+
+    ``described``: what each run was (stored in place of its directory's path).
+    """
     (a, ids_a), (b, ids_b) = _run(a_dir), _run(b_dir)
     both = pd.merge(
         a[["label_ms", "interference"]], b[["label_ms", "interference"]],
@@ -56,15 +107,16 @@ def compare(a_dir: Path, b_dir: Path, names: list[str], wall_s: list[float] | No
     report = {
         "runs": {
             name: {
-                "dir": str(folder),
+                "dir": text or str(folder),
                 "workloads": len(ids),
                 "parts": len(runs),
                 "parts_disturbed": int(runs["interference"].astype(bool).sum()),
                 **_quietness(runs),
+                "time_split": time_split(runs),
             }
-            for name, folder, runs, ids in (
-                (names[0], a_dir, a, ids_a),
-                (names[1], b_dir, b, ids_b),
+            for name, folder, runs, ids, text in (
+                (names[0], a_dir, a, ids_a, (described or [None, None])[0]),
+                (names[1], b_dir, b, ids_b, (described or [None, None])[1]),
             )
         },
         "same_workload_ids": ids_a == ids_b,
@@ -86,9 +138,10 @@ def main() -> None:
     parser.add_argument("b", type=Path)
     parser.add_argument("--names", nargs=2, default=["a", "b"])
     parser.add_argument("--wall-s", nargs=2, type=float)
+    parser.add_argument("--describe", nargs=2, help="what each run was (stored as its dir)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    report = compare(args.a, args.b, args.names, args.wall_s)
+    report = compare(args.a, args.b, args.names, args.wall_s, args.describe)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 
