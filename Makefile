@@ -77,7 +77,7 @@ test: setup
 		-m "not serial and not timed"; parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q -n 2 --dist load -m timed $(TIMED_TEST_FILES); timed=$$?; \
 	$(VENV)/bin/python -m pytest -q -m serial $(SERIAL_TEST_FILES); serial=$$?; \
-	$(VENV)/bin/mkdocs build --strict --quiet; docs=$$?; \
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet; docs=$$?; \
 	test $$parallel -eq 0 && test $$timed -eq 0 && test $$serial -eq 0 && test $$docs -eq 0
 
 ui: setup
