@@ -68,6 +68,14 @@ def plan_job(
     corrected: Annotated[
         bool, typer.Option(help="Correct the steps (GNN fitted on the published runs, ~30 s)")
     ] = False,
+    measured: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--measured",
+            help="CSV of your measured steps, published-runs columns "
+            "(repeat): calibrate the step times",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write every layout (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every layout")] = False,
 ) -> None:
@@ -79,11 +87,15 @@ def plan_job(
     network models), and prints the fastest fitting layout per GPU count and the Pareto front
     of step time vs GPU-hours per step. ``--corrected`` multiplies each composed step by the
     learned correction, fitted first on every published step time (external/scale_runs).
-    Options override the file's ``plan`` section. Exit code 2 when nothing fits (with the
-    layout needing the least memory and its figures).
+    ``--measured`` files (your steps in the published-runs CSV columns, at least 3 on the plan's
+    GPU) give one factor, the geometric mean of measured / predicted, printed with its range
+    and the rows not used; ``calibrated_iteration_s`` is each step times it (the ranking is
+    unchanged). Options override the file's ``plan`` section. Exit code 2 when nothing fits
+    (with the layout needing the least memory and its figures) or the measured files are
+    refused.
     """
     try:
-        refuse_overwrite({"--out": out}, {"PLAN_FILE": plan_file})
+        refuse_overwrite({"--out": out}, {"PLAN_FILE": plan_file, "--measured": measured})
         output_path(out, (".csv", ".parquet"), "--out")
         space_values = _space_values(space or [])
         counts = int_list(gpus, "--gpus") if gpus is not None else None
@@ -115,6 +127,7 @@ def plan_job(
             request.job,
             counts or request.gpu_counts,
             space=LlmSpace(**{**request.space.__dict__, **space_values}),
+            measured=measured or None,
             **options,
         )
     except (LlmPlanError, ValueError) as exc:

@@ -7,12 +7,13 @@ a measured step (:data:`FEW_SHOT_KS`: 1, 3, 5) are drawn as the team's own measu
 them and all other sources' rows, and is scored on the source's remaining scored rows only
 (never on the ``k``):
 
-* the per-source scale (:func:`source_scale`): one factor fitted on the ``k`` rows, the
-  geometric mean of measured / predicted, times the method's leave-one-source-out prediction,
-  for ``fixed_mfu`` and ``fixed_mfu_precision`` (their MFU is then the geometric mean of the
-  ``k`` rows' implied MFUs: what a team does with its own runs), ``roofline``, ``composed``
-  and ``scaledl`` / ``scaledl_no_edges`` (the correction trained on the other sources, as in
-  the leave-one-source-out fold; the ``k`` rows do not retrain it);
+* the per-source scale (:func:`~scaledl.stats.metrics.scale_factor`): one factor fitted on the
+  ``k`` rows, the geometric mean of measured / predicted, times the method's
+  leave-one-source-out prediction, for ``fixed_mfu`` and ``fixed_mfu_precision`` (their MFU is
+  then the geometric mean of the ``k`` rows' implied MFUs: what a team does with its own
+  runs), ``roofline``, ``composed`` and ``scaledl`` / ``scaledl_no_edges`` (the correction
+  trained on the other sources, as in the leave-one-source-out fold; the ``k`` rows do not
+  retrain it);
 * ``fixed_mfu_pooled`` / ``fixed_mfu_precision_pooled``: the leave-one-source-out MFU fit
   (:func:`~scaledl.evaluation.published_runs.fit_mfu`) on the other sources' rows plus the
   ``k`` rows, the ``k`` rows weighing as one source.
@@ -38,7 +39,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from scaledl.stats.metrics import relative_errors
+from scaledl.stats.metrics import relative_errors, scale_factor
 from scaledl.stats.significance import Comparison, paired_comparison
 
 #: Runs of its own stack a team has measured.
@@ -166,24 +167,6 @@ def few_shot_draws(
     return [np.sort(rng.choice(scored, size=k, replace=False)) for _ in range(draws)]
 
 
-def source_scale(predicted_s: np.ndarray, measured_s: np.ndarray) -> float:
-    """One factor for a source: the geometric mean of ``measured / predicted`` on known rows.
-
-    Args:
-        predicted_s: shape (k,), positive.
-        measured_s: shape (k,), positive.
-
-    Raises:
-        ValueError: no row, different shapes, or a value that is not positive and finite.
-    """
-    p, m = np.asarray(predicted_s, dtype=float), np.asarray(measured_s, dtype=float)
-    if p.size == 0 or p.shape != m.shape:
-        raise ValueError(f"source scale: needs known rows of one shape, got {p.shape}, {m.shape}")
-    if not (np.all(np.isfinite(p) & (p > 0)) and np.all(np.isfinite(m) & (m > 0))):
-        raise ValueError("source scale: predicted and measured steps must be positive and finite")
-    return float(np.exp(np.mean(np.log(m) - np.log(p))))
-
-
 def _one_k(
     rows: pd.DataFrame,
     base: dict[str, np.ndarray],
@@ -210,7 +193,7 @@ def _one_k(
             pooled_s = pooled(source, known)
             for m in FEW_SHOT_METHODS:
                 if m in SCALED_METHODS:
-                    factor = source_scale(base[m][known], measured[known])
+                    factor = scale_factor(base[m][known], measured[known])
                     scales[m].append(factor)
                     pred = base[m][test] * factor
                 else:

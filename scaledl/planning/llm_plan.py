@@ -27,6 +27,8 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
    times a correction when one is given (a callable of the jobs and their step breakdowns
    returning corrected seconds: :func:`step_correction` of a fitted
    :class:`~scaledl.models.step_correction.StepCorrection`, e.g. :func:`published_correction`);
+   with a team's measured steps (``measured``), times one factor in ``calibrated_iteration_s``
+   (:func:`calibrate`: at least :data:`MIN_MEASURED` steps on the plan's GPU);
 4. cost: GPU-hours per step (and, with ``tokens``, to train on them; with a price, money), MFU
    against the device's dense bf16 peak (fp16 where it has none) with model FLOPs
    ``6 N + 12 L h s`` per token (Narayanan et al. 2021, no recomputation counted), the
@@ -51,6 +53,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -75,6 +78,7 @@ from scaledl.planning.llm_memory import (
     usable_bytes,
 )
 from scaledl.planning.pareto import pareto_sweep
+from scaledl.stats.metrics import scale_factor
 from scaledl.workloads.files import load_yaml
 from scaledl.workloads.training_job import ModelShape, TrainingJob
 
@@ -89,6 +93,13 @@ LAYOUT_COLUMNS = ("n_gpus", "dp_size", "tp_size", "pp_size", "vp_size", "cp_size
                   "layers_per_stage")  # fmt: skip
 #: A correction: the fitting jobs and their step breakdowns -> corrected step seconds.
 Correction = Callable[[Sequence[TrainingJob], Sequence], np.ndarray]
+#: Fewest measured steps on the plan's GPU a calibration takes: with one run of its own stack
+#: the scaled composition is worse than a fixed-MFU rule (docs/llm_at_scale.md, "With a few
+#: runs of your own stack": 28.7% against 24.3% mean MRE; 3 runs 21.0%, 5 runs 20.0%).
+MIN_MEASURED = 3
+#: Columns of :attr:`Calibration.rows`.
+CALIBRATION_COLUMNS = ("file", "row", "gpu", "n_gpus", "model", "measured_s", "predicted_s",
+                       "ratio", "used", "unused_kind", "reason")  # fmt: skip
 
 
 class LlmPlanError(ValueError):
@@ -153,6 +164,51 @@ class LlmSpace:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A plan's step times calibrated on a team's measured steps (:func:`calibrate`).
+
+    Attributes:
+        factor: the geometric mean of measured / predicted seconds over the used rows.
+        rows: one row per CSV data row read (:data:`CALIBRATION_COLUMNS`): ``file`` and
+            ``row`` (1-based data row) name it; ``measured_s`` and, where composed,
+            ``predicted_s`` and ``ratio`` (measured / predicted); ``used``; for the others
+            ``unused_kind`` (``quarantined``, ``no measured step``, ``another GPU``,
+            ``composition``) and ``reason``.
+        gpu: the plan's GPU (device-table name).
+    """
+
+    factor: float
+    rows: pd.DataFrame
+    gpu: str
+
+    @property
+    def k(self) -> int:
+        """Measured steps the factor is fitted on."""
+        return int(self.rows["used"].sum())
+
+    @property
+    def ratio_range(self) -> tuple[float, float]:
+        """The smallest and largest measured / predicted over the used rows."""
+        ratios = self.rows.loc[self.rows["used"], "ratio"]
+        return float(ratios.min()), float(ratios.max())
+
+    def text(self) -> str:
+        """Lines: the factor, k, the spread, and every unused row with its reason."""
+        low, high = self.ratio_range
+        lines = [
+            f"calibrated on {self.k} measured steps on {self.gpu}: factor {self.factor:.3f} "
+            f"(geometric mean of measured / predicted; range {low:.3f}-{high:.3f}); "
+            "calibrated_iteration_s = iteration_s x factor (one factor: ranking and front "
+            "unchanged; mfu, train_h, gpu_hours and cost are of iteration_s)"
+        ]
+        unused = self.rows[~self.rows["used"]]
+        if len(unused):
+            lines.append(f"unused measured rows ({len(unused)}):")
+            lines += [f"  {r.file} row {r.row}: {r.reason}" for r in unused.itertuples()]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class LlmSearch:
     """What a plan searched.
 
@@ -203,6 +259,8 @@ class LlmPlan:
         description: the job planned, one line.
         memory_gib: the device's memory, GiB.
         headroom: share of it kept free.
+        calibration: the team's measured steps' factor (:class:`Calibration`; the table then
+            has ``calibrated_iteration_s``), or ``None``.
     """
 
     table: pd.DataFrame
@@ -210,6 +268,7 @@ class LlmPlan:
     description: str
     memory_gib: float
     headroom: float = DEFAULT_HEADROOM
+    calibration: Calibration | None = None
 
     @property
     def front(self) -> pd.DataFrame:
@@ -246,6 +305,8 @@ class LlmPlan:
         """The plan as text: the job, what was searched, the best per GPU count, the front."""
         usable = usable_bytes(self.memory_gib, self.headroom) / GIB
         lines = [self.description, self.searched.text(usable, self.memory_gib, self.headroom)]
+        if self.calibration is not None:
+            lines.append(self.calibration.text())
         if all_rows:
             lines += ["", "every valid layout:", _shown(self.table).to_string(index=False)]
         lines += ["", "fastest fitting layout per GPU count:",
@@ -256,8 +317,9 @@ class LlmPlan:
 
 
 _SHOWN = ("n_gpus", "dp_size", "tp_size", "pp_size", "vp_size", "cp_size", "sharding",
-          "recompute", "micro_batch", "grad_accum", "memory_gib", "iteration_s", "mfu",
-          "gpu_hours_per_step", "train_h", "gpu_hours", "cost", "refusal")  # fmt: skip
+          "recompute", "micro_batch", "grad_accum", "memory_gib", "iteration_s",
+          "calibrated_iteration_s", "mfu", "gpu_hours_per_step", "train_h", "gpu_hours", "cost",
+          "refusal")  # fmt: skip
 
 
 def _shown(t: pd.DataFrame) -> pd.DataFrame:
@@ -265,8 +327,8 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
     out = t[cols].copy()
     if "refusal" in out and out["refusal"].eq("").all():
         out = out.drop(columns="refusal")
-    for c, digits in (("memory_gib", 1), ("iteration_s", 3), ("mfu", 3),
-                      ("gpu_hours_per_step", 4), ("train_h", 1), ("gpu_hours", 0),
+    for c, digits in (("memory_gib", 1), ("iteration_s", 3), ("calibrated_iteration_s", 3),
+                      ("mfu", 3), ("gpu_hours_per_step", 4), ("train_h", 1), ("gpu_hours", 0),
                       ("cost", 0)):  # fmt: skip
         if c in out:
             out[c] = out[c].round(digits)
@@ -360,6 +422,7 @@ def plan_llm(
     kernels=None,
     network=None,
     correction: Correction | None = None,
+    measured: Sequence[str | Path] | None = None,
 ) -> LlmPlan:
     """Plan a job's layout for each GPU count (module docstring).
 
@@ -383,14 +446,17 @@ def plan_llm(
         kernels: the kernel model composed with (default: the GPU's fitted one).
         network: the network model (default: the GPU's measured one).
         correction: corrected step seconds of the fitting jobs (module docstring).
+        measured: CSV files of the team's measured steps in the published-runs columns
+            (:func:`calibrate`, with this plan's GPU, models, composition and correction); the
+            table then has ``calibrated_iteration_s``.
 
     Returns:
         The :class:`LlmPlan`.
 
     Raises:
-        LlmPlanError: a bad GPU count, headroom or price, too large a search (named), or a
+        LlmPlanError: a bad GPU count, headroom or price, too large a search (named), a
             candidate the job validation refuses (a disagreement between the grid's rules and
-            the job's, named).
+            the job's, named), or measured files :func:`calibrate` refuses (before the search).
     """
     started = time.perf_counter()
     space = space or LlmSpace()
@@ -429,6 +495,10 @@ def plan_llm(
         }, "job")  # fmt: skip
     except ValueError as exc:
         raise LlmPlanError(f"plan: {exc}") from None
+    calibration = None
+    if measured is not None:
+        calibration = calibrate(measured, template, kernels, network, compose=compose,
+                                correction=correction)  # fmt: skip
     refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
     rows: list[tuple] = []
     fit_jobs: list[TrainingJob] = []
@@ -488,6 +558,8 @@ def plan_llm(
     table["iteration_s"] = np.nan
     fit_index = np.asarray(timed_rows, dtype=np.int64)
     table.loc[fit_index, "iteration_s"] = iteration
+    if calibration is not None:
+        table["calibrated_iteration_s"] = table["iteration_s"] * calibration.factor
     components = pd.DataFrame.from_records([s.components_s for s in steps], index=fit_index)
     for name in components.columns:
         table[name] = components[name]
@@ -526,8 +598,10 @@ def plan_llm(
         f"sequence {seq_len:,}, global batch {global_batch:,} ({tokens_per_step / 1e6:.2f}M "
         f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}; step times "
         + ("composed and corrected" if correction is not None else "composed, uncorrected")
-    )
-    return LlmPlan(table, searched, description, memory_gib, headroom)
+        + (f"; calibrated x{calibration.factor:.3f} on {calibration.k} measured steps"
+           if calibration is not None else "")
+    )  # fmt: skip
+    return LlmPlan(table, searched, description, memory_gib, headroom, calibration)
 
 
 def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **options) -> LlmPlan:
@@ -538,7 +612,8 @@ def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **option
     Args:
         job: the job.
         gpu_counts: GPU counts to plan (default: the job's).
-        **options: :func:`plan_llm`'s keyword arguments.
+        **options: :func:`plan_llm`'s keyword arguments (``measured``: CSV files of the team's
+            measured steps, :func:`calibrate`).
     """
     options.setdefault("nvlink_domain_size", job.nvlink_domain_size)
     return plan_llm(
@@ -552,6 +627,121 @@ def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **option
         gpus_per_node=job.gpus_per_node,
         **options,
     )
+
+
+def _read_runs(paths):
+    """The published-runs importer's result for ``paths`` (``None``: the published files)."""
+    # Imported here: the importer loads great-expectations (about 4 s), which a plan without
+    # the correction or measured steps never needs.
+    from scaledl.external.published_runs import DEFAULT_PATHS, read_published_runs
+
+    return read_published_runs(paths if paths is not None else DEFAULT_PATHS)
+
+
+def calibrate(
+    paths: Sequence[str | Path],
+    template: TrainingJob,
+    kernels,
+    network,
+    *,
+    compose: Callable = compose_step,
+    correction: Correction | None = None,
+) -> Calibration:
+    """One factor for a plan from a team's measured steps: measured / predicted, geometric mean.
+
+    The files are read as published runs (the 46 columns of ``external/scale_runs/README.md``,
+    :func:`~scaledl.external.published_runs.read_published_runs`: the same checks, a row that
+    cannot be a job quarantined with its file, row, column, value and reason). Each accepted
+    row with a measured step (``iteration_s``) on the plan's GPU is composed with the plan's
+    ``compose`` and ``kernels`` (the network: the plan's where the row's NVLink domain and
+    scale-out bandwidth are the plan's, else the GPU's measured model at the row's), corrected
+    with the plan's ``correction`` if any; the factor is
+    :func:`~scaledl.stats.metrics.scale_factor` of those. Rows on another GPU are not used
+    (listed with the reason): the factor is a stack's efficiency, but the kernel models and the
+    efficiency differ by GPU generation, so a factor measured on another GPU is not assumed to
+    carry over. Precision, model and layout are not matched: one factor per stack, as in the
+    few-shot evaluation.
+
+    Args:
+        paths: CSV files (distinct file stems), or one.
+        template: a job of the plan (its GPU, NVLink domain and scale-out bandwidth).
+        kernels: the plan's kernel model.
+        network: the plan's network model.
+        compose: the plan's composition.
+        correction: the plan's correction.
+
+    Returns:
+        The :class:`Calibration`.
+
+    Raises:
+        LlmPlanError: no file, a file the importer refuses (named), or fewer than
+            :data:`MIN_MEASURED` usable rows (naming the files and why rows are unused).
+    """
+    paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    if not paths:
+        raise LlmPlanError("measured steps: no file given")
+    try:
+        read = _read_runs(paths)
+    except ValueError as exc:  # PublishedRunsError: unreadable, a column missing (named)
+        raise LlmPlanError(f"measured steps: {exc}") from None
+    files = {p.stem: str(p) for p in paths}
+    records: list[dict] = []
+    for q in read.quarantine.itertuples(index=False):
+        reason = f"quarantined: field {q.field!r} (value {q.value}): {q.reason}"
+        records.append({"file": files[q.source], "row": q.row, "used": False,
+                        "unused_kind": "quarantined", "reason": reason})  # fmt: skip
+    gpu = template.gpu
+    same_network = (template.nvlink_domain_size, template.network_gbps)
+    jobs, steps, composed = [], [], []
+    for r in read.runs.itertuples(index=False):
+        job = r.job
+        record = {"file": files[r.source], "row": r.row, "gpu": job.gpu, "n_gpus": job.n_gpus,
+                  "model": r.model_name, "measured_s": r.iteration_s, "used": False}  # fmt: skip
+        records.append(record)
+        if not math.isfinite(r.iteration_s):
+            record.update(unused_kind="no measured step", reason="no measured step (iteration_s "
+                          "blank)")  # fmt: skip
+            continue
+        if job.gpu != gpu:
+            record.update(unused_kind="another GPU", reason=f"GPU {job.gpu}, not the plan's")
+            continue
+        try:
+            net = network
+            if (job.nvlink_domain_size, job.network_gbps) != same_network:
+                net = network_model(job.gpu, job.nvlink_domain_size, job.network_gbps)
+            step = compose(job, kernels, net)
+        except (ValueError, UnknownDeviceError) as exc:
+            record.update(unused_kind="composition", reason=f"composition: {exc}")
+            continue
+        jobs.append(job)
+        steps.append(step)
+        composed.append(record)
+    if len(composed) < MIN_MEASURED:
+        kinds = Counter(r["unused_kind"] for r in records if not r["used"] and "unused_kind" in r)
+        why = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none"
+        first = next((f"{r['file']} row {r['row']}: {r['reason']}" for r in records
+                      if r.get("unused_kind") == "quarantined"), "")  # fmt: skip
+        raise LlmPlanError(
+            f"measured steps ({', '.join(map(str, paths))}): {len(composed)} usable on {gpu}, "
+            f"at least {MIN_MEASURED} needed (with 1 run a per-stack factor is worse than a "
+            "fixed-MFU rule: 28.7% against 24.3% mean MRE, docs/llm_at_scale.md); unused rows: "
+            + why
+            + (f"; e.g. {first}" if first else "")
+        )
+    predicted = np.array([s.iteration_s for s in steps], dtype=float)
+    if correction is not None:
+        predicted = np.asarray(correction(jobs, steps), dtype=float).reshape(-1)
+        if predicted.shape != (len(steps),) or not np.all(np.isfinite(predicted) & (predicted > 0)):
+            raise LlmPlanError("plan: the correction must return one positive step time per job")
+    for record, p in zip(composed, predicted, strict=True):
+        record.update(predicted_s=float(p), ratio=record["measured_s"] / float(p), used=True,
+                      unused_kind="", reason="")  # fmt: skip
+    rows = pd.DataFrame.from_records(records, columns=list(CALIBRATION_COLUMNS))
+    rows = rows.sort_values(["file", "row"], kind="stable", ignore_index=True)
+    rows["unused_kind"] = rows["unused_kind"].fillna("")
+    rows["reason"] = rows["reason"].fillna("")
+    factor = scale_factor(predicted, [r["measured_s"] for r in composed])
+    return Calibration(factor, rows, gpu)
 
 
 #: Keys of a plan file's ``plan`` section besides :class:`LlmSpace`'s fields.
@@ -683,11 +873,7 @@ def published_correction(paths=None) -> StepCorrection:
     Raises:
         LlmPlanError: no published row could be composed.
     """
-    # Imported here: the importer loads great-expectations (about 4 s), which a plan without
-    # the correction never needs.
-    from scaledl.external.published_runs import DEFAULT_PATHS, read_published_runs
-
-    runs = read_published_runs(paths if paths is not None else DEFAULT_PATHS).runs
+    runs = _read_runs(paths).runs
     runs = runs[runs["iteration_s"].notna()]
     graphs, measured, sources, architectures = [], [], [], []
     for r in runs.itertuples(index=False):

@@ -43,6 +43,28 @@ def relative_errors(pred, true) -> np.ndarray:
     return np.abs(pred - true) / true
 
 
+def scale_factor(predicted_s, measured_s) -> float:
+    """One factor for a set of predictions: the geometric mean of ``measured / predicted``.
+
+    The per-stack calibration of the few-shot protocol
+    (:mod:`scaledl.evaluation.published_runs_few_shot`) and of ``scaledl plan-job --measured``
+    (:mod:`scaledl.planning.llm_plan`).
+
+    Args:
+        predicted_s: shape (k,), positive.
+        measured_s: shape (k,), positive.
+
+    Raises:
+        ValueError: no value, different shapes, or a value that is not positive and finite.
+    """
+    p, m = np.asarray(predicted_s, dtype=float), np.asarray(measured_s, dtype=float)
+    if p.size == 0 or p.shape != m.shape:
+        raise ValueError(f"scale factor: needs known rows of one shape, got {p.shape}, {m.shape}")
+    if not (np.all(np.isfinite(p) & (p > 0)) and np.all(np.isfinite(m) & (m > 0))):
+        raise ValueError("scale factor: predicted and measured steps must be positive and finite")
+    return float(np.exp(np.mean(np.log(m) - np.log(p))))
+
+
 def error_summary(pred, true) -> dict[str, float]:
     """MRE, RMSE and p50/p90 relative error of a set of predictions.
 

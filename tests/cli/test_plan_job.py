@@ -1,7 +1,9 @@
+import re
 from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from scaledl.cli import app
@@ -46,3 +48,42 @@ def test_plan_job_refuses_bad_input_in_one_line(tmp_path):
     result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--memory-gib", "10")
     assert result.exit_code == 2 and "no layout fits: searched 32 combinations" in text, text
     assert "the least memory per rank: n_gpus=64" in text and "GiB usable" in text
+
+
+MEASURED = EXAMPLE.parent / "measured_example.csv"
+
+
+def test_plan_job_calibrates_on_the_example_measured_steps(tmp_path):
+    out = tmp_path / "plan.csv"
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--measured", MEASURED,
+                          "--out", out)  # fmt: skip
+    assert result.exit_code == 0, text
+    match = re.search(r"calibrated on 5 measured steps on NVIDIA H100 80GB HBM3: factor "
+                      r"([0-9.]+) \(geometric mean of measured / predicted; range "
+                      r"([0-9.]+)-([0-9.]+)\)", text)  # fmt: skip
+    assert match, text
+    factor, low, high = map(float, match.groups())
+    assert low <= factor <= high
+    assert f"{MEASURED} row 6: GPU NVIDIA GB200, not the plan's" in text  # the GB200 row
+    table = pd.read_csv(out)
+    fit = table[table["iteration_s"].notna()]
+    ratio = fit["calibrated_iteration_s"] / fit["iteration_s"]
+    assert len(fit) and ratio.to_numpy() == pytest.approx(factor, abs=5e-4)
+
+
+def test_plan_job_refuses_too_few_measured_steps_and_names_bad_rows(tmp_path):
+    lines = MEASURED.read_text().splitlines(keepends=True)
+    few = tmp_path / "few.csv"
+    few.write_text("".join(lines[:3]))  # the header and 2 H100 rows
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--measured", few)
+    assert result.exit_code == 2 and "Traceback" not in result.output, text
+    assert f"measured steps ({few}): 2 usable on NVIDIA H100 80GB HBM3, at least 3" in text
+    assert len(result.output.strip().splitlines()) == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("".join(lines).replace("H100-SXM-80GB (DGX-H100)", "H1000", 1))
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64", *NARROW, "--measured", bad)
+    assert result.exit_code == 0, text
+    assert "calibrated on 4 measured steps" in text
+    assert f"{bad} row 1: quarantined: field 'gpu' (value H1000): unknown GPU" in text
+    result, text = invoke("plan-job", EXAMPLE, "--measured", bad, "--out", bad)
+    assert result.exit_code == 2 and "--measured" in text and "--out" in text, text

@@ -21,7 +21,6 @@ from scaledl.evaluation.published_runs_few_shot import (
     SCALED_METHODS,
     few_shot_draws,
     few_shot_source,
-    source_scale,
 )
 from scaledl.external.published_runs import default_paths, read_published_runs
 
@@ -59,17 +58,6 @@ def test_draws_are_reproducible_distinct_and_of_scored_rows_of_the_source():
         few_shot_draws(rows, "c", 7, 1)
     with pytest.raises(ValueError, match="k and draws must be >= 1"):
         few_shot_draws(rows, "a", 0, 1)
-
-
-def test_source_scale_is_the_geometric_mean_of_measured_over_predicted():
-    assert source_scale(np.array([1.0, 2.0]), np.array([2.0, 8.0])) == pytest.approx(
-        np.sqrt(2.0 * 4.0)
-    )
-    assert source_scale(np.array([3.0]), np.array([1.5])) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="positive and finite"):
-        source_scale(np.array([0.0]), np.array([1.0]))
-    with pytest.raises(ValueError, match="known rows"):
-        source_scale(np.array([]), np.array([]))
 
 
 def test_the_known_rows_are_never_scored():

@@ -2,8 +2,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from scaledl.external.published_runs import COLUMNS
 from scaledl.planning.llm_memory import rank_memory, usable_bytes
 from scaledl.planning.llm_plan import (
     RULES,
@@ -50,8 +52,9 @@ class FakeCompose:
 
 def plan(model=SMALL, counts=(8,), seq_len=2048, global_batch=16, **kw):
     compose = kw.pop("compose", FakeCompose())
+    network = kw.pop("network", object())
     return plan_llm(model, H100, counts, seq_len, global_batch, compose=compose, kernels=object(),
-                    network=object(), **kw)  # fmt: skip
+                    network=network, **kw)  # fmt: skip
 
 
 def test_the_grids_rules_are_counted_in_order():
@@ -288,3 +291,104 @@ def test_layouts_the_composition_refuses_are_counted_and_shown():
     assert (result.best_per_gpu_count["cp_size"] == 1).all()
     assert result.searched.composed == result.searched.fitting - len(refused)
     assert f"({len(refused):,} refused by the composition)" in result.to_text()
+
+
+# ---------------------------------------------------------------- measured steps (calibrate)
+#: The published-runs columns of a hand-made measured row of SMALL (the 46-column schema).
+_ROW = {"task": "pretrain", "model": "llama small", "hidden_size": "768", "num_layers": "6",
+        "num_heads": "12", "num_kv_heads": "4", "ffn_size": "3072", "vocab_size": "32000",
+        "seq_len": "2048", "gpu": H100, "n_gpus": "8", "precision": "bf16", "tp": "1", "pp": "1",
+        "cp": "1", "vp": "1", "micro_batch": "1", "sharding": "none", "activation_checkpointing":
+        "none", "global_batch_samples": "32", "iteration_s": "", "is_latest": "True"}  # fmt: skip
+
+
+def measured_csv(path, *rows: dict) -> Path:
+    """A CSV in the published-runs columns with ``rows`` (each updating :data:`_ROW`)."""
+    records = [{c: "" for c in COLUMNS} | _ROW | r for r in rows]
+    pd.DataFrame(records, columns=list(COLUMNS)).to_csv(path, index=False)
+    return path
+
+
+class PerGpuCompose(FakeCompose):
+    """FakeCompose for the plan; a measured row of SMALL takes n_gpus / 8 seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.networks: list = []
+
+    def __call__(self, job, kernels, network) -> FakeStep:
+        if job.model.hidden_size == 768 and job.global_batch == 32:
+            self.networks.append(network)
+            return FakeStep(job.n_gpus / 8, {"compute_s": job.n_gpus / 8})
+        return super().__call__(job, kernels, network)
+
+
+def test_measured_steps_calibrate_by_the_geometric_mean_and_keep_the_ranking(tmp_path):
+    # Predicted 1, 2, 4 s (8, 16, 32 GPUs), measured 2, 8, 4 s: ratios 2, 4, 1, factor 2.
+    team = measured_csv(tmp_path / "team.csv", {"n_gpus": "8", "iteration_s": "2"},
+                        {"n_gpus": "16", "iteration_s": "8"},
+                        {"n_gpus": "32", "iteration_s": "4"},
+                        {"gpu": "NVIDIA A100-SXM4-80GB", "iteration_s": "3"},
+                        {"n_gpus": "16"})  # fmt: skip
+    other = measured_csv(tmp_path / "other.csv", {"gpu": "H1000", "iteration_s": "1"})
+    network = object()
+    compose = PerGpuCompose()
+    result = plan(counts=(8, 16), compose=compose, network=network, measured=[team, other])
+    calibration = result.calibration
+    assert calibration.factor == pytest.approx(2.0)
+    assert calibration.k == 3 and calibration.ratio_range == pytest.approx((1.0, 4.0))
+    assert compose.networks == [network] * 3  # the plan's models, same GPU and domain
+    t = result.table
+    assert t["calibrated_iteration_s"].to_numpy() == pytest.approx(
+        2 * t["iteration_s"].to_numpy(), nan_ok=True
+    )
+    plain = plan(counts=(8, 16))  # one factor: the same best layouts and front
+    assert result.best_per_gpu_count.index.tolist() == plain.best_per_gpu_count.index.tolist()
+    assert result.front.index.tolist() == plain.front.index.tolist()
+    unused = calibration.rows[~calibration.rows["used"]].set_index(["file", "row"])
+    assert unused.loc[(str(team), 4), "unused_kind"] == "another GPU"
+    assert unused.loc[(str(team), 5), "reason"] == "no measured step (iteration_s blank)"
+    quarantined = unused.loc[(str(other), 1), "reason"]
+    assert quarantined.startswith("quarantined: field 'gpu' (value H1000): unknown GPU")
+    text = result.to_text()
+    assert "calibrated on 3 measured steps" in text and "factor 2.000" in text
+    assert "range 1.000-4.000" in text and "calibrated x2.000 on 3 measured steps" in text
+    assert f"{team} row 4: GPU NVIDIA A100-SXM4-80GB, not the plan's" in text
+    assert f"{other} row 1: quarantined: field 'gpu'" in text
+
+
+def test_measured_steps_are_corrected_like_the_plan(tmp_path):
+    def double(jobs, steps):
+        return np.array([2 * s.iteration_s for s in steps])
+
+    team = measured_csv(tmp_path / "team.csv", {"n_gpus": "8", "iteration_s": "2"},
+                        {"n_gpus": "16", "iteration_s": "8"},
+                        {"n_gpus": "32", "iteration_s": "4"})  # fmt: skip
+    result = plan(compose=PerGpuCompose(), measured=team, correction=double)  # one file
+    assert result.calibration.factor == pytest.approx(1.0)  # (2 * 4 * 1) ** (1/3) / 2
+    assert result.calibration.rows["predicted_s"].tolist() == pytest.approx([2.0, 4.0, 8.0])
+    assert result.table["calibrated_iteration_s"].to_numpy() == pytest.approx(
+        result.table["iteration_s"].to_numpy(), nan_ok=True
+    )
+
+
+def test_fewer_than_three_usable_measured_rows_are_refused(tmp_path):
+    team = measured_csv(tmp_path / "team.csv", {"n_gpus": "8", "iteration_s": "2"},
+                        {"n_gpus": "16", "iteration_s": "8"},
+                        {"gpu": "NVIDIA A100-SXM4-80GB", "iteration_s": "3"},
+                        {"precision": "fp9", "iteration_s": "3"})  # fmt: skip
+    compose = PerGpuCompose()
+    with pytest.raises(LlmPlanError) as caught:
+        plan(compose=compose, measured=[team])
+    message = str(caught.value)
+    assert "\n" not in message and str(team) in message
+    assert "2 usable on NVIDIA H100 80GB HBM3, at least 3 needed" in message
+    assert "1 another GPU, 1 quarantined" in message and "28.7% against 24.3%" in message
+    assert f"e.g. {team} row 4: quarantined: field 'precision' (value fp9)" in message
+    assert not any(j.model.hidden_size == 768 and j.global_batch == 16 for j in compose.jobs)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("task,model\npretrain,llama\n")
+    with pytest.raises(LlmPlanError, match=r"measured steps: .*bad.csv: column\(s\)"):
+        plan(compose=PerGpuCompose(), measured=[bad])
+    with pytest.raises(LlmPlanError, match="no file given"):
+        plan(compose=PerGpuCompose(), measured=[])

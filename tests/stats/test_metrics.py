@@ -7,6 +7,7 @@ from scaledl.stats.metrics import (
     mean_metrics,
     prediction_metrics,
     relative_errors,
+    scale_factor,
 )
 
 
@@ -50,3 +51,14 @@ def test_prediction_metrics_per_family_and_mean():
     assert set(m) == {"iteration", "epoch", "per_family"}
     avg = mean_metrics([m["per_family"]["a"], m["per_family"]["b"]])
     assert avg["iteration"]["mre"] == pytest.approx(0.375) and avg["n_groups"] == 2
+
+
+def test_scale_factor_is_the_geometric_mean_of_measured_over_predicted():
+    assert scale_factor(np.array([1.0, 2.0]), np.array([2.0, 8.0])) == pytest.approx(
+        np.sqrt(2.0 * 4.0)
+    )
+    assert scale_factor(np.array([3.0]), np.array([1.5])) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="positive and finite"):
+        scale_factor(np.array([0.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match="known rows"):
+        scale_factor(np.array([]), np.array([]))
