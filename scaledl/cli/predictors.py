@@ -86,8 +86,7 @@ def fit_layouts(
 ) -> None:
     """Fit the layout calibration of a host and save it beside a predictor.
 
-    Scores every candidate recipe by an inner leave-one-kind-out over every layout kind of
-    the profiles (for information), fits the product's recipe
+    Fits the product's layout recipe
     (``scaledl.parallel.recipe.RECIPE``) on every profiled workload and saves it as a new
     version in ``<bundle>/layouts/<device>/``
     (:mod:`scaledl.parallel.calibration`, :mod:`scaledl.registry.layouts`); ``scaledl
@@ -124,17 +123,12 @@ def fit_layouts(
 
 def calibration_lines(calibration) -> list[str]:
     """What a layout calibration chose and its figures, in words (``scaledl fit-layouts``)."""
-    selection, data = calibration.selection, calibration.training_data
+    data = calibration.training_data
     kinds = ", ".join(f"{n} {k}" for k, n in data["by_kind"].items())
     lines = [
         f"device {calibration.device_name}: {data['workloads']} profiled workloads ({kinds})",
-        f"recipe: {selection['chosen']} (the product's layout recipe, fixed; README)",
-        f"inner leave-one-kind-out MRE (each kind held out in turn; lowest: "
-        f"{selection.get('lowest') or '-'}):",
+        f"recipe: {calibration.recipe.name} (the product's layout recipe, fixed)",
     ]
-    for name, by_kind in selection["mre_by_kind"].items():
-        parts = ", ".join(f"{k} {v:.1%}" for k, v in by_kind.items())
-        lines.append(f"  {name}: mean {selection['mean_mre'][name]:.1%} ({parts})")
     in_sample = calibration.in_sample
     parts = ", ".join(f"{k} {v:.1%}" for k, v in in_sample["mre_by_kind"].items())
     taus = ", ".join(

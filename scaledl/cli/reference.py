@@ -85,28 +85,27 @@ def evaluate_layouts_command(
         Path | None, typer.Option(help="Also rewrite this README's layouts block")
     ] = None,
 ) -> None:
-    """Evaluate layout predictions on a profiled layout dataset (fixed labels).
+    """Evaluate the layout recipe on a profiled layout dataset (fixed labels).
 
-    Leave-one-layout-out MRE (sharded, tensor-parallel and pipeline layouts held out in turn)
-    of every variant (the current method, fold-trained layer-wise models, overlap factors, the
-    nested selection), each paired against the current method, and Kendall's tau of the layout
-    ranking per model (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat``
-    (a profile of the same workloads measured at another time) is evaluated the same way and
-    its targets are stored under ``repeats`` (the host drifts: a figure is quoted from more
-    than one profile), with the ranking's tau between the two profiles' measured times
-    (:func:`scaledl.parallel.evaluate.measured_agreement`: the ranking target's resolution).
-    Each ``--across`` profile is evaluated for the headline recipe's targets alone
-    (:func:`scaledl.parallel.evaluate.evaluate_headline`, a tenth of the time), stored under
-    ``across``; the block then tabulates every profile's targets and how many profiles meet
-    each. The result records ``evaluated_on``, the processor it was computed on
-    (:func:`scaledl.devices.local.local_cpu_name`): the evaluation is deterministic on one
-    processor, but another one's floating-point kernels move its MREs in the third digit and
-    can swap near-tied layouts in a ranking. Bad input exits 2 naming the file.
+    Leave-one-layout-out MRE of the product's layout recipe (sharded, tensor-parallel and
+    pipeline layouts held out in turn, the data-parallel ones ranked), composed and corrected,
+    and Kendall's tau of the layout ranking per model
+    (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat`` (a profile of the
+    same workloads measured at another time) and each ``--across`` profile is evaluated the
+    same way and its targets are stored under ``repeats`` / ``across`` (the host drifts: a
+    figure is quoted from more than one profile), with the ranking's tau between its measured
+    times and the main profile's (:func:`scaledl.parallel.evaluate.measured_agreement`: the
+    ranking target's resolution); the block then tabulates every profile's targets and how
+    many profiles meet each. The result records ``evaluated_on``, the processor it was
+    computed on (:func:`scaledl.devices.local.local_cpu_name`): the evaluation is
+    deterministic on one processor, but another one's floating-point kernels move its MREs in
+    the third digit and can swap near-tied layouts in a ranking. The variants the recipe was
+    chosen among: ``benchmarks/history/layout_variants.py``. Bad input exits 2 naming the file.
     """
     from scaledl.devices.local import local_cpu_name
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
-    from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts, repeat_summary
+    from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts
     from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
 
@@ -118,7 +117,7 @@ def evaluate_layouts_command(
         fail(str(exc))
     try:
         result = evaluate_layouts(data)
-        result["repeats"] = [repeat_summary(evaluate_layouts(r), result) for r in repeat or []]
+        result["repeats"] = [evaluate_headline(r, result) for r in repeat or []]
         result["across"] = [evaluate_headline(a, result) for a in across or []]
         result["evaluated_on"] = local_cpu_name()
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:

@@ -13,9 +13,9 @@
   :mod:`scaledl.parallel.overlap`: the measured overlap of each collective lane;
 * :mod:`scaledl.parallel.training`: layer-wise samples from layout profiles;
   :mod:`scaledl.parallel.recipe`, :mod:`scaledl.parallel.calibration`: a host's fitted
-  layout recipe; :mod:`scaledl.parallel.layout_gnn`: the GNN correction of composed layouts;
+  layout recipe;
 * :mod:`scaledl.parallel.predict`: layout workloads from a predictor (CPU hosts);
   :mod:`scaledl.parallel.megatron`: Megatron-LM's layouts on a GPU from the GPU predictor;
-* :mod:`scaledl.parallel.evaluate`, :mod:`scaledl.report.blocks.layouts`: leave one layout
-  out and ranking on profiled layouts, and the README block.
+* :mod:`scaledl.parallel.evaluate`, :mod:`scaledl.report.blocks.layouts`: the recipe's leave
+  one layout out and ranking on profiled layouts, and the results page's block.
 """

@@ -1,25 +1,15 @@
 """Layout calibration: the product's layout recipe, fitted once on all of a host's layouts.
 
 The leave-one-layout-out evaluation (:mod:`scaledl.parallel.evaluate`) fits, per fold, the
-candidates of :data:`~scaledl.parallel.recipe.CANDIDATES` on the training layouts and judges
-the product's recipe :data:`~scaledl.parallel.recipe.RECIPE` (``plain_layers_overlap``; the
-evaluation's docstring says why it is fixed rather than selected). A layout calibration fits
-that recipe with no kind held out (:func:`fit_layout_calibration`):
+product's recipe :data:`~scaledl.parallel.recipe.RECIPE` (``plain_layers_overlap``) on the
+training layouts and judges it on the held-out kind. A layout calibration fits that recipe
+with no kind held out (:func:`fit_layout_calibration`): its layer-wise models, collective
+model, overlap factors and correction (a :class:`~scaledl.parallel.recipe.LayoutRecipe`),
+on every profiled workload.
 
-1. the inner leave-one-kind-out scores of every candidate
-   (:meth:`~scaledl.parallel.training.LayoutContext.select`) over every kind of the profiles
-   (``ddp``, ``fsdp``, ``tp``, ``pp``): each kind held out in turn, each candidate fitted on
-   the others and scored by its mean corrected MRE on the held-out kinds. They are recorded
-   for information (what the selection would choose on this host's profiles); they do not
-   choose the recipe;
-2. :data:`~scaledl.parallel.recipe.RECIPE` fitted on every workload: its layer-wise models,
-   collective model, overlap factors and correction (a
-   :class:`~scaledl.parallel.recipe.LayoutRecipe`).
-
-The calibration records those scores per candidate and held-out kind (out-of-sample for each
-candidate), and the recipe's in-sample MRE
-per kind and Kendall tau per model: **in-sample, not an accuracy claim**; the accuracy claim of
-the recipe is the evaluation's leave-one-layout-out (README, ``scaledl evaluate-layouts``).
+The calibration records the recipe's in-sample MRE per kind and Kendall tau per model:
+**in-sample, not an accuracy claim**; the accuracy claim of the recipe is the evaluation's
+leave-one-layout-out (``scaledl evaluate-layouts``).
 It is saved beside a predictor bundle (:mod:`scaledl.registry.layouts`) and used by
 ``scaledl predict`` and the planner for layouts of its device.
 """
@@ -51,8 +41,6 @@ class LayoutCalibration:
     Attributes:
         recipe: the fitted recipe.
         device_name: the host's device (every profiled workload's ``device_name``).
-        selection: ``chosen``, ``mean_mre`` (per candidate) and ``mre_by_kind`` (per
-            candidate, per held-out kind) of the inner leave-one-kind-out.
         training_data: ``sha256`` of the profile tables, ``directory``, ``workloads``,
             ``by_kind`` (workloads per kind), ``workload_ids`` and ``spec_keys``
             (:func:`spec_key` of each).
@@ -64,7 +52,6 @@ class LayoutCalibration:
 
     recipe: LayoutRecipe
     device_name: str
-    selection: dict[str, Any]
     training_data: dict[str, Any]
     in_sample: dict[str, Any]
     version: str = field(default="")
@@ -94,7 +81,7 @@ class LayoutCalibration:
 
 
 def fit_layout_calibration(directory: Path) -> LayoutCalibration:
-    """Select and fit the layout recipe on every profiled workload of a host (module docstring).
+    """Fit the layout recipe on every profiled workload of a host (module docstring).
 
     Args:
         directory: validated layout profiles of one host (data-parallel and layout workloads,
@@ -115,7 +102,6 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
     devices = sorted({w.device_name for w in ctx.wlist})
     _one_device(directory / "workloads.parquet", devices)
     everything = np.arange(len(ctx.ids))
-    lowest, mean, by_kind = ctx.select(everything)
     _, corrected, _, recipe = ctx.candidates(
         everything, np.zeros(len(ctx.ids), dtype=bool), None, (RECIPE,)
     )[RECIPE]
@@ -124,12 +110,6 @@ def fit_layout_calibration(directory: Path) -> LayoutCalibration:
     return LayoutCalibration(
         recipe=recipe,
         device_name=devices[0],
-        selection={
-            "chosen": RECIPE,
-            "lowest": lowest,
-            "mean_mre": mean,
-            "mre_by_kind": by_kind,
-        },  # fmt: skip
         training_data={
             "sha256": tables_sha256(directory),
             "directory": str(directory),

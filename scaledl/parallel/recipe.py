@@ -1,8 +1,8 @@
 """A fitted layout recipe: layer-wise models, collectives, overlap factors and a correction.
 
-A recipe is what one candidate of the layout evaluation (:mod:`scaledl.parallel.evaluate`)
-fits on profiled layouts, kept as objects so that it can predict new workloads and be saved
-(:mod:`scaledl.registry.layouts`):
+A recipe is what one candidate of :data:`CANDIDATES` (the product's: :data:`RECIPE`) fits
+on profiled layouts (:meth:`scaledl.parallel.training.LayoutContext.candidates`), kept as
+objects so that it can predict new workloads and be saved (:mod:`scaledl.registry.layouts`):
 
 * the layer-wise models (:class:`~scaledl.models.layerwise.LayerwiseModel`) that predict every
   layer of a rank on its local shapes;
@@ -32,7 +32,8 @@ from scaledl.workloads.spec import Workload
 
 #: The layout candidates a calibration can fit: layer rows used (``all``, or ``plain``: without
 #: the times that hold the layout's communication) and whether per-lane overlap factors are
-#: fitted (:mod:`scaledl.parallel.evaluate` compares them).
+#: fitted (``benchmarks/history/layout_variants.py`` compares them; a saved calibration names
+#: one).
 CANDIDATES = {
     "fold_layers": ("all", False),
     "fold_layers_overlap": ("all", True),

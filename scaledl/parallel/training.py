@@ -408,23 +408,3 @@ class LayoutContext:
                 out[name] = (pred.iteration_ms, correction.apply(pred, ws), {**info, **extra},
                              recipe)  # fmt: skip
         return out
-
-    def select(self, scope: np.ndarray) -> tuple[str, dict[str, float], dict[str, dict]]:
-        """The candidate with the lowest inner leave-one-kind-out MRE on ``scope``.
-
-        Each kind of ``scope`` is held out in turn; a candidate's score is the mean over the
-        inner folds of its corrected MRE on the inner held-out workloads (every kind weighs
-        the same, as the targets do); the first of :data:`CANDIDATES` wins a tie.
-
-        Returns:
-            The name, every candidate's score and every candidate's MRE per held-out kind.
-        """
-        by_kind: dict[str, dict[str, float]] = {name: {} for name in CANDIDATES}
-        for kind in dict.fromkeys(self.kind[scope].tolist()):
-            held = self.kind[scope] == kind
-            m = self.measured[scope][held]
-            for name, (_, corrected, _, _) in self.candidates(scope, held, kind).items():
-                by_kind[name][kind] = float(np.mean(np.abs(corrected[held] - m) / m))
-        mean = {name: float(np.mean(list(v.values()))) for name, v in by_kind.items()}
-        best = min(mean, key=lambda name: (mean[name], list(CANDIDATES).index(name)))
-        return best, mean, by_kind

@@ -7,8 +7,7 @@ correction compose it is the **recipe**, chosen per device:
 
 * ``calibrated:<candidate>@<version>``: the layout calibration saved beside the predictor for
   the workload's device (:mod:`scaledl.registry.layouts`, fitted by ``scaledl fit-layouts`` on
-  that host's layout profiles with the evaluation's selection,
-  :mod:`scaledl.parallel.calibration`);
+  that host's layout profiles, :mod:`scaledl.parallel.calibration`);
 * ``current``: without one, the registered predictor's own layer-wise and all-reduce models,
   every collective hidden behind compute (:func:`scaledl.parallel.predict.predict_layouts`);
 * ``megatron:<system>``: on a kernel-aware GPU predictor, Megatron-LM's composition with the

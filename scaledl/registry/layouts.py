@@ -6,11 +6,12 @@ the directory of the predictor bundle it serves, one folder per device and versi
 * ``<bundle>/layouts/<device>/<version>/manifest.json``: ``format_version``, ``kind``
   (``layout_calibration``), ``version``, ``created_at``, ``device_name``, the bundle it was
   fitted beside (``predictor_name``, ``predictor_version``), the chosen ``recipe``, its
-  collective model, overlap factors and correction, the selection's scores, the training
-  data (SHA-256 over the profile tables, workloads per kind), the in-sample figures,
-  ``library_versions`` and the SHA-256 and size of the one other file (``files``,
-  ``file_sizes``); validated as :class:`CalibrationManifest` (pydantic: unknown keys,
-  non-finite numbers and out-of-range factors refused);
+  collective model, overlap factors and correction, the training data (SHA-256 over the
+  profile tables, workloads per kind), the in-sample figures, ``library_versions`` and the
+  SHA-256 and size of the one other file (``files``, ``file_sizes``); validated as
+  :class:`CalibrationManifest` (pydantic: unknown keys, non-finite numbers and out-of-range
+  factors refused). Manifests saved before issue 52 also hold ``selection``, the candidates'
+  inner leave-one-kind-out scores (:class:`SelectionRecord`): still read, not used;
 * ``<bundle>/layouts/<device>/<version>/layerwise.skops``: the layer-wise regressors;
 * ``<bundle>/layouts/<device>/latest``: a one-line file naming the newest version.
 
@@ -167,7 +168,10 @@ class CorrectionParams(Artefact):
 
 
 class SelectionRecord(Artefact):
-    """The recipe and the inner leave-one-kind-out scores of every candidate.
+    """The inner leave-one-kind-out scores of every candidate (manifests before issue 52).
+
+    Validated when such a manifest is loaded, then not used; a calibration no longer writes
+    it (the candidates' selection: ``benchmarks/history/layout_variants.py``).
 
     Attributes:
         chosen: the fitted recipe (:data:`scaledl.parallel.recipe.RECIPE`).
@@ -246,7 +250,7 @@ class CalibrationManifest(Artefact):
     collectives: CollectivesParams
     overlap: OverlapParams | None
     correction: CorrectionParams
-    selection: SelectionRecord
+    selection: SelectionRecord | None = None  # written before issue 52 only
     training_data: TrainingRecord
     in_sample: InSampleRecord
     library_versions: dict[str, str]
@@ -375,7 +379,6 @@ def _manifest(calibration, bundle_manifest: dict, version: str, now, layer_file:
             "coef": list(recipe.correction.coef),
             "intercept": recipe.correction.intercept,
         },
-        "selection": calibration.selection,
         "training_data": calibration.training_data,
         "in_sample": calibration.in_sample,
         "library_versions": library_versions(),
@@ -484,7 +487,6 @@ def _calibration(m: CalibrationManifest, layerwise, path: Path):
     return LayoutCalibration(
         recipe,
         m.device_name,
-        m.selection.model_dump(mode="json"),
         m.training_data.model_dump(mode="json"),
         m.in_sample.model_dump(mode="json"),
         version=m.version,

@@ -50,7 +50,7 @@ def test_round_trip_gives_identical_predictions(bundle, layout_calibration):
     again, corrected_again = loaded.predict(ws)
     np.testing.assert_array_equal(corrected_again, corrected)
     np.testing.assert_array_equal(again.iteration_ms, composed.iteration_ms)
-    assert loaded.selection == layout_calibration.selection
+    assert "selection" not in json.loads((target / MANIFEST_FILE).read_text())
     assert loaded.recipe.overlap == layout_calibration.recipe.overlap
     assert list(json.loads((target / MANIFEST_FILE).read_text())["files"]) == [LAYERWISE_FILE]
     # the bundle itself is untouched: its manifest still verifies and lists its own files
@@ -106,6 +106,18 @@ MANIFEST_EDITS = {
         "collectives.params",
     ),  # fmt: skip
     "other file listed": (_set("files", {"../gnn.pt": "0" * 64}), "'files'"),
+    # the inner scores a calibration wrote before issue 52 are still validated
+    "negative selection score": (
+        _set(
+            "selection",
+            {
+                "chosen": "plain_layers_overlap",
+                "mean_mre": {"fold_layers": -0.1},
+                "mre_by_kind": {},
+            },
+        ),
+        "selection",
+    ),  # fmt: skip
     # issue 50: every number of a calibration in range when it is loaded
     "intercept far below": (
         _set("correction.intercept", -800.0),
@@ -129,6 +141,24 @@ MANIFEST_EDITS = {
     ),
     "other predictor": (_set("predictor_version", "v1"), "'predictor_version'"),
 }
+
+
+#: ``selection`` as a calibration wrote it before issue 52 (the candidates' inner scores).
+OLD_SELECTION = {
+    "chosen": "plain_layers_overlap",
+    "lowest": "plain_layers",
+    "mean_mre": {"fold_layers": 0.12, "plain_layers": 0.08},
+    "mre_by_kind": {"fold_layers": {"tp": 0.12}, "plain_layers": {"tp": 0.08}},
+}
+
+
+def test_a_calibration_saved_with_the_old_selection_still_loads(bundle, layout_calibration):
+    target = save_beside(layout_calibration, bundle)
+    edit_manifest(target, _set("selection", OLD_SELECTION))
+    loaded, device = found(bundle)
+    assert loaded.version == target.name
+    ws = layout_workloads(device)
+    np.testing.assert_array_equal(loaded.predict(ws)[1], layout_calibration.predict(ws)[1])
 
 
 @pytest.mark.parametrize("case", list(MANIFEST_EDITS))

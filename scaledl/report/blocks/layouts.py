@@ -11,7 +11,6 @@ import datetime as dt
 
 import numpy as np
 
-from scaledl.parallel.evaluate import gnn_ablation
 from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
 
@@ -40,16 +39,14 @@ def layouts_markdown(result: dict) -> str:
     Returns:
         Markdown: the targets table (the headline variant) and those of each repeated
         profile (``repeats``), every profile's targets side by side when there are further
-        profiles (``across``), one row per variant and held-out kind, the selection's choices
-        and the ranking per model and variant.
+        profiles (``across``), one row per held-out kind and the ranking per model.
     """
     n, head = result["n_by_kind"], result["headline"]
     lines = [
         f"Layouts profiled ({result['dataset']}): {n['ddp']} data-parallel, {n['fsdp']} "
         f"sharded (ZeRO-1/2, FSDP), {n['tp']} tensor-parallel, {n['pp']} pipeline workloads; "
         "each layout kind held out in turn, every model of a fold fitted on the other kinds. "
-        f"Targets judged on `{head}`, the product's layout recipe "
-        "(`scaledl/parallel/evaluate.py` says why and when it was fixed).",
+        f"Targets judged on `{head}`, the product's layout recipe.",
         "",
         "| target | value | target | |",
         "| --- | --- | --- | --- |",
@@ -76,34 +73,20 @@ def layouts_markdown(result: dict) -> str:
                 f" ({per_model})."
             )
     lines += _profiles_lines(result)
-    lines += [
-        "",
-        "| variant | held out | workloads | composed MRE | corrected MRE "
-        "| corrected - current [95% CI] |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, variant in result["variants"].items():
-        for kind, f in variant["folds"].items():
-            if kind == "ddp":
-                continue
-            paired = _interval(f.get("corrected_vs_current")) if name != "current" else "-"
+    lines += ["", "| held out | workloads | composed MRE | corrected MRE "
+              "| corrected - composed [95% CI] |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for kind, f in result["folds"].items():
+        if kind != "ddp":
             lines.append(
-                f"| {name} | {kind} | {f['n_workloads']} | {pct(f['mre_composed'])} | "
-                f"{pct(f['mre_corrected'])} | {paired} |"
+                f"| {kind} | {f['n_workloads']} | {pct(f['mre_composed'])} | "
+                f"{pct(f['mre_corrected'])} | {_interval(f.get('corrected_vs_composed'))} |"
             )
-    chosen = ", ".join(
-        f"{kind}: {f['selected']}"
-        for kind, f in result["variants"].get("selected", {"folds": {}})["folds"].items()
-        if "selected" in f
-    )  # fmt: skip
-    if chosen:
-        lines += ["", f"`selected` per held-out kind: {chosen}."]
-    lines += _gnn_lines(result)
-    lines += ["", "| variant | " + " | ".join(m["model"] for m in result["ranking"]["models"])
-              + " |", "| --- |" + " --- |" * len(result["ranking"]["models"])]  # fmt: skip
-    for name, variant in result["variants"].items():
-        taus = " | ".join(_tau(m["tau_corrected"]) for m in variant["ranking"]["models"])
-        lines.append(f"| {name} (Kendall tau, corrected) | {taus} |")
+    models = result["ranking"]["models"]
+    lines += ["", "| Kendall tau | " + " | ".join(m["model"] for m in models) + " |",
+              "| --- |" + " --- |" * len(models)]  # fmt: skip
+    for name in ("composed", "corrected"):
+        taus = " | ".join(_tau(m[f"tau_{name}"]) for m in models)
+        lines.append(f"| {head}, {name} | {taus} |")
     return "\n".join(lines)
 
 
@@ -160,28 +143,6 @@ def _profiles_lines(result: dict) -> list[str]:
             f"{_value(n, values[-1])})"
         )
     lines += ["", f"Over these {len(profiles)} profiles: " + "; ".join(summary) + "."]
-    return lines
-
-
-def _ablation_text(ablation: dict[str, dict]) -> str:
-    return "; ".join(
-        f"{kind}: gnn - gnn_no_edges {_interval(c['no_edges'])}, "
-        f"gnn - ridge {_interval(c['ridge'])}"
-        for kind, c in ablation.items()
-    )
-
-
-def _gnn_lines(result: dict) -> list[str]:
-    """The GNN ablation, paired per held-out workload, on this profile and each repeat."""
-    ablation = gnn_ablation(result["variants"])
-    if not ablation:
-        return []
-    lines = ["", "The runtime GNN over layout graphs (`scaledl/parallel/layout_gnn.py`) as the "
-             "correction of the recipe's composition, paired per held-out workload (MRE points, "
-             f"95% CI): {_ablation_text(ablation)}."]  # fmt: skip
-    for rep in result.get("repeats", []):
-        if rep.get("gnn_ablation"):
-            lines.append(f"On {rep['dataset']}: {_ablation_text(rep['gnn_ablation'])}.")
     return lines
 
 

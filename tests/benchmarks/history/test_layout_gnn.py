@@ -1,18 +1,34 @@
+"""The history script of the GNN layout correction (benchmarks/history/layout_gnn.py)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from flops_method import Method
 from tiny_specs import tiny
 
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
-from scaledl.parallel.layout_gnn import (
-    EDGE_FEATURES,
-    NODE_FEATURES,
-    fit_predict_gnn,
-    layout_graphs,
-)
 from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.recipe import CORRECTION_FEATURES
 from scaledl.profiles.tables import FSDP_API
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _script():
+    path = REPO / "benchmarks" / "history" / "layout_gnn.py"
+    spec = importlib.util.spec_from_file_location("layout_gnn", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["layout_gnn"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+gnn = _script()
+EDGE_FEATURES, NODE_FEATURES = gnn.EDGE_FEATURES, gnn.NODE_FEATURES
+fit_predict_gnn, layout_graphs = gnn.fit_predict_gnn, gnn.layout_graphs
 
 CM = CollectiveModel(dict.fromkeys(COLLECTIVES, (0.5, 1e-6)),
                          {c: "none" if c in FSDP_API else "t" for c in COLLECTIVES})  # fmt: skip

@@ -1,4 +1,9 @@
-"""The runtime GNN over layout graphs: a learned correction of composed layout iterations.
+"""History: the runtime GNN over layout graphs, a learned correction of composed layouts.
+
+Evaluated beside the layout recipe until issue 52 (``gnn`` and ``gnn_no_edges`` in
+``docs/results/layouts.json``), never the product's: the recipe keeps the ridge correction.
+Run through ``benchmarks/history/layout_variants.py``; imports ``scaledl``, nothing in
+``scaledl`` imports it.
 
 ScaleDL's GNN (:class:`~scaledl.models.gnn.RuntimeGNN`, arXiv 2511.04162 Sec. III-C) corrects
 the additive prior of a data-parallel layer graph. Here the same graph Transformer corrects a
