@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, output_path, refuse_overwrite
+from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
 
 app = typer.Typer()
 
@@ -67,12 +67,37 @@ def evaluate_reference_command(
         typer.echo(f"{readme}: reference block rewritten")
 
 
+def refuse_variants_file(out: Path) -> None:
+    """Refuse an ``--out`` JSON that holds the layout variants of the history script.
+
+    Raises:
+        ValueError: ``out`` is a JSON object with a ``variants`` key (unreadable or other
+            files are left to the write, which replaces them).
+    """
+    from scaledl.io.safe import UnsafeInputError, read_json
+
+    if not out.is_file():
+        return
+    try:
+        held = read_json(out)
+    except (UnsafeInputError, ValueError):
+        return
+    if isinstance(held, dict) and "variants" in held:
+        raise ValueError(
+            f"--out {out}: holds the layout variants of benchmarks/history/layout_variants.py, "
+            "which this command does not compute; regenerate that file with the script, or "
+            "write elsewhere"
+        )
+
+
 @app.command("evaluate-layouts")
 def evaluate_layouts_command(
     data: Annotated[Path, typer.Option(help="Validated profiles of a layout dataset")] = Path(
         "datasets/layouts-cpu/validated"
     ),
-    out: Annotated[Path, typer.Option(help="Result JSON")] = Path("docs/results/layouts.json"),
+    out: Annotated[
+        Path | None, typer.Option(help="Result JSON [<data>/reports/layouts.json]")
+    ] = None,
     repeat: Annotated[
         list[Path] | None,
         typer.Option(help="Another profile of the same workloads: its targets are added"),
@@ -100,7 +125,10 @@ def evaluate_layouts_command(
     computed on (:func:`scaledl.devices.local.local_cpu_name`): the evaluation is
     deterministic on one processor, but another one's floating-point kernels move its MREs in
     the third digit and can swap near-tied layouts in a ranking. The variants the recipe was
-    chosen among: ``benchmarks/history/layout_variants.py``. Bad input exits 2 naming the file.
+    chosen among: ``benchmarks/history/layout_variants.py``, which writes the committed
+    ``docs/results/layouts.json`` whole (the recipe's part is this command's); an ``--out`` file
+    that holds those variants is refused, so this command never drops them. Bad input exits 2
+    naming the file.
     """
     from scaledl.devices.local import local_cpu_name
     from scaledl.io.atomic import write_atomic
@@ -109,10 +137,12 @@ def evaluate_layouts_command(
     from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
 
+    out = out or layout().reports_dir / "layouts.json"
     try:
         sources = {"--data": data, "--repeat": repeat, "--across": across}
         refuse_overwrite({"--out": out, "--readme": readme}, sources)
         out = output_path(out, (".json",), "--out")
+        refuse_variants_file(out)
     except ValueError as exc:
         fail(str(exc))
     try:

@@ -178,6 +178,24 @@ def test_cli_names_a_missing_dataset(tmp_path):
     assert str(missing) in result.output
 
 
+def test_cli_refuses_to_overwrite_a_file_with_the_history_variants(tmp_path):
+    """The committed file's variants come from the history script: never dropped by the CLI."""
+    full = tmp_path / "layouts.json"
+    full.write_text(RESULT.read_text())
+    result = CliRunner().invoke(app, ["evaluate-layouts", "--out", str(full)])
+    assert result.exit_code == 2
+    assert "layout_variants.py" in result.output and str(full) in result.output
+    assert full.read_text() == RESULT.read_text()
+
+
+def test_cli_writes_to_the_data_reports_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALEDL_DATA_DIR", str(tmp_path / "data"))
+    missing = tmp_path / "nowhere"  # fails on the data after the output is checked
+    result = CliRunner().invoke(app, ["evaluate-layouts", "--data", str(missing)])
+    assert result.exit_code == 2 and str(missing) in result.output
+    assert (tmp_path / "data" / "reports").is_dir()  # output_path made the default's folder
+
+
 def _rows(times, model="bert h8 L1 b4"):
     return {"workloads": [{"workload_id": f"w{i}", "model": model, "measured_ms": t}
                           for i, t in enumerate(times)]}  # fmt: skip
