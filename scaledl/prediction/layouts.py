@@ -72,7 +72,7 @@ def predict_layout_workloads(
 
     Raises:
         scaledl.registry.bundle.BundleError: a layout calibration of a device does not verify.
-        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+        scaledl.workloads.fields.WorkloadError: a GPU layout the Megatron-LM recipe refuses
             (sharding, several nodes, a GPU without measured collectives).
     """
     if predictor.predicts_any_device:  # a GPU predictor: Megatron-LM's composition

@@ -75,7 +75,7 @@ def predict_specs(
     Raises:
         scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, or
             a layout calibration does not verify.
-        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+        scaledl.workloads.fields.WorkloadError: a GPU layout the Megatron-LM recipe refuses
             (:func:`scaledl.prediction.gpu_layouts.gpu_system`).
     """
     if arch_keys is None:
@@ -194,7 +194,7 @@ def predict_rows(
         The predictions frame :meth:`Predictor.predict` documents.
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: as :meth:`Predictor.predict`.
+        scaledl.workloads.fields.WorkloadError: as :meth:`Predictor.predict`.
         scaledl.models.guard.OutOfDomainError: ``strict`` and a row lies outside.
         scaledl.registry.bundle.BundleError: as :meth:`Predictor.predict`.
     """
