@@ -47,7 +47,7 @@ from scaledl.parallel.compose import LayoutInputs, compose, stack_inputs
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import GPUS_PER_NODE, VIDUR_SYSTEM, megatron_inputs, rank_layers
 from scaledl.parallel.shard import base_workload
-from scaledl.prediction.layouts import LayoutAnswer
+from scaledl.prediction.layout_answer import LayoutAnswer
 from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload
@@ -198,7 +198,7 @@ def predict_gpu_layout_workloads(
             structure are composed together, one column each).
 
     Returns:
-        The :class:`~scaledl.prediction.layouts.LayoutAnswer` (``recipes``:
+        The :class:`~scaledl.prediction.layout_answer.LayoutAnswer` (``recipes``:
         ``megatron:<system>``).
 
     Raises:
