@@ -230,10 +230,19 @@ class Plan:
         Returns:
             The path.
         """
-        # matplotlib, and planning.figure imports this module for Plan (a module cycle).
+        # A local import: matplotlib costs every plan that draws nothing.
         from scaledl.planning.figure import plan_figure
 
-        return plan_figure(self, Path(path))
+        return plan_figure(
+            Path(path),
+            table=self.table,
+            pareto=self.pareto,
+            choice=self.choice,
+            deadline_h=self.deadline_h,
+            epochs=self.epochs,
+            dataset_size=self.dataset_size,
+            price_per_device_hour=self.price_per_device_hour,
+        )
 
 
 def _time_text(point: float, low: float, high: float) -> str:
