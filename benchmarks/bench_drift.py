@@ -57,14 +57,14 @@ REFERENCES = {
 def _sessions():
     import torch
 
-    from scaledl.profiling.worker import _Session
+    from scaledl.profiling.session import Session
     from scaledl.workloads.spec import Workload
 
     settings = {"warmup_steps": 3, "instrumented_steps": 1, "layer_stride": 1, "seed": 0}
     device = torch.device("cpu")
     out = {}
     for name, spec in REFERENCES.items():
-        session = _Session(Workload.parse(spec, source=name), settings, device)
+        session = Session(Workload.parse(spec, source=name), settings, device)
         session.warmup()
         out[name] = session
     return out

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scaledl.planning import plan
     from scaledl.prediction.predictor import Predictor, load_predictor
-    from scaledl.workloads.spec import Workload, WorkloadError
+    from scaledl.workloads.fields import WorkloadError
+    from scaledl.workloads.spec import Workload
 
 __all__ = ["Predictor", "Workload", "WorkloadError", "load_predictor", "plan"]
 __version__ = "0.1.0"
@@ -28,7 +29,7 @@ _LAZY = {
     "load_predictor": "scaledl.prediction.predictor",
     "plan": "scaledl.planning.planner",
     "Workload": "scaledl.workloads.spec",
-    "WorkloadError": "scaledl.workloads.spec",
+    "WorkloadError": "scaledl.workloads.fields",
 }
 
 

@@ -38,7 +38,8 @@ import numpy as np
 import yaml
 
 from scaledl.graph.layer_graph import build_layer_graph
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 ROOT = Path("datasets/reference-cpu")
 HIDDEN = (64, 128, 256)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import scaledl
 from scaledl.cli import app
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.fields import WorkloadError
 
 pytestmark = pytest.mark.slow
 BERT = tiny_spec("bert")

@@ -112,7 +112,7 @@ def compare_on_held_out(
         workloads) and a note for the metadata (what was compared, or why nothing was).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: the current version cannot predict these
+        scaledl.workloads.fields.WorkloadError: the current version cannot predict these
             workloads (another device).
         scaledl.registry.BundleError: a predictor's GNN cannot be built.
     """

@@ -60,7 +60,7 @@ def predict(
     from scaledl.models.guard import summarise_outside
     from scaledl.prediction.predictor import load_predictor
     from scaledl.registry import BundleError
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.fields import WorkloadError
 
     try:
         refuse_overwrite({"--out": out}, {"--workloads": workloads, "--predictor": predictor})
@@ -104,7 +104,7 @@ def _predict_streamed(
     from scaledl.prediction.predictor import load_predictor
     from scaledl.prediction.stream import predict_file
     from scaledl.registry import BundleError
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.fields import WorkloadError
 
     try:
         output_path(out, (".csv", ".parquet"), "--out")
@@ -196,7 +196,7 @@ def plan(
     from scaledl.planning import plan as make_plan
     from scaledl.prediction.predictor import load_predictor
     from scaledl.registry import BundleError
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.fields import WorkloadError
 
     try:
         space = LayoutSpace(**space_values) if layouts else None

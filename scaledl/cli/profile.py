@@ -104,7 +104,9 @@ def _local_workloads(design: Path | None, workloads: Path | None, workload: str 
     """
     from scaledl.design import read_design
     from scaledl.devices.local import local_device_name
-    from scaledl.workloads.spec import WorkloadError, table_row, unique_keys
+    from scaledl.io.safe import unique_keys
+    from scaledl.workloads.fields import WorkloadError
+    from scaledl.workloads.spec import table_row
 
     if sum(x is not None for x in (design, workloads, workload)) != 1:
         fail("give exactly one of --design PATH, --workloads FILE or --workload JSON")

@@ -30,7 +30,8 @@ from scaledl.design.matched import (
 from scaledl.design.presets import SAMPLERS
 from scaledl.design.samplers import lhs_indices, random_indices
 from scaledl.design.space import candidate_workloads
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 AUGMENT_SAMPLER = "doptimal-augment"
 SEQUENTIAL_SAMPLER = "sequential"

@@ -433,7 +433,7 @@ def candidate_information(workloads: Sequence) -> PredictorInformation:
         The information of each candidate, in order.
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: a candidate's model cannot be traced.
+        scaledl.workloads.fields.WorkloadError: a candidate's model cannot be traced.
     """
     # Imported here: tracing needs torch and transformers, which the design's other paths avoid.
     from scaledl.graph.features import build_graph_set

@@ -20,7 +20,7 @@ from scaledl.design.features import ORDERS
 from scaledl.io.safe import UnsafeInputError, read_text
 from scaledl.io.schema import Artefact, parse_artefact
 from scaledl.profiling.settings import ProfileSettings
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS
+from scaledl.workloads.fields import ARCHITECTURE_FIELDS
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 SAMPLERS = ("doptimal", "doptimal-surface", "random", "lhs")

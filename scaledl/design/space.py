@@ -61,7 +61,8 @@ from typing import Any
 
 from scaledl.design import cost
 from scaledl.design.errors import PresetError
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 _HELPER_KEYS = ("head_dim", "ffn_ratio")
 

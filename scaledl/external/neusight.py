@@ -75,8 +75,8 @@ from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.graph.units import LAYER_TYPE_PATTERNS
 from scaledl.io.safe import UnsafeInputError, check_regular_file, read_json
 from scaledl.layout import neusight_root
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.hf import read_hf_config
-from scaledl.workloads.spec import WorkloadError
 
 _NAME_RE = re.compile(
     r"^(?P<model>[A-Za-z0-9_.]+)-(?P<mode>train|inf)-(?P<seq_len>\d+)-(?P<batch>\d+)"

@@ -73,8 +73,9 @@ from scaledl.graph.operators import DESCRIPTOR_COLUMNS
 from scaledl.io.atomic import write_atomic, write_parquet_atomic
 from scaledl.layout import DataLayout, neusight_root
 from scaledl.profiles.schemas import PROFILE_TABLES
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.hf import read_hf_config
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 SOURCE = "neusight"
 #: Hugging Face class per (model_type, mode): NeuSight's (neusight/Tracing/trace.py), with

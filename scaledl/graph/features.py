@@ -38,8 +38,9 @@ from scaledl.graph.layer_graph import (
 )
 from scaledl.graph.units import LAYER_TYPES
 from scaledl.workloads.builders import build_model, describe_workload
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.identity import architecture_key
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 _SCALED = ("fwd_flops", "bwd_flops", "input_bytes", "output_bytes")
 NODE_NUMERIC = (*LAYER_FEATURE_COLUMNS, "allreduce_bytes")
@@ -295,7 +296,7 @@ def build_graph_set(
         arch_keys: each workload's :func:`architecture_key`, when the caller knows them.
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
+        scaledl.workloads.fields.WorkloadError: a workload's model cannot be traced.
     """
     groups: dict[tuple[str, bool], list[int]] = {}
     for g, w in enumerate(workloads):

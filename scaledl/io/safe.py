@@ -155,6 +155,20 @@ def _checked_pairs(hook: Any) -> Any:
     return pairs
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
+
+    Raises:
+        ValueError: naming the key.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice; keep one")
+        out[key] = value
+    return out
+
+
 def parse_json(
     text: str, source: str, max_depth: int = MAX_JSON_DEPTH, object_pairs_hook: Any = None
 ) -> Any:
@@ -164,7 +178,7 @@ def parse_json(
         text: the JSON.
         source: what the text came from (a path, a field), for the error.
         max_depth: the deepest ``[`` / ``{`` nesting accepted.
-        object_pairs_hook: passed to :func:`json.loads` (e.g. one refusing repeated keys).
+        object_pairs_hook: passed to :func:`json.loads` (e.g. :func:`unique_keys`).
 
     Raises:
         UnsafeInputError: nested too deeply, a ``NaN`` / ``Infinity`` / out-of-range number

@@ -70,7 +70,7 @@ def range_features(
         NaN).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
+        scaledl.workloads.fields.WorkloadError: a workload's model cannot be traced.
     """
     if graphs is None:
         # The features depend on the architecture (precision and mode included) and the batch

@@ -40,8 +40,9 @@ import pandas as pd
 
 from scaledl.models.domain import TrainingDomain, range_features
 from scaledl.models.roofline import named_notes
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.identity import family_key
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 
 class OutOfDomainError(WorkloadError):
@@ -181,7 +182,7 @@ def check_domain(
         One list of :class:`Extrapolation` per workload (empty: in domain).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: a workload's model cannot be traced.
+        scaledl.workloads.fields.WorkloadError: a workload's model cannot be traced.
     """
     if domain is None:
         reason = Extrapolation(

@@ -3,40 +3,54 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-if TYPE_CHECKING:
-    from scaledl.planning.planner import Plan
+import pandas as pd  # noqa: E402
 
 
-def plan_figure(plan: Plan, path: Path) -> Path:
+def plan_figure(
+    path: Path,
+    *,
+    table: pd.DataFrame,
+    pareto: pd.DataFrame,
+    choice: pd.Series | None,
+    deadline_h: float | None,
+    epochs: float,
+    dataset_size: int,
+    price_per_device_hour: float,
+) -> Path:
     """Scatter of every candidate's time to train vs cost, log-log, with the front and choice.
 
     Candidates that fit in memory are dots (hollow when out of the training domain), those that
     do not are grey crosses; the Pareto front is a line through its points with the time
     interval as horizontal error bars, each labelled ``ranks x batch`` (with layouts, the
     layout too); the deadline is a vertical line and the cheapest configuration meeting it a
-    star.
+    star. The arguments are those of a :class:`~scaledl.planning.planner.Plan`
+    (:meth:`~scaledl.planning.planner.Plan.plot` draws one).
 
     Args:
-        plan: the planner's result.
         path: output PNG.
+        table: every candidate, the plan's table (time to train h, cost, ``fits_memory``,
+            ``in_domain``, ``world_size``, ``batch_size``, ``layout`` when searched).
+        pareto: the Pareto front's rows of ``table``, with the time interval columns.
+        choice: the cheapest row meeting the deadline (``None``: none).
+        deadline_h: the deadline, hours (``None``: none).
+        epochs: epochs to train.
+        dataset_size: samples per epoch.
+        price_per_device_hour: price of one device for one hour.
 
     Returns:
         ``path``.
     """
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    _candidates(ax, plan.table)
-    _front(ax, plan.pareto)
-    if plan.deadline_h is not None:
-        ax.axvline(plan.deadline_h, c="tab:red", ls="--", lw=1, label="deadline")
-    choice = plan.choice
+    _candidates(ax, table)
+    _front(ax, pareto)
+    if deadline_h is not None:
+        ax.axvline(deadline_h, c="tab:red", ls="--", lw=1, label="deadline")
     if choice is not None:
         ax.scatter([choice["time_to_train_h"]], [choice["cost"]], marker="*", s=160,
                    c="tab:red", zorder=5, label="cheapest meeting the deadline")  # fmt: skip
@@ -44,8 +58,8 @@ def plan_figure(plan: Plan, path: Path) -> Path:
         xscale="log",
         yscale="log",
         xlabel="predicted time to train [h]",
-        ylabel=f"cost ({plan.price_per_device_hour:g} per device-hour)",
-        title=f"{plan.epochs:g} epochs of {plan.dataset_size} samples: ranks x batch per rank",
+        ylabel=f"cost ({price_per_device_hour:g} per device-hour)",
+        title=f"{epochs:g} epochs of {dataset_size} samples: ranks x batch per rank",
     )
     ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -67,8 +67,9 @@ from scaledl.prediction.gpu_layouts import megatron_refusal
 from scaledl.prediction.layouts import recipe_lines
 from scaledl.prediction.predict import epoch_columns, predict_specs
 from scaledl.prediction.predictor import Predictor, load_predictor
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 #: Fields :func:`plan` chooses; a model that sets them is an error.
 PLANNED_FIELDS = ("world_size", "num_nodes", "batch_size", "dataset_size")
@@ -229,10 +230,19 @@ class Plan:
         Returns:
             The path.
         """
-        # matplotlib, and planning.figure imports this module for Plan (a module cycle).
+        # A local import: matplotlib costs every plan that draws nothing.
         from scaledl.planning.figure import plan_figure
 
-        return plan_figure(self, Path(path))
+        return plan_figure(
+            Path(path),
+            table=self.table,
+            pareto=self.pareto,
+            choice=self.choice,
+            deadline_h=self.deadline_h,
+            epochs=self.epochs,
+            dataset_size=self.dataset_size,
+            price_per_device_hour=self.price_per_device_hour,
+        )
 
 
 def _time_text(point: float, low: float, high: float) -> str:
@@ -484,7 +494,7 @@ def plan(
         PlanError: bad arguments (named), a search past its limits (module docstring; naming
             the count), no candidate (naming why, with counts), or (strict) no in-domain
             candidate.
-        scaledl.workloads.spec.WorkloadError: the model is not a valid workload (row numbers
+        scaledl.workloads.fields.WorkloadError: the model is not a valid workload (row numbers
             count the candidates from 1).
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibrated bundle.
     """
@@ -545,7 +555,7 @@ def _first_spec(predictor, base: dict, grid: pd.DataFrame, dataset_size: int, la
         PlanError: no valid layout (naming each rule that refused combinations, with its
             count), more than :data:`~scaledl.planning.layouts.MAX_LAYOUT_CANDIDATES` valid
             ones (or, on a GPU predictor, none it composes).
-        scaledl.workloads.spec.WorkloadError: the model is not a valid workload.
+        scaledl.workloads.fields.WorkloadError: the model is not a valid workload.
     """
     sizes = {k: int(grid[k].iloc[0]) for k in ("world_size", "num_nodes", "batch_size")}
     first = {**base, "dataset_size": int(dataset_size), **sizes}

@@ -47,9 +47,10 @@ from scaledl.parallel.compose import LayoutInputs, compose, stack_inputs
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import GPUS_PER_NODE, VIDUR_SYSTEM, megatron_inputs, rank_layers
 from scaledl.parallel.shard import base_workload
-from scaledl.prediction.layouts import LayoutAnswer
+from scaledl.prediction.layout_answer import LayoutAnswer
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 #: The recipe's name; a prediction's ``recipe`` is ``megatron:<system>``.
 RECIPE_MEGATRON = "megatron"
@@ -94,7 +95,7 @@ def gpu_system(w: Workload, where: str = "") -> str:
         The system (e.g. ``h100_dgx``).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: :func:`megatron_refusal` refuses it (naming the
+        scaledl.workloads.fields.WorkloadError: :func:`megatron_refusal` refuses it (naming the
             row, the field and the value).
     """
     why = megatron_refusal(w)
@@ -197,11 +198,11 @@ def predict_gpu_layout_workloads(
             structure are composed together, one column each).
 
     Returns:
-        The :class:`~scaledl.prediction.layouts.LayoutAnswer` (``recipes``:
+        The :class:`~scaledl.prediction.layout_answer.LayoutAnswer` (``recipes``:
         ``megatron:<system>``).
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: a workload :func:`gpu_system` refuses.
+        scaledl.workloads.fields.WorkloadError: a workload :func:`gpu_system` refuses.
         FileNotFoundError: Vidur's measurements are not found
             (:func:`scaledl.layout.vidur_network_root`; set ``$SCALEDL_EXTERNAL_DIR``).
     """

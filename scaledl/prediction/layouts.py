@@ -20,38 +20,19 @@ method answers), and :func:`recipe_lines` says it in words, so the fallback is n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from scaledl.models.guard import Extrapolation
 from scaledl.parallel.predict import layout_reasons, predict_layouts
+from scaledl.prediction.gpu_layouts import predict_gpu_layout_workloads
+from scaledl.prediction.layout_answer import LayoutAnswer
 from scaledl.workloads.spec import Workload
 
 #: The recipe of the rows the predictor's own method answers (plain data parallel).
 RECIPE_PREDICTOR = "predictor"
 #: The recipe without a layout calibration.
 RECIPE_CURRENT = "current"
-
-
-@dataclass(frozen=True)
-class LayoutAnswer:
-    """Composed layout workloads, in input order.
-
-    Attributes:
-        iteration_ms: shape (n,).
-        generic_types: per workload, the layer types the generic layer model predicted.
-        recipes: per workload, the recipe that composed it (module docstring).
-        reasons: per workload, the domain guard's reasons of the composition: ``layout``
-            (none for plain DDP; it says when a calibrated prediction is in-sample, the
-            workload one of the profiles the calibration was fitted on) and, on a GPU, a
-            group size no all-reduce was measured at (``dp_size`` / ``tp_size``).
-    """
-
-    iteration_ms: np.ndarray
-    generic_types: list[tuple[str, ...]]
-    recipes: list[str]
-    reasons: list[list[Extrapolation]]
 
 
 def predict_layout_workloads(
@@ -71,13 +52,10 @@ def predict_layout_workloads(
 
     Raises:
         scaledl.registry.bundle.BundleError: a layout calibration of a device does not verify.
-        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+        scaledl.workloads.fields.WorkloadError: a GPU layout the Megatron-LM recipe refuses
             (sharding, several nodes, a GPU without measured collectives).
     """
     if predictor.predicts_any_device:  # a GPU predictor: Megatron-LM's composition
-        # gpu_layouts imports LayoutAnswer from this module (a module cycle).
-        from scaledl.prediction.gpu_layouts import predict_gpu_layout_workloads
-
         return predict_gpu_layout_workloads(predictor, workloads, arch_keys)
     n = len(workloads)
     iteration_ms = np.empty(n)

@@ -9,8 +9,10 @@ predicting each row alone (``tests/prediction`` pins them against the per-worklo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,7 +28,48 @@ from scaledl.workloads.parallelism import is_data_parallel
 from scaledl.workloads.spec import Workload
 
 if TYPE_CHECKING:
-    from scaledl.prediction.predictor import Predictor
+    from scaledl.models.domain import TrainingDomain
+    from scaledl.models.intervals import IntervalCalibration
+    from scaledl.models.methods import GraphMethod
+    from scaledl.parallel.calibration import LayoutCalibration
+
+
+class LoadedPredictor(Protocol):
+    """What the batched path reads of a loaded predictor; :class:`~scaledl.Predictor` is one.
+
+    Declared here, not imported, because the predictor calls this module.
+    """
+
+    path: Path
+
+    @property
+    def version(self) -> str:
+        """The bundle version."""
+
+    @property
+    def method(self) -> GraphMethod:
+        """The fitted method (built on first access)."""
+
+    @property
+    def domain(self) -> TrainingDomain | None:
+        """What the training workloads covered (``None``: not recorded)."""
+
+    @property
+    def calibration(self) -> IntervalCalibration | None:
+        """The interval calibration (``None``: none)."""
+
+    @property
+    def predicts_any_device(self) -> bool:
+        """Whether devices never trained on are predicted from their specs (a GPU predictor)."""
+
+    def layout_calibration(self, device_name: str) -> LayoutCalibration | None:
+        """The layout calibration of a device saved beside the bundle, or ``None``."""
+
+    def records(self, workloads: Any, source: str = "") -> tuple[list[Any], bool]:
+        """The rows of the input, and whether they are table rows."""
+
+    def parse_record(self, table: bool) -> Callable[[Any, str], Workload]:
+        """The parser of one row, ``parse(record, where) -> Workload``."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +94,7 @@ class SpecPredictions:
 
 
 def predict_specs(
-    predictor: Predictor, workloads: list[Workload], arch_keys: list[str] | None = None
+    predictor: LoadedPredictor, workloads: list[Workload], arch_keys: list[str] | None = None
 ) -> SpecPredictions:
     """Iteration time and domain reasons of distinct specs.
 
@@ -75,7 +118,7 @@ def predict_specs(
     Raises:
         scaledl.registry.bundle.BundleError: the GNN cannot be built, a time is not finite, or
             a layout calibration does not verify.
-        scaledl.workloads.spec.WorkloadError: a GPU layout the Megatron-LM recipe refuses
+        scaledl.workloads.fields.WorkloadError: a GPU layout the Megatron-LM recipe refuses
             (:func:`scaledl.prediction.gpu_layouts.gpu_system`).
     """
     if arch_keys is None:
@@ -121,7 +164,7 @@ def predict_specs(
 
 
 def epoch_columns(
-    predictor: Predictor,
+    predictor: LoadedPredictor,
     iteration_s: np.ndarray,
     steps: np.ndarray,
     batch: np.ndarray,
@@ -173,7 +216,7 @@ def _distinct_specs(workloads: list[Workload]) -> tuple[list[Workload], np.ndarr
 
 
 def predict_rows(
-    predictor: Predictor,
+    predictor: LoadedPredictor,
     workloads: Any,
     source: str = "",
     coverage: float | None = None,
@@ -194,7 +237,7 @@ def predict_rows(
         The predictions frame :meth:`Predictor.predict` documents.
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: as :meth:`Predictor.predict`.
+        scaledl.workloads.fields.WorkloadError: as :meth:`Predictor.predict`.
         scaledl.models.guard.OutOfDomainError: ``strict`` and a row lies outside.
         scaledl.registry.bundle.BundleError: as :meth:`Predictor.predict`.
     """

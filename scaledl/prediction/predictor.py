@@ -46,8 +46,9 @@ from scaledl.prediction.layouts import RECIPE_PREDICTOR
 from scaledl.prediction.predict import predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
 from scaledl.registry.layouts import find_layout_calibration
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
-from scaledl.workloads.spec import Workload, WorkloadError, is_missing
+from scaledl.workloads.spec import Workload, is_missing
 
 #: The trace cache's folder in the predictor's name directory (hidden: listings skip it).
 TRACE_CACHE_DIR = ".trace-cache"
@@ -172,7 +173,7 @@ class Predictor:
             ``backward_ms``, ``total_ms``, ``used_generic``).
 
         Raises:
-            scaledl.workloads.spec.WorkloadError: a workload is invalid or its model cannot be
+            scaledl.workloads.fields.WorkloadError: a workload is invalid or its model cannot be
                 built or traced (names source, row and field), or it asks for a device the
                 predictor was not trained on.
             scaledl.models.guard.OutOfDomainError: ``strict`` and a workload lies outside the
@@ -254,7 +255,7 @@ class Predictor:
             One :class:`~scaledl.workloads.spec.Workload` per row, in order.
 
         Raises:
-            scaledl.workloads.spec.WorkloadError: as :meth:`predict`.
+            scaledl.workloads.fields.WorkloadError: as :meth:`predict`.
         """
         return self._to_workloads(workloads, source)
 
@@ -276,7 +277,7 @@ class Predictor:
             a DataFrame (empty cells are fields not given).
 
         Raises:
-            scaledl.workloads.spec.WorkloadError: a DataFrame column given twice, or no row.
+            scaledl.workloads.fields.WorkloadError: a DataFrame column given twice, or no row.
         """
         table = isinstance(workloads, pd.DataFrame)
         if table:
@@ -303,7 +304,7 @@ class Predictor:
 
         Returns:
             ``parse(record, where) -> Workload``, raising
-            :class:`~scaledl.workloads.spec.WorkloadError` naming ``where`` (on a GPU
+            :class:`~scaledl.workloads.fields.WorkloadError` naming ``where`` (on a GPU
             predictor also for a layout its Megatron-LM recipe does not compose,
             :func:`scaledl.prediction.gpu_layouts.gpu_system`).
         """

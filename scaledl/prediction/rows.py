@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from scaledl.prediction.ids import IdTemplate
-from scaledl.workloads.spec import RECORD_METADATA_COLUMNS, Workload, WorkloadError, is_missing
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import RECORD_METADATA_COLUMNS, Workload, is_missing
 
 _DATASET = "dataset_size"
 _DEFAULT_DATASET = Workload.model_fields[_DATASET].default
@@ -87,7 +88,7 @@ def parse_rows(
     Args:
         records: the rows: dicts (table rows when ``table``) or ``Workload`` objects.
         parse_one: parses and checks one row, ``parse_one(record, where)``, raising
-            :class:`~scaledl.workloads.spec.WorkloadError` naming ``where``.
+            :class:`~scaledl.workloads.fields.WorkloadError` naming ``where``.
         source: where the rows came from (a file), named in errors.
         table: the rows are table rows (empty cells are fields not given).
         first_row: the number of ``records[0]`` in the source (a chunk of a file: its offset).
@@ -96,7 +97,7 @@ def parse_rows(
         The :class:`ParsedRows`.
 
     Raises:
-        scaledl.workloads.spec.WorkloadError: the error of the first bad row, as
+        scaledl.workloads.fields.WorkloadError: the error of the first bad row, as
             ``parse_one`` raises it for that row alone.
     """
     prefix = f"{source}: " if source else ""

@@ -25,8 +25,8 @@ import pandas as pd
 from scaledl.io.atomic import atomic_file
 from scaledl.io.safe import check_regular_file
 from scaledl.prediction.predict import predict_rows
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.files import csv_separator
-from scaledl.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
     from scaledl.prediction.predictor import Predictor
@@ -198,7 +198,7 @@ def predict_file(
     Raises:
         ValueError: an unknown suffix, an unreadable file or not a regular one (a FIFO, a
             device), ``chunk_rows`` not positive.
-        scaledl.workloads.spec.WorkloadError: a bad row (named by its number in the file),
+        scaledl.workloads.fields.WorkloadError: a bad row (named by its number in the file),
             no row, or (``strict``) a row outside the domain.
         scaledl.models.intervals.CalibrationError: ``coverage`` without a calibration.
         OSError: the output cannot be written; no output file is left.

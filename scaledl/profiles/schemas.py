@@ -12,8 +12,9 @@ from typing import Literal
 
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, OP_CLASSES, OP_KINDS
 from scaledl.profiles.tables import API_COSTS
+from scaledl.workloads.fields import ARCHITECTURE_FIELDS
 from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS, FAMILIES
+from scaledl.workloads.spec import FAMILIES
 
 Kind = Literal["str", "int", "number"]
 

@@ -65,9 +65,9 @@ from scaledl.profiling.layout_models import (
     stage_module,
     tensor_parallel_plan,
 )
+from scaledl.profiling.session import Session
 from scaledl.profiling.timers import Clock
 from scaledl.profiling.tp_probe import TensorParallelProbe
-from scaledl.profiling.worker import _Session
 from scaledl.workloads.builders import build_model, make_batch, torch_dtype
 from scaledl.workloads.spec import micro_batch_activation_bytes
 
@@ -76,7 +76,7 @@ from scaledl.workloads.spec import micro_batch_activation_bytes
 BLOCKING_ALL_REDUCES = 2
 
 
-class LayoutSession(_Session):
+class LayoutSession(Session):
     """A sharded, tensor- or pipeline-parallel workload (:mod:`scaledl.workloads.parallelism`).
 
     Args:

@@ -16,7 +16,7 @@ touches every parameter (DDP refuses unused parameters):
   count. See :mod:`scaledl.workloads.hf` for what is checked first.
 
 The loss of a batch is computed by :func:`training_loss`. Any failure to build a model is a
-:class:`~scaledl.workloads.spec.WorkloadError` naming the family, config and architecture fields.
+:class:`~scaledl.workloads.fields.WorkloadError` naming the family, config and architecture fields.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
+from scaledl.workloads.fields import ARCHITECTURE_FIELDS, WorkloadError
 from scaledl.workloads.hf import read_hf_config
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS, Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 #: Workload fields named when a model cannot be built or traced.
 _DESCRIBED_FIELDS = (*ARCHITECTURE_FIELDS, "seq_len")

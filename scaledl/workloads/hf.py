@@ -54,8 +54,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from scaledl.io.safe import read_json
-from scaledl.workloads.spec import ARCHITECTURE_FIELDS, WorkloadError, unique_keys
+from scaledl.io.safe import read_json, unique_keys
+from scaledl.workloads.fields import ARCHITECTURE_FIELDS, WorkloadError
 
 #: (task, Auto class, name of transformers' model-type -> class-name mapping), tried in order.
 TASKS: tuple[tuple[str, str, str], ...] = (

@@ -59,6 +59,8 @@ from pydantic import (
 )
 
 from scaledl.io.excerpt import excerpt
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.hf import fill_hf_workload
 from scaledl.workloads.parallelism import (
     LAYOUT_FIELDS,
     PipelineSchedule,
@@ -78,24 +80,6 @@ PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 PRECISIONS = tuple(PRECISION_BYTES)
 Precision = Literal["fp32", "bf16", "fp16"]
 
-# Numeric fields that describe the architecture; ``None`` where a family has no such field.
-ARCHITECTURE_FIELDS = (
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "intermediate_size",
-    "vocab_size",
-    "max_positions",
-    "image_size",
-    "patch_size",
-    "num_channels",
-    "num_labels",
-    "decoder_num_layers",
-    "decoder_seq_len",
-)
-
-
 #: Columns that workload tables carry beside the spec (design and profile tables, predictions);
 #: :meth:`Workload.from_record` ignores them. Any other unknown column is an error.
 RECORD_METADATA_COLUMNS = frozenset(
@@ -108,10 +92,6 @@ SCALE_FIELDS = ("batch_size", "world_size", "num_nodes", "dataset_size")
 #: Fields whose ``None`` in a mapping is an error, not "not given" (their default is not None;
 #: ``device_name``'s ``None`` means this host's or the predictor's device).
 _NONE_IS_VALUE = frozenset(SCALE_FIELDS) | {"family", "precision", "mode", "backend"}
-
-
-class WorkloadError(ValueError):
-    """A workload spec is invalid; the message names the field and the value."""
 
 
 class Workload(BaseModel):
@@ -216,9 +196,6 @@ class Workload(BaseModel):
         _fill_device(data)
         fill_layout(data)
         if family == "hf" and data.get("config_path"):
-            # hf imports this module: the one documented cycle (no transformers on import).
-            from scaledl.workloads.hf import fill_hf_workload
-
             data = fill_hf_workload(data)
         if family in VISION_FAMILIES and data.get("image_size") and data.get("patch_size"):
             image, patch = int(data["image_size"]), int(data["patch_size"])
@@ -456,20 +433,6 @@ def _fill_device(data: dict[str, Any]) -> None:
     data["device_name"] = device
     if isinstance(device, str):
         data.setdefault("backend", "nccl" if device.startswith("cuda") else "gloo")
-
-
-def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads`` ``object_pairs_hook`` refusing a key given twice (JSON keeps the last).
-
-    Raises:
-        ValueError: naming the key.
-    """
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} given twice; keep one")
-        out[key] = value
-    return out
 
 
 def is_missing(value: Any) -> bool:

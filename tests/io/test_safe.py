@@ -10,6 +10,7 @@ from scaledl.io.safe import (
     json_depth,
     parse_json,
     read_json,
+    unique_keys,
 )
 
 
@@ -76,3 +77,12 @@ def test_not_utf8_and_not_json(tmp_path):
     path.write_text("{oops")
     with pytest.raises(UnsafeInputError, match="x.json: not valid JSON"):
         read_json(path)
+
+
+def test_unique_keys_refuses_a_key_given_twice_naming_it(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"a": 1, "b": {"c": 2, "c": 3}}')
+    with pytest.raises(UnsafeInputError, match="config.json: .*key 'c' given twice"):
+        read_json(path, object_pairs_hook=unique_keys)
+    path.write_text('{"a": 1, "b": {"a": 2}}')
+    assert read_json(path, object_pairs_hook=unique_keys) == {"a": 1, "b": {"a": 2}}

@@ -10,7 +10,8 @@ from scaledl.models.guard import (
     interval_basis,
     raise_if_outside,
 )
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 TRAINING = [tiny("bert"), tiny("bert", batch_size=4, world_size=2), tiny("vit")]
 

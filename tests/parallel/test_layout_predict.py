@@ -115,7 +115,7 @@ def test_predictor_answers_layout_workloads_flagged(registry_root):
     from tiny_specs import tiny_spec
 
     from scaledl.prediction.predictor import load_predictor
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.fields import WorkloadError
 
     predictor = load_predictor(registry_root / "scaledl")
     ddp = tiny_spec("bert", num_layers=2, world_size=2)

@@ -9,7 +9,7 @@ from scaledl.planning import PlanError, candidate_grid, pareto_mask, plan
 from scaledl.planning.pareto import tie_ranks
 from scaledl.prediction.predictor import load_predictor
 from scaledl.registry import register_bundle
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.fields import WorkloadError
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from scaledl.planning import LayoutSpace, plan
 from scaledl.prediction.gpu_layouts import gpu_system, system_collectives
 from scaledl.prediction.predictor import load_predictor
 from scaledl.registry import save_bundle
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.fields import WorkloadError
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 

@@ -5,7 +5,8 @@ import pytest
 from tiny_specs import tiny_spec
 
 from scaledl.prediction.rows import parse_rows
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 
 def parse_one(table):

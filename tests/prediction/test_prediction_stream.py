@@ -9,7 +9,7 @@ from tiny_specs import tiny_spec
 from scaledl.prediction import stream
 from scaledl.prediction.predictor import load_predictor
 from scaledl.prediction.stream import predict_file, read_chunks
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.fields import WorkloadError
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ from scaledl.models.guard import OutOfDomainError
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.prediction.predictor import load_predictor
 from scaledl.registry import register_bundle
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ import torch
 from tiny_specs import FAMILIES, gpt2_config, tiny
 
 from scaledl.workloads.builders import build_model, hf_config, make_batch, training_loss
-from scaledl.workloads.spec import WorkloadError
+from scaledl.workloads.fields import WorkloadError
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ import yaml
 
 from scaledl.design import load_preset, read_design
 from scaledl.design.errors import DesignError
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.files import read_workloads_file
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 FIELDS = {
     "family": "bert",

@@ -12,8 +12,9 @@ import torch
 
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.workloads.builders import build_model, make_batch, training_loss
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.hf import read_hf_config
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "bad_inputs" / "configs"
 SOURCE = "workloads.csv: row 2"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
-from scaledl.workloads.spec import Workload, WorkloadError
+from scaledl.workloads.spec import Workload
 
 BERT = dict(
     family="bert",

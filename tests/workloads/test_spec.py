@@ -2,8 +2,11 @@ import math
 
 import pytest
 
+import scaledl
 from scaledl.devices.local import local_device_name
-from scaledl.workloads.spec import Workload, WorkloadError, micro_batch_activation_bytes
+from scaledl.workloads import spec as spec_module
+from scaledl.workloads.fields import WorkloadError
+from scaledl.workloads.spec import Workload, micro_batch_activation_bytes
 
 BERT = {
     "family": "bert",
@@ -285,7 +288,8 @@ def test_steps_per_epoch_is_ceil(dataset, batch, world, steps):
 
 def test_a_huge_value_is_quoted_as_a_bounded_excerpt():
     """A 5 MB field: the library's error quotes an excerpt, not the value (issue 23)."""
-    from scaledl.workloads.spec import Workload, WorkloadError
+    from scaledl.workloads.fields import WorkloadError
+    from scaledl.workloads.spec import Workload
 
     huge = "x" * 5_000_000
     with pytest.raises(WorkloadError) as info:
@@ -328,3 +332,8 @@ def test_micro_batch_activation_is_tokens_by_hidden_at_the_precision():
 
     w = tiny("bert", num_layers=2, batch_size=8, pp_size=2, world_size=2, micro_batches=4)
     assert micro_batch_activation_bytes(w) == 2 * w.seq_len * w.hidden_size * 4  # fp32
+
+
+def test_workload_error_keeps_its_public_names():
+    # Defined in workloads.fields (below spec and hf); the documented names still reach it.
+    assert scaledl.WorkloadError is spec_module.WorkloadError is WorkloadError

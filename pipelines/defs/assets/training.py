@@ -108,7 +108,7 @@ def _decide(
     """The policy's decision and a note on the held-out comparison."""
     from scaledl.prediction.predictor import load_predictor
     from scaledl.registry import BundleError
-    from scaledl.workloads.spec import WorkloadError
+    from scaledl.workloads.fields import WorkloadError
 
     if current_dir is None:
         return decide_registration(has_current=False), "no registered version to compare with"
