@@ -118,13 +118,17 @@ class LayerTimeModel:
         """Predicted times of shape (n_samples,) for ``X`` of shape (n_samples, n_features).
 
         Raises:
-            ValueError: ``X`` is not 2-D with :attr:`n_features_in_` columns.
+            ValueError: ``X`` is not 2-D with :attr:`n_features_in_` columns, or holds NaN or
+                infinity (as scikit-learn's input check refuses them).
         """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"layer-time model: X has shape {X.shape}, expected (n, {self.n_features_in_})"
             )
+        if not np.isfinite(X).all():
+            row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
+            raise ValueError(f"layer-time model: X row {row} is not finite: {X[row].tolist()}")
         pred = self.intercept_ + (X / self.scale_) @ self.coef_
         if self.booster_ is not None:
             low, high = self.correction_range_

@@ -254,14 +254,15 @@ class LayerwiseModel(BaseEstimator):
     @classmethod
     def from_fitted(
         cls,
-        models: dict[str, dict[str, LayerTimeRegressor | None]],
+        models: dict[str, dict[str, LayerTimeRegressor | LayerTimeModel | None]],
         band: RooflineBand | None = None,
         **params,
     ) -> LayerwiseModel:
         """A fitted model from saved regressors (how a predictor bundle is loaded).
 
         Args:
-            models: the ``models_`` mapping of a fitted model.
+            models: the ``models_`` mapping of a fitted model (regressors, or the NumPy
+                :class:`~scaledl.models.layer_time.LayerTimeModel` a bundle loads).
             band: the saved roofline band (``None``: predictions are not bounded).
             **params: constructor parameters.
 

@@ -49,11 +49,13 @@ def test_ties_at_a_threshold_go_left_as_in_scikit_learn():
     np.testing.assert_array_equal(model.predict(Z), regressor.predict(Z))
 
 
-def test_a_wrong_width_is_an_error():
+def test_a_wrong_width_or_a_nan_is_an_error():
     X, y = work_data(50, 0)
     model = LayerTimeRegressor(n_estimators=0).fit(X, y).to_model()
     with pytest.raises(ValueError, match=r"shape \(2, 3\), expected \(n, 4\)"):
         model.predict(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"X row 1 is not finite: \[1.0, nan, 1.0, 1.0\]"):
+        model.predict(np.array([[1.0] * 4, [1.0, np.nan, 1.0, 1.0]]))
 
 
 def nodes(n: int, seed: int) -> pd.DataFrame:
