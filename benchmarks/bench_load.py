@@ -4,7 +4,9 @@ A user's first ``scaledl predict`` pays the imports and the bundle's load:
 ``python -c "import scaledl; scaledl.load_predictor(PATH)"`` timed in ``--repeats`` fresh
 interpreters one after the other (the median is the figure), then once more under
 ``python -X importtime`` to split the imports by top-level package (self time summed over each
-package's modules).
+package's modules). The same again with one prediction after the load
+(``first_prediction_seconds_median`` and its import split): work or imports moved from the load
+to the first prediction show there.
 
 Needs a registered predictor (``make run``, or ``scaledl train --validated DIR --registry
 DIR``). Run: ``python benchmarks/bench_load.py [--predictor DIR]``; writes
@@ -22,19 +24,28 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import DATA, fresh_load_seconds, require_predictor, write_result
+from common import DATA, FIRST_ROW, fresh_load_seconds, require_predictor, write_result
 
 TARGET_S = 3.0
 _IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)")
 
 
-def import_seconds_by_package(predictor: Path, top: int = 8) -> dict[str, float]:
+def import_seconds_by_package(
+    predictor: Path, top: int = 8, predict: bool = False
+) -> dict[str, float]:
     """Import self time per top-level package of one fresh load, the ``top`` largest, seconds.
+
+    Args:
+        predictor: the bundle or name directory.
+        top: packages reported.
+        predict: also predict ``FIRST_ROW`` after the load (the first prediction's imports).
 
     Raises:
         SystemExit: the child failed.
     """
-    code = f"import scaledl; scaledl.load_predictor({str(predictor)!r})"
+    code = f"import scaledl; p = scaledl.load_predictor({str(predictor)!r})"
+    if predict:
+        code += f"; p.predict([{FIRST_ROW!r}])"
     run = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
         env=os.environ.copy(),
@@ -56,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     require_predictor(args.predictor)
     load = fresh_load_seconds(args.predictor, args.repeats)
+    first = fresh_load_seconds(args.predictor, args.repeats, predict=True)
     result = {
         "benchmark": "predictor load in a fresh process",
         "host": platform.node(),
@@ -68,6 +80,11 @@ def main() -> None:
         "load_target_seconds": TARGET_S,
         "load_within_target": load["median"] <= TARGET_S,
         "import_self_seconds_by_package": import_seconds_by_package(args.predictor),
+        "first_prediction_seconds_median": round(first["median"], 3),
+        "first_prediction_seconds_samples": first["samples"],
+        "first_prediction_import_self_seconds_by_package": import_seconds_by_package(
+            args.predictor, predict=True
+        ),
     }
     write_result("load", result)
 

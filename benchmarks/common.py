@@ -50,21 +50,27 @@ import json, time
 started = time.perf_counter()
 import scaledl
 predictor = scaledl.load_predictor({predictor!r})
+{predict}
 print(json.dumps({{"seconds": time.perf_counter() - started}}))
 """
+#: The one workload of :func:`fresh_load_seconds` with ``predict``: the planned BERT, one rank.
+FIRST_ROW = {**PLAN_MODEL, "batch_size": 4, "world_size": 1, "dataset_size": 1024}
 
 
-def fresh_load_seconds(predictor: Path | str, repeats: int = 5) -> dict:
+def fresh_load_seconds(predictor: Path | str, repeats: int = 5, predict: bool = False) -> dict:
     """Seconds to ``import scaledl; scaledl.load_predictor(predictor)`` in fresh interpreters.
 
     Args:
         predictor: the bundle or name directory.
         repeats: fresh processes, one after the other (>= 1).
+        predict: also predict :data:`FIRST_ROW` (on the predictor's device) in each process:
+            the first prediction's seconds, imports it needs included.
 
     Returns:
         ``median`` (seconds) and ``samples`` (each process's seconds, in order).
     """
-    code = _FRESH_LOAD.format(predictor=str(predictor))
+    call = f"predictor.predict([{FIRST_ROW!r}])" if predict else ""
+    code = _FRESH_LOAD.format(predictor=str(predictor), predict=call)
     samples = [fresh_json(code)["seconds"] for _ in range(repeats)]
     return {"median": statistics.median(samples), "samples": [round(s, 3) for s in samples]}
 

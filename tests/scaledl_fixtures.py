@@ -118,7 +118,28 @@ def _bundle(base: Path) -> Path:
     info = {"workloads": len(data.ids)}
     save_bundle(method, root, "scaledl", training_data=info, version="v1")
     save_bundle(method, root, "scaledl", training_data=info, version="v2")
+    _legacy_bundle(method, root / "scaledl" / "v2", base / "legacy-bundle")
     return root
+
+
+def _legacy_bundle(method, source: Path, target: Path) -> None:
+    """``source`` as a bundle written before ``layerwise.npz``: its regressors in skops."""
+    import json
+    import shutil
+
+    import skops.io as sio
+
+    from scaledl.registry.bundle import sha256_file
+
+    shutil.copytree(source, target)
+    (target / "layerwise.npz").unlink()
+    sio.dump(method.layerwise_.models_, target / "layerwise.skops")
+    manifest = json.loads((target / "manifest.json").read_text())
+    for key in ("files", "file_sizes"):
+        del manifest[key]["layerwise.npz"]
+    manifest["files"]["layerwise.skops"] = sha256_file(target / "layerwise.skops")
+    manifest["file_sizes"]["layerwise.skops"] = (target / "layerwise.skops").stat().st_size
+    (target / "manifest.json").write_text(json.dumps(manifest))
 
 
 @pytest.fixture(scope="session")
@@ -134,6 +155,15 @@ def registry_root(tmp_path_factory) -> Path:
     Read-only for tests: copy a bundle before altering it.
     """
     return _bundle(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def legacy_bundle(registry_root) -> Path:
+    """The tiny predictor's ``v2`` as written before ``layerwise.npz`` (``layerwise.skops``).
+
+    Read-only for tests: copy it before altering it.
+    """
+    return registry_root.parent / "legacy-bundle"
 
 
 #: The committed layout dataset (issue 26).

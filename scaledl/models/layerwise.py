@@ -20,6 +20,10 @@ features (ridge regression in log space) had 31%, a degree-2 polynomial blew up 
 whose feed-forward is split in two units other families do not have). Physically meaningful,
 non-negative work terms extrapolate to unseen architectures; free-form fits in log space do not.
 
+:meth:`LayerTimeRegressor.to_model` gives the fitted numbers as a NumPy-only
+:class:`~scaledl.models.layer_time.LayerTimeModel` (what a predictor bundle stores), which
+predicts exactly what the regressor does.
+
 :class:`LayerwiseModel` holds one forward and one backward regressor per layer type, and a
 *generic* pair trained on all layers, used for a layer type never seen in training (the
 prediction says so in ``used_generic``). Fitted on one device's work features, it also holds
@@ -42,16 +46,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from scaledl.models.fitted import check_fitted
-from scaledl.models.roofline import RooflineBand, bound_predictions
-
-#: Work features of :func:`layer_features`, in order.
-LAYER_FEATURES = ("flops", "operators", "bytes", "params")
-#: Kernel-aware features (``features="kernel"``): the layer's operators' predicted time on its
-#: device (:mod:`scaledl.models.operators`, columns ``kernel_fwd_ms``/``kernel_bwd_ms``) and
-#: the operators launched (a per-kernel fixed cost).
-KERNEL_FEATURES = ("kernel_ms", "operators")
-FEATURE_SETS = ("work", "kernel")
-_FLOOR_MS = 1e-4
+from scaledl.models.layer_time import (
+    FEATURE_SETS,
+    BoostedTrees,
+    LayerTimeModel,
+    layer_features,
+    predict_layer_times,
+)
+from scaledl.models.roofline import RooflineBand
 
 
 class LayerTimeRegressor(RegressorMixin, BaseEstimator):
@@ -162,6 +164,42 @@ class LayerTimeRegressor(RegressorMixin, BaseEstimator):
             ).fit(np.log1p(np.abs(X[ok])), ratio)
         return self
 
+    def to_model(self) -> LayerTimeModel:
+        """The fitted numbers as a :class:`~scaledl.models.layer_time.LayerTimeModel`.
+
+        It predicts exactly what :meth:`predict` does, with NumPy only (what a bundle stores).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before ``fit``.
+            ValueError: the correction is not a single-output squared-error boosting fit.
+        """
+        check_is_fitted(self, "coef_")
+        booster = None
+        if self.booster_ is not None:
+            gb = self.booster_
+            if gb.init_ == "zero" or gb.estimators_.shape[1] != 1:
+                raise ValueError("layer-time regressor: a correction without a mean init")
+            trees = [e.tree_ for e in gb.estimators_[:, 0]]
+            booster = BoostedTrees(
+                init=float(np.ravel(gb.init_.constant_)[0]),
+                learning_rate=float(gb.learning_rate),
+                node_counts=np.array([t.node_count for t in trees], dtype=np.int64),
+                **{
+                    name: np.concatenate([getattr(t, name) for t in trees]).astype(np.int64)
+                    for name in ("children_left", "children_right", "feature")
+                },
+                threshold=np.concatenate([t.threshold for t in trees]).astype(np.float64),
+                value=np.concatenate([t.value.reshape(-1) for t in trees]).astype(np.float64),
+            )
+        low, high = self.correction_range_
+        return LayerTimeModel(
+            scale_=np.asarray(self.scale_, dtype=np.float64).copy(),
+            intercept_=float(self.intercept_),
+            coef_=np.asarray(self.coef_, dtype=np.float64).copy(),
+            correction_range_=(float(low), float(high)),
+            booster_=booster,
+        )
+
     def predict(self, X):
         """Predict targets of shape (n_samples,).
 
@@ -176,61 +214,6 @@ class LayerTimeRegressor(RegressorMixin, BaseEstimator):
             correction = np.clip(self.booster_.predict(np.log1p(np.abs(X))), low, high)
             pred = np.where(pred > 0, pred * np.exp(correction), pred)
         return pred
-
-
-def layer_features(
-    nodes: pd.DataFrame, direction: str = "forward", features: str = "work"
-) -> np.ndarray:
-    """Work (or kernel-aware) features of graph nodes for the layer-wise regressors.
-
-    Args:
-        nodes: node rows with the :data:`~scaledl.graph.features.NODE_NUMERIC` columns (and
-            ``kernel_fwd_ms``/``kernel_bwd_ms`` for ``features="kernel"``).
-        direction: ``forward`` or ``backward``: the FLOPs of that pass, and the ATen operators
-            of the forward (twice that for the backward, a gradient op per forward op and
-            weight), activation bytes in and out, and parameters.
-        features: ``work`` (:data:`LAYER_FEATURES`, one device) or ``kernel``
-            (:data:`KERNEL_FEATURES`: the operators' predicted milliseconds on the node's
-            device, and the operator count; serves several devices).
-
-    Returns:
-        float64 array of shape (n_nodes, len(:data:`LAYER_FEATURES`)) or
-        (n_nodes, len(:data:`KERNEL_FEATURES`)).
-
-    Raises:
-        ValueError: an unknown feature set, or kernel columns missing.
-    """
-    ops = nodes["fwd_ops"].to_numpy(np.float64) * (1.0 if direction == "forward" else 2.0)
-    if features == "kernel":
-        column = "kernel_fwd_ms" if direction == "forward" else "kernel_bwd_ms"
-        if column not in nodes:
-            raise ValueError(f"kernel layer features need column {column!r} (operator model)")
-        return np.column_stack([nodes[column].to_numpy(np.float64), ops])
-    if features != "work":
-        raise ValueError(f"field 'features' must be one of {FEATURE_SETS}, got {features!r}")
-    flops = nodes["fwd_flops" if direction == "forward" else "bwd_flops"].to_numpy(np.float64)
-    moved = (nodes["input_bytes"] + nodes["output_bytes"]).to_numpy(np.float64)
-    return np.column_stack([flops, ops, moved, nodes["params"].to_numpy(np.float64)])
-
-
-def layer_feature_columns(features: str = "work") -> tuple[str, ...]:
-    """The node columns :func:`layer_features` reads for a feature set (both directions).
-
-    Args:
-        features: ``work`` or ``kernel``.
-
-    Returns:
-        Column names: two nodes equal in these (and in ``layer_type`` and ``train``) get the
-        same layer-wise prediction.
-
-    Raises:
-        ValueError: an unknown feature set.
-    """
-    if features == "kernel":
-        return ("kernel_fwd_ms", "kernel_bwd_ms", "fwd_ops")
-    if features != "work":
-        raise ValueError(f"field 'features' must be one of {FEATURE_SETS}, got {features!r}")
-    return ("fwd_flops", "bwd_flops", "fwd_ops", "input_bytes", "output_bytes", "params")
 
 
 @dataclass(repr=False)
@@ -271,14 +254,15 @@ class LayerwiseModel(BaseEstimator):
     @classmethod
     def from_fitted(
         cls,
-        models: dict[str, dict[str, LayerTimeRegressor | None]],
+        models: dict[str, dict[str, LayerTimeRegressor | LayerTimeModel | None]],
         band: RooflineBand | None = None,
         **params,
     ) -> LayerwiseModel:
         """A fitted model from saved regressors (how a predictor bundle is loaded).
 
         Args:
-            models: the ``models_`` mapping of a fitted model.
+            models: the ``models_`` mapping of a fitted model (regressors, or the NumPy
+                :class:`~scaledl.models.layer_time.LayerTimeModel` a bundle loads).
             band: the saved roofline band (``None``: predictions are not bounded).
             **params: constructor parameters.
 
@@ -358,28 +342,26 @@ class LayerwiseModel(BaseEstimator):
             sklearn.exceptions.NotFittedError: before :meth:`fit`.
         """
         check_fitted(self, "models_")
-        out = pd.DataFrame(
-            {"forward_ms": 0.0, "backward_ms": 0.0, "used_generic": False}, index=nodes.index
+        return predict_layer_times(
+            self.models_, self.band_, self.features, self.unmeasured_types, nodes, bound
         )
-        X = {d: layer_features(nodes, d, self.features) for d in ("forward", "backward")}
-        types = nodes["layer_type"].to_numpy()
-        for layer_type in np.unique(types):
-            if layer_type in self.unmeasured_types:
-                continue
-            mask = types == layer_type
-            pair = self.models_.get(str(layer_type))
-            if pair is None:
-                pair = self.models_["*"]
-                out.loc[mask, "used_generic"] = True
-            for direction in ("forward", "backward"):
-                model = pair[direction]
-                if model is None:
-                    continue
-                pred = model.predict(X[direction][mask])
-                out.loc[mask, f"{direction}_ms"] = np.maximum(pred, _FLOOR_MS)
-        if "train" in nodes:
-            out.loc[nodes["train"].to_numpy() == 0, "backward_ms"] = 0.0
-        if self.band_ is None or not bound:
-            out["bounded"] = ""
-            return out
-        return bound_predictions(self.band_, nodes, out)
+
+
+def layer_time_models(
+    models: dict[str, dict[str, LayerTimeRegressor | LayerTimeModel | None]],
+) -> dict[str, dict[str, LayerTimeModel | None]]:
+    """The ``models_`` of a fitted :class:`LayerwiseModel` as NumPy-only models.
+
+    Args:
+        models: ``{layer_type: {"forward": reg, "backward": reg}}``; a regressor is converted
+            (:meth:`LayerTimeRegressor.to_model`), a :class:`LayerTimeModel` kept.
+
+    Returns:
+        The same mapping of :class:`~scaledl.models.layer_time.LayerTimeModel` (or ``None``).
+    """
+    return {
+        str(t): {
+            d: (r.to_model() if isinstance(r, LayerTimeRegressor) else r) for d, r in pair.items()
+        }
+        for t, pair in models.items()
+    }

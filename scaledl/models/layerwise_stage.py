@@ -23,7 +23,8 @@ from sklearn.model_selection import GroupKFold
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
 from scaledl.models.data import ProfileData, measured_nodes
-from scaledl.models.layerwise import LayerwiseModel, layer_feature_columns
+from scaledl.models.layer_time import layer_feature_columns
+from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.threads import single_threaded
 
 _TIME_COLUMNS = ["forward_ms", "backward_ms", "total_ms"]

@@ -7,7 +7,11 @@ A bundle is a directory ``<root>/<name>/<version>/`` holding:
   devices; the DVC version of ``data/`` is the ``data.dvc`` commit that holds the bundle),
   ``feature_schema``, ``library_versions``, ``metrics`` and ``files`` (SHA-256 of every other
   file);
-* ``layerwise.skops``: the layer-wise regressors, in skops' safe format (no pickle);
+* ``layerwise.npz``: the fitted layer-wise models as NumPy arrays (no pickle, no scikit-learn:
+  :mod:`scaledl.registry.layer_arrays`). A bundle written before it holds ``layerwise.skops``
+  instead (the regressors in skops' safe format); such a bundle still loads, through skops
+  (decision: no retraining forced; it then imports skops and scikit-learn, and the
+  scikit-learn version check below applies);
 * ``gnn.pt``: the GNN state dict, loaded with ``torch.load(weights_only=True)``;
 * ``params.json``: the all-reduce model, epoch model, GNN configuration, training devices, the
   ids of the training workloads and the training domain (:mod:`scaledl.models.domain`, what
@@ -27,10 +31,13 @@ Of two concurrent publishes of one version, the loser of the rename finishes as 
 
 Loading never runs code from a bundle. It checks the format version, that every file is a
 regular file (a symlink or hardlink to one is fine: DVC's cache layouts; FIFOs and devices are
-refused unread) of the size and SHA-256 the manifest records, and the scikit-learn version
-*before* deserialising anything; skops then builds only the exact types of
-:data:`TRUSTED_TYPES` beyond its own safe defaults (no prefixes) and every tree's structure
-is checked before anything predicts (:func:`load_skops`, :mod:`scaledl.registry.trees`),
+refused unread) of the size and SHA-256 the manifest records, and (when the bundle holds skops
+files) the scikit-learn version *before* deserialising anything; ``layerwise.npz`` is read with
+``allow_pickle=False``, its members' dtypes and shapes checked before their data are read and
+every tree's structure checked (:mod:`scaledl.registry.layer_arrays`); skops builds only the
+exact types of :data:`TRUSTED_TYPES` beyond its own safe defaults (no prefixes) and every
+tree's structure is checked before anything predicts (:func:`load_skops`,
+:mod:`scaledl.registry.trees`),
 ``torch.load`` builds only tensors (``weights_only=True``), every JSON file is read by
 :func:`scaledl.io.safe.read_json` (regular, bounded in size and nesting, finite), and every
 loaded number must be finite and in range. A registry version folder must resolve inside its
@@ -47,7 +54,8 @@ broken version with its reason (whatever the error) instead of failing, so one d
 never hides the good ones.
 
 Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
-deserialises every file (skops, ``torch.load``), without importing PyTorch Geometric;
+deserialises every file (``layerwise.npz``, ``torch.load``), without importing PyTorch
+Geometric or skops;
 :func:`build_method` builds the GNN module around the loaded weights (this imports PyTorch
 Geometric, about 1.5 s of imports) and the fitted method. :class:`~scaledl.Predictor`
 does the second step at its first prediction.
@@ -76,6 +84,8 @@ from scaledl.io.excerpt import bounded, excerpt
 from scaledl.io.safe import UnsafeInputError, read_json, read_text
 from scaledl.layout import DataLayout
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
+from scaledl.models.layer_time import LayerwisePredictor
+from scaledl.registry.layer_arrays import LayerArraysError, read_layer_arrays, write_layer_arrays
 from scaledl.registry.trees import TreeStructureError, check_trees
 
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
@@ -109,7 +119,12 @@ _MAX_LATEST_BYTES = 256
 
 _OPTIONAL_GNN_BUFFERS = {"delta_min", "delta_max"}
 #: The files the loader reads besides ``manifest.json``; each must be listed in its ``files``.
-BUNDLE_FILES = ("gnn.pt", "layerwise.skops", "params.json")
+BUNDLE_FILES = ("gnn.pt", "layerwise.npz", "params.json")
+#: A CPU bundle's fitted layer-wise models (NumPy arrays, :mod:`scaledl.registry.layer_arrays`).
+LAYER_FILE = "layerwise.npz"
+#: What a CPU bundle written before ``layerwise.npz`` holds in its place (a skops file, read by
+#: :func:`load_skops`: loading one imports skops and scikit-learn).
+LEGACY_FILES = {LAYER_FILE: "layerwise.skops"}
 #: Files a bundle may have; when the manifest lists one it is verified and read like the rest.
 OPTIONAL_BUNDLE_FILES = ("calibration.json",)
 CALIBRATION_FILE = "calibration.json"
@@ -193,11 +208,11 @@ def save_bundle(
             came from other profile tables than ``training_data["sha256"]``.
         OSError: writing failed (``ENOSPC``, ``EROFS``...); nothing is published.
     """
-    # skops, torch and the models (PyTorch Geometric): listing and verifying bundles need none.
-    import skops.io as sio
+    # torch and the models (PyTorch Geometric): listing and verifying bundles need neither.
     import torch
 
     from scaledl.models.kernel import KernelGraphMethod
+    from scaledl.models.layerwise import layer_time_models
     from scaledl.models.methods import GraphMethod
 
     if isinstance(method, KernelGraphMethod):
@@ -214,7 +229,7 @@ def save_bundle(
     method.check_fitted()
 
     def write_models(tmp: Path) -> None:
-        sio.dump(method.layerwise_.models_, tmp / "layerwise.skops")
+        write_layer_arrays(layer_time_models(method.layerwise_.models_), tmp / LAYER_FILE)
         torch.save(method.gnn_.state_dict(), tmp / "gnn.pt")
 
     return publish_bundle(
@@ -235,7 +250,7 @@ def _graph_manifest(method: GraphMethod) -> dict[str, Any]:
     # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.graph.layer_graph import EDGE_TYPES
     from scaledl.graph.units import LAYER_TYPES
-    from scaledl.models.layerwise import LAYER_FEATURES
+    from scaledl.models.layer_time import LAYER_FEATURES
 
     return {
         "feature_schema": {
@@ -580,9 +595,12 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
             f"{path}: field 'predictor_kind' is {excerpt(kind)}; this ScaleDL reads "
             f"{sorted(PREDICTOR_KINDS)}"
         )
-    required = PREDICTOR_KINDS[kind]
-    for name in required:
-        if name not in files:
+    required = list(PREDICTOR_KINDS[kind])
+    for i, name in enumerate(required):
+        legacy = LEGACY_FILES.get(name) if kind == "graph" else None
+        if name not in files and legacy in files:
+            required[i] = legacy  # a bundle written before `name`: read the old file
+        elif name not in files:
             raise BundleError(
                 f"{Path(bundle) / name}: not listed in {path} field 'files': the loader reads it, "
                 "so an unverified file is refused"
@@ -604,7 +622,9 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
             )
     versions = manifest.get("library_versions")
     saved = str(versions.get("scikit-learn", ""))[:40] if isinstance(versions, dict) else ""
-    current = library_versions()["scikit-learn"]
+    # Only skops files hold scikit-learn objects; NumPy arrays and tensors do not.
+    skops_files = any(str(name).endswith(".skops") for name in files)
+    current = library_versions()["scikit-learn"] if skops_files else saved
     if saved.split(".")[:2] != current.split(".")[:2]:
         raise IncompatibleBundleError(
             f"{path}: written with scikit-learn {saved}, this environment has {current}; "
@@ -648,7 +668,8 @@ class BundleParts:
     Attributes:
         path: the bundle directory.
         manifest: its manifest.
-        layerwise: the fitted layer-wise model.
+        layerwise: the fitted layer-wise models (a CPU bundle's: a
+            :class:`~scaledl.models.layer_time.LayerwisePredictor`, no scikit-learn).
         params: ``params.json``.
         gnn_state: the GNN's state dict (tensors only).
         domain: the training domain (``None`` for bundles written before it was recorded).
@@ -660,7 +681,7 @@ class BundleParts:
 
     path: Path
     manifest: dict[str, Any]
-    layerwise: LayerwiseModel
+    layerwise: LayerwisePredictor | LayerwiseModel
     params: dict[str, Any]
     gnn_state: dict[str, torch.Tensor]
     domain: TrainingDomain | None = None
@@ -686,10 +707,9 @@ def read_bundle(bundle: Path) -> BundleParts:
     Raises:
         BundleError: verification or deserialisation failed (naming the bundle or file).
     """
-    # skops, torch and the models (PyTorch Geometric): listing and verifying bundles need none.
+    # torch: listing and verifying bundles need none.
     import torch
 
-    from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.roofline import RooflineBand
 
     bundle = resolve_bundle(bundle)
@@ -700,20 +720,29 @@ def read_bundle(bundle: Path) -> BundleParts:
 
         return read_kernel_parts(bundle, manifest)
     _check_layer_types(bundle, manifest)
-    layer_file = bundle / "layerwise.skops"
-    models = load_skops(layer_file, TRUSTED_TYPES)
+    layer_file = bundle / LAYER_FILE
+    if LAYER_FILE in manifest["files"]:
+        try:
+            models = read_layer_arrays(layer_file)
+        except LayerArraysError as exc:
+            raise BundleError(str(exc)) from None
+    else:  # written before layerwise.npz: skops (imports skops and scikit-learn)
+        layer_file = bundle / LEGACY_FILES[LAYER_FILE]
+        models = load_skops(layer_file, TRUSTED_TYPES)
     params, checked = read_params(bundle)
     try:
+        if not isinstance(models, dict) or "*" not in models:
+            raise ValueError("layer-wise models: no generic '*' pair")
         band = params.get("layerwise_band")
-        layerwise = LayerwiseModel.from_fitted(
+        layerwise = LayerwisePredictor(
             models,
-            band=None if band is None else RooflineBand.from_dict(band),
+            band_=None if band is None else RooflineBand.from_dict(band),
             min_samples=params["layerwise_min_samples"],
         )
         state = torch.load(bundle / "gnn.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
         raise BundleError(f"{bundle}: cannot load predictor: {bounded(str(exc), 300)}") from exc
-    _check_loaded_numbers(bundle, layerwise, state)
+    _check_loaded_numbers(bundle, layer_file, layerwise, state)
     calibration = read_calibration(bundle, manifest)
     return BundleParts(
         bundle, manifest, layerwise, params, state, checked.training_domain, calibration
@@ -841,7 +870,9 @@ def read_calibration(bundle: Path, manifest: dict[str, Any]) -> IntervalCalibrat
         raise BundleError(str(exc)) from exc
 
 
-def _check_loaded_numbers(bundle: Path, layerwise: LayerwiseModel, state) -> None:
+def _check_loaded_numbers(
+    bundle: Path, layer_file: Path, layerwise: LayerwisePredictor, state
+) -> None:
     """Refuse loaded model numbers that are not finite or out of their range.
 
     ``params.json`` is checked when read (:func:`read_params`: no ``NaN``/``Infinity``, the
@@ -856,7 +887,7 @@ def _check_loaded_numbers(bundle: Path, layerwise: LayerwiseModel, state) -> Non
     # torch: only reading the GNN weights needs it.
     import torch
 
-    _check_regressors(bundle / "layerwise.skops", layerwise.models_)
+    _check_regressors(layer_file, layerwise.models_)
     if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
         raise BundleError(f"{bundle / 'gnn.pt'}: not a state dict of tensors")
     for key, tensor in state.items():
@@ -919,6 +950,7 @@ def build_method(parts: BundleParts) -> GraphMethod:
     """
     # the models load PyTorch Geometric (about 1.5 s); only the first prediction needs them.
     from scaledl.models.gnn import RuntimeGNN
+    from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.methods import GraphMethod
 
     if parts.kind == "kernel":
@@ -945,7 +977,11 @@ def build_method(parts: BundleParts) -> GraphMethod:
         prior=params.get("gnn_prior", "sum"),
         edges=params.get("gnn_edges", True),
         system_nodes=params.get("gnn_system_nodes", True),
-        layerwise=parts.layerwise,
+        layerwise=LayerwiseModel.from_fitted(
+            parts.layerwise.models_,
+            band=parts.layerwise.band_,
+            min_samples=parts.layerwise.min_samples,
+        ),
         allreduce=allreduce,
         gnn=gnn,
         epoch_model=epoch_model,

@@ -25,8 +25,10 @@ attributes: ensembles, pipelines, wrappers) and refuses a tree unless:
   (``n_trees_per_iteration_``) of single-output trees: its prediction writes column ``k`` of
   that many and reads one value per node.
 
-Every check is vectorised (NumPy): on a 2-core host loaded 7x over, a tree of 64,000 nodes
-took 0.13 s and the 160 trees of a GPU bundle's operator models 0.06 s.
+:func:`check_tree_arrays` is the node-array part, shared with the NumPy form of the layer-wise
+models (:mod:`scaledl.registry.layer_arrays`). Every check is vectorised (NumPy): on a 2-core
+host loaded 7x over, a tree of 64,000 nodes took 0.13 s and the 160 trees of a GPU bundle's
+operator models 0.06 s.
 """
 
 from __future__ import annotations
@@ -190,7 +192,54 @@ def _check_tree(tree: Any, where: str, owner: Any, bound: int | None) -> None:
     n_features = int(tree.n_features)
     for n in (_n_features(owner, where) if owner is not None else None, bound):
         n_features = n_features if n is None else min(n_features, n)
-    left, right = tree.children_left, tree.children_right
+    value = tree.value
+    expected = (count, int(tree.n_outputs), int(tree.max_n_classes))
+    if value.shape != expected:
+        raise TreeStructureError(
+            f"{where}: field 'value' (shape {value.shape}): expected {expected} "
+            "(node_count, n_outputs, max_n_classes)"
+        )
+    check_tree_arrays(
+        where,
+        tree.children_left[:count],
+        tree.children_right[:count],
+        tree.feature[:count],
+        tree.threshold[:count],
+        value.reshape(count, -1),
+        n_features,
+    )
+    outputs = getattr(owner, "__dict__", {}).get("n_outputs_")
+    if outputs is not None and outputs != expected[1]:
+        raise TreeStructureError(
+            f"{where}: field 'n_outputs' (value {expected[1]}): its estimator's n_outputs_ "
+            f"is {excerpt(outputs)}"
+        )
+
+
+def check_tree_arrays(
+    where: str,
+    left: np.ndarray,
+    right: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    value: np.ndarray,
+    n_features: int,
+) -> None:
+    """Check one tree's node arrays (module docstring): what every tree check shares.
+
+    Args:
+        where: the file and tree, named in errors.
+        left: left child of each node (``-1`` at a leaf), shape (node_count,).
+        right: right child of each node, shape (node_count,).
+        feature: the column each split reads, shape (node_count,).
+        threshold: each split's threshold, shape (node_count,).
+        value: each node's values, shape (node_count, k).
+        n_features: the columns the tree's input has (a split's feature is below it).
+
+    Raises:
+        TreeStructureError: naming ``where``, the node, the field and the value.
+    """
+    count = len(left)
     leaf = left == _LEAF
     mixed = np.flatnonzero(leaf != (right == _LEAF))
     if mixed.size:
@@ -216,7 +265,6 @@ def _check_tree(tree: Any, where: str, owner: Any, bound: int | None) -> None:
             f"{where}: node {node} is reached {int(parents[node])} times from the root "
             f"(expected {0 if node == 0 else 1})"
         )
-    feature = tree.feature
     bad = split[(feature[split] < 0) | (feature[split] >= n_features)]
     if bad.size:
         node = int(bad[0])
@@ -224,19 +272,11 @@ def _check_tree(tree: Any, where: str, owner: Any, bound: int | None) -> None:
             f"{where}: node {node} field 'feature' (value {int(feature[node])}): not in "
             f"[0, {n_features}) (the features the estimator reads)"
         )
-    threshold = tree.threshold
     bad = np.flatnonzero(~np.isfinite(threshold))
     if bad.size:
         node = int(bad[0])
         raise TreeStructureError(
             f"{where}: node {node} field 'threshold' (value {threshold[node]}): not finite"
-        )
-    value = tree.value
-    expected = (count, int(tree.n_outputs), int(tree.max_n_classes))
-    if value.shape != expected:
-        raise TreeStructureError(
-            f"{where}: field 'value' (shape {value.shape}): expected {expected} "
-            "(node_count, n_outputs, max_n_classes)"
         )
     bad = np.flatnonzero(~np.isfinite(value).reshape(count, -1).all(axis=1))
     if bad.size:
@@ -244,10 +284,4 @@ def _check_tree(tree: Any, where: str, owner: Any, bound: int | None) -> None:
         raise TreeStructureError(
             f"{where}: node {node} field 'value' (value {excerpt(value[node].tolist())}): "
             "not finite"
-        )
-    outputs = getattr(owner, "__dict__", {}).get("n_outputs_")
-    if outputs is not None and outputs != expected[1]:
-        raise TreeStructureError(
-            f"{where}: field 'n_outputs' (value {expected[1]}): its estimator's n_outputs_ "
-            f"is {excerpt(outputs)}"
         )

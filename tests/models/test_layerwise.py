@@ -4,12 +4,8 @@ import pytest
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from scaledl.models.layerwise import (
-    LAYER_FEATURES,
-    LayerTimeRegressor,
-    LayerwiseModel,
-    layer_features,
-)
+from scaledl.models.layer_time import LAYER_FEATURES, layer_features
+from scaledl.models.layerwise import LayerTimeRegressor, LayerwiseModel
 
 
 @parametrize_with_checks([LayerTimeRegressor()])

@@ -27,14 +27,14 @@ def test_layout_and_manifest(registry_root):
     bundle = registry_root / "scaledl" / "v2"
     assert sorted(p.name for p in bundle.iterdir()) == [
         "gnn.pt",
-        "layerwise.skops",
+        "layerwise.npz",
         "manifest.json",
         "params.json",
     ]
     manifest = read_manifest(bundle)
     assert manifest["format_version"] == FORMAT_VERSION
     assert (manifest["name"], manifest["version"]) == ("scaledl", "v2")
-    assert set(manifest["files"]) == {"gnn.pt", "layerwise.skops", "params.json"}
+    assert set(manifest["files"]) == {"gnn.pt", "layerwise.npz", "params.json"}
     assert manifest["training_data"] == {"workloads": 8}
     assert manifest["training_summary"]["training_workloads"] == 8
     assert "attention" in manifest["feature_schema"]["layer_types"]
@@ -77,7 +77,7 @@ def test_load_method_restores_every_part(bundle):
     assert manifest["version"] == "v2"
 
 
-@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.skops", "params.json"])
+@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.npz", "params.json"])
 def test_tampered_file_is_named(bundle, name):
     path = bundle / name
     data = bytearray(path.read_bytes())
@@ -89,7 +89,7 @@ def test_tampered_file_is_named(bundle, name):
     assert "checksum" in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.skops"])
+@pytest.mark.parametrize("name", ["gnn.pt", "layerwise.npz"])
 def test_truncated_file_is_refused(bundle, name):
     path = bundle / name
     path.write_bytes(path.read_bytes()[:100])
@@ -152,12 +152,39 @@ def test_other_format_version_is_incompatible(bundle):
         load_predictor(bundle)
 
 
-def test_other_sklearn_minor_is_incompatible(bundle):
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    versions = {**manifest["library_versions"], "scikit-learn": "0.1.0"}
-    edit_manifest(bundle, library_versions=versions)
+def test_other_sklearn_minor_is_incompatible_only_with_skops_files(bundle, legacy):
+    for path in (bundle, legacy):
+        manifest = json.loads((path / "manifest.json").read_text())
+        versions = {**manifest["library_versions"], "scikit-learn": "0.1.0"}
+        edit_manifest(path, library_versions=versions)
+    assert load_predictor(bundle).version == "v2"  # NumPy arrays and tensors only
     with pytest.raises(IncompatibleBundleError, match="scikit-learn 0.1.0"):
+        load_predictor(legacy)
+
+
+def test_a_bundle_without_layer_models_names_the_file(bundle):
+    files = {k: v for k, v in read_files(bundle).items() if k != "layerwise.npz"}
+    edit_manifest(bundle, files=files)
+    with pytest.raises(BundleError, match="layerwise.npz: not listed in"):
         load_predictor(bundle)
+
+
+@pytest.mark.parametrize(("which", "skops_imported"), [("bundle", False), ("legacy", True)])
+def test_load_and_first_prediction_never_import_skops(request, which, skops_imported):
+    """The layer-wise arrays need NumPy only; a bundle written before them still loads (skops)."""
+    from tiny_specs import tiny_spec
+
+    path = request.getfixturevalue(which)
+    code = (
+        "import json, sys, scaledl; "
+        f"p = scaledl.load_predictor({str(path)!r}); "
+        f"p.predict([{tiny_spec('bert')!r}]); "
+        "print(json.dumps({m: m in sys.modules for m in ('skops', 'sklearn.tree')}))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    imported = json.loads(run.stdout.strip().splitlines()[-1])
+    assert imported["skops"] is skops_imported
 
 
 def test_weights_that_do_not_fit_fail_at_the_first_prediction(bundle, profiled):

@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import skops
 import skops.io as sio
@@ -104,21 +105,21 @@ def write_skops(path: Path, tree: dict) -> None:
 
 
 @pytest.mark.parametrize("kind", list(crafted_trees(Path("x"))))
-def test_a_crafted_skops_tree_never_runs_code(bundle, tmp_path, kind):
+def test_a_crafted_skops_tree_never_runs_code(legacy, tmp_path, kind):
     """The README's promise: a tree naming a function inside an allowed prefix is refused."""
     marker = tmp_path / "ran"
     tree, name = crafted_trees(marker)[kind]
-    write_skops(bundle / "layerwise.skops", tree)
-    relist(bundle, "layerwise.skops")
-    assert name in sio.get_untrusted_types(file=bundle / "layerwise.skops")
+    write_skops(legacy / "layerwise.skops", tree)
+    relist(legacy, "layerwise.skops")
+    assert name in sio.get_untrusted_types(file=legacy / "layerwise.skops")
     with pytest.raises(BundleError, match="outside the allow-list") as info:
-        load_predictor(bundle)
+        load_predictor(legacy)
     assert name in str(info.value) and "layerwise.skops" in str(info.value)
     assert not marker.exists()
 
 
-def test_the_allow_list_is_exactly_what_a_bundle_needs(registry_root):
-    untrusted = sio.get_untrusted_types(file=registry_root / "scaledl" / "v2" / "layerwise.skops")
+def test_the_allow_list_is_exactly_what_a_bundle_needs(legacy_bundle):
+    untrusted = sio.get_untrusted_types(file=legacy_bundle / "layerwise.skops")
     assert set(untrusted) == TRUSTED_TYPES
 
 
@@ -160,7 +161,7 @@ def test_dvc_cache_links_to_regular_files_load(bundle, tmp_path, link):
     """DVC's symlink and hardlink cache layouts: the files are links into a cache."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    for name in ("gnn.pt", "layerwise.skops", "params.json", "manifest.json"):
+    for name in ("gnn.pt", "layerwise.npz", "params.json", "manifest.json"):
         shutil.move(bundle / name, cache / name)
         if link == "symlink":
             (bundle / name).symlink_to(cache / name)
@@ -384,15 +385,43 @@ def test_a_full_disk_keeps_latest_and_leaves_no_temporary(bundle, v1, tmp_path):
 
 @pytest.mark.parametrize(("field", "value"), [("coef_", float("nan")), ("coef_", -1.0),
                                               ("scale_", 0.0)])  # fmt: skip
-def test_a_layer_regressor_out_of_range_is_refused(bundle, field, value):
-    path = bundle / "layerwise.skops"
+def test_a_layer_regressor_out_of_range_is_refused(legacy, field, value):
+    path = legacy / "layerwise.skops"
     models = sio.load(path, trusted=sorted(TRUSTED_TYPES))
     regressor = models["*"]["forward"]
     getattr(regressor, field)[0] = value
     sio.dump(models, path)
-    relist(bundle, "layerwise.skops")
+    relist(legacy, "layerwise.skops")
     with pytest.raises(BundleError, match=f"regressor '\\*'/'forward' field '{field}'"):
+        load_predictor(legacy)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("coef", float("nan"), "field 'coef' row 0"),
+        ("coef", -1.0, "field 'coef_'"),
+        ("scale", 0.0, "field 'scale_'"),
+    ],  # fmt: skip
+)
+def test_a_layer_array_out_of_range_is_refused(bundle, field, value, message):
+    path = bundle / "layerwise.npz"
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays[field][0, 0] = value
+    with open(path, "wb") as file:
+        np.savez(file, **arrays)
+    relist(bundle, "layerwise.npz")
+    with pytest.raises(BundleError) as info:
         load_predictor(bundle)
+    assert str(path) in str(info.value) and message in str(info.value)
+
+
+def test_a_bundle_written_before_layerwise_npz_loads_and_predicts_the_same(bundle, legacy):
+    """Old bundles are read through skops (decision: no retraining needed)."""
+    new, old = load_predictor(bundle), load_predictor(legacy)
+    spec = [tiny_spec("bert"), tiny_spec("vit")]
+    assert new.predict(spec)["iteration_s"].tolist() == old.predict(spec)["iteration_s"].tolist()
 
 
 # ------------------------------------------------------------------ issue 50

@@ -3,11 +3,12 @@
 The unit tests build trees in memory (``Tree.__setstate__`` takes any node array of the right
 dtype, as skops does when it loads one). The end-to-end tests craft the node array (or
 ``node_count``) of a tree inside each kind of bundle file: the CPU bundle's
-``layerwise.skops``, the GPU bundle's ``operators.skops`` and a layout calibration's
-``layerwise.skops``; each file's manifest is made consistent again (checksum and size) so only
-the loader's own checks stand in the way, and ``scaledl predict`` runs in a subprocess under a
-per-prediction timeout (one child runs all 12 and names the one it is in), so a regression (a
-hang, a SIGSEGV) fails that case's test instead of killing pytest. Before
+``layerwise.skops`` (as written before ``layerwise.npz``), the GPU bundle's ``operators.skops``
+and a layout calibration's ``layerwise.skops``; each file's manifest is made consistent again
+(checksum and size) so only the loader's own checks stand in the way, and ``scaledl predict``
+runs in a subprocess under a per-prediction timeout (one child runs all 12 and names the one it
+is in), so a regression (a hang, a SIGSEGV) fails that case's test instead of killing pytest.
+Before
 the checks, the self-loop hung past the timeout and the out-of-range child and feature ended in
 SIGSEGV. The timeout is 300 s, not a bound on speed: on a 2-core host loaded 7x over, the CLI
 took 70-80 s to start and refuse.
@@ -357,7 +358,7 @@ KINDS = ("cpu", "gpu", "layout")
 
 
 @pytest.fixture(scope="module")
-def refusals(registry_root, layout_calibration, kernel_bundle, tmp_path_factory):
+def refusals(registry_root, legacy_bundle, layout_calibration, kernel_bundle, tmp_path_factory):
     """``(kind, case) -> (file, (exit status, stderr))`` of ``scaledl predict`` on a crafted tree.
 
     Every kind of bundle (:data:`KINDS`) gets each case of :data:`CASES` in its own copy, its
@@ -375,7 +376,7 @@ def refusals(registry_root, layout_calibration, kernel_bundle, tmp_path_factory)
     layout_row = tiny_spec("bert", world_size=2, dp_size=1, tp_size=2, num_layers=2,
                            batch_size=4, device_name=device)  # fmt: skip
     sources = {  # kind -> (clean bundle, crafted file in it, workload row)
-        "cpu": (cpu, Path("layerwise.skops"), tiny_spec("bert")),
+        "cpu": (legacy_bundle, Path("layerwise.skops"), tiny_spec("bert")),
         "gpu": (gpu, Path("operators.skops"), gpu_row),
         "layout": (calibrated, calibration / "layerwise.skops", layout_row),
     }

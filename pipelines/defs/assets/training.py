@@ -1,7 +1,7 @@
 """Training stage: layer-wise models + runtime GNN, and the versioned predictor bundle.
 
 Models never travel through Dagster's storage (no pickle): ``trained_models`` saves the fitted
-predictor as a checksummed bundle under ``candidates/<name>/<version>`` (skops and
+predictor as a checksummed bundle under ``candidates/<name>/<version>`` (NumPy arrays and
 ``torch.save`` of a state dict, :mod:`scaledl.registry.bundle`) and ``predictor_bundle`` loads
 that bundle back through the verifying loader, compares it with the registered version and
 copies it into the registry when the policy says so.
@@ -57,6 +57,7 @@ def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorSto
     from scaledl.models.train import TrainConfig, train_predictor
     from scaledl.profiles.fingerprint import tables_sha256
     from scaledl.registry import save_bundle
+    from scaledl.registry.bundle import LAYER_FILE
 
     data = load_profile_data(settings.layout.validated_dir)
     method = train_predictor(data, TrainConfig(holdout_fraction=settings.holdout_fraction))
@@ -78,7 +79,7 @@ def trained_models(settings: ScaledlSettings, predictor_store: LocalPredictorSto
         asset_key="layerwise_models",
         metadata={
             "candidate_bundle": dg.MetadataValue.path(str(path)),
-            "file": dg.MetadataValue.path(str(path / "layerwise.skops")),
+            "file": dg.MetadataValue.path(str(path / LAYER_FILE)),
             "layer_types": ", ".join(types),
             "all_reduce_model": method.allreduce_ is not None,
             "training_workloads": len(trained),
