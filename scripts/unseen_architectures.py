@@ -10,7 +10,13 @@ the predictor said about the prediction (``in_domain``, ``extrapolation``)::
 
 Profiling is ``scaledl profile --workloads <workloads.csv> --out <profiles> --preset quick``
 (resumable: a second run profiles only what is missing); ``--skip-profile`` predicts the
-profiles already there; ``--only albert`` restricts to some architectures. The measured label
+profiles already there; ``--only albert`` restricts to some architectures. ``--control DESIGN``
+(a design parquet of workloads the predictor was trained on, e.g. a few rows of its run's
+``data/design/design.parquet``) profiles those too, in the same session, and divides every
+ratio by their mean predicted/measured (``ratio_vs_control``): a host whose speed drifted since
+the predictor's profiles (on a shared VM, 0.53-0.86x the time five hours later, measured
+2026-12-05) moves every ratio alike, and the control separates that from the architecture.
+The measured label
 is the product's (:func:`scaledl.models.data.launch_labels`: trimmed mean of the label steps,
 host drift corrected), averaged over launches. Workloads are written with no ``device_name``
 so a predictor trained on another CPU string of the same VM kind predicts them as its own
@@ -88,6 +94,8 @@ def write_config(name: str, directory: Path, size: dict | None = None) -> Path:
         "vocab_size": size["vocab"],
     }
     kwargs = {names.get(k, k): v for k, v in fields.items()}
+    if "attention_types" in extra:  # GPT-Neo: one attention type per layer
+        extra = {**extra, "attention_types": [[["global"], size["layers"]]]}
     # given to the constructor: some configs derive fields from these (per-layer lists)
     config = config_class(**kwargs, **extra, architectures=[model_class])
     path = directory / f"{name}.json"
@@ -139,6 +147,44 @@ def measured_ms(profiles: Path) -> pd.DataFrame:
     return frame.reset_index()[columns]
 
 
+def control_ratios(
+    predictor, design: Path, profiles: Path, preset: str, profile: bool = True
+) -> pd.DataFrame:
+    """Predicted / measured iteration time of trained-on workloads, measured in this session.
+
+    Args:
+        predictor: the loaded predictor.
+        design: a design parquet of workloads the predictor was trained on (world size 1 keeps
+            it short).
+        profiles: where to profile them (resumable).
+        preset: the preset whose ``profiling:`` settings to use.
+        profile: profile first (else use what ``profiles`` holds).
+
+    Returns:
+        ``workload_id``, ``family``, ``predicted_ms``, ``measured_ms``, ``ratio`` per workload.
+    """
+    from pipelines.defs.assets.profiling import design_workloads
+    from scaledl.design import read_design
+
+    if profile:
+        command = [
+            *(sys.executable, "-m", "scaledl.cli", "profile"),
+            *("--design", str(design), "--out", str(profiles), "--preset", preset),
+        ]
+        subprocess.run(command, check=True)
+    rows = read_design(design)
+    predicted = predictor.predict(design_workloads(rows))
+    labels = launch_labels(read_tables(profiles)).groupby("workload_id")["iteration_ms"].mean()
+    frame = pd.DataFrame({
+        "workload_id": rows["workload_id"].to_numpy(),
+        "family": rows["family"].to_numpy(),
+        "predicted_ms": predicted["iteration_s"].to_numpy() * 1e3,
+    })  # fmt: skip
+    frame["measured_ms"] = frame["workload_id"].map(labels)
+    frame["ratio"] = frame["predicted_ms"] / frame["measured_ms"]
+    return frame
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the configs, profile (unless ``--skip-profile``), predict, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -157,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-profile", action="store_true", help="use the profiles already in --profiles"
     )
     parser.add_argument("--label", default="", help="a note stored in the JSON (code version)")
+    parser.add_argument("--control", type=Path, help="design parquet of trained-on workloads")
+    parser.add_argument("--control-profiles", type=Path, help="[<--profiles>-control]")
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(ARCHITECTURES)
     unknown = sorted(set(names) - set(ARCHITECTURES))
@@ -173,8 +221,15 @@ def main(argv: list[str] | None = None) -> int:
             *("--preset", args.preset),
         ]
         subprocess.run(command, check=True)
-    asked = pd.DataFrame(json.loads((args.configs / "architectures.json").read_text()))
     predictor = load_predictor(args.predictor)
+    control = None
+    if args.control is not None:
+        control_dir = args.control_profiles or args.profiles.with_name(
+            args.profiles.name + "-control"
+        )
+        control = control_ratios(predictor, args.control, control_dir, args.preset,
+                                 profile=not args.skip_profile)  # fmt: skip
+    asked = pd.DataFrame(json.loads((args.configs / "architectures.json").read_text()))
     predicted = predictor.predict(asked[["family", "config_path", "seq_len", "batch_size"]])
     out = asked[["architecture", "config_path", "batch_size"]].assign(
         predicted_ms=predicted["iteration_s"].to_numpy() * 1e3,
@@ -184,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     out = out.merge(measured_ms(args.profiles), on=["config_path", "batch_size"], how="left")
     out["ratio"] = out["predicted_ms"] / out["measured_ms"]
     out["factor_off"] = np.maximum(out["ratio"], 1 / out["ratio"])
+    if control is not None:
+        out["ratio_vs_control"] = out["ratio"] / control["ratio"].mean()
     out = out.drop(columns="config_path").sort_values(["architecture", "batch_size"])
     done = out.dropna(subset=["measured_ms"])
     worst = done.loc[done["factor_off"].idxmax()] if len(done) else None
@@ -204,6 +261,16 @@ def main(argv: list[str] | None = None) -> int:
             "factor_off": float(worst["factor_off"]),
         },
         "within_2x": int((done["factor_off"] <= 2).sum()),
+        "ratio_mean": float(done["ratio"].mean()) if len(done) else None,
+        "control": None
+        if control is None
+        else {
+            "design": str(args.control),
+            "ratio_mean": float(control["ratio"].mean()),
+            "ratio_min": float(control["ratio"].min()),
+            "ratio_max": float(control["ratio"].max()),
+            "rows": control.replace({np.nan: None}).to_dict("records"),
+        },
         "rows": out.replace({np.nan: None}).to_dict("records"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
