@@ -35,10 +35,12 @@ pytest_plugins = ["scaledl_fixtures"]
 
 #: Shards of the pipeline's definitions in this session (``make run`` keeps the default 4): the
 #: in-process pipeline tests import the definitions once per worker, and every shard of theirs
-#: is torchrun launches (two repeats times two world sizes each), so two shards halve the
-#: end-to-end test's profiling. Shard assignment for any count is tested in
-#: ``tests/profiling/test_shards.py``; tests that need another count set it for their children.
-SUITE_SHARDS = "2"
+#: is four torchrun launches (two repeats times two world sizes), about 48 s of the end-to-end
+#: test's profiling per shard; one shard profiles the same parts. Shards write one profiles
+#: folder, so consolidation is the same for any count. Shard assignment for any count is tested
+#: in ``tests/profiling/test_shards.py``, two shards through Dagster (resumed alone, never
+#: overlapping) in ``tests/pipelines/test_pipeline_shards.py``, whose children set their own.
+SUITE_SHARDS = "1"
 os.environ.setdefault(SHARDS_ENV, SUITE_SHARDS)
 
 #: Session fixtures that one real profile backs: their tests share one xdist worker.

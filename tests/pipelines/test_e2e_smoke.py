@@ -1,7 +1,7 @@
 """End-to-end: every asset of the pipeline materialised in-process on the ``smoke`` preset.
 
 As ``make run`` does: the design, then every shard of ``profiling_shard`` one after another,
-then the rest (consolidation to data version); with the suite's shard count (``N_SHARDS``: two,
+then the rest (consolidation to data version); with the suite's shard count (``N_SHARDS``: one,
 ``tests/conftest.py``), not ``make run``'s four.
 
 The preset's interference guard is relaxed (no retry, any foreign load accepted): this test
