@@ -74,7 +74,7 @@ TIMED_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timed' tests)
 SERIAL_TEST_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests)
 test: setup
 	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder \
-		-m "not serial and not timed" --durations=15; parallel=$$?; \
+		-m "not serial and not timed" --durations=30; parallel=$$?; \
 	$(VENV)/bin/python -m pytest -q -n 2 --dist load -m timed --durations=8 $(TIMED_TEST_FILES); timed=$$?; \
 	$(VENV)/bin/python -m pytest -q -m serial $(SERIAL_TEST_FILES); serial=$$?; \
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet; docs=$$?; \
