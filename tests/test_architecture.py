@@ -39,14 +39,8 @@ def test_every_scaledl_package_is_in_a_layer():
     assert packages - layered == set()
 
 
-#: Module cycles inside scaledl allowed for now, each with its reason. Empty is the goal.
-ALLOWED_MODULE_CYCLES = {
-    frozenset({"scaledl.registry.bundle", "scaledl.registry.kernel_bundle"}): (
-        "bundle.py dispatches the GPU kind to kernel_bundle.py inside save_bundle, "
-        "read_bundle and build_method, and kernel_bundle.py builds on bundle.py's primitives: "
-        "cutting it moves those primitives to a module of their own (issue 52, left open)"
-    ),
-}
+#: Module cycles inside scaledl allowed, each with its reason: none (keep it empty).
+ALLOWED_MODULE_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _module_cycles() -> set[frozenset[str]]:

@@ -44,7 +44,8 @@ from scaledl.models.intervals import CalibrationError
 from scaledl.prediction.gpu_layouts import composed_by_megatron, gpu_system
 from scaledl.prediction.layouts import RECIPE_PREDICTOR
 from scaledl.prediction.predict import predict_rows
-from scaledl.registry.bundle import BundleError, BundleParts, build_method, read_bundle
+from scaledl.registry.bundle import BundleError, BundleParts
+from scaledl.registry.kinds import build_method, read_bundle
 from scaledl.registry.layouts import find_layout_calibration
 from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.parallelism import is_data_parallel, layout_label
@@ -63,7 +64,7 @@ class Predictor:
     """A loaded ScaleDL predictor.
 
     Args:
-        parts: the verified, deserialised bundle (:func:`~scaledl.registry.bundle.read_bundle`).
+        parts: the verified, deserialised bundle (:func:`~scaledl.registry.kinds.read_bundle`).
 
     Attributes:
         manifest: the bundle's manifest (version, training data, metrics, ...).

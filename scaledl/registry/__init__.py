@@ -8,8 +8,8 @@ from scaledl.registry.bundle import (
     read_manifest,
     register_bundle,
     resolve_bundle,
-    save_bundle,
 )
+from scaledl.registry.kinds import save_bundle
 
 __all__ = [
     "BundleError",

@@ -53,12 +53,16 @@ another format). Other files in the directory are never read. :func:`list_predic
 broken version with its reason (whatever the error) instead of failing, so one damaged version
 never hides the good ones.
 
-Loading is two steps so that a fresh process is fast: :func:`read_bundle` verifies the bundle and
-deserialises every file (``layerwise.npz``, ``torch.load``), without importing PyTorch
-Geometric or skops;
-:func:`build_method` builds the GNN module around the loaded weights (this imports PyTorch
-Geometric, about 1.5 s of imports) and the fitted method. :class:`~scaledl.Predictor`
-does the second step at its first prediction.
+This module writes and reads the CPU (``graph``) kind and holds what every kind shares (the
+manifest, verification, publishing, listing); :mod:`scaledl.registry.kernel_bundle` is the GPU
+(``kernel``) kind, and :mod:`scaledl.registry.kinds` picks the kind of a method or a bundle
+(``save_bundle``, ``read_bundle``, ``build_method``, ``load_method``).
+
+Loading is two steps so that a fresh process is fast: :func:`read_graph_bundle` verifies the
+bundle and deserialises every file (``layerwise.npz``, ``torch.load``), without importing PyTorch
+Geometric or skops; :func:`build_graph_method` builds the GNN module around the loaded weights
+(this imports PyTorch Geometric, about 1.5 s of imports) and the fitted method.
+:class:`~scaledl.Predictor` does the second step at its first prediction.
 """
 
 from __future__ import annotations
@@ -175,7 +179,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def save_bundle(
+def save_graph_bundle(
     method: GraphMethod,
     root: Path = Path("data/predictors"),
     name: str = "scaledl",
@@ -187,9 +191,9 @@ def save_bundle(
     """Write a fitted ScaleDL predictor as a new bundle version and point ``latest`` at it.
 
     Args:
-        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl``, or
-            a fitted :class:`~scaledl.models.kernel.KernelGraphMethod` (the GPU predictor,
-            written by :func:`scaledl.registry.kernel_bundle.save_kernel_bundle`).
+        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl`` (the
+            GPU predictor's kind: :func:`scaledl.registry.kernel_bundle.save_kernel_bundle`;
+            :func:`scaledl.registry.kinds.save_bundle` picks the writer).
         root: registry root directory.
         name: predictor name (a directory under ``root``).
         metrics: evaluation metrics to record in the manifest.
@@ -211,17 +215,9 @@ def save_bundle(
     # torch and the models (PyTorch Geometric): listing and verifying bundles need neither.
     import torch
 
-    from scaledl.models.kernel import KernelGraphMethod
     from scaledl.models.layerwise import layer_time_models
     from scaledl.models.methods import GraphMethod
 
-    if isinstance(method, KernelGraphMethod):
-        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
-        from scaledl.registry.kernel_bundle import save_kernel_bundle
-
-        return save_kernel_bundle(
-            method, root, name, metrics, training_data, version, calibration
-        )  # fmt: skip
     if not isinstance(method, GraphMethod) or method.mode != "scaledl":
         raise ValueError(
             f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
@@ -302,7 +298,7 @@ def publish_bundle(
 ) -> Path:
     """Publish a new bundle version of any predictor kind and point ``latest`` at it.
 
-    The one writer of bundles (:func:`save_bundle`, and
+    The one writer of bundles (:func:`save_graph_bundle`, and
     :func:`~scaledl.registry.kernel_bundle.save_kernel_bundle` for the GPU predictor): it
     writes the model files, ``params.json``, the optional ``calibration.json`` and the
     manifest (the common fields, the SHA-256 and size of every file) into a temporary folder
@@ -695,11 +691,12 @@ class BundleParts:
         return list(self.params["training_devices"])
 
 
-def read_bundle(bundle: Path) -> BundleParts:
-    """Verify a bundle and deserialise its files (no PyTorch Geometric import).
+def read_graph_bundle(bundle: Path, manifest: dict[str, Any]) -> BundleParts:
+    """Verify a CPU (``graph``) bundle and deserialise its files (no PyTorch Geometric import).
 
     Args:
-        bundle: a bundle directory or a name directory (follows ``latest``).
+        bundle: a resolved bundle directory (:func:`resolve_bundle`).
+        manifest: its :func:`read_manifest`.
 
     Returns:
         The :class:`BundleParts`.
@@ -712,13 +709,6 @@ def read_bundle(bundle: Path) -> BundleParts:
 
     from scaledl.models.roofline import RooflineBand
 
-    bundle = resolve_bundle(bundle)
-    manifest = read_manifest(bundle)
-    if manifest.get("predictor_kind") == "kernel":
-        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
-        from scaledl.registry.kernel_bundle import read_kernel_parts
-
-        return read_kernel_parts(bundle, manifest)
     _check_layer_types(bundle, manifest)
     layer_file = bundle / LAYER_FILE
     if LAYER_FILE in manifest["files"]:
@@ -936,11 +926,11 @@ def _check_regressors(path: Path, models: Any) -> None:
             )
 
 
-def build_method(parts: BundleParts) -> GraphMethod:
-    """The fitted ScaleDL method of a read bundle (builds the GNN: imports PyTorch Geometric).
+def build_graph_method(parts: BundleParts) -> GraphMethod:
+    """The fitted ScaleDL method of a read CPU bundle (builds the GNN: imports PyTorch Geometric).
 
     Args:
-        parts: from :func:`read_bundle`.
+        parts: from :func:`read_graph_bundle`.
 
     Returns:
         The fitted :class:`~scaledl.models.methods.GraphMethod`, GNN in eval mode.
@@ -953,11 +943,6 @@ def build_method(parts: BundleParts) -> GraphMethod:
     from scaledl.models.layerwise import LayerwiseModel
     from scaledl.models.methods import GraphMethod
 
-    if parts.kind == "kernel":
-        # kernel_bundle imports this module (a module cycle, left for registry/kinds/ to cut).
-        from scaledl.registry.kernel_bundle import build_kernel_method
-
-        return build_kernel_method(parts)
     params = parts.params
     try:
         gnn = RuntimeGNN(**params["gnn_config"])
@@ -1008,19 +993,6 @@ def system_models(params: dict[str, Any]) -> tuple[AlphaBetaAllReduce | None, Ep
 
     allreduce = AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
     return allreduce, EpochModel.from_dict(params["epoch"])
-
-
-def load_method(bundle: Path) -> tuple[GraphMethod, dict[str, Any]]:
-    """Load the ScaleDL method of a verified bundle (:func:`read_bundle` + :func:`build_method`).
-
-    Returns:
-        The method and the manifest.
-
-    Raises:
-        BundleError: verification or deserialisation failed.
-    """
-    parts = read_bundle(bundle)
-    return build_method(parts), parts.manifest
 
 
 def register_bundle(

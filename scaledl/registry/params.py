@@ -21,7 +21,7 @@ from scaledl.models.epoch import EpochParams
 
 
 class GraphParams(Artefact):
-    """``params.json`` of a CPU predictor bundle (:func:`~scaledl.registry.bundle.save_bundle`).
+    """``params.json`` of a CPU bundle (:func:`~scaledl.registry.bundle.save_graph_bundle`).
 
     Attributes:
         allreduce: the all-reduce model (``None``: trained without communication).

@@ -18,7 +18,8 @@ from scaledl.registry import (
     resolve_bundle,
     save_bundle,
 )
-from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, load_method, sha256_file
+from scaledl.registry.bundle import FORMAT_VERSION, LIST_COLUMNS, sha256_file
+from scaledl.registry.kinds import load_method
 
 pytestmark = pytest.mark.slow
 
