@@ -241,9 +241,8 @@ def layout_targets(head: dict[str, Any]) -> list[dict[str, Any]]:
          "target": mre.threshold, "met": mre.judge(head, kind=k)[1]}
         for k, f in head["folds"].items() if k in KINDS
     ]  # fmt: skip
-    taus = [m["tau_corrected"] for m in head["ranking"]["models"]
-            if m["tau_corrected"] is not None]  # fmt: skip
-    if taus:
-        targets.append({"name": tau.wording(), "value": min(taus), "target": tau.threshold,
-                        "met": tau.check(min(taus))})  # fmt: skip
+    worst, met = tau.judge(head)
+    if worst is not None:
+        targets.append({"name": tau.wording(), "value": worst, "target": tau.threshold,
+                        "met": met})  # fmt: skip
     return targets

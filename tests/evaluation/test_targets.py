@@ -15,7 +15,7 @@ from scaledl.evaluation.profiled_layouts import layout_targets
 from scaledl.evaluation.published_runs import PublishedRunsResult, stronger_fixed_mfu
 from scaledl.evaluation.published_runs import targets as published_targets
 from scaledl.evaluation.reference import target_checks
-from scaledl.evaluation.results import Skipped
+from scaledl.evaluation.results import Metrics, Skipped
 from scaledl.evaluation.targets import (
     BY_NAME,
     TARGETS,
@@ -103,6 +103,8 @@ def test_comparison_comparators_read_dicts_and_models_and_against_scales_the_bas
     assert own.judge({"a": 0.2}) == (0.2, None)
     listed = {"cs": [{"method_a": "a", "method_b": "b", "ci_high": -1.0}]}
     assert resolve(listed, "cs[a,b]")["ci_high"] == -1.0 and resolve(listed, "cs[b,a]") is None
+    models = {"m": [{"tau": 0.9}, {"tau": None}, {"tau": 0.7}]}
+    assert resolve(models, "m.min(tau)") == 0.7 and resolve({"m": []}, "m.min(tau)") is None
     assert Target("x", "{threshold:.1%} {scale:g}x", "v", "<=", 0.95, scale=0.5).wording() == (
         "95.0% 0.5x"
     )
@@ -136,6 +138,23 @@ def test_no_module_outside_the_table_holds_a_threshold_constant():
 
 # The committed results: each evaluation's targets, judged again from its result, are the
 # entries the file holds.
+
+COMMITTED = {
+    "metrics": "metrics.json",
+    "gpu_layouts": "gpu_layouts.json",
+    "layouts": "layouts.json",
+    "published_runs": "published_runs.json",
+    "reference": "reference.json",
+}
+
+
+def test_every_path_without_placeholders_resolves_in_its_committed_result():
+    results = {e: _committed(name) for e, name in COMMITTED.items()}
+    results["metrics"] = Metrics.read(RESULTS / COMMITTED["metrics"])  # the paths of the model
+    fixed = [t for t in TARGETS if t.evaluation in results and "{" not in t.path + (t.over or "")]
+    assert len(fixed) >= 20
+    missing = [t.name for t in fixed if t.value(results[t.evaluation]) is None]
+    assert missing == []
 
 
 def test_committed_metrics_targets_are_the_tables():
