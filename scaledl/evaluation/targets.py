@@ -7,10 +7,10 @@ its GPU and peer sections included; ``gpu_layouts``, ``layouts``, ``published_ru
 ``reference`` for the result files of the other evaluations; ``label_quality`` for the
 reproducibility check of a profile) and the value it is about by its path in that result
 (dotted keys; ``key[a,b]`` selects the comparison of ``a`` against ``b`` in ``key``,
-``min(key)`` the lowest ``key`` of a list;
-``{placeholders}`` such as ``{family}`` are filled in by the evaluation). Each evaluation selects
-its rows (:func:`target`, :func:`group`) and judges them with :meth:`Target.check` (or
-:meth:`Target.judge`, which reads the value from the result first). The comparators:
+``min(key)`` the lowest ``key`` of a list; ``{placeholders}`` such as ``{family}`` are filled
+in by the evaluation). Each evaluation selects its rows (:func:`target`, :func:`group`,
+:func:`for_evaluation`) and judges them with :meth:`Target.check` (or :meth:`Target.judge`,
+which reads the value from the result first). The comparators:
 
 * ``<=`` / ``>=``: the value against the threshold; with ``over`` the value is the ratio
   ``value(path) / value(over)`` ("ScaleDL's MRE >= 6x lower than additive's"), with
