@@ -4,7 +4,7 @@ The committed ``docs/results/layouts.json`` holds both: ``scaledl evaluate-layou
 :func:`product_part` of it, the history script the whole.
 """
 
-from scaledl.parallel.evaluate import HEADLINE
+from scaledl.evaluation.profiled_layouts import HEADLINE
 
 
 def product_part(full: dict) -> dict:

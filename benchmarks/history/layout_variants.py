@@ -20,7 +20,7 @@ leave-one-layout-out folds, each composition followed by the ridge correction:
 Every variant's corrected MRE is paired per workload with ``current``'s. The committed
 ``docs/results/layouts.json`` holds these figures as the product wrote them then; the product
 now writes the recipe's part of it only. This script reproduces the whole file (the product's
-part through :func:`scaledl.parallel.evaluate.evaluate_layouts`, the same code path) and
+part through :func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`, the same code path) and
 renders the variant tables into ``docs/history/layout-variants.md``.
 
 Run (the committed profiles; several minutes)::
@@ -47,8 +47,7 @@ from typing import Any
 import numpy as np
 
 from scaledl.devices.local import local_cpu_name
-from scaledl.parallel.collectives import CollectiveModel
-from scaledl.parallel.evaluate import (
+from scaledl.evaluation.profiled_layouts import (
     HEADLINE,
     KINDS,
     evaluate_headline,
@@ -57,6 +56,7 @@ from scaledl.parallel.evaluate import (
     measured_window,
     paired,
 )
+from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.ranking import kendall_by_model, model_label
 from scaledl.parallel.recipe import CANDIDATES, RECIPE, Correction, LayerModels
@@ -128,7 +128,7 @@ def evaluate_variants(directory: Path, seed: int = 0) -> dict[str, Any]:
 
     Returns:
         The result as ``evaluate-layouts`` wrote it until issue 52: the product's keys
-        (:func:`scaledl.parallel.evaluate.evaluate_layouts`), the headline's folds with
+        (:func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`), the headline's folds with
         ``corrected_vs_current``, ``variants`` (per variant its folds and ranking) and every
         variant's predictions in ``workloads``.
     """

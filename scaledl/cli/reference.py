@@ -115,12 +115,13 @@ def evaluate_layouts_command(
     Leave-one-layout-out MRE of the product's layout recipe (sharded, tensor-parallel and
     pipeline layouts held out in turn, the data-parallel ones ranked), composed and corrected,
     and Kendall's tau of the layout ranking per model
-    (:func:`scaledl.parallel.evaluate.evaluate_layouts`). Each ``--repeat`` (a profile of the
-    same workloads measured at another time) and each ``--across`` profile is evaluated the
-    same way and its targets are stored under ``repeats`` / ``across`` (the host drifts: a
-    figure is quoted from more than one profile), with the ranking's tau between its measured
-    times and the main profile's (:func:`scaledl.parallel.evaluate.measured_agreement`: the
-    ranking target's resolution); the block then tabulates every profile's targets and how
+    (:func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`). Each ``--repeat`` (a
+    profile of the same workloads measured at another time) and each ``--across`` profile is
+    evaluated the same way and its targets are stored under ``repeats`` / ``across`` (the host
+    drifts: a figure is quoted from more than one profile), with the ranking's tau between its
+    measured times and the main profile's
+    (:func:`scaledl.evaluation.profiled_layouts.measured_agreement`: the ranking target's
+    resolution); the block then tabulates every profile's targets and how
     many profiles meet each. The result records ``evaluated_on``, the processor it was
     computed on (:func:`scaledl.devices.local.local_cpu_name`): the evaluation is
     deterministic on one processor, but another one's floating-point kernels move its MREs in
@@ -131,9 +132,9 @@ def evaluate_layouts_command(
     naming the file.
     """
     from scaledl.devices.local import local_cpu_name
+    from scaledl.evaluation.profiled_layouts import evaluate_headline, evaluate_layouts
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
-    from scaledl.parallel.evaluate import evaluate_headline, evaluate_layouts
     from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
     from scaledl.report.blocks.markers import replace_block
 

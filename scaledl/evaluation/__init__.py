@@ -14,7 +14,8 @@ Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapol
 :mod:`~scaledl.evaluation.gpu` (imported real-GPU profiles through the product's models:
 leave one model / GPU out, operators, data parallel; report in
 :mod:`~scaledl.report.gpu_report`), :mod:`~scaledl.evaluation.vidur` (Vidur all-reduce),
-:mod:`~scaledl.evaluation.targets` (the accuracy targets: one table),
+:mod:`~scaledl.evaluation.profiled_layouts` (the layout recipe, leave one layout out),
+:mod:`~scaledl.evaluation.targets` (every target of every evaluation: one table),
 :mod:`~scaledl.evaluation.evaluate` (orchestration, in stages: :mod:`~scaledl.evaluation.stages`).
 The report, its figures and the README block are :mod:`scaledl.report`.
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.evaluation.targets import target
 from scaledl.external.neusight import _NAME_RE
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
@@ -235,7 +236,7 @@ def layout_summary(rows: list[dict]) -> dict[str, Any]:
 
 
 def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's target: on NeuSight's 4-GPU rows, ScaleDL's MRE <= NeuSight's own.
+    """The ``neusight_layouts`` target: on NeuSight's 4-GPU rows, ScaleDL's MRE <= NeuSight's.
 
     Args:
         summary: :func:`layout_summary`.
@@ -243,13 +244,15 @@ def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
     Returns:
         Rows ``{"target", "measured", "reached"}``: overall, then per layout kind.
     """
-    parts = [("all", summary["overall"])]
-    parts += [(f"{k} rows", s) for k, s in summary["per_layout"].items()]
+    spec = target("neusight_layouts")
+    root = {"summary": summary}
+    parts = [("all", "overall", summary["overall"])]
+    parts += [(f"{k} rows", f"per_layout.{k}", s) for k, s in summary["per_layout"].items()]
     rows = []
-    for name, s in parts:
-        target = f"NeuSight's 4-GPU rows ({name}): ScaleDL MRE <= NeuSight's own"
+    for name, part, s in parts:
+        text = spec.wording(name=name)
         if s["mre_scaledl"] is None:
-            rows.append({"target": target, "measured": "no paired row", "reached": None})
+            rows.append({"target": text, "measured": "no paired row", "reached": None})
             continue
         c = s["paired"]
         interval = (
@@ -260,10 +263,10 @@ def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
         )
         rows.append(
             {
-                "target": target,
+                "target": text,
                 "measured": f"{s['mre_scaledl']:.1%} vs {s['mre_neusight']:.1%} ({s['n']} rows); "
                 f"{interval}",
-                "reached": bool(s["mre_scaledl"] <= s["mre_neusight"]),
+                "reached": spec.judge(root, part=part)[1],
             }
         )
     return rows

@@ -11,9 +11,11 @@ numbers.
 ScaleDL and NeuSight are compared *paired* on exactly the rows both predicted, with the
 interval the CPU evaluation uses (:func:`scaledl.stats.significance.paired_comparison`:
 paired BCa bootstrap of the MRE difference, workloads resampled), overall, per mode and per GPU.
-The issue's target "ScaleDL's MRE <= 0.5 x NeuSight's" is the paired comparison of ScaleDL's
-relative errors with half of NeuSight's: its difference ``MRE_scaledl - 0.5 MRE_neusight`` is
-<= 0 when the target is met, and its interval says how sure that is.
+The issue's target "ScaleDL's MRE <= 0.5 x NeuSight's" (the ``neusight_peer_half`` row of
+:data:`scaledl.evaluation.targets.TARGETS`, its factor the row's ``scale``) is the paired
+comparison of ScaleDL's relative errors with half of NeuSight's: its difference
+``MRE_scaledl - 0.5 MRE_neusight`` is <= 0 when the target is met, and its interval says how
+sure that is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.evaluation.targets import target
 from scaledl.stats.significance import MIN_WORKLOADS, paired_comparison
 
 PEER_METHOD = "neusight"
@@ -98,6 +101,7 @@ def peer_comparison(predictions: pd.DataFrame, method: str = "scaledl") -> dict[
         ``{"skipped": reason}`` with fewer than two paired rows.
     """
     out: dict[str, Any] = {}
+    scale = target("neusight_peer_half").scale
     frame = predictions.assign(
         re=np.abs(predictions["pred_ms"] - predictions["true_ms"]) / predictions["true_ms"]
     )
@@ -107,9 +111,9 @@ def peer_comparison(predictions: pd.DataFrame, method: str = "scaledl") -> dict[
             "per_mode": {str(m): _paired(g, method) for m, g in rows.groupby("mode", sort=True)},
             "per_gpu": {str(g): _paired(x, method) for g, x in rows.groupby("gpu", sort=True)},
             "half_of_peer": {
-                "overall": _paired(rows, method, 0.5),
+                "overall": _paired(rows, method, scale),
                 "per_mode": {
-                    str(m): _paired(g, method, 0.5) for m, g in rows.groupby("mode", sort=True)
+                    str(m): _paired(g, method, scale) for m, g in rows.groupby("mode", sort=True)
                 },
             },
         }
@@ -128,23 +132,27 @@ def peer_targets(peer: dict[str, Any]) -> list[dict[str, Any]]:
         gives both MREs, their ratio and the paired 95% interval of
         ``MRE_scaledl - 0.5 MRE_neusight``.
     """
+    half_target = target("neusight_peer_half")
+    scale = half_target.scale
     rows = []
     names = {"leave_one_model_out": "leave-one-model-out", "leave_one_gpu_out": "leave-one-GPU-out"}
+    root = {"gpu": {"peer": peer}}
     for protocol, block in peer.get("comparisons", {}).items():
         for mode, half in block["half_of_peer"]["per_mode"].items():
-            target = f"GPU {names.get(protocol, protocol)} MRE <= 0.5x NeuSight's ({mode} rows)"
+            text = half_target.wording(protocol=names.get(protocol, protocol), mode=mode)
             if "skipped" in half:
-                rows.append({"target": target, "measured": half["skipped"], "reached": None})
+                rows.append({"target": text, "measured": half["skipped"], "reached": None})
                 continue
-            ours, theirs = half["mre_a"], 2.0 * half["mre_b"]
+            difference, reached = half_target.judge(root, protocol_key=protocol, mode=mode)
+            ours, theirs = half["mre_a"], half["mre_b"] / scale
             rows.append(
                 {
-                    "target": target,
+                    "target": text,
                     "measured": f"{ours:.1%} vs {theirs:.1%} ({ours / theirs:.2f}x, "
-                    f"{half['n_units']} rows); MRE - 0.5x NeuSight's "
-                    f"{100 * half['mre_difference']:+.1f} points, 95% CI "
+                    f"{half['n_units']} rows); MRE - {scale:g}x NeuSight's "
+                    f"{100 * difference:+.1f} points, 95% CI "
                     f"{100 * half['ci_low']:+.1f} to {100 * half['ci_high']:+.1f}",
-                    "reached": bool(half["mre_difference"] <= 0),
+                    "reached": reached,
                 }
             )
     return rows

@@ -43,6 +43,7 @@ from scaledl.evaluation.coverage import family_coverage
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.split_fits import fit_predict_many, run_splits
 from scaledl.evaluation.splits import Split, leave_one_family_out
+from scaledl.evaluation.targets import Target, for_evaluation
 from scaledl.io.atomic import write_atomic
 from scaledl.models.data import ProfileData, relative_errors
 from scaledl.models.gnn_training import GNNTrainConfig
@@ -301,71 +302,45 @@ def sequential_design(data: ProfileData, config: ReferenceConfig) -> dict:
     }
 
 
-#: The issue's targets on the reference dataset: (name, where in the result, comparator, value).
-REFERENCE_TARGETS = (
-    ("doptimal@25% better than random@25%", "sampler_25", "ci_high <", 0.0),
-    ("doptimal@50% better than random@50%", "sampler_50", "ci_high <", 0.0),
-    ("halving: doptimal@50% not worse than the whole pool", "halving", "ci_low <=", 0.0),
-    ("sequential design better than random augmentation", "sequential", "ci_high <", 0.0),
-    ("leave-one-family-out MRE of ScaleDL (mean over families)", "lofo", "<=", 0.08),
-    ("unseen-family interval coverage of ScaleDL, every left-out family (lowest)",
-     "interval_coverage", "within", (0.80, 1.0)),
-)  # fmt: skip
-
-
-def _find(comparisons: list[dict], a: str, b: str) -> dict | None:
-    return next((c for c in comparisons if c["method_a"] == a and c["method_b"] == b), None)
+#: Which of the random sampler's sizes each sampler target compares at (25% and 50% of the pool).
+_SAMPLER_SIZE = {"reference_sampler_25": 0, "reference_sampler_50": 1}
 
 
 def target_checks(result: dict) -> list[dict]:
-    """Each :data:`REFERENCE_TARGETS` entry with its value, interval and whether it is met.
+    """Each ``reference`` target of :data:`scaledl.evaluation.targets.TARGETS`, judged.
 
     Args:
         result: the output of :func:`evaluate_reference`.
 
     Returns:
-        One record per target: ``name``, ``value``, ``ci_low``, ``ci_high``, ``met`` (``None``
-        when the evaluation did not produce the figure).
+        One record per target: ``name``, ``value``, ``ci_low``, ``ci_high``, ``threshold``,
+        ``met`` (``None`` when the evaluation did not produce the figure).
     """
     curves = result.get("learning_curves") or {}
     sizes = curves.get("samplers", {}).get("random", {}).get("sizes", [])
-    comparisons = curves.get("comparisons", [])
-    found = {
-        "sampler_25": _find(comparisons, f"doptimal@{sizes[0]}", f"random@{sizes[0]}")
-        if sizes
-        else None,
-        "sampler_50": _find(comparisons, f"doptimal@{sizes[1]}", f"random@{sizes[1]}")
-        if len(sizes) > 1
-        else None,
-        "halving": curves.get("halving_full"),
-        "sequential": (result.get("sequential") or {}).get("comparison"),
-    }
     rows = []
-    for name, key, comparator, threshold in REFERENCE_TARGETS:
-        if key == "lofo":
-            value = (result.get("out_of_distribution") or {}).get("mean_mre", {}).get("scaledl")
-            met = None if value is None else value <= threshold
-            rows.append({"name": name, "value": value, "ci_low": None, "ci_high": None,
-                         "threshold": threshold, "met": met})  # fmt: skip
+    for spec in for_evaluation("reference"):
+        name = spec.wording()
+        if spec.comparator == "within":
+            rows.append({"name": name, **_coverage_check(result, spec)})
             continue
-        if key == "interval_coverage":
-            rows.append({"name": name, **_coverage_check(result, threshold)})
+        if spec.name in _SAMPLER_SIZE and len(sizes) <= _SAMPLER_SIZE[spec.name]:
+            value, met = None, None
+        else:
+            fields = {"size": sizes[_SAMPLER_SIZE[spec.name]]} if spec.name in _SAMPLER_SIZE else {}
+            value, met = spec.judge(result, **fields)
+        empty = {"value": value, "ci_low": None, "ci_high": None}
+        if value is None or spec.comparator == "<=":
+            rows.append({"name": name, **empty, "threshold": spec.threshold, "met": met})
             continue
-        c = found[key]
-        if c is None:
-            rows.append({"name": name, "value": None, "ci_low": None, "ci_high": None,
-                         "threshold": threshold, "met": None})  # fmt: skip
-            continue
-        bound = c["ci_high"] if comparator.startswith("ci_high") else c["ci_low"]
-        met = bound < threshold if comparator.endswith("<") else bound <= threshold
         rows.append(
-            {"name": name, "value": c["mre_difference"], "ci_low": c["ci_low"],
-             "ci_high": c["ci_high"], "threshold": threshold, "met": bool(met)}
+            {"name": name, "value": value["mre_difference"], "ci_low": value["ci_low"],
+             "ci_high": value["ci_high"], "threshold": spec.threshold, "met": met}
         )  # fmt: skip
     return rows
 
 
-def _coverage_check(result: dict, band: tuple[float, float]) -> dict:
+def _coverage_check(result: dict, spec: Target) -> dict:
     """The lowest per-family coverage of ScaleDL's intervals, met when every family is in band.
 
     An unbounded interval covers anything and says nothing: a family with one is not met.
@@ -376,13 +351,12 @@ def _coverage_check(result: dict, band: tuple[float, float]) -> dict:
         for by in intervals.get("per_family", {}).values()
         if "scaledl" in by
     ]
+    band = list(spec.threshold)
     if not summaries:
-        return {"value": None, "ci_low": None, "ci_high": None, "threshold": list(band),
-                "met": None}  # fmt: skip
-    low, high = band
-    met = all(low <= s["coverage"] <= high and not s["n_unbounded"] for s in summaries)
+        return {"value": None, "ci_low": None, "ci_high": None, "threshold": band, "met": None}
+    met = all(spec.check(s["coverage"]) and not s["n_unbounded"] for s in summaries)
     return {"value": min(s["coverage"] for s in summaries), "ci_low": None, "ci_high": None,
-            "threshold": list(band), "met": met}  # fmt: skip
+            "threshold": band, "met": met}  # fmt: skip
 
 
 def _halving_against_full(curves: dict) -> dict | None:

@@ -19,6 +19,7 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from scaledl.evaluation.targets import target
 from scaledl.stats.significance import paired_comparison
 
 
@@ -97,12 +98,6 @@ LABEL_CANDIDATES = {
     "raw_steps_p10": ("iteration_ms_p10_raw", "median"),
     "corrected_steps_p10": ("iteration_ms_p10", "median"),
 }
-#: Share of a profile's parts that should be kept (not quarantined) on a host without other
-#: processes.
-KEPT_SHARE_TARGET = 0.9
-#: Launch-to-launch label MRE (after correction) beyond which the labels do not absorb the
-#: host's drift: twice the 3% target of the label MRE between runs.
-DRIFT_ABSORBED_MRE = 0.06
 
 
 def workload_label_candidates(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -223,9 +218,9 @@ def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
         not flagged by the guard and inside the correction's validated range; the launch MREs
         are :func:`label_reproducibility` between the launches of the run before and after the
         correction (``nan`` when no workload has two kept launches). ``absorbed`` is false when
-        fewer than :data:`KEPT_SHARE_TARGET` of the parts were kept or the corrected launch MRE
-        exceeds :data:`DRIFT_ABSORBED_MRE`; ``message`` then says so with the figures and what
-        to do.
+        the ``label_quality`` targets of :data:`scaledl.evaluation.targets.TARGETS` are not met
+        (too few parts kept, or the corrected launch MRE too high; ``nan`` counts as met);
+        ``message`` then says so with the figures and what to do.
     """
     # models.data loads torch (graph features); reading a profile's labels needs it only here.
     from scaledl.models.data import launch_labels
@@ -245,7 +240,10 @@ def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
     raw, corrected = launch_mre("iteration_ms_raw"), launch_mre("iteration_ms")
     n_workloads = launches["workload_id"].nunique()
     share = kept / len(runs) if len(runs) else 0.0
-    absorbed = share >= KEPT_SHARE_TARGET and not corrected > DRIFT_ABSORBED_MRE
+    kept_target, drift_target = target("label_kept_share"), target("label_launch_mre")
+    absorbed = kept_target.check(share) and drift_target.check(
+        None if np.isnan(corrected) else corrected
+    ) in (True, None)
     not_kept = {
         "failed": failed,
         "interference": interference,
@@ -261,7 +259,8 @@ def label_quality(tables: dict[str, pd.DataFrame]) -> dict:
     if not absorbed:
         message = (
             "the host drifted more than the labels can absorb: " + message + f" (targets: >= "
-            f"{KEPT_SHARE_TARGET:.0%} kept, <= {DRIFT_ABSORBED_MRE:.0%} between launches). "
+            f"{kept_target.threshold:.0%} kept, <= {drift_target.threshold:.0%} between "
+            "launches). "
             "Accuracy figures of this run sit on noisy labels. What to do: profile again when "
             "the host is quieter (flagged parts are re-measured on resume), stop other work on "
             "the host, or raise the preset's profiling `repeats`."

@@ -1,20 +1,30 @@
-"""The project's accuracy targets: one table of (name, path in the metrics, comparator, threshold).
+"""Every target of every evaluation: one table of (evaluation, name, path, comparator, threshold).
 
-Every target the report, the README block and the interval section of ``metrics.json`` state
-is a row of :data:`TARGETS`, and nowhere else holds a threshold. A row names the value it is
-about by its path in ``metrics.json`` (dotted keys; ``[a,b]`` selects the comparison of ``a``
-against ``b`` in a split's comparisons; ``{family}`` is expanded over the left-out families),
-and :meth:`Target.check` applies its comparator:
+Every threshold an evaluation judges its result by is a row of :data:`TARGETS`, and no other
+module holds one (``tests/evaluation/test_targets.py`` keeps it so). A row names the result it
+is about (:attr:`Target.evaluation`: ``metrics`` for ``metrics.json`` of ``scaledl evaluate``,
+its GPU and peer sections included; ``gpu_layouts``, ``layouts``, ``published_runs``,
+``reference`` for the result files of the other evaluations; ``label_quality`` for the
+reproducibility check of a profile) and the value it is about by its path in that result
+(dotted keys; ``key[a,b]`` selects the comparison of ``a`` against ``b`` in ``key``,
+``min(key)`` the lowest ``key`` of a list; ``{placeholders}`` such as ``{family}`` are filled
+in by the evaluation). Each evaluation selects its rows (:func:`target`, :func:`group`,
+:func:`for_evaluation`) and judges them with :meth:`Target.check` (or :meth:`Target.judge`,
+which reads the value from the result first). The comparators:
 
 * ``<=`` / ``>=``: the value against the threshold; with ``over`` the value is the ratio
   ``value(path) / value(over)`` ("ScaleDL's MRE >= 6x lower than additive's"), with
-  ``noise_factor`` the threshold is ``max(threshold, noise_factor x label noise floor)``;
-* ``better``: a paired comparison whose whole interval lies below 0;
+  ``against`` the bound is ``threshold x value(against)`` ("ScaleDL's MRE <= NeuSight's"),
+  with ``noise_factor`` the threshold is ``max(threshold, noise_factor x label noise floor)``;
+* ``better``: a paired comparison whose whole interval lies below 0 (its verdict);
 * ``not_worse``: a paired comparison whose difference is <= the threshold and whose interval
   does not lie above 0;
+* ``ci_high<`` / ``ci_low<=``: a paired comparison's upper bound below the threshold / lower
+  bound at most the threshold;
 * ``within``: the value lies in the ``(low, high)`` threshold band.
 
-How a measured value is worded is presentation (:mod:`scaledl.report.targets`).
+The target entries each result file holds keep that file's shape; how a measured value is
+worded for a reader is presentation (:mod:`scaledl.report.targets`).
 """
 
 from __future__ import annotations
@@ -23,24 +33,33 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Comparator = Literal["<=", ">=", "better", "not_worse", "within"]
+Comparator = Literal["<=", ">=", "better", "not_worse", "ci_high<", "ci_low<=", "within"]
+Evaluation = Literal[
+    "metrics", "gpu_layouts", "layouts", "published_runs", "reference", "label_quality"
+]
 
 _SELECT = re.compile(r"^(?P<key>[^\[]+)\[(?P<a>[^,\]]+),(?P<b>[^\]]+)\]$")
+_LOWEST = re.compile(r"^min\((?P<key>[^)]+)\)$")
 
 
 @dataclass(frozen=True)
 class Target:
-    """One accuracy target.
+    """One target of one evaluation.
 
     Attributes:
         name: stable key (``id_mre``, ``gpu_lomo_mean``, ...).
-        text: the target as the report words it (:meth:`wording` fills in its fields).
-        path: where the value sits in ``metrics.json`` (see the module docstring).
+        text: the target as its result words it (:meth:`wording` fills in its fields).
+        path: where the value sits in the result of :attr:`evaluation` (see the module
+            docstring).
         comparator: how the value is compared (see the module docstring).
         threshold: the bound (a fraction, a factor, or a ``(low, high)`` band).
         over: path of the denominator of a ratio target, or ``None``.
         noise_factor: the threshold is at least this factor times the label noise floor
             (``label_reproducibility.mre``), or ``None``.
+        evaluation: the result the target is about (see the module docstring).
+        against: path of the value the bound is ``threshold x`` of, or ``None``.
+        scale: the factor the baseline is scaled by in the paired comparison the value is
+            (``0.5``: ScaleDL's errors against half the peer's), or ``None``.
     """
 
     name: str
@@ -50,18 +69,24 @@ class Target:
     threshold: float | tuple[float, float]
     over: str | None = None
     noise_factor: float | None = None
+    evaluation: Evaluation = "metrics"
+    against: str | None = None
+    scale: float | None = None
 
     def wording(self, **fields: Any) -> str:
-        """:attr:`text` with its fields filled in: ``low``/``high`` from a band threshold.
+        """:attr:`text` with its fields filled in.
+
+        ``threshold`` and ``scale`` are the row's own (formatted by the text, e.g.
+        ``{threshold:.1%}``), ``low``/``high`` the bounds of a band threshold as percentages.
 
         Args:
             **fields: the other fields of the text (``coverage``, ``name``, ``method`` of the
-                interval targets).
+                interval targets, ``mode`` of the peer targets, ...).
         """
+        own: dict[str, Any] = {"threshold": self.threshold, "scale": self.scale}
         if isinstance(self.threshold, tuple):
-            fields = {"low": f"{self.threshold[0]:.0%}", "high": f"{self.threshold[1]:.0%}",
-                      **fields}  # fmt: skip
-        return self.text.format(**fields)
+            own |= {"low": f"{self.threshold[0]:.0%}", "high": f"{self.threshold[1]:.0%}"}
+        return self.text.format(**own, **fields)
 
     def limit(self, noise: float | None = None) -> float:
         """The bound a ``<=``/``>=`` value is compared with (the noise floor applied).
@@ -76,31 +101,64 @@ class Target:
             return float(self.threshold)
         return max(float(self.threshold), self.noise_factor * noise)
 
-    def check(self, value: Any, noise: float | None = None) -> bool | None:
+    def check(
+        self, value: Any, noise: float | None = None, base: float | None = None
+    ) -> bool | None:
         """Whether ``value`` reaches the target (``None``: not measured).
 
         Args:
-            value: the measured number (``<=``, ``>=``, ``within``) or comparison
-                (``better``, ``not_worse``: an object with ``mre_difference`` and ``verdict``).
+            value: the measured number (``<=``, ``>=``, ``within``) or paired comparison
+                (``better``, ``not_worse``, ``ci_high<``, ``ci_low<=``: an object or dict with
+                ``mre_difference``, ``ci_low``, ``ci_high`` and ``verdict``).
             noise: the label noise floor, for a target with a ``noise_factor`` (``None``
                 there: not measured).
+            base: the value at :attr:`against`, for a target with one (``None`` there: not
+                measured).
 
         Returns:
-            ``True``/``False``, or ``None`` when the value (or a noise floor it needs) is
-            missing.
+            ``True``/``False``, or ``None`` when the value (or a noise floor or base it needs)
+            is missing.
         """
-        if value is None or (self.noise_factor is not None and noise is None):
+        if (
+            value is None
+            or (self.noise_factor is not None and noise is None)
+            or (self.against is not None and base is None)
+        ):
             return None
-        if self.comparator == "<=":
-            return value <= self.limit(noise)
-        if self.comparator == ">=":
-            return value >= self.limit(noise)
+        if self.comparator in ("<=", ">="):
+            bound = self.limit(noise) if self.against is None else float(self.threshold) * base
+            return bool(value <= bound) if self.comparator == "<=" else bool(value >= bound)
         if self.comparator == "within":
             low, high = self.threshold
-            return low <= value <= high
+            return bool(low <= value <= high)
         if self.comparator == "better":
-            return value.verdict == "better"
-        return value.mre_difference <= self.threshold and value.verdict != "worse"
+            return _field(value, "verdict") == "better"
+        if self.comparator == "ci_high<":
+            return bool(_field(value, "ci_high") < self.threshold)
+        if self.comparator == "ci_low<=":
+            return bool(_field(value, "ci_low") <= self.threshold)
+        return bool(
+            _field(value, "mre_difference") <= self.threshold
+            and _field(value, "verdict") != "worse"
+        )
+
+    def judge(
+        self, root: Any, noise: float | None = None, **fields: str
+    ) -> tuple[Any, bool | None]:
+        """The target's value in ``root`` and whether it reaches the target.
+
+        Args:
+            root: the result the target is about (a model or a dict).
+            noise: the label noise floor, for a target with a ``noise_factor``.
+            **fields: values of the paths' ``{placeholders}``.
+
+        Returns:
+            ``(value, reached)`` (:meth:`value`, :meth:`check`; the base read at
+            :attr:`against`).
+        """
+        value = self.value(root, **fields)
+        base = None if self.against is None else resolve(root, self.against.format(**fields))
+        return value, self.check(value, noise, base)
 
     def value(self, root: Any, **fields: str) -> Any:
         """The target's value in ``root`` (the metrics, or a section of them as a dict).
@@ -123,9 +181,11 @@ class Target:
 def resolve(root: Any, path: str) -> Any:
     """Follow a dotted path through models and dicts (``None`` where it breaks off).
 
-    A segment ``key[a,b]`` takes ``key`` and then its comparison of ``a`` against ``b``
-    (``find``). A skipped section (``{"skipped": reason}``, or a model with a ``skipped``
-    field) yields ``None``.
+    A segment ``key[a,b]`` takes ``key`` and then its comparison of ``a`` against ``b`` (its
+    ``find``, or the first of a list, or of a dict's ``comparisons``, with ``method_a == a`` and
+    ``method_b == b``); a segment
+    ``min(key)`` of a list the lowest ``key`` of its items (``None`` ones left out). A skipped
+    section (``{"skipped": reason}``, or a model with a ``skipped`` field) yields ``None``.
 
     Args:
         root: the metrics, a section model or a dict.
@@ -136,15 +196,34 @@ def resolve(root: Any, path: str) -> Any:
     """
     node = root
     for part in path.split("."):
+        lowest = _LOWEST.match(part)
+        if lowest and isinstance(node, list):
+            values = [v for v in (_field(e, lowest["key"]) for e in node) if v is not None]
+            node = min(values) if values else None
+            continue
         selected = _SELECT.match(part)
         key = selected["key"] if selected else part
         node = node.get(key) if isinstance(node, dict) else getattr(node, key, None)
         if node is not None and selected:
-            node = node.find(selected["a"], selected["b"])
+            node = _select(node, selected["a"], selected["b"])
         skipped = node.get("skipped") if isinstance(node, dict) else getattr(node, "skipped", None)
         if node is None or skipped is not None:
             return None
     return node
+
+
+def _field(node: Any, key: str) -> Any:
+    """``node[key]`` of a dict, ``node.key`` of a model."""
+    return node[key] if isinstance(node, dict) else getattr(node, key)
+
+
+def _select(node: Any, a: str, b: str) -> Any:
+    """The comparison of ``a`` against ``b`` in ``node`` (``None`` if not made)."""
+    if isinstance(node, dict):  # a section as JSON: its comparisons, as its model's ``find``
+        node = node.get("comparisons", [])
+    elif not isinstance(node, list):
+        return node.find(a, b)
+    return next((c for c in node if (_field(c, "method_a"), _field(c, "method_b")) == (a, b)), None)
 
 
 def _beats(base: str, split: str, label: str) -> Target:
@@ -203,6 +282,64 @@ TARGETS: tuple[Target, ...] = (
     Target("interval_coverage_family", _COVERAGE_TEXT,
            "intervals.ood.per_family.{family}.{method}.iteration.coverage", "within",
            (0.80, 1.0)),
+    # The GPU section's peer: ScaleDL's errors paired with `scale` x NeuSight's, per mode.
+    Target("neusight_peer_half", "GPU {protocol} MRE <= {scale:g}x NeuSight's ({mode} rows)",
+           "gpu.peer.comparisons.{protocol_key}.half_of_peer.per_mode.{mode}.mre_difference",
+           "<=", 0.0, scale=0.5),
+    # docs/results/gpu_layouts.json: NeuSight's 4-GPU rows ({part}: overall, per_layout.<kind>).
+    Target("neusight_layouts",
+           "NeuSight's 4-GPU rows ({name}): ScaleDL MRE <= NeuSight's own",
+           "summary.{part}.mre_scaledl", "<=", 1.0, evaluation="gpu_layouts",
+           against="summary.{part}.mre_neusight"),
+    # docs/results/layouts.json: the layout recipe, leave one layout kind out, and the worst
+    # model's Kendall tau.
+    Target("layouts_mre", "leave-one-layout-out MRE, {kind} held out",
+           "folds.{kind}.mre_corrected", "<=", 0.10, evaluation="layouts"),
+    Target("layouts_tau", "Kendall tau, predicted vs measured layouts (worst model)",
+           "ranking.models.min(tau_corrected)", ">=", 0.8, evaluation="layouts"),
+    # docs/results/published_runs.json: leave one source out.
+    Target("published_answered",
+           "answered share >= {threshold:.1%} of rows with an architecture",
+           "coverage.answered_share", ">=", 0.95, evaluation="published_runs"),
+    Target("published_mean_mre",
+           "MRE mean over sources <= {threshold:.1%} (leave one source out)",
+           "protocols.leave_one_source_out.mean_mre.scaledl", "<=", 0.10,
+           evaluation="published_runs"),
+    Target("published_max_mre", "no source above {threshold:.1%}",
+           "protocols.leave_one_source_out.max_mre.scaledl", "<=", 0.20,
+           evaluation="published_runs"),
+    Target("published_ratio",
+           "<= {threshold}x the stronger fitted fixed-MFU rule's MRE ({baseline})",
+           "ratio_to_fixed_mfu", "<=", 0.5, evaluation="published_runs"),
+    Target("published_ratio_interval", "paired interval below 0",
+           "protocols.leave_one_source_out.comparisons[scaledl,{baseline}]", "ci_high<", 0.0,
+           evaluation="published_runs"),
+    Target("published_tau", "Kendall tau of layouts >= {threshold}",
+           "ranking.mean_tau.scaledl", ">=", 0.8, evaluation="published_runs"),
+    # docs/results/reference.json: the reference dataset.
+    Target("reference_sampler_25", "doptimal@25% better than random@25%",
+           "learning_curves.comparisons[doptimal@{size},random@{size}]", "ci_high<", 0.0,
+           evaluation="reference"),
+    Target("reference_sampler_50", "doptimal@50% better than random@50%",
+           "learning_curves.comparisons[doptimal@{size},random@{size}]", "ci_high<", 0.0,
+           evaluation="reference"),
+    Target("reference_halving", "halving: doptimal@50% not worse than the whole pool",
+           "learning_curves.halving_full", "ci_low<=", 0.0, evaluation="reference"),
+    Target("reference_sequential", "sequential design better than random augmentation",
+           "sequential.comparison", "ci_high<", 0.0, evaluation="reference"),
+    Target("reference_lofo", "leave-one-family-out MRE of ScaleDL (mean over families)",
+           "out_of_distribution.mean_mre.scaledl", "<=", 0.08, evaluation="reference"),
+    Target("reference_interval_coverage",
+           "unseen-family interval coverage of ScaleDL, every left-out family (lowest)",
+           "out_of_distribution.intervals.per_family.{family}.scaledl.iteration.coverage",
+           "within", (0.80, 1.0), evaluation="reference"),
+    # A profile's label quality (:func:`scaledl.evaluation.reproducibility.label_quality`): the
+    # share of parts kept on a host without other processes, and the launch-to-launch label
+    # MRE after the drift correction (twice the 3% target of the label MRE between runs).
+    Target("label_kept_share", "parts kept >= {threshold:.0%}", "kept_share", ">=", 0.9,
+           evaluation="label_quality"),
+    Target("label_launch_mre", "label MRE between launches <= {threshold:.0%}",
+           "launch_mre_corrected", "<=", 0.06, evaluation="label_quality"),
 )  # fmt: skip
 
 #: :data:`TARGETS` by name.
@@ -226,38 +363,47 @@ def group(prefix: str) -> list[Target]:
     return [t for t in TARGETS if t.name.startswith(prefix)]
 
 
-def gpu_targets(metrics: dict) -> list[dict]:
-    """The issue's targets on GPU data, measured.
+def for_evaluation(evaluation: Evaluation) -> list[Target]:
+    """The targets of one evaluation's result (:attr:`Target.evaluation`), in order."""
+    return [t for t in TARGETS if t.evaluation == evaluation]
+
+
+def gpu_targets(gpu: dict) -> list[dict]:
+    """The GPU targets (``gpu_*`` rows), measured on the ``gpu`` section of ``metrics.json``.
+
+    Args:
+        gpu: the section as a dict (:func:`scaledl.evaluation.gpu.evaluate_gpu`).
 
     Returns:
-        Rows ``{"target", "measured", "reached"}``.
+        Rows ``{"target", "measured", "reached"}`` for the protocols the section holds (leave
+        one model out: mean, worst GPU and, with the analytical baseline, the ratio; leave one
+        GPU out: mean).
     """
+    root = {"gpu": gpu}
     rows = []
-    lomo = metrics.get("leave_one_model_out")
+    lomo = gpu.get("leave_one_model_out")
     if lomo:
-        mean, worst = lomo["mean_over_gpus"], lomo["max_over_gpus"]
-        worst_gpu = max(lomo["per_gpu"], key=lambda g: lomo["per_gpu"][g]["scaledl"]["mre"])
-        under = sum(v["scaledl"]["mre"] <= 0.10 for v in lomo["per_gpu"].values())
+        mean, worst = target("gpu_lomo_mean"), target("gpu_lomo_worst")
+        per_gpu = lomo["per_gpu"]
+        worst_gpu = max(per_gpu, key=lambda g: per_gpu[g]["scaledl"]["mre"])
+        under = sum(worst.check(v["scaledl"]["mre"]) for v in per_gpu.values())
+        m, w = mean.value(root), worst.value(root)
         rows += [
-            {"target": "GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)",
-             "measured": f"{mean['scaledl']:.1%}", "reached": mean["scaledl"] <= 0.06},
-            {"target": "GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)",
-             "measured": f"worst {worst['scaledl']:.1%} ({worst_gpu}); "
-             f"{under}/{len(lomo['per_gpu'])} GPUs <= 10%",
-             "reached": worst["scaledl"] <= 0.10},
+            {"target": mean.text, "measured": f"{m:.1%}", "reached": mean.check(m)},
+            {"target": worst.text,
+             "measured": f"worst {w:.1%} ({worst_gpu}); {under}/{len(per_gpu)} GPUs "
+                         f"<= {worst.threshold:.0%}",
+             "reached": worst.check(w)},
         ]  # fmt: skip
-        if "analytical" in mean:
-            ratio = mean["analytical"] / mean["scaledl"]
+        versus = target("gpu_lomo_vs_analytical")
+        if "analytical" in lomo["mean_over_gpus"]:
+            r, analytical = versus.value(root), resolve(root, versus.path)
             rows.append(
-                {"target": "GPU leave-one-model-out MRE >= 2x lower than analytical",
-                 "measured": f"{ratio:.2f}x ({mean['analytical']:.1%} vs {mean['scaledl']:.1%})",
-                 "reached": ratio >= 2.0}
+                {"target": versus.text, "measured": f"{r:.2f}x ({analytical:.1%} vs {m:.1%})",
+                 "reached": versus.check(r)}
             )  # fmt: skip
-    logo = metrics.get("leave_one_gpu_out")
-    if logo:
-        mean = logo["mean_over_gpus"]["scaledl"]
-        rows.append(
-            {"target": "GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)",
-             "measured": f"{mean:.1%}", "reached": mean <= 0.12}
-        )  # fmt: skip
+    if gpu.get("leave_one_gpu_out"):
+        logo = target("gpu_logo_mean")
+        value = logo.value(root)
+        rows.append({"target": logo.text, "measured": f"{value:.1%}", "reached": logo.check(value)})
     return rows

@@ -16,6 +16,7 @@
   layout recipe;
 * :mod:`scaledl.parallel.predict`: layout workloads from a predictor (CPU hosts);
   :mod:`scaledl.parallel.megatron`: Megatron-LM's layouts on a GPU from the GPU predictor;
-* :mod:`scaledl.parallel.evaluate`, :mod:`scaledl.report.blocks.layouts`: the recipe's leave
-  one layout out and ranking on profiled layouts, and the results page's block.
+* the recipe's leave one layout out and ranking on profiled layouts is an evaluation
+  (:mod:`scaledl.evaluation.profiled_layouts`), the results page's block
+  :mod:`scaledl.report.blocks.layouts`.
 """

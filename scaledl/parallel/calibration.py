@@ -1,6 +1,6 @@
 """Layout calibration: the product's layout recipe, fitted once on all of a host's layouts.
 
-The leave-one-layout-out evaluation (:mod:`scaledl.parallel.evaluate`) fits, per fold, the
+The leave-one-layout-out evaluation (:mod:`scaledl.evaluation.profiled_layouts`) fits, per fold, the
 product's recipe :data:`~scaledl.parallel.recipe.RECIPE` (``plain_layers_overlap``) on the
 training layouts and judges it on the held-out kind. A layout calibration fits that recipe
 with no kind held out (:func:`fit_layout_calibration`): its layer-wise models, collective

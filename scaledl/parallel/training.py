@@ -28,11 +28,11 @@ attention 2 to 7 times the data-parallel layer of twice its FLOPs, the last laye
 block 3 to 10 times in backward), so a caller may leave them out.
 
 :func:`fold_samples` keeps the samples of a fold's training workloads only; the evaluation
-(:mod:`scaledl.parallel.evaluate`) fits the layer-wise models of each leave-one-layout-out
+(:mod:`scaledl.evaluation.profiled_layouts`) fits the layer-wise models of each leave-one-layout-out
 fold on them, so a held-out layout kind's timings never train its own prediction.
 
 :func:`load_layout_context` reads a layout dataset into a :class:`LayoutContext`, what every
-layout fit shares (the calibration's and each fold of :mod:`scaledl.parallel.evaluate`);
+layout fit shares (the calibration's and each fold of :mod:`scaledl.evaluation.profiled_layouts`);
 :func:`layout_kind` names a workload's layout kind.
 """
 

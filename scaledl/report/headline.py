@@ -204,9 +204,10 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
         else f"not the most accurate method on held-out workloads ({best[0]} is)",
     ]
     if noise:
+        factor = target("id_mre_noise").noise_factor
         conclusion.append(
-            "within 1.5x the noise floor"
-            if id_mre <= 1.5 * noise
+            f"within {factor:g}x the noise floor"
+            if id_mre <= factor * noise
             else "well above the noise floor, so the models, not the labels, limit it"
         )
     bands = f"{lo:.0%}-{hi:.0%}"

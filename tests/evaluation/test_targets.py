@@ -1,15 +1,47 @@
-"""The one table of accuracy targets: paths, comparators and thresholds."""
+"""The one table of targets: paths, comparators, thresholds, and the committed results."""
+
+import ast
+import json
+from pathlib import Path
+from typing import get_args
 
 import pytest
 from metrics_factory import make_metrics
 
-from scaledl.evaluation.results import Skipped
-from scaledl.evaluation.targets import BY_NAME, TARGETS, Target, group, resolve, target
+from scaledl.evaluation.coverage import coverage_targets
+from scaledl.evaluation.gpu_layouts import layout_targets as gpu_layout_targets
+from scaledl.evaluation.gpu_peer import peer_targets
+from scaledl.evaluation.profiled_layouts import layout_targets
+from scaledl.evaluation.published_runs import PublishedRunsResult, stronger_fixed_mfu
+from scaledl.evaluation.published_runs import targets as published_targets
+from scaledl.evaluation.reference import target_checks
+from scaledl.evaluation.results import Metrics, Skipped
+from scaledl.evaluation.targets import (
+    BY_NAME,
+    TARGETS,
+    Comparator,
+    Evaluation,
+    Target,
+    for_evaluation,
+    gpu_targets,
+    group,
+    resolve,
+    target,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+
+
+def _committed(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
 
 
 def test_every_target_has_a_unique_name_and_a_known_comparator():
     assert len(BY_NAME) == len(TARGETS)
-    assert {t.comparator for t in TARGETS} <= {"<=", ">=", "better", "not_worse", "within"}
+    assert {t.comparator for t in TARGETS} <= set(get_args(Comparator))
+    assert {t.evaluation for t in TARGETS} == set(get_args(Evaluation))
+    assert [t.name for t in for_evaluation("published_runs")][0] == "published_answered"
     assert [t.name for t in group("gpu_")] == [
         "gpu_lomo_mean", "gpu_lomo_worst", "gpu_lomo_vs_analytical", "gpu_logo_mean",
     ]  # fmt: skip
@@ -53,3 +85,108 @@ def test_comparison_targets_read_the_verdict():
     assert c.method_a == "doptimal@20" and halving.check(c) is True
     worse = c.model_copy(update={"verdict": "worse"})
     assert halving.check(worse) is False
+
+
+def test_comparison_comparators_read_dicts_and_models_and_against_scales_the_base():
+    c = {
+        "mre_difference": -0.01,
+        "ci_low": -0.02,
+        "ci_high": 0.001,
+        "verdict": "not distinguishable",
+    }
+    assert Target("x", "x", "v", "ci_high<", 0.0).check(c) is False
+    assert Target("x", "x", "v", "ci_low<=", 0.0).check(c) is True
+    assert Target("x", "x", "v", "not_worse", 0.0).check(c) is True
+    own = Target("x", "x", "a", "<=", 1.0, against="b")
+    assert own.judge({"a": 0.2, "b": 0.2}) == (0.2, True)
+    assert own.judge({"a": 0.21, "b": 0.2}) == (0.21, False)
+    assert own.judge({"a": 0.2}) == (0.2, None)
+    listed = {"cs": [{"method_a": "a", "method_b": "b", "ci_high": -1.0}]}
+    assert resolve(listed, "cs[a,b]")["ci_high"] == -1.0 and resolve(listed, "cs[b,a]") is None
+    models = {"m": [{"tau": 0.9}, {"tau": None}, {"tau": 0.7}]}
+    assert resolve(models, "m.min(tau)") == 0.7 and resolve({"m": []}, "m.min(tau)") is None
+    assert Target("x", "{threshold:.1%} {scale:g}x", "v", "<=", 0.95, scale=0.5).wording() == (
+        "95.0% 0.5x"
+    )
+
+
+def _numbers(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Constant) and type(n.value) in (int, float) for n in ast.walk(node)
+    )
+
+
+def test_no_module_outside_the_table_holds_a_threshold_constant():
+    """A module-level ``*TARGET*`` / ``*THRESHOLD*`` name bound to numbers belongs in the table."""
+    found = []
+    for path in sorted((ROOT / "scaledl").rglob("*.py")):
+        if path == ROOT / "scaledl" / "evaluation" / "targets.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            names = [t for t in getattr(node, "targets", [getattr(node, "target", None)]) if t]
+            value = getattr(node, "value", None)
+            for name in names:
+                if (
+                    isinstance(name, ast.Name)
+                    and any(w in name.id for w in ("TARGET", "THRESHOLD"))
+                    and value is not None
+                    and _numbers(value)
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name.id}")
+    assert found == []
+
+
+# The committed results: each evaluation's targets, judged again from its result, are the
+# entries the file holds.
+
+COMMITTED = {
+    "metrics": "metrics.json",
+    "gpu_layouts": "gpu_layouts.json",
+    "layouts": "layouts.json",
+    "published_runs": "published_runs.json",
+    "reference": "reference.json",
+}
+
+
+def test_every_path_without_placeholders_resolves_in_its_committed_result():
+    results = {e: _committed(name) for e, name in COMMITTED.items()}
+    results["metrics"] = Metrics.read(RESULTS / COMMITTED["metrics"])  # the paths of the model
+    fixed = [t for t in TARGETS if t.evaluation in results and "{" not in t.path + (t.over or "")]
+    assert len(fixed) >= 20
+    missing = [t.name for t in fixed if t.value(results[t.evaluation]) is None]
+    assert missing == []
+
+
+def test_committed_metrics_targets_are_the_tables():
+    metrics = _committed("metrics.json")
+    gpu = metrics["gpu"]
+    layouts = gpu_layout_targets(gpu["parallel_layouts"]["summary"])
+    assert gpu["parallel_layouts"]["targets"] == layouts
+    assert gpu["targets"] == gpu_targets(gpu) + peer_targets(gpu["peer"]) + layouts
+    intervals = metrics["intervals"]
+    assert intervals["targets"] == coverage_targets(intervals, intervals["coverage"])
+
+
+def test_committed_gpu_layouts_targets_are_the_tables():
+    result = _committed("gpu_layouts.json")
+    assert result["targets"] == gpu_layout_targets(result["summary"])
+
+
+def test_committed_layouts_targets_are_the_tables():
+    result = _committed("layouts.json")
+    assert result["targets"] == layout_targets(result)
+    head = result["variants"][result["headline"]]
+    assert layout_targets(head) == result["targets"]
+
+
+def test_committed_published_runs_targets_are_the_tables():
+    result = PublishedRunsResult.read(RESULTS / "published_runs.json")
+    loso = result.protocols["leave_one_source_out"]
+    assert result.ratio_baseline == stronger_fixed_mfu(loso)
+    judged = published_targets(result.coverage, loso, result.ratio_to_fixed_mfu, result.ranking)
+    assert judged == result.targets
+
+
+def test_committed_reference_targets_are_the_tables():
+    result = _committed("reference.json")
+    assert target_checks(result) == result["targets"]

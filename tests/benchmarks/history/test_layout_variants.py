@@ -14,7 +14,7 @@ import pytest
 from layout_results import product_part
 from scaledl_fixtures import layout_slice
 
-from scaledl.parallel.evaluate import HEADLINE, evaluate_layouts
+from scaledl.evaluation.profiled_layouts import HEADLINE, evaluate_layouts
 from scaledl.parallel.recipe import CANDIDATES
 from scaledl.report.blocks.markers import read_block
 

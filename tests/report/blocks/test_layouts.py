@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from scaledl.cli import app
 from scaledl.devices.local import local_cpu_name
-from scaledl.models.data import ProfileDataError
-from scaledl.parallel.evaluate import (
+from scaledl.evaluation.profiled_layouts import (
     HEADLINE,
     evaluate_headline,
     measured_agreement,
     measured_window,
 )
+from scaledl.models.data import ProfileDataError
 from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
 from scaledl.report.blocks.markers import read_block
 

@@ -12,11 +12,11 @@ model, its per-lane overlap factors and the **learned correction** (a ridge regr
 Each fold reports the composed and corrected MRE on the held-out kind and their paired
 comparison (:func:`~scaledl.stats.significance.paired_comparison`, bootstrap 95% intervals).
 
-The **targets** (:data:`MRE_TARGET`, :data:`TAU_TARGET`) are judged on the recipe: the
-corrected MRE of each held-out layout kind, and the worst model's Kendall tau
-(``scipy.stats.kendalltau``) between predicted and measured iteration time over the layouts
-profiled for each model (same architecture and batch), each layout's prediction taken from
-the fold that held its kind out.
+The **targets** (the ``layouts_*`` rows of :data:`scaledl.evaluation.targets.TARGETS`) are
+judged on the recipe: the corrected MRE of each held-out layout kind, and the worst model's
+Kendall tau (``scipy.stats.kendalltau``) between predicted and measured iteration time over
+the layouts profiled for each model (same architecture and batch), each layout's prediction
+taken from the fold that held its kind out.
 
 How the recipe was chosen among other variants (the uncalibrated method, fold-trained layer
 models with and without overlap factors, a nested selection, a GNN correction): their
@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from scaledl.evaluation.targets import target
 from scaledl.models.data import (
     ProfileDataError,
 )
@@ -44,8 +45,6 @@ from scaledl.stats.significance import paired_comparison
 from scaledl.workloads.parallelism import layout_label
 
 KINDS = ("fsdp", "tp", "pp")
-MRE_TARGET = 0.10
-TAU_TARGET = 0.8
 #: The variant judged against the targets: the product's recipe.
 HEADLINE = RECIPE
 
@@ -236,16 +235,14 @@ def layout_targets(head: dict[str, Any]) -> list[dict[str, Any]]:
         One ``{"name", "value", "target", "met"}`` per held-out layout kind (with
         ``composed``: the uncorrected MRE) and the worst model's Kendall tau.
     """
+    mre, tau = target("layouts_mre"), target("layouts_tau")
     targets = [
-        {"name": f"leave-one-layout-out MRE, {k} held out", "value": f["mre_corrected"],
-         "composed": f["mre_composed"], "target": MRE_TARGET,
-         "met": bool(f["mre_corrected"] <= MRE_TARGET)}
+        {"name": mre.wording(kind=k), "value": f["mre_corrected"], "composed": f["mre_composed"],
+         "target": mre.threshold, "met": mre.judge(head, kind=k)[1]}
         for k, f in head["folds"].items() if k in KINDS
     ]  # fmt: skip
-    taus = [m["tau_corrected"] for m in head["ranking"]["models"]
-            if m["tau_corrected"] is not None]  # fmt: skip
-    if taus:
-        targets.append({"name": "Kendall tau, predicted vs measured layouts (worst model)",
-                        "value": min(taus), "target": TAU_TARGET,
-                        "met": bool(min(taus) >= TAU_TARGET)})  # fmt: skip
+    worst, met = tau.judge(head)
+    if worst is not None:
+        targets.append({"name": tau.wording(), "value": worst, "target": tau.threshold,
+                        "met": met})  # fmt: skip
     return targets
