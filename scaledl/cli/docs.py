@@ -21,7 +21,7 @@ def render_command(
         bool, typer.Option("--check", help="Name the stale blocks and exit 1; write nothing")
     ] = False,
     block: Annotated[
-        list[str] | None, typer.Option(help="Only this block (repeatable) [every block]")
+        list[str] | None, typer.Option(help="Only this block (repeatable; default: every block)")
     ] = None,
     root: Annotated[
         Path, typer.Option(help="Repository root the registry's paths are relative to")
