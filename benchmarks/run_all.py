@@ -1,7 +1,7 @@
 """Run every benchmark (``make bench``); each writes its JSON under ``benchmarks/results/``.
 
-When all succeed, the README's benchmark block is written from those files
-(``benchmarks/readme_block.py``); a failed benchmark leaves the block as it was.
+When all succeed, the benchmarks page's block is rendered from those files
+(``scaledl docs render --block benchmarks``); a failed benchmark leaves the block as it was.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 BENCHMARKS = (
     "bench_design.py",
     "bench_profiling.py",
@@ -32,4 +33,5 @@ if __name__ == "__main__":
             failed.append(name)
     if failed:
         sys.exit(f"benchmarks failed: {failed}")
-    subprocess.run([sys.executable, str(HERE / "readme_block.py")], check=True)
+    render = ["-m", "scaledl.cli", "docs", "render", "--block", "benchmarks", "--root", str(ROOT)]
+    subprocess.run([sys.executable, *render], check=True)

@@ -7,8 +7,7 @@ with the product's own commands (the whole profile under the machine's CPU lock)
     .venv/bin/scaledl profile --workloads datasets/layouts-cpu/workloads.yaml \
         --out datasets/layouts-cpu/profiles --preset datasets/layouts-cpu/preset.yaml
     .venv/bin/scaledl validate datasets/layouts-cpu/profiles
-    .venv/bin/python -m scaledl.report.blocks.datasheet datasets/layouts-cpu/DATASHEET.md \
-        datasets/layouts-cpu/validated
+    .venv/bin/scaledl docs render --block datasheet-layouts-cpu
     .venv/bin/python scripts/build_layout_dataset.py --summarize
 
 ``--summarize`` writes ``datasets/layouts-cpu/summary.json`` from the validated tables: per

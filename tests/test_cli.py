@@ -367,6 +367,17 @@ def test_summary_markdown_writes_the_results_file_and_the_readme_block(tmp_path)
     assert "old numbers" not in text
 
 
+def test_summary_markdown_refuses_a_readme_without_a_block_before_writing(tmp_path):
+    data, readme, results = _summary_files(tmp_path)
+    readme.write_text(f"# Title\n{BEGIN}\nold numbers\n{END}\n")  # no gpu block
+    result = invoke(
+        "summary", "--markdown", "--data", data, "--readme", readme, "--results", results
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "expected one generated block" in result.output and "gpu:begin" in result.output
+    assert not results.exists() and "old numbers" in readme.read_text()
+
+
 def test_summary_prints_the_headline(tmp_path):
     data, _, _ = _summary_files(tmp_path)
     (data / "predictors" / "scaledl" / "v1").mkdir(parents=True)

@@ -20,8 +20,10 @@ leave-one-layout-out folds, each composition followed by the ridge correction:
 Every variant's corrected MRE is paired per workload with ``current``'s. The committed
 ``docs/results/layouts.json`` holds these figures as the product wrote them then; the product
 now writes the recipe's part of it only. This script reproduces the whole file (the product's
-part through :func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`, the same code path) and
-renders the variant tables into ``docs/history/layout-variants.md``.
+part through :func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`, the same code path); with
+``--page`` the registry's ``layout-variants`` block (:mod:`scaledl.report.blocks.registry`)
+renders the written file into ``docs/history/layout-variants.md`` (``scaledl docs render
+--block layout-variants`` renders the committed file).
 
 Run (the committed profiles; several minutes)::
 
@@ -61,8 +63,8 @@ from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.ranking import kendall_by_model, model_label
 from scaledl.parallel.recipe import CANDIDATES, RECIPE, Correction, LayerModels
 from scaledl.parallel.training import LayoutContext, collective_rows, load_layout_context
-from scaledl.report.blocks.markers import markers, replace_block
-from scaledl.report.formatting import pct
+from scaledl.report.blocks.layout_variants import gnn_ablation
+from scaledl.report.blocks.registry import BLOCKS, BlockError, write_page
 from scaledl.workloads.parallelism import layout_label
 
 
@@ -93,9 +95,8 @@ GNN_VARIANTS = {"gnn": True, "gnn_no_edges": False}
 #: Paired comparisons each GNN variant reports besides the one with ``current``.
 GNN_PAIRED = {"gnn": ("gnn_no_edges", "plain_layers_overlap"),
               "gnn_no_edges": ("plain_layers_overlap",)}  # fmt: skip
-#: The generated block of the history page.
-PAGE = Path("docs/history/layout-variants.md")
-BOUNDS = markers("layout-variants", "`benchmarks/history/layout_variants.py --page`")
+#: The history page's generated block (:mod:`scaledl.report.blocks.registry`).
+BLOCK = BLOCKS["layout-variants"]
 
 
 def select(ctx: LayoutContext, scope: np.ndarray) -> tuple[str, dict[str, float], dict[str, dict]]:
@@ -151,25 +152,6 @@ def repeat_summary(result: dict[str, Any], main: dict[str, Any] | None = None) -
     if main is not None:
         out["measured_tau"] = measured_agreement(main, result)
     return out
-
-
-def gnn_ablation(variants: dict) -> dict[str, dict]:
-    """Per held-out kind, the GNN's paired comparisons (``gnn`` - ``gnn_no_edges``, - ridge).
-
-    Args:
-        variants: an :func:`evaluate_variants` result's ``variants``.
-
-    Returns:
-        ``{kind: {"no_edges": comparison, "ridge": comparison}}`` for the layout kinds the
-        GNN was paired on (empty without a ``gnn`` variant).
-    """
-    folds = variants.get("gnn", {"folds": {}})["folds"]
-    return {
-        kind: {"no_edges": f["corrected_vs_gnn_no_edges"],
-               "ridge": f["corrected_vs_plain_layers_overlap"]}
-        for kind, f in folds.items()
-        if kind != "ddp" and "corrected_vs_gnn_no_edges" in f
-    }  # fmt: skip
 
 
 class _Run:
@@ -279,78 +261,6 @@ class _Run:
         return rows
 
 
-def _interval(c: dict | None) -> str:
-    if not c:
-        return "n/a"
-    return (
-        f"{100 * c['mre_difference']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
-        f" ({c['verdict']})"
-    )
-
-
-def _tau(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def _ablation_text(ablation: dict[str, dict]) -> str:
-    return "; ".join(
-        f"{kind}: gnn - gnn_no_edges {_interval(c['no_edges'])}, "
-        f"gnn - ridge {_interval(c['ridge'])}"
-        for kind, c in ablation.items()
-    )
-
-
-def variants_markdown(result: dict) -> str:
-    """The history page's block (without markers) from an :func:`evaluate_variants` result.
-
-    Args:
-        result: the result (the committed ``docs/results/layouts.json``).
-
-    Returns:
-        Markdown: one row per variant and held-out kind, the selection's choices, the GNN
-        ablation on the profile and each repeat, and the ranking per model and variant.
-    """
-    lines = [
-        f"Profile {result['dataset']}; each layout kind held out in turn, every model of a "
-        f"fold fitted on the other kinds; the product's recipe is `{result['headline']}`.",
-        "",
-        "| variant | held out | workloads | composed MRE | corrected MRE "
-        "| corrected - current [95% CI] |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, variant in result["variants"].items():
-        for kind, f in variant["folds"].items():
-            if kind == "ddp":
-                continue
-            diff = _interval(f.get("corrected_vs_current")) if name != "current" else "-"
-            lines.append(
-                f"| {name} | {kind} | {f['n_workloads']} | {pct(f['mre_composed'])} | "
-                f"{pct(f['mre_corrected'])} | {diff} |"
-            )
-    chosen = ", ".join(
-        f"{kind}: {f['selected']}"
-        for kind, f in result["variants"].get("selected", {"folds": {}})["folds"].items()
-        if "selected" in f
-    )  # fmt: skip
-    if chosen:
-        lines += ["", f"`selected` per held-out kind: {chosen}."]
-    ablation = gnn_ablation(result["variants"])
-    if ablation:
-        lines += ["", "The runtime GNN over layout graphs (`benchmarks/history/layout_gnn.py`) "
-                  "as the correction of the recipe's composition, paired per held-out workload "
-                  f"(MRE points, 95% CI): {_ablation_text(ablation)}."]  # fmt: skip
-        for rep in result.get("repeats", []):
-            if rep.get("gnn_ablation"):
-                lines.append(f"On {rep['dataset']}: {_ablation_text(rep['gnn_ablation'])}.")
-    models = result["ranking"]["models"]
-    lines += ["", "| variant | " + " | ".join(m["model"] for m in models) + " |",
-              "| --- |" + " --- |" * len(models)]  # fmt: skip
-    for name, variant in result["variants"].items():
-        taus = " | ".join(_tau(m["tau_corrected"]) for m in variant["ranking"]["models"])
-        lines.append(f"| {name} (Kendall tau, corrected) | {taus} |")
-    return "\n".join(lines)
-
-
 def evaluate_all(data: Path, repeat: list[Path], across: list[Path]) -> dict[str, Any]:
     """The whole committed result: every variant on ``data`` and ``repeat``, ``across``."""
     result = evaluate_variants(data)
@@ -368,15 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--across", type=Path, action="append", default=[])
     parser.add_argument("--out", type=Path, required=True, help="the result JSON to write")
     parser.add_argument("--check", type=Path, help="a committed result to compare with, exactly")
-    parser.add_argument("--page", action="store_true", help=f"rewrite {PAGE}'s block")
+    parser.add_argument("--page", action="store_true", help=f"rewrite {BLOCK.page}'s block")
     args = parser.parse_args(argv)
     result = evaluate_all(args.data, args.repeat, args.across)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{args.out}: written")
     if args.page:
-        PAGE.write_text(replace_block(PAGE.read_text(), variants_markdown(result), str(PAGE),
-                                      BOUNDS))  # fmt: skip
-        print(f"{PAGE}: block rewritten")
+        try:
+            write_page(BLOCK.page, [BLOCK], [args.out])  # rendered from the file just written
+        except BlockError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"{BLOCK.page}: block rewritten from {args.out}")
     if args.check is not None:
         committed = json.loads(args.check.read_text())
         differ = sorted(k for k in committed.keys() | result.keys()

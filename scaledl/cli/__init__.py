@@ -22,6 +22,7 @@ from scaledl.cli import (
     data,
     design,
     devices,
+    docs,
     evaluate,
     plan_job,
     predict,
@@ -41,7 +42,7 @@ HELP = (
 )
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 for _group in (design, profile, data, predictors, predict, plan_job, devices, evaluate, reference,
-               summary):  # fmt: skip
+               summary, docs):  # fmt: skip
     app.add_typer(_group.app)
 
 

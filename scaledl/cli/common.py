@@ -6,12 +6,16 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import typer
 
 from scaledl.layout import DataLayout
 from scaledl.workloads.files import load_yaml, read_workloads_file
+
+if TYPE_CHECKING:
+    from scaledl.report.blocks.registry import Block
 
 
 def fail(message: str) -> None:
@@ -232,3 +236,33 @@ def int_list(text: str, option: str, limit: int = INT_LIST_LIMIT) -> list[int]:
             "fewer or narrower ranges"
         )
     return [v for low, high in items for v in range(low, high + 1)]
+
+
+def check_readme(readme: Path | None, block: Block) -> None:
+    """Refuse, before any work, a ``--readme`` page without ``block``'s markers.
+
+    Raises:
+        scaledl.report.blocks.registry.BlockError: the page or its markers are missing or
+            malformed (naming the page).
+    """
+    if readme is None:
+        return
+    from scaledl.report.blocks.registry import check_markers
+
+    check_markers(block, readme)
+
+
+def render_readme(readme: Path | None, block: Block, result: Path) -> None:
+    """Render ``block`` from the result file just written into ``--readme`` (one writer).
+
+    Exits 2 naming the file when the page or the result cannot be rendered.
+    """
+    if readme is None:
+        return
+    from scaledl.report.blocks.registry import BlockError, write_page
+
+    try:
+        write_page(readme, [block], [result])
+    except BlockError as exc:
+        fail(str(exc))
+    typer.echo(f"{readme}: {block.name} block rewritten from {result}")

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
+from scaledl.cli.common import (
+    check_readme,
+    fail,
+    layout,
+    output_path,
+    refuse_overwrite,
+    render_readme,
+)
 
 app = typer.Typer()
 #: ``scaledl evaluate``: the evaluation itself when called alone, a group for its sub-commands.
@@ -165,8 +172,7 @@ def evaluate_gpu_layouts_command(
     from scaledl.io.atomic import write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError, load_profile_data
-    from scaledl.report.blocks.gpu_layouts import BOUNDS, gpu_layouts_markdown
-    from scaledl.report.blocks.markers import replace_block
+    from scaledl.report.blocks.registry import BLOCKS
 
     profiles = profiles or layout().imported_validated_dir()
     parallel_labels = parallel_labels or layout().imported_parallel_labels()
@@ -176,6 +182,7 @@ def evaluate_gpu_layouts_command(
             {"--profiles": profiles, "--parallel-labels": parallel_labels},
         )
         out = output_path(out, (".json",), "--out")
+        check_readme(readme, BLOCKS["gpu-layouts"])
     except ValueError as exc:
         fail(str(exc))
     if not parallel_labels.is_file():
@@ -194,11 +201,7 @@ def evaluate_gpu_layouts_command(
     for target in result["targets"]:
         typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
     typer.echo(f"{out}: written")
-    if readme is not None:
-        text = readme.read_text()
-        block = gpu_layouts_markdown(result)
-        write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
-        typer.echo(f"{readme}: gpu-layouts block rewritten")
+    render_readme(readme, BLOCKS["gpu-layouts"], out)
 
 
 @evaluate_app.command("published-runs")
@@ -227,33 +230,23 @@ def evaluate_published_runs_command(
     """
     from scaledl.evaluation.published_runs import evaluate_published_runs
     from scaledl.io.atomic import write_atomic
-    from scaledl.report.blocks.markers import ReadmeBlockError, read_block, replace_block
-    from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
+    from scaledl.report.blocks.registry import BLOCKS
     from scaledl.report.published_runs import published_runs_html
 
     try:
         refuse_overwrite({"--out": out, "--readme": readme, "--report": report}, {"CSV": csv})
         out = output_path(out, (".json",), "--out")
         report = output_path(report, (".html",), "--report")
-        if readme is not None:  # a README without the block is refused before minutes of work
-            if not readme.is_file():
-                raise ValueError(f"--readme {readme}: no such file")
-            read_block(readme.read_text(), str(readme), BOUNDS)
+        # a page without the block is refused before minutes of work
+        check_readme(readme, BLOCKS["published-runs"])
         result = evaluate_published_runs(csv or None, progress=_stderr)
-        block = None
-        if readme is not None:
-            block = replace_block(
-                readme.read_text(), published_runs_markdown(result), str(readme), BOUNDS
-            )
-    except (ValueError, FileNotFoundError, ReadmeBlockError) as exc:
+    except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     result.write(out)
     for target in result.targets:
         typer.echo(f"{target.target}: {target.measured} (reached: {target.reached})")
     typer.echo(f"{out}: written ({result.runtime_s['total']:.0f} s)")
-    if block is not None:
-        write_atomic(readme, block)
-        typer.echo(f"{readme}: published-runs block rewritten")
+    render_readme(readme, BLOCKS["published-runs"], out)
     if report is not None:
         write_atomic(report, published_runs_html(result))
         typer.echo(f"{report}: written")

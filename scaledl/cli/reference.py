@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
+from scaledl.cli.common import (
+    check_readme,
+    fail,
+    layout,
+    output_path,
+    refuse_overwrite,
+    render_readme,
+)
 
 app = typer.Typer()
 
@@ -34,10 +41,12 @@ def evaluate_reference_command(
     from scaledl.evaluation.reference import ReferenceConfig, evaluate_reference
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError, load_profile_data
+    from scaledl.report.blocks.registry import BLOCKS
 
     try:
         refuse_overwrite({"--out": out, "--readme": readme}, {"--data": data})
         out = output_path(out, (".json",), "--out")
+        check_readme(readme, BLOCKS["reference"])
     except ValueError as exc:
         fail(str(exc))
     try:
@@ -57,14 +66,7 @@ def evaluate_reference_command(
         typer.echo(f"{target['name']}: {value}{interval}: {verdict}")
     write_atomic(out, json.dumps(result, indent=2, default=str))
     typer.echo(f"{out}: written")
-    if readme is not None:
-        from scaledl.report.blocks.markers import replace_block
-        from scaledl.report.blocks.reference import BOUNDS, reference_markdown
-
-        text = readme.read_text()
-        block = reference_markdown(json.loads(out.read_text()))
-        write_atomic(readme, replace_block(text, block, str(readme), BOUNDS))
-        typer.echo(f"{readme}: reference block rewritten")
+    render_readme(readme, BLOCKS["reference"], out)
 
 
 def refuse_variants_file(out: Path) -> None:
@@ -135,8 +137,8 @@ def evaluate_layouts_command(
     from scaledl.evaluation.profiled_layouts import evaluate_headline, evaluate_layouts
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
-    from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
-    from scaledl.report.blocks.markers import replace_block
+    from scaledl.report.blocks.layouts import layouts_markdown
+    from scaledl.report.blocks.registry import BLOCKS
 
     out = out or layout().reports_dir / "layouts.json"
     try:
@@ -144,6 +146,7 @@ def evaluate_layouts_command(
         refuse_overwrite({"--out": out, "--readme": readme}, sources)
         out = output_path(out, (".json",), "--out")
         refuse_variants_file(out)
+        check_readme(readme, BLOCKS["layouts"])
     except ValueError as exc:
         fail(str(exc))
     try:
@@ -156,7 +159,4 @@ def evaluate_layouts_command(
     write_atomic(out, json.dumps(result, indent=2) + "\n")
     typer.echo(layouts_markdown(result))
     typer.echo(f"{out}: written")
-    if readme is not None:
-        text = readme.read_text()
-        write_atomic(readme, replace_block(text, layouts_markdown(result), str(readme), BOUNDS))
-        typer.echo(f"{readme}: layouts block rewritten")
+    render_readme(readme, BLOCKS["layouts"], out)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from scaledl.cli.common import fail, layout, output_path, refuse_overwrite
+from scaledl.cli.common import check_readme, fail, layout, output_path, refuse_overwrite
 from scaledl.cli.evaluate import headline
 from scaledl.io.atomic import write_atomic
 from scaledl.layout import DataLayout
@@ -38,32 +38,35 @@ def summary(
     """Print where the report and the predictor are, and the headline MRE/RMSE.
 
     With ``--markdown``, ``<data>/reports/metrics.json`` is validated and copied to ``--results``
-    (commit it), and the block between the results markers of ``--readme`` is regenerated from
-    that copy; a test keeps the two in step.
+    (commit it), and the ``results`` and ``gpu`` blocks of ``--readme`` are rendered from that
+    copy (the block registry's renderers, as ``scaledl docs render``); a test keeps the two in
+    step.
     """
     from scaledl.evaluation.results import Metrics, MetricsError
     from scaledl.registry import BundleError, latest_bundle
-    from scaledl.report.blocks.markers import ReadmeBlockError
+    from scaledl.report.blocks.registry import BLOCKS, write_page
     from scaledl.report.evaluation_report import reproducibility_text
-    from scaledl.report.summary import write_readme_block
 
     paths = layout() if data is None else DataLayout(data)
     metrics_path = paths.metrics_path
     if not metrics_path.exists():
         fail(f"{metrics_path}: no evaluation yet (run `make run`)")
     try:
+        blocks = [BLOCKS["results"], BLOCKS["gpu"]]
         if markdown:
             outputs = {"--results": results, "--readme": readme}
             refuse_overwrite(outputs, {"the metrics of --data": metrics_path})
+            for block in blocks:
+                check_readme(readme, block)
         metrics = Metrics.read(metrics_path)
         if markdown:
             metrics.write(results)
-            write_readme_block(results, readme, source=results.as_posix())
-    except (MetricsError, ReadmeBlockError, ValueError) as exc:
+            write_page(readme, blocks, [results] * len(blocks))
+    except (MetricsError, ValueError) as exc:
         fail(str(exc))
     if markdown:
         typer.echo(f"{results}: written from {metrics_path}")
-        typer.echo(f"{readme}: results block regenerated from {results}")
+        typer.echo(f"{readme}: results and gpu blocks rendered from {results}")
         return
     try:
         bundle = latest_bundle(paths.predictor_dir())

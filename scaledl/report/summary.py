@@ -1,20 +1,15 @@
-"""The README's results block, generated from a ``metrics.json`` so the two cannot drift.
+"""The metrics page's ``results`` and ``gpu`` blocks, rendered from a ``metrics.json``.
 
 ``scaledl summary --markdown`` copies ``data/reports/metrics.json`` to the committed results file
-(``docs/results/metrics.json``) and replaces the text between :data:`BEGIN` and :data:`END` in
-``README.md`` with :func:`results_markdown` of that file, and the text between the ``gpu``
-markers with the real-GPU tables (:func:`scaledl.report.gpu_report.gpu_markdown`). A test
-renders the committed file again and compares it with the README blocks, so a number typed into
-a block, or a results file committed without regenerating the blocks, fails the suite. Other
-generated blocks (the benchmarks') use the same markers (:mod:`scaledl.report.blocks.markers`).
+(``docs/results/metrics.json``) and renders that file into ``docs/results/metrics.md``:
+:func:`results_markdown` between the ``results`` markers, the real-GPU tables
+(:func:`scaledl.report.gpu_report.gpu_markdown`) between the ``gpu`` markers, both through the
+block registry (:mod:`scaledl.report.blocks.registry`, ``scaledl docs render``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from scaledl.evaluation.results import Metrics, OODErrors, Skipped
-from scaledl.report.blocks.markers import markers, replace_block
 from scaledl.report.evaluation_report import reproducibility_text
 from scaledl.report.formatting import interval_text, ms, pct, reached_text
 from scaledl.report.gpu_report import gpu_markdown
@@ -204,26 +199,3 @@ def gpu_block(metrics: Metrics) -> str:
     if isinstance(metrics.gpu, Skipped):
         return f"The GPU evaluation was skipped: {metrics.gpu.skipped}."
     return gpu_markdown(metrics.gpu.model_dump())
-
-
-def write_readme_block(metrics_path: Path, readme: Path, source: str) -> str:
-    """Render ``metrics_path`` into ``readme``'s results and GPU blocks.
-
-    Args:
-        metrics_path: the results file (read and validated).
-        readme: the README holding the markers.
-        source: how the block names the results file.
-
-    Returns:
-        The results block written.
-
-    Raises:
-        scaledl.evaluation.results.MetricsError: the results file is invalid.
-        ReadmeBlockError: the README lacks a results or GPU block.
-    """
-    metrics = Metrics.read(metrics_path)
-    block = results_markdown(metrics, source)
-    text = replace_block(Path(readme).read_text(), block, str(readme))
-    text = replace_block(text, gpu_block(metrics), str(readme), markers("gpu"))
-    Path(readme).write_text(text)
-    return block

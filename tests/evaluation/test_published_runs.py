@@ -21,8 +21,7 @@ from scaledl.evaluation.published_runs import (
 )
 from scaledl.external.published_runs import default_paths, read_published_runs
 from scaledl.models.step_correction import DEFAULT_CONFIG
-from scaledl.report.blocks.markers import read_block
-from scaledl.report.blocks.published_runs import BOUNDS, published_runs_markdown
+from scaledl.report.blocks.published_runs import published_runs_markdown
 from scaledl.report.published_runs import published_runs_html
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,11 +115,9 @@ def test_noise_floor_spreads_and_leave_one_out_error():
     assert n.loo_mre == pytest.approx(expected)
 
 
-def test_block_and_report_render_the_committed_result_into_the_readme():
+def test_block_and_report_render_every_source_of_the_committed_result():
     result = PublishedRunsResult.read(RESULT)
     block = published_runs_markdown(result)
-    page = ROOT / "docs" / "results" / "published-runs.md"
-    assert read_block(page.read_text(), str(page), BOUNDS) == block
     for source in result.protocols["leave_one_source_out"].groups:
         assert f"| {source} |" in block
     html = published_runs_html(result)

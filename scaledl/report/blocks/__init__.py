@@ -1,4 +1,5 @@
-"""Generated markdown blocks of the docs pages and datasheets, one module per block.
+"""Generated markdown blocks of the docs pages and datasheets, one renderer module per block.
 
-:mod:`~scaledl.report.blocks.markers` bounds them.
+:mod:`~scaledl.report.blocks.registry` lists every block (page, markers, committed result,
+renderer); :mod:`~scaledl.report.blocks.markers` bounds them.
 """

@@ -1,9 +1,8 @@
-"""The README's 4-GPU block, rendered from ``docs/results/gpu_layouts.json``.
+"""The 4-GPU page's block, rendered from ``docs/results/gpu_layouts.json``.
 
 ``scaledl evaluate-gpu-layouts --readme docs/results/gpu-layouts.md`` writes both (the result is
-:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`'s, with its provenance);
-``tests/evaluation/test_gpu_layouts_block.py`` renders the committed result again and compares
-it with the README, so a figure typed into the block fails the suite. Pure functions of the
+:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`'s, with its provenance), ``scaledl
+docs render`` the block alone (:mod:`scaledl.report.blocks.registry`). Pure functions of the
 result (no model imports). The GPU block (:func:`scaledl.report.gpu_report.gpu_markdown`)
 carries a one-line summary of the same result when the GPU evaluation ran it.
 """
@@ -12,12 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct, reached_text
 
-BOUNDS = markers(
-    "gpu-layouts", "`scaledl evaluate-gpu-layouts --readme docs/results/gpu-layouts.md`"
-)
 ROW_HEADER = ["GPU", "model", "layout", "global batch", "measured ms", "ScaleDL ms",
               "compute ms", "TP all-reduce ms", "p2p ms", "step ms", "NeuSight ms",
               "ScaleDL error", "NeuSight error"]  # fmt: skip

@@ -1,8 +1,7 @@
-"""The README's layouts block, rendered from ``docs/results/layouts.json``.
+"""The layouts page's block, rendered from ``docs/results/layouts.json``.
 
-``scaledl evaluate-layouts --readme docs/results/layouts.md`` writes both;
-``tests/report/blocks/test_layouts.py`` renders the committed result again and compares it
-with the README, so a figure typed into the block fails the suite.
+``scaledl evaluate-layouts --readme docs/results/layouts.md`` writes both, ``scaledl docs
+render`` the block alone (:mod:`scaledl.report.blocks.registry`).
 """
 
 from __future__ import annotations
@@ -11,10 +10,7 @@ import datetime as dt
 
 import numpy as np
 
-from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
-
-BOUNDS = markers("layouts", "`scaledl evaluate-layouts --readme docs/results/layouts.md`")
 
 
 def _interval(c: dict | None) -> str:

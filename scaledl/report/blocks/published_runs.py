@@ -1,21 +1,16 @@
 """The "LLM training at scale" results block, rendered from ``docs/results/published_runs.json``.
 
-``scaledl evaluate published-runs --readme docs/results/published-runs.md`` writes both;
-``tests/evaluation/test_published_runs.py`` renders the committed result again and compares it
-with that page's block, so a figure typed into the block fails the suite. Pure functions of
-the result.
+``scaledl evaluate published-runs --readme docs/results/published-runs.md`` writes both,
+``scaledl docs render`` the block alone (:mod:`scaledl.report.blocks.registry`). Pure functions
+of the result.
 """
 
 from __future__ import annotations
 
 from scaledl.evaluation.published_runs import METHODS, PublishedRunsResult
 from scaledl.evaluation.published_runs_few_shot import FEW_SHOT_METHODS, FewShotK
-from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct, reached_text
 
-BOUNDS = markers(
-    "published-runs", "`scaledl evaluate published-runs --readme docs/results/published-runs.md`"
-)
 #: Column names of the methods in the tables.
 METHOD_NAMES = {
     "fixed_mfu": "fixed MFU (bf16 peak)",

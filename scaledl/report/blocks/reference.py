@@ -1,16 +1,12 @@
-"""The README's reference-dataset block, rendered from ``docs/results/reference.json``.
+"""The reference-dataset page's block, rendered from ``docs/results/reference.json``.
 
-``scaledl evaluate-reference --readme docs/results/reference.md`` writes it; ``tests/evaluation/
-test_reference_block.py`` renders the committed result again and compares it with the README,
-so a figure typed into the block fails the suite.
+``scaledl evaluate-reference --readme docs/results/reference.md`` writes both, ``scaledl docs
+render`` the block alone (:mod:`scaledl.report.blocks.registry`).
 """
 
 from __future__ import annotations
 
-from scaledl.report.blocks.markers import markers
 from scaledl.report.formatting import pct
-
-BOUNDS = markers("reference", "`scaledl evaluate-reference --readme docs/results/reference.md`")
 
 
 def _interval(c: dict | None) -> str:

@@ -10,8 +10,8 @@ from gpu_synthetic import fitted_synthetic, synthetic_layout
 
 from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
 from scaledl.external.vidur import load_vidur_allreduce
-from scaledl.report.blocks.gpu_layouts import BOUNDS
 from scaledl.report.blocks.markers import read_block
+from scaledl.report.blocks.registry import BLOCKS
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
@@ -80,6 +80,6 @@ def test_the_results_page_line_is_the_committed_comparison(capsys):
     committed = json.loads(RESULT.read_text())
     page = (REPO / PAGE).read_text()
     line = script.kernel_split_line(committed["kernel_split"])
-    assert line in page and line not in read_block(page, PAGE, BOUNDS)
+    assert line in page and line not in read_block(page, PAGE, BLOCKS["gpu-layouts"].bounds)
     assert script.main(["--line", str(RESULT)]) == 0
     assert capsys.readouterr().out.strip() == line

@@ -1,9 +1,9 @@
 """The history script of the layout variants (benchmarks/history/layout_variants.py).
 
 The whole committed ``docs/results/layouts.json`` is reproduced by running the script with
-``--check`` (several minutes; not in ``make test``). Here: its page block is the committed
-file rendered, and on a small profile its output has the committed file's format and its
-recipe part is exactly what the product writes.
+``--check`` (several minutes; not in ``make test``). Here: on a small profile its output has the
+committed file's format and its recipe part is exactly what the product writes (its page block:
+tests/report/blocks/test_registry.py).
 """
 
 import importlib.util
@@ -16,7 +16,6 @@ from scaledl_fixtures import layout_slice
 
 from scaledl.evaluation.profiled_layouts import HEADLINE, evaluate_layouts
 from scaledl.parallel.recipe import CANDIDATES
-from scaledl.report.blocks.markers import read_block
 
 REPO = Path(__file__).resolve().parents[3]
 RESULT = REPO / "docs" / "results" / "layouts.json"
@@ -31,60 +30,6 @@ def _script():
 
 
 script = _script()
-
-FOLD = {"n_workloads": 2, "mre_composed": 0.2, "mre_corrected": 0.05}
-PAIRED = {"mre_difference": -0.15, "ci_low": -0.2, "ci_high": -0.1, "verdict": "better"}
-RANKING = {"models": [{"model": "bert", "layouts": ["dp2", "tp2", "pp2-1f1b-m2"],
-                       "tau_corrected": 1.0, "tau_composed": None}]}  # fmt: skip
-EXAMPLE = {
-    "dataset": "d",
-    "headline": "plain_layers",
-    "variants": {
-        "current": {"folds": {"tp": {**FOLD, "mre_corrected": 0.2}}, "ranking": RANKING},
-        "selected": {
-            "folds": {
-                "ddp": {**FOLD, "selected": "plain_layers"},
-                "tp": {**FOLD, "corrected_vs_current": PAIRED, "selected": "fold_layers"},
-            },
-            "ranking": RANKING,
-        },
-    },
-    "ranking": RANKING,
-}  # fmt: skip
-
-
-def test_the_block_renders_variants_choices_and_ranking():
-    text = script.variants_markdown(EXAMPLE)
-    assert "| current | tp | 2 | 20.0% | 20.0% | - |" in text
-    assert "| selected | tp | 2 | 20.0% | 5.0% | -15.0 [-20.0, -10.0] (better) |" in text
-    assert "| selected | ddp |" not in text  # the data-parallel fold ranks, it has no target
-    assert "`selected` per held-out kind: ddp: plain_layers, tp: fold_layers." in text
-    assert "| selected (Kendall tau, corrected) | 1.00 |" in text
-    assert "gnn_no_edges" not in text
-
-
-def test_the_block_renders_the_gnn_ablation_of_the_profile_and_its_repeats():
-    worse = {**PAIRED, "mre_difference": 0.02, "ci_low": 0.01, "ci_high": 0.03, "verdict": "worse"}
-    gnn_fold = {**FOLD, "corrected_vs_gnn_no_edges": PAIRED,
-                "corrected_vs_plain_layers_overlap": worse}  # fmt: skip
-    variants = {**EXAMPLE["variants"],
-                "gnn": {"folds": {"ddp": FOLD, "tp": gnn_fold}, "ranking": RANKING}}  # fmt: skip
-    ablation = script.gnn_ablation(variants)
-    assert list(ablation) == ["tp"]  # the data-parallel fold has no target
-    again = {"dataset": "e", "gnn_ablation": ablation}
-    text = script.variants_markdown({**EXAMPLE, "variants": variants, "repeats": [again]})
-    expected = ("tp: gnn - gnn_no_edges -15.0 [-20.0, -10.0] (better), "
-                "gnn - ridge +2.0 [+1.0, +3.0] (worse).")  # fmt: skip
-    assert f"paired per held-out workload (MRE points, 95% CI): {expected}" in text
-    assert f"On e: {expected}" in text
-
-
-def test_the_history_page_block_is_the_committed_result():
-    result = json.loads(RESULT.read_text())
-    page = str(script.PAGE)
-    assert read_block((REPO / page).read_text(), page, script.BOUNDS) == script.variants_markdown(
-        result
-    )
 
 
 def test_the_committed_variant_folds_never_trained_on_their_held_out_kind():

@@ -1,4 +1,4 @@
-"""The results page's layouts block is the committed ``docs/results/layouts.json``, rendered.
+"""The layouts evaluation, its committed ``docs/results/layouts.json`` and its block's renderer.
 
 The committed file also holds the layout variants evaluated until issue 52, which
 ``benchmarks/history/layout_variants.py`` reproduces (tests/benchmarks/history/); the product
@@ -23,14 +23,12 @@ from scaledl.evaluation.profiled_layouts import (
     measured_window,
 )
 from scaledl.models.data import ProfileDataError
-from scaledl.report.blocks.layouts import BOUNDS, layouts_markdown
-from scaledl.report.blocks.markers import read_block
+from scaledl.report.blocks.layouts import layouts_markdown
 
 pytestmark = pytest.mark.slow  # tens of seconds: handed out first in make test (conftest)
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULT = ROOT / "docs" / "results" / "layouts.json"
-PAGE = "docs/results/layouts.md"
 
 FOLD = {"n_workloads": 2, "mre_composed": 0.2, "mre_corrected": 0.05}
 PAIRED = {"mre_difference": -0.15, "ci_low": -0.2, "ci_high": -0.1, "verdict": "better"}
@@ -79,12 +77,6 @@ def test_the_committed_recipe_folds_never_trained_on_their_held_out_kind():
     assert [t["value"] for t in result["targets"][:-1]] == [
         result["folds"][k]["mre_corrected"] for k in ("fsdp", "tp", "pp")
     ]
-
-
-def test_results_page_layouts_block_matches_the_committed_result():
-    result = json.loads(RESULT.read_text())
-    block = read_block((ROOT / PAGE).read_text(), PAGE, BOUNDS)
-    assert block == layouts_markdown(result)
 
 
 def test_cli_reproduces_the_committed_result(tmp_path, monkeypatch):

@@ -1,36 +1,25 @@
-"""Write the README's benchmark block from ``benchmarks/results/*.json`` (``make bench`` ends here).
+"""The benchmarks page's block, rendered from ``benchmarks/results/*.json``.
 
 Every figure of the block comes from a result file a benchmark wrote; a benchmark whose file is
 missing is listed as not run, and a file without a field the block needs is an error naming the
-file and the field. ``tests/test_benchmark_block.py`` renders the committed files again and
-compares them with the README, so a figure typed into the block fails the suite.
-
-Run: ``python benchmarks/readme_block.py [--check]`` (``--check``: exit 1 when the README block
-differs from the rendered files, write nothing).
+file and the field. ``make bench`` ends with ``scaledl docs render --block benchmarks``
+(:mod:`scaledl.report.blocks.registry`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scaledl.report.blocks.markers import markers, read_block, replace_block
+from scaledl.io.safe import read_json
 from scaledl.report.formatting import pct
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
-README = ROOT / "docs" / "results" / "benchmarks.md"
-BOUNDS = markers("benchmarks", "`make bench` (benchmarks/readme_block.py)")
 
 
 class BenchmarkResultError(ValueError):
-    """A result file lacks a field the README block needs."""
+    """A result file lacks a field the block needs."""
 
 
-class _Result:
+class BenchmarkResult:
     """A result file's fields; a missing one raises :class:`BenchmarkResultError`."""
 
     def __init__(self, path: Path, data: dict, prefix: str = "") -> None:
@@ -43,16 +32,18 @@ class _Result:
                 raise BenchmarkResultError(f"{self.path}: field {self.prefix + dotted!r} missing")
             value = value[key]
         if isinstance(value, dict):
-            return _Result(self.path, value, f"{self.prefix}{dotted}.")
+            return BenchmarkResult(self.path, value, f"{self.prefix}{dotted}.")
         return value
 
     def __iter__(self):
         return iter(self.data)
 
     def items(self):
+        """The fields of this level, as ``dict.items`` (values unchecked)."""
         return self.data.items()
 
     def get(self, key: str, default=None):
+        """A field that may be absent, as ``dict.get``."""
         return self.data.get(key, default)
 
 
@@ -60,7 +51,7 @@ def _yes(flag: bool | None) -> str:
     return {True: "met", False: "not met", None: "n/a"}[flag]
 
 
-def _design(r: _Result) -> str:
+def _design(r: BenchmarkResult) -> str:
     q = r["quick_preset"]
     return (
         f"D-optimal exchange (`bench_design.py`): {r['n_choose']} of {r['n_candidates']:,} "
@@ -99,7 +90,7 @@ _PROFILING_ROWS = {
 }
 
 
-def _profiling(r: _Result) -> str:
+def _profiling(r: BenchmarkResult) -> str:
     m, t, before, reached = r["measured"], r["targets"], r["before"], r["reached"]
     cross, chosen = r["cross_run"], r["label_candidate"]
     lines = [
@@ -156,7 +147,7 @@ def _profiling(r: _Result) -> str:
     return "\n".join(lines)
 
 
-def _drift(r: _Result) -> str:
+def _drift(r: BenchmarkResult) -> str:
     parts = []
     for name, w in r["workloads"].items():
         phases, fit = w["slow_phases"], w["explained_by_probes"]
@@ -180,7 +171,7 @@ def _drift(r: _Result) -> str:
     )
 
 
-def _predict(r: _Result) -> str:
+def _predict(r: BenchmarkResult) -> str:
     fits = ", ".join(f"{k} {v:.1f} s" for k, v in r["fit_seconds"].items())
     return (
         f"Prediction (`bench_predict.py`): {r['n_workloads']:,} workloads in one batch, "
@@ -195,7 +186,7 @@ def _predict(r: _Result) -> str:
     )
 
 
-def _load(r: _Result) -> str:
+def _load(r: BenchmarkResult) -> str:
     imports = ", ".join(f"{k} {v:.1f} s" for k, v in r["import_self_seconds_by_package"].items())
     return (
         f"Predictor load (`bench_load.py`): `import scaledl; scaledl.load_predictor(...)` in a "
@@ -206,7 +197,7 @@ def _load(r: _Result) -> str:
     )
 
 
-def _predict_gpu(r: _Result) -> str:
+def _predict_gpu(r: BenchmarkResult) -> str:
     return (
         f"GPU prediction (`bench_predict_gpu.py`): {r['n_workloads']:,} workloads "
         f"({r['architectures']} architectures, {len(r['gpus'])} GPUs, "
@@ -217,7 +208,7 @@ def _predict_gpu(r: _Result) -> str:
     )
 
 
-def _plan(r: _Result) -> str:
+def _plan(r: BenchmarkResult) -> str:
     return (
         f"Planner (`bench_plan.py`): {r['n_candidates']} candidates planned in "
         f"{r['plan_seconds_cold']:.1f} s cold, {r['plan_seconds_warm']:.1f} s warm (target "
@@ -226,7 +217,7 @@ def _plan(r: _Result) -> str:
     )
 
 
-def _plan_layouts(r: _Result) -> str:
+def _plan_layouts(r: BenchmarkResult) -> str:
     warm = ", ".join(f"{run['warm_s']:.1f}" for run in r["runs"])
     return (
         f"Layout planner (`bench_plan_layouts.py`): {r['n_candidates']:,} candidates (data x "
@@ -239,7 +230,7 @@ def _plan_layouts(r: _Result) -> str:
     )
 
 
-def _plan_gpu_layouts(r: _Result) -> str:
+def _plan_gpu_layouts(r: BenchmarkResult) -> str:
     warm = ", ".join(f"{run['warm_s']:.1f}" for run in r["runs"])
     cold = ", ".join(f"{run['cold_s']:.1f}" for run in r["runs"])
     fastest = ", ".join(f"{ws} {lay}" for ws, lay in
@@ -255,7 +246,7 @@ def _plan_gpu_layouts(r: _Result) -> str:
     )
 
 
-def _scale(r: _Result) -> str:
+def _scale(r: BenchmarkResult) -> str:
     within, targets = r["within_target"], r["targets"]
     return (
         f"Prediction at planner scale (`bench_scale.py`, runs {r['predict_seconds_warm.runs']}): "
@@ -278,7 +269,7 @@ def _scale(r: _Result) -> str:
     )
 
 
-def _llm_plan(r: _Result) -> str:
+def _llm_plan(r: BenchmarkResult) -> str:
     runs = r["runs"]
     warm = " and ".join(f"{run['warm_s']:.1f} s" for run in runs)
     loads = ", ".join(f"{run['load_average_1min']:.1f}" for run in runs)
@@ -293,7 +284,7 @@ def _llm_plan(r: _Result) -> str:
 
 
 #: Result file -> renderer, in the block's order.
-SECTIONS: dict[str, Callable[[_Result], str]] = {
+SECTIONS: dict[str, Callable[[BenchmarkResult], str]] = {
     "design.json": _design,
     "drift.json": _drift,
     "profiling.json": _profiling,
@@ -308,45 +299,33 @@ SECTIONS: dict[str, Callable[[_Result], str]] = {
 }
 
 
-def benchmark_markdown(results: Path = RESULTS) -> str:
-    """The README's benchmark block from the result files in ``results``.
+def read_benchmark_results(folder: Path) -> dict[str, BenchmarkResult | None]:
+    """The result file of each benchmark of :data:`SECTIONS` in ``folder`` (``None``: not run).
 
-    Args:
-        results: the folder ``make bench`` writes to.
+    Raises:
+        scaledl.io.safe.UnsafeInputError: a result file is not a regular file or not JSON.
+    """
+    return {
+        name: BenchmarkResult(folder / name, read_json(folder / name))
+        if (folder / name).exists() else None
+        for name in SECTIONS
+    }  # fmt: skip
+
+
+def benchmark_markdown(results: dict[str, BenchmarkResult | None]) -> str:
+    """The benchmarks page's block from :func:`read_benchmark_results`.
 
     Returns:
-        Markdown: one paragraph (the profiling one with a table) per benchmark, each with the
-        date it ran.
+        Markdown: one paragraph (the profiling one with a table) per benchmark.
 
     Raises:
         BenchmarkResultError: a result file lacks a field the block needs.
-        json.JSONDecodeError: a result file is not JSON.
     """
     parts = []
     for name, render in SECTIONS.items():
-        path = results / name
-        if not path.exists():
+        result = results.get(name)
+        if result is None:
             parts.append(f"* `{name}`: not run yet (`make bench` writes it).")
             continue
-        text = render(_Result(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path,
-                              json.loads(path.read_text())))  # fmt: skip
-        parts.append("* " + text.replace("\n", "\n  ").replace("\n  \n", "\n\n"))
+        parts.append("* " + render(result).replace("\n", "\n  ").replace("\n  \n", "\n\n"))
     return "\n".join(parts)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare, write nothing")
-    check = parser.parse_args().check
-    block = benchmark_markdown()
-    text = README.read_text()
-    if check:
-        if read_block(text, str(README), BOUNDS) != block:
-            sys.exit(f"{README}: the benchmark block differs from {RESULTS}: run make bench")
-        return
-    README.write_text(replace_block(text, block, str(README), BOUNDS))
-    print(f"{README}: benchmark block written from {RESULTS}")
-
-
-if __name__ == "__main__":
-    main()
