@@ -115,6 +115,23 @@ def synthetic_layout(data, **layout) -> Workload:
     return w.model_copy(update={"world_size": 2, "dp_size": 1, **layout})
 
 
+def synthetic_layout_labels(data) -> pd.DataFrame:
+    """NeuSight-style label rows of three 2-GPU layouts (dp2, tp2, pp2) of the synthetic model.
+
+    Returns:
+        Columns ``file``, ``strategy``, ``device_name``, ``model``, ``global_batch_size``,
+        ``iteration_ms`` (1.0) and ``workload`` (the layout workload's record as JSON).
+    """
+    rows = []
+    for suffix, layout in (("dp2", {"dp_size": 2, "batch_size": 2}), ("tp2", {"tp_size": 2}),
+                           ("pp2_1", {"pp_size": 2})):  # fmt: skip
+        w = synthetic_layout(data, **layout)
+        rows.append({"file": f"/x/label/G/tiny_b-train-32-4-{suffix}.json", "strategy": suffix[:2],
+                     "device_name": w.device_name, "model": "tiny_b", "global_batch_size": 4,
+                     "iteration_ms": 1.0, "workload": json.dumps(w.to_record())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def fitted_synthetic(directory: Path):
     """:func:`write_synthetic` into ``directory`` and the GPU predictor the evaluation fits on it.
 

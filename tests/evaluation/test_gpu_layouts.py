@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from gpu_synthetic import TINY_GRID, fitted_synthetic, synthetic_layout, write_synthetic
+from gpu_synthetic import TINY_GRID, fitted_synthetic, synthetic_layout_labels, write_synthetic
 
 from scaledl.evaluation.gpu import GpuEvaluationConfig
 from scaledl.evaluation.gpu_layouts import (
@@ -33,20 +33,9 @@ def fitted(tmp_path_factory):
     return fitted_synthetic(tmp_path_factory.mktemp("gpu_layouts"))
 
 
-def _labels(data) -> pd.DataFrame:
-    rows = []
-    for suffix, layout in (("dp2", {"dp_size": 2, "batch_size": 2}), ("tp2", {"tp_size": 2}),
-                           ("pp2_1", {"pp_size": 2})):  # fmt: skip
-        w = synthetic_layout(data, **layout)
-        rows.append({"file": f"/x/label/G/tiny_b-train-32-4-{suffix}.json", "strategy": suffix[:2],
-                     "device_name": w.device_name, "model": "tiny_b", "global_batch_size": 4,
-                     "iteration_ms": 1.0, "workload": json.dumps(w.to_record())})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def test_rows_are_paired_with_the_peer_and_summarised_per_layout(fitted):
     data, method = fitted
-    labels = _labels(data)
+    labels = synthetic_layout_labels(data)
     peer = pd.DataFrame(
         {"gpu": GPU, "stem": ["tiny_b-train-32-4-dp2", "tiny_b-train-32-4-tp2"],
          "peer_ms": [1.1, 0.8], "file": "p"}
@@ -121,7 +110,7 @@ def test_evaluate_gpu_adds_the_layouts_and_their_targets(fitted, tmp_path):
     (tmp_path / "profiles").mkdir()
     directory, _ = write_synthetic(tmp_path / "profiles")
     labels = tmp_path / "parallel_labels.parquet"
-    _labels(data).to_parquet(labels)
+    synthetic_layout_labels(data).to_parquet(labels)
     peer = tmp_path / "peer" / "prediction" / "NVIDIA_H100_80GB_HBM3"
     peer.mkdir(parents=True)
     (peer / "tiny_b-train-32-4-tp2.json").write_text(json.dumps({"e2e_latency": 0.9}))

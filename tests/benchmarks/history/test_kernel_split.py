@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from gpu_synthetic import fitted_synthetic, synthetic_layout
+from gpu_synthetic import fitted_synthetic, synthetic_layout_labels
 
 from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
 from scaledl.external.vidur import load_vidur_allreduce
@@ -34,17 +34,6 @@ def fitted(tmp_path_factory):
     return fitted_synthetic(tmp_path_factory.mktemp("kernel_split"))
 
 
-def _labels(data) -> pd.DataFrame:
-    rows = []
-    for suffix, layout in (("dp2", {"dp_size": 2, "batch_size": 2}), ("tp2", {"tp_size": 2}),
-                           ("pp2_1", {"pp_size": 2})):  # fmt: skip
-        w = synthetic_layout(data, **layout)
-        rows.append({"file": f"/x/label/G/tiny_b-train-32-4-{suffix}.json", "strategy": suffix[:2],
-                     "device_name": w.device_name, "model": "tiny_b", "global_batch_size": 4,
-                     "iteration_ms": 1.0, "workload": json.dumps(w.to_record())})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def test_the_divided_split_differs_on_the_tensor_parallel_row_only(fitted):
     data, method = fitted
     script = _script()
@@ -53,9 +42,9 @@ def test_the_divided_split_differs_on_the_tensor_parallel_row_only(fitted):
          "peer_ms": [1.1, 0.8], "file": "p"}
     )  # fmt: skip
     vidur = load_vidur_allreduce(REPO / "external" / "vidur" / "network")
-    result = script.evaluate_kernel_split(method, _labels(data), vidur, peer)
+    result = script.evaluate_kernel_split(method, synthetic_layout_labels(data), vidur, peer)
     # the product's result, untouched but for the two columns and the comparison
-    product = evaluate_layout_rows(method, _labels(data), vidur, peer)
+    product = evaluate_layout_rows(method, synthetic_layout_labels(data), vidur, peer)
     assert {k: v for k, v in result.items() if k != "kernel_split"} == {
         **product, "rows": result["rows"]}  # fmt: skip
     divide = ("scaledl_divide_ms", "scaledl_divide_re")
@@ -71,7 +60,8 @@ def test_the_divided_split_differs_on_the_tensor_parallel_row_only(fitted):
     assert "skipped" in split["tp_rows"]["paired"]
     assert split["ranking_operators"]["pairs"] == split["ranking_divide"]["pairs"] == 3
     with pytest.raises(ValueError, match="2 rows for 3 labels"):
-        script.with_divided_rows(method, _labels(data), {"rows": result["rows"][:2]}, vidur)
+        labels = synthetic_layout_labels(data)
+        script.with_divided_rows(method, labels, {"rows": result["rows"][:2]}, vidur)
 
 
 def test_the_results_page_line_is_the_committed_comparison(capsys):
