@@ -10,18 +10,22 @@ measured is the coverage a user gets, with nothing tuned on the workload being s
   residuals, all from the same model, exchangeable with the one scored);
 * **each left-out family** ``F``: its workloads' intervals are calibrated on the leave-one-family
   -out residuals of the *other* families, one score per family
-  (:func:`~scaledl.models.intervals.family_conformal_half_width`: the family being scored never
-  calibrates its own interval, exactly as a new family meets the bundle's ``unseen_family``
-  stratum). The other families' residuals come from models that were trained on ``F``'s
-  workloads (one leave-one-family-out fit per family, not one per pair): ``F``'s residuals never
-  enter its calibration, but ``F``'s labels shaped the models that scored the others;
+  (:func:`~scaledl.models.intervals.family_half_width`, the function the bundle's
+  ``unseen_family`` stratum uses: the conformal quantile of the family scores with enough
+  families, else a normal prediction bound over them; the family being scored never
+  calibrates its own interval, exactly as a new family meets the bundle's stratum). The other
+  families' residuals come from models that were trained on ``F``'s workloads (one
+  leave-one-family-out fit per family, not one per pair): ``F``'s residuals never enter its
+  calibration, but ``F``'s labels shaped the models that scored the others;
 * **extrapolation**: leave-one-out over its test workloads, as for ID.
 
 For each split, method and target (iteration, epoch) it reports the coverage, its exact 95%
 Clopper-Pearson interval (``scipy.stats.binomtest``: with tens of workloads a coverage is
 uncertain by several points), the median relative width ``(high - low) / predicted`` and how
-many intervals were unbounded (too few calibration residuals, or for a left-out family too few
-other families: 10 are needed at 90%). The interval bounds are added to
+many intervals were unbounded (too few calibration residuals, or for a left-out family fewer
+than 3 other families), and for a left-out family which method calibrated it
+(``family_calibration``: ``conformal`` from 10 families at 90%, ``normal_prediction_bound``
+from 3 to 9, ``unbounded``). The interval bounds are added to
 the predictions (``pred_<target>_s_low/high``) for the report's headline figure.
 """
 
@@ -36,10 +40,11 @@ from scaledl.evaluation.targets import Target, resolve
 from scaledl.models.intervals import (
     SCORE,
     TARGETS,
+    CalibratedWidth,
     IntervalCalibration,
     conformal_half_width,
     crepes_version,
-    family_conformal_half_width,
+    family_half_width,
     log_residuals,
 )
 
@@ -49,6 +54,7 @@ def _summary(
     q: np.ndarray,
     calibration_size: np.ndarray,
     calibration_families: int | None = None,
+    family_calibration: str | None = None,
 ) -> dict:
     """Coverage, its exact interval, median width and sizes of one group of intervals."""
     n = len(residual)
@@ -65,6 +71,7 @@ def _summary(
         "n_unbounded": int(np.isinf(q).sum()),
         "calibration_size": int(np.min(calibration_size)),
         "calibration_families": calibration_families,
+        "family_calibration": family_calibration,
     }
 
 
@@ -129,30 +136,35 @@ def interval_coverage(
         r, ok = _residuals(out, target)
         q = np.full(len(out), np.nan)
         size = np.zeros(len(out), dtype=int)
+        how = np.full(len(out), "", dtype=object)  # family calibration method per row
         for method in dict.fromkeys(out["method"]):
             mine = ok & (out["method"] == method).to_numpy()
             for key, in_split, protocol in groups:
                 rows = mine & in_split
                 if not rows.any():
                     continue
-                n_families = None
+                n_families, family_method = None, None
                 if protocol == "loo":
                     q[rows] = _leave_one_out(r[rows], coverage)
                     size[rows] = rows.sum() - 1
                 else:  # a left-out family: calibrated on the other families only
                     pool = mine & is_ood & ~in_split
-                    q[rows] = (
-                        family_conformal_half_width(r[pool], family_of[pool], coverage)
+                    width = (
+                        family_half_width(r[pool], family_of[pool], coverage)
                         if pool.any()
-                        else np.inf
+                        else None
                     )
+                    q[rows] = np.inf if width is None else width.half_width
                     size[rows] = pool.sum()
-                    n_families = len(set(family_of[pool]))
-                summary = _summary(r[rows], q[rows], size[rows], n_families)
+                    n_families = 0 if width is None else width.families
+                    family_method = "unbounded" if width is None else width.method
+                    how[rows] = family_method
+                summary = _summary(r[rows], q[rows], size[rows], n_families, family_method)
                 _store(section, key, method, target, summary)
             pooled = mine & is_ood
             if pooled.any():
-                summary = _summary(r[pooled], q[pooled], size[pooled])
+                used = ", ".join(sorted(set(how[pooled])))
+                summary = _summary(r[pooled], q[pooled], size[pooled], None, used)
                 _store(section, ("pooled",), method, target, summary)
         pred = out[f"pred_{target}_s"].to_numpy(dtype=float)
         with np.errstate(over="ignore"):
@@ -211,6 +223,11 @@ def coverage_targets(section: dict, coverage: float, method: str = "scaledl") ->
                 else f" from {s['calibration_size']} residuals"
             )
             measured += f", {s['n_unbounded']} intervals unbounded (calibrated{why})"
+        elif s.get("family_calibration") == "normal_prediction_bound":
+            measured += (
+                f", normal prediction bound over {s['calibration_families']} families "
+                "(too few for the conformal quantile)"
+            )
         return {
             "target": text,
             "measured": measured,
@@ -232,7 +249,7 @@ def family_coverage(predictions: pd.DataFrame, coverage: float) -> dict:
 
     The reference evaluation's view of :func:`interval_coverage`: the prediction of a workload
     is the mean over model seeds (as its MRE is), each left-out family is calibrated on the
-    other families (:func:`~scaledl.models.intervals.family_conformal_half_width`), and the
+    other families (:func:`~scaledl.models.intervals.family_half_width`), and the
     interval a family never seen would get from a predictor calibrated on *all* the families
     (as the registered bundle's ``unseen_family`` stratum is) is given as its factors.
 
@@ -246,9 +263,11 @@ def family_coverage(predictions: pd.DataFrame, coverage: float) -> dict:
         ``{"coverage", "score", "library", "per_family", "pooled", "new_family"}``: the first
         three as in ``metrics.json``'s ``intervals``, ``per_family`` and ``pooled`` as its
         ``intervals.ood``, ``new_family``: method -> ``{"families", "half_width_log",
-        "low_factor", "high_factor", "relative_width"}`` of the iteration-time interval
+        "low_factor", "high_factor", "relative_width", "family_calibration",
+        "family_calibration_reason"}`` of the iteration-time interval
         ``[predicted * low_factor, predicted * high_factor]`` (factors ``0`` / ``null`` and
-        width ``null`` when unbounded).
+        width ``null`` when unbounded; ``family_calibration``: ``conformal``,
+        ``normal_prediction_bound`` or ``unbounded``, and why).
 
     Raises:
         scaledl.models.intervals.CalibrationError: ``coverage`` outside (0, 1).
@@ -263,14 +282,21 @@ def family_coverage(predictions: pd.DataFrame, coverage: float) -> dict:
     for method, rows in per.groupby("method", sort=False):
         r, ok = _residuals(rows, "iteration")
         families = rows["family"].astype(str).to_numpy()[ok]
-        q = family_conformal_half_width(r[ok], families, coverage) if ok.any() else np.inf
+        width = (
+            family_half_width(r[ok], families, coverage)
+            if ok.any()
+            else CalibratedWidth(np.inf, "unbounded", 0, "no usable iteration prediction")
+        )
+        q = width.half_width
         bounded = bool(np.isfinite(q))
         new_family[str(method)] = {
-            "families": len(set(families)),
+            "families": width.families,
             "half_width_log": float(q) if bounded else None,
             "low_factor": float(np.exp(-q)),
             "high_factor": float(np.exp(q)) if bounded else None,
             "relative_width": float(np.exp(q) - np.exp(-q)) if bounded else None,
+            "family_calibration": width.method,
+            "family_calibration_reason": width.reason,
         }
     ood = section["ood"]
     return {
@@ -320,6 +346,12 @@ def evaluate_intervals(
         "library": crepes_version(),
         **section,
         "calibration": None if calibration is None else calibration.sizes(),
+        "calibration_methods": None
+        if calibration is None
+        else {
+            t: {s: w.method for s, w in calibration.methods(t, coverage).items()}
+            for t in calibration.residuals
+        },
         "targets": coverage_targets(section, coverage, method),
     }
     return section, predictions, calibration

@@ -509,6 +509,11 @@ class CoverageSummary(Section):
         calibration_size: calibration residuals each interval came from.
         calibration_families: for a left-out family, the other families it was calibrated on
             (each family one score); ``null`` on the other splits.
+        family_calibration: for a left-out family, how its half-width was obtained
+            (``conformal``, ``normal_prediction_bound`` or ``unbounded``:
+            :func:`scaledl.models.intervals.family_half_width`); for the pooled left-out
+            families, the methods used, comma-separated; ``null`` on the other splits and in
+            results written before the normal bound.
     """
 
     coverage: float
@@ -520,6 +525,7 @@ class CoverageSummary(Section):
     n_unbounded: int
     calibration_size: int
     calibration_families: int | None = None
+    family_calibration: str | None = None
 
 
 class TargetCoverage(Section):
@@ -560,6 +566,10 @@ class IntervalResults(Section):
         calibration: residuals per target and stratum of the calibration written for the
             predictor bundle (``calibration.json``), ``null`` when ScaleDL was not evaluated.
         targets: the interval targets, measured.
+        calibration_methods: target -> stratum -> how that calibration's half-width at the
+            nominal coverage is obtained (``conformal``, ``normal_prediction_bound``,
+            ``unbounded``), ``null`` when ScaleDL was not evaluated or in results written
+            before the normal bound.
     """
 
     coverage: float
@@ -570,6 +580,7 @@ class IntervalResults(Section):
     extrapolation: Skippable[MethodCoverage]
     calibration: dict[str, dict[str, int]] | None
     targets: list[TargetRow]
+    calibration_methods: dict[str, dict[str, str]] | None = None
 
 
 class SplitSize(Section):

@@ -34,9 +34,12 @@ time are calibrated separately. The calibration travels in the predictor bundle
 (``calibration.json``, checksummed) and records the SHA-256 of the profile tables it came from.
 
 A stratum with too few scores for the coverage asked (fewer than about ``1 / (1 - c)``: 10 for
-90% with crepes' rounding) gives an unbounded interval ``[0, inf)``, as crepes does, never a
-narrower guess. For ``unseen_family`` the scores are families, so a 90% interval for a new
-family needs at least 10 calibration families.
+90% with crepes' rounding, :func:`conformal_min_scores`) gives an unbounded interval
+``[0, inf)``, as crepes does, never a narrower guess. For ``unseen_family`` the scores are
+families, so the conformal quantile of a 90% interval for a new family needs at least 10
+calibration families; with 3 to 9 the stratum takes a normal-theory prediction bound over the
+family scores instead (:func:`family_half_width`, decided by the number of families alone), and
+every interval reports which of the two it used (:data:`IntervalMethod`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from typing import Annotated, Any, Literal, get_args
 import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
+from scipy.stats import t as student_t
 
 from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import UnsafeInputError, read_json
@@ -68,6 +72,19 @@ SCORE = "abs log ratio |log(measured) - log(predicted)|"
 #: Strata calibrated with families as the exchangeable units (:func:`family_conformal_half_width`).
 FAMILY_STRATA: tuple[str, ...] = ("unseen_family",)
 FORMAT = 2
+#: How a half-width was obtained: the split-conformal quantile (of residuals, or of family
+#: scores), the normal prediction bound over family scores (:func:`normal_prediction_bound`),
+#: or none (unbounded: too few scores).
+IntervalMethod = Literal["conformal", "normal_prediction_bound", "unbounded"]
+#: The rule a calibration applies to its family strata (:func:`family_half_width`):
+#: ``conformal`` alone (unbounded below :func:`conformal_min_scores` families: calibrations
+#: written before the normal bound, whose files lack ``family_rule``), or the conformal
+#: quantile else the normal prediction bound.
+FamilyRule = Literal["conformal", "conformal_else_normal_prediction_bound"]
+FAMILY_RULE: str = "conformal_else_normal_prediction_bound"
+#: Fewest families the normal prediction bound uses: with 2 its standard deviation has one
+#: degree of freedom and the bound rests on a single difference.
+MIN_BOUND_FAMILIES = 3
 
 
 class CalibrationError(ValueError):
@@ -198,6 +215,127 @@ def family_conformal_half_width(
     return conformal_half_width(np.fromiter(scores.values(), dtype=float), coverage)
 
 
+def conformal_min_scores(coverage: float) -> int:
+    """The fewest calibration scores that give a finite split-conformal quantile at ``coverage``.
+
+    crepes takes the ``int((1 - coverage) (n + 1))``-th largest of ``n`` scores, unbounded
+    when that index is 0: the smallest ``n`` with ``int((1 - coverage) (n + 1)) >= 1``, in
+    floating point as crepes computes it (10 at 0.9, 5 at 0.8).
+
+    Raises:
+        CalibrationError: ``coverage`` outside (0, 1).
+    """
+    if not 0.0 < coverage < 1.0:
+        raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+    n = 1
+    while int((1.0 - coverage) * (n + 1)) < 1:
+        n += 1
+    return n
+
+
+def normal_prediction_bound(scores: np.ndarray, coverage: float) -> float:
+    """One-sided upper normal prediction bound of one future score, on the log scale.
+
+    The ``K`` scores are taken as independent draws with ``log(score)`` normal; the bound for
+    a new draw at confidence ``coverage`` is ``exp(m + t(coverage; K - 1) s sqrt(1 + 1 / K))``,
+    ``m`` and ``s`` the mean and sample standard deviation of the log scores and ``t`` the
+    Student-t quantile (the prediction interval to contain one future observation of a normal
+    distribution: Meeker, Hahn and Escobar, "Statistical Intervals: A Guide for Practitioners
+    and Researchers", 2nd ed., Wiley 2017, ch. 4; Hahn and Meeker 1991, ch. 4). Unlike the
+    conformal quantile it is finite for any ``K >= 2``; its coverage rests on the normality of
+    the log scores, not on exchangeability alone.
+
+    Args:
+        scores: the calibration scores, shape (K,), each > 0.
+        coverage: the confidence of the bound, in (0, 1).
+
+    Returns:
+        The bound (same units as the scores).
+
+    Raises:
+        CalibrationError: ``coverage`` outside (0, 1), fewer than 2 scores, or a score not
+            finite and > 0 (its log is undefined).
+    """
+    if not 0.0 < coverage < 1.0:
+        raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+    scores = np.asarray(scores, dtype=float)
+    if scores.size < 2:
+        raise CalibrationError(f"normal prediction bound: {scores.size} scores, at least 2")
+    if not (np.isfinite(scores) & (scores > 0)).all():
+        raise CalibrationError(
+            f"normal prediction bound: scores must be finite and > 0, got {scores.tolist()}"
+        )
+    logs = np.log(scores)
+    k = logs.size
+    spread = student_t.ppf(coverage, k - 1) * logs.std(ddof=1) * np.sqrt(1.0 + 1.0 / k)
+    return float(np.exp(logs.mean() + spread))
+
+
+@dataclass(frozen=True)
+class CalibratedWidth:
+    """A stratum's half-width and how it was obtained.
+
+    Attributes:
+        half_width: log-space half-width, ``inf`` when unbounded.
+        method: ``conformal``, ``normal_prediction_bound`` or ``unbounded``
+            (:data:`IntervalMethod`).
+        families: the number ``K`` of calibration families (0: a stratum not calibrated by
+            family).
+        reason: why this method, one line naming ``K`` and the thresholds.
+    """
+
+    half_width: float
+    method: str
+    families: int
+    reason: str
+
+
+def family_half_width(
+    residuals: np.ndarray, families: np.ndarray, coverage: float, rule: str = FAMILY_RULE
+) -> CalibratedWidth:
+    """The half-width of an interval for a family never seen, and the method that gave it.
+
+    Decided by the number ``K`` of calibration families alone, before any score is looked at:
+
+    * ``K >= conformal_min_scores(coverage)`` (10 at 90%): the group-conformal quantile
+      (:func:`family_conformal_half_width`), distribution-free;
+    * ``MIN_BOUND_FAMILIES <= K`` below that, with ``rule`` :data:`FAMILY_RULE`: the normal
+      prediction bound over the ``K`` family scores (:func:`normal_prediction_bound` of
+      :func:`family_scores`), which assumes their logs are normal;
+    * otherwise: unbounded (``inf``), with the reason.
+
+    Args:
+        residuals: log residuals, each from a model trained without its family, shape (n,).
+        families: the family of each residual, shape (n,).
+        coverage: in (0, 1); both the share of a family covered and the probability.
+        rule: ``conformal_else_normal_prediction_bound`` (:data:`FAMILY_RULE`) or
+            ``conformal`` (never the normal bound: calibrations written before it).
+
+    Returns:
+        The half-width, its method, ``K`` and the reason.
+
+    Raises:
+        CalibrationError: as :func:`family_scores`, an unknown ``rule``, or a family score of 0
+            where the normal bound applies (its log is undefined).
+    """
+    if rule not in get_args(FamilyRule):
+        raise CalibrationError(f"family rule {rule!r}: not one of {get_args(FamilyRule)}")
+    scores = np.fromiter(family_scores(residuals, families, coverage).values(), dtype=float)
+    k, needed = scores.size, conformal_min_scores(coverage)
+    if k >= needed:
+        reason = f"{k} families: conformal quantile of the family scores ({needed} needed)"
+        return CalibratedWidth(conformal_half_width(scores, coverage), "conformal", k, reason)
+    short = f"{k} families, fewer than the {needed} the conformal quantile needs at {coverage:.0%}"
+    if rule == "conformal":
+        return CalibratedWidth(np.inf, "unbounded", k, f"{short} (rule 'conformal')")
+    if k < MIN_BOUND_FAMILIES:
+        reason = f"{short} and the {MIN_BOUND_FAMILIES} the normal prediction bound needs"
+        return CalibratedWidth(np.inf, "unbounded", k, reason)
+    reason = f"{short}: normal prediction bound over the log family scores"
+    bound = normal_prediction_bound(scores, coverage)
+    return CalibratedWidth(bound, "normal_prediction_bound", k, reason)
+
+
 def stratum_of_split(split: str) -> str:
     """The stratum an evaluation split's out-of-sample predictions calibrate.
 
@@ -225,10 +363,14 @@ class IntervalCalibration:
             by family (:data:`FAMILY_STRATA`, :func:`family_conformal_half_width`); a stratum
             without families is calibrated by split conformal over its residuals (the GPU
             predictor's, whose data have one family).
+        family_rule: how the strata with families are calibrated (:func:`family_half_width`):
+            :data:`FAMILY_RULE`, or ``conformal`` for a calibration file written before the
+            normal prediction bound (no ``family_rule`` key).
 
     Raises:
-        CalibrationError: a family list whose length differs from its residuals', or families
-            for a stratum not in :data:`FAMILY_STRATA` or without residuals.
+        CalibrationError: a family list whose length differs from its residuals', families
+            for a stratum not in :data:`FAMILY_STRATA` or without residuals, or an unknown
+            family rule.
     """
 
     residuals: dict[str, dict[str, np.ndarray]]
@@ -236,9 +378,15 @@ class IntervalCalibration:
     training_data_sha256: str = ""
     source: str = ""
     families: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    family_rule: str = FAMILY_RULE
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.family_rule not in get_args(FamilyRule):
+            raise CalibrationError(
+                f"{self.source or 'calibration'}: family rule {self.family_rule!r}: not one of "
+                f"{get_args(FamilyRule)}"
+            )
         for target, by in self.families.items():
             for stratum, labels in by.items():
                 where = f"{self.source or 'calibration'}: families.{target}.{stratum}"
@@ -309,11 +457,26 @@ class IntervalCalibration:
         """Log-space half-width per stratum for ``target`` at ``coverage``.
 
         Mondrian split conformal per stratum, except a stratum with families, calibrated by
-        :func:`family_conformal_half_width`.
+        :func:`family_half_width` under :attr:`family_rule` (:meth:`methods` says how each
+        was obtained).
 
         Raises:
             CalibrationError: unknown target, no residual for it, or a bad coverage.
         """
+        return {s: w.half_width for s, w in self._calibrate(target, coverage).items()}
+
+    def methods(self, target: str, coverage: float) -> dict[str, CalibratedWidth]:
+        """Per stratum for ``target`` at ``coverage``: its half-width, method, and why.
+
+        A stratum without families reports ``conformal`` (or ``unbounded``) with ``families``
+        0; one with families, :func:`family_half_width`'s answer.
+
+        Raises:
+            CalibrationError: as :meth:`half_widths`.
+        """
+        return dict(self._calibrate(target, coverage))
+
+    def _calibrate(self, target: str, coverage: float) -> dict[str, CalibratedWidth]:
         if target not in self.residuals or not self.residuals[target]:
             raise CalibrationError(f"calibration: no residuals for target {target!r}")
         key = (target, float(coverage))
@@ -321,15 +484,64 @@ class IntervalCalibration:
             by = self.residuals[target]
             grouped = self.families.get(target, {})
             pooled = [s for s in by if s not in grouped]
-            widths: dict[str, float] = {}
+            out: dict[str, CalibratedWidth] = {}
             if pooled:
                 values = np.concatenate([by[s] for s in pooled])
                 bins = np.concatenate([[s] * len(by[s]) for s in pooled])
-                widths = conformal_half_widths(values, bins, coverage)
+                for s, q in conformal_half_widths(values, bins, coverage).items():
+                    n = len(by[s])
+                    method = "conformal" if np.isfinite(q) else "unbounded"
+                    why = f"{n} residuals: conformal quantile"
+                    if not np.isfinite(q):
+                        why = f"{n} residuals, fewer than {conformal_min_scores(coverage)}"
+                    out[s] = CalibratedWidth(q, method, 0, why)
             for s, labels in grouped.items():
-                widths[s] = family_conformal_half_width(by[s], labels, coverage)
-            self._cache[key] = {s: widths[s] for s in by}
+                out[s] = family_half_width(by[s], labels, coverage, self.family_rule)
+            self._cache[key] = {s: out[s] for s in by}
         return self._cache[key]
+
+    def basis_methods(self, target: str, basis: list[str], coverage: float) -> list[str]:
+        """The method of each row's interval (:data:`IntervalMethod`), as :meth:`interval` picks it.
+
+        The stratum whose half-width a row got (its own, ``in_domain`` when that is wider, or
+        the widest) names the method.
+
+        Raises:
+            CalibrationError: as :meth:`interval`.
+        """
+        methods = self.methods(target, coverage)
+        return [methods[s].method for s in self._sources(target, basis, coverage)]
+
+    def row_methods(self, basis: list[str], coverage: float) -> list[str]:
+        """Per row, the method of its iteration and epoch intervals (a predictions column).
+
+        Returns:
+            The iteration interval's method (:meth:`basis_methods`), followed by
+            ``" (epoch: <method>)"`` where the epoch interval's differs.
+
+        Raises:
+            CalibrationError: as :meth:`interval`, for either target.
+        """
+        iteration = self.basis_methods("iteration", basis, coverage)
+        epoch = self.basis_methods("epoch", basis, coverage)
+        return [i if i == e else f"{i} (epoch: {e})" for i, e in zip(iteration, epoch, strict=True)]
+
+    def _sources(self, target: str, basis: list[str], coverage: float) -> list[str]:
+        """The stratum whose half-width each row of :meth:`interval` takes."""
+        widths = self.half_widths(target, coverage)
+        widest = max(widths, key=lambda s: widths[s])
+        floor = "in_domain" if "in_domain" in widths else widest
+        out = []
+        for b in basis:
+            if b == "widest" or b not in widths:
+                if b != "widest" and b not in STRATA:
+                    raise CalibrationError(f"interval basis {b!r}: not a stratum ({STRATA})")
+                out.append(widest)
+            elif b == "in_domain":
+                out.append(b)
+            else:
+                out.append(b if widths[b] >= widths[floor] else floor)
+        return out
 
     def interval(
         self, target: str, predicted: np.ndarray, basis: list[str], coverage: float
@@ -355,16 +567,7 @@ class IntervalCalibration:
             CalibrationError: as :meth:`half_widths`, or an unknown basis.
         """
         widths = self.half_widths(target, coverage)
-        widest = max(widths.values())
-        floor = widths.get("in_domain", widest)
-        q = np.empty(len(basis))
-        for i, b in enumerate(basis):
-            if b == "widest" or b not in widths:
-                if b != "widest" and b not in STRATA:
-                    raise CalibrationError(f"interval basis {b!r}: not a stratum ({STRATA})")
-                q[i] = widest
-            else:
-                q[i] = widths[b] if b == "in_domain" else max(widths[b], floor)
+        q = np.array([widths[s] for s in self._sources(target, basis, coverage)], dtype=float)
         predicted = np.asarray(predicted, dtype=float)
         with np.errstate(over="ignore"):
             return predicted * np.exp(-q), predicted * np.exp(q), q
@@ -387,6 +590,7 @@ class IntervalCalibration:
                 for t, by in self.families.items()
                 if by
             },
+            family_rule=self.family_rule,
         ).model_dump(mode="json")
 
     @classmethod
@@ -411,7 +615,10 @@ class IntervalCalibration:
             t: {s: np.asarray(f, dtype=str) for s, f in by.items()}
             for t, by in parsed.families.items()
         }
-        return cls(residuals, parsed.method, parsed.training_data_sha256, parsed.source, families)
+        return cls(
+            residuals, parsed.method, parsed.training_data_sha256, parsed.source, families,
+            parsed.family_rule,
+        )  # fmt: skip
 
     def write(self, path: Path) -> Path:
         """Write :meth:`to_dict` as JSON, atomically and durably (:mod:`scaledl.io.atomic`).
@@ -454,6 +661,8 @@ class CalibrationFile(Artefact):
             ``iteration`` has at least one stratum.
         families: target -> stratum (of :data:`FAMILY_STRATA`) -> the family of each of its
             residuals (``{}``: no stratum calibrated by family).
+        family_rule: how those strata are calibrated (:func:`family_half_width`); absent in
+            files written before the normal prediction bound, which read as ``conformal``.
     """
 
     format: Literal[2]
@@ -464,6 +673,7 @@ class CalibrationFile(Artefact):
     source: str
     residuals: dict[Target, dict[Stratum, Annotated[list[float], Field(min_length=1)]]]
     families: dict[Target, dict[Literal["unseen_family"], list[str]]] = {}
+    family_rule: FamilyRule = "conformal"
 
     @model_validator(mode="after")
     def _iteration_calibrated(self) -> CalibrationFile:

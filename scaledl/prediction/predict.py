@@ -269,7 +269,9 @@ def predict_rows(
         }
     )
     if coverage is not None:
-        result["interval_basis"] = guard["interval_basis"].to_numpy()[row_spec]
+        basis = guard["interval_basis"].to_numpy()[row_spec]
+        result["interval_basis"] = basis
+        result["interval_calibration"] = predictor.calibration.row_methods(basis.tolist(), coverage)
     result["recipe"] = np.array(shared.recipes, dtype=object)[row_spec]
     result["predictor_version"] = predictor.version
     return result

@@ -168,10 +168,13 @@ class Predictor:
             the layout calibration of its device, :mod:`scaledl.prediction.layouts`),
             ``predictor_version``; with ``coverage`` also ``iteration_s_low``,
             ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high`` (seconds; ``0`` and
-            ``inf`` when the stratum has too few calibration residuals) and
-            ``interval_basis``. With ``detail=True``, a tuple of that frame and a per-node frame
-            (``workload_id``, ``node_index``, ``layer_name``, ``layer_type``, ``forward_ms``,
-            ``backward_ms``, ``total_ms``, ``used_generic``).
+            ``inf`` when the stratum has too few calibration residuals), ``interval_basis``
+            and ``interval_calibration`` (how the interval's half-width was obtained:
+            ``conformal``, ``normal_prediction_bound`` for a new family calibrated on too few
+            families for the conformal quantile, or ``unbounded``). With ``detail=True``, a
+            tuple of that frame and a per-node frame (``workload_id``, ``node_index``,
+            ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``,
+            ``used_generic``).
 
         Raises:
             scaledl.workloads.fields.WorkloadError: a workload is invalid or its model cannot be
@@ -220,7 +223,7 @@ class Predictor:
         return result, nodes
 
     def _insert_intervals(self, result: pd.DataFrame, basis: list[str], coverage: float) -> None:
-        """Insert ``<target>_s_low``/``_high`` after each time, then ``interval_basis``."""
+        """Insert ``<target>_s_low``/``_high`` after each time, then the interval's basis/method."""
         for target in ("epoch", "iteration"):  # inserted after each point prediction
             low, high, _ = self.calibration.interval(
                 target, result[f"{target}_s"].to_numpy(), basis, coverage
@@ -229,6 +232,7 @@ class Predictor:
             result.insert(at, f"{target}_s_low", low)
             result.insert(at + 1, f"{target}_s_high", high)
         result["interval_basis"] = basis
+        result["interval_calibration"] = self.calibration.row_methods(basis, coverage)
 
     def check_coverage(self, coverage: float) -> None:
         """Refuse a coverage outside (0, 1) or a bundle without calibration, before predicting.

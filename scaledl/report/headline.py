@@ -192,6 +192,13 @@ def verdict(metrics: Metrics, method: str = HEADLINE_METHOD) -> str:
             " and for " + ", ".join(f"{pct(v.coverage)} of left-out {f}" for f, v in fam.items())
         )
         unbounded = sum(v.n_unbounded > 0 for v in fam.values())
+        bound = [v for v in fam.values() if v.family_calibration == "normal_prediction_bound"]
+        if bound:
+            parts.append(
+                f" ({len(bound)} of {len(fam)} left-out families calibrated by a normal "
+                f"prediction bound over the other {bound[0].calibration_families}: too few for "
+                "the conformal quantile)"
+            )
         if unbounded:
             parts.append(
                 f" ({unbounded} of {len(fam)} left-out families got unbounded intervals: too few "

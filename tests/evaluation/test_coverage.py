@@ -3,9 +3,19 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from scaledl.evaluation.coverage import coverage_targets, evaluate_intervals, interval_coverage
+from scaledl.evaluation.coverage import (
+    coverage_targets,
+    evaluate_intervals,
+    family_coverage,
+    interval_coverage,
+)
 from scaledl.evaluation.results import IntervalResults
-from scaledl.models.intervals import family_conformal_half_width, log_residuals
+from scaledl.models.intervals import (
+    family_conformal_half_width,
+    family_half_width,
+    log_residuals,
+    normal_prediction_bound,
+)
 
 #: Eleven left-out families of the same error: each is calibrated on the ten others.
 FAMILIES = {f"ood/f{i}": 0.2 for i in range(11)}
@@ -108,10 +118,58 @@ def test_too_few_families_give_unbounded_intervals_and_no_reached_target():
     section, out = interval_coverage(frame(sigmas), 0.9)
     c = section["ood"]["per_family"]["c"]["scaledl"]["iteration"]
     assert c["calibration_families"] == 2 and c["n_unbounded"] == 40 and c["coverage"] == 1.0
+    assert c["family_calibration"] == "unbounded"
     assert c["median_relative_width"] is None
     rows = coverage_targets(section, 0.9)[1:]
     assert [r["reached"] for r in rows] == [False] * 3
     assert "40 intervals unbounded (calibrated from 2 families)" in rows[0]["measured"]
+
+
+def test_five_families_are_bounded_by_the_normal_bound_and_say_so():
+    # The quick preset's case: each left-out family is calibrated on the 4 others.
+    sigmas = {"id": 0.1, **{f"ood/g{i}": 0.2 for i in range(5)}}
+    data = frame(sigmas)
+    section, out = interval_coverage(data, 0.9)
+    for family in ("g0", "g4"):
+        s = section["ood"]["per_family"][family]["scaledl"]["iteration"]
+        assert s["family_calibration"] == "normal_prediction_bound"
+        assert s["calibration_families"] == 4 and s["n_unbounded"] == 0
+        assert s["median_relative_width"] > 0
+        others = data[data["split"].str.startswith("ood/") & (data["split"] != f"ood/{family}")]
+        r = log_residuals(others["pred_iteration_s"], others["true_iteration_s"])
+        q = family_half_width(r, others["split"].to_numpy(), 0.9).half_width
+        rows = (data["split"] == f"ood/{family}").to_numpy()
+        assert np.allclose(out.loc[rows, "pred_iteration_s_high"],
+                           data.loc[rows, "pred_iteration_s"] * np.exp(q))  # fmt: skip
+    pooled = section["ood"]["pooled"]["scaledl"]["iteration"]
+    assert pooled["family_calibration"] == "normal_prediction_bound"
+    assert section["id"]["methods"]["scaledl"]["iteration"]["family_calibration"] is None
+    rows = coverage_targets(section, 0.9)[1:]
+    assert all("normal prediction bound over 4 families" in r["measured"] for r in rows)
+    section, _, calibration = evaluate_intervals(data, 0.9)
+    result = IntervalResults.model_validate(section)
+    assert result.calibration_methods["iteration"] == {
+        "in_domain": "conformal", "unseen_family": "normal_prediction_bound"
+    }  # fmt: skip
+    assert calibration.methods("iteration", 0.9)["unseen_family"].families == 5
+
+
+def test_family_coverage_reports_how_a_new_family_is_bounded():
+    data = frame({f"ood/g{i}": 0.2 for i in range(5)}, n=12).assign(seed=0)
+    data["family"] = data["split"].str[4:]
+    result = family_coverage(data, 0.9)
+    new = result["new_family"]["scaledl"]
+    assert new["family_calibration"] == "normal_prediction_bound" and new["families"] == 5
+    r = log_residuals(data["pred_iteration_s"], data["true_iteration_s"])
+    scores = [np.quantile(np.abs(r[data["family"] == f]), 0.9, method="inverted_cdf")
+              for f in sorted(set(data["family"]))]  # fmt: skip
+    assert new["half_width_log"] == pytest.approx(normal_prediction_bound(np.array(scores), 0.9))
+    assert new["high_factor"] == pytest.approx(np.exp(new["half_width_log"]))
+    assert "5 families, fewer than the 10" in new["family_calibration_reason"]
+    per = result["per_family"]["g2"]["scaledl"]["iteration"]
+    assert per["family_calibration"] == "normal_prediction_bound" and per["n_unbounded"] == 0
+    two = family_coverage(data[data["family"].isin(["g0", "g1"])], 0.9)["new_family"]["scaledl"]
+    assert two["family_calibration"] == "unbounded" and two["high_factor"] is None
 
 
 def test_too_few_test_workloads_give_unbounded_intervals_not_a_width():
@@ -133,6 +191,8 @@ def test_evaluate_intervals_is_a_valid_metrics_section():
     section, _, calibration = evaluate_intervals(frame(sigmas), 0.9, "sha", "p.parquet")
     result = IntervalResults.model_validate(section)
     assert result.ood.per_family["f0"]["scaledl"].iteration.calibration_families == 10
+    assert result.ood.per_family["f0"]["scaledl"].iteration.family_calibration == "conformal"
+    assert result.calibration_methods["epoch"]["unseen_family"] == "conformal"  # 11 families
     assert result.calibration == {
         t: {"in_domain": 40, "unseen_family": 440, "beyond_range": 40}
         for t in ("iteration", "epoch")

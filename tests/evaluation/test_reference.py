@@ -116,12 +116,23 @@ def test_ood_summary_reports_each_left_out_family_coverage_and_the_target():
 
 
 def test_too_few_families_never_meet_the_interval_target():
-    ood = ood_summary(_lofo_predictions({f"f{i}": 0.1 for i in range(5)}), ReferenceConfig())
+    ood = ood_summary(_lofo_predictions({f"f{i}": 0.1 for i in range(2)}), ReferenceConfig())
     iv = ood["intervals"]
     assert all(v["scaledl"]["iteration"]["coverage"] == 1.0 for v in iv["per_family"].values())
-    assert iv["new_family"]["scaledl"]["high_factor"] is None  # 5 families: unbounded at 90%
+    new = iv["new_family"]["scaledl"]
+    assert new["high_factor"] is None and new["family_calibration"] == "unbounded"  # 2 families
     row = target_checks({"out_of_distribution": ood})[-1]
     assert row["value"] == 1.0 and row["met"] is False
+
+
+def test_five_families_are_bounded_by_the_normal_prediction_bound():
+    ood = ood_summary(_lofo_predictions({f"f{i}": 0.1 for i in range(5)}), ReferenceConfig())
+    iv = ood["intervals"]
+    new = iv["new_family"]["scaledl"]
+    assert new["family_calibration"] == "normal_prediction_bound" and new["high_factor"] > 1
+    for by in iv["per_family"].values():
+        s = by["scaledl"]["iteration"]
+        assert s["family_calibration"] == "normal_prediction_bound" and s["n_unbounded"] == 0
 
 
 def test_halving_pairs_doptimal_at_half_with_the_whole_pool_of_the_same_seed():

@@ -5,14 +5,18 @@ import pandas as pd
 import pytest
 
 from scaledl.models.intervals import (
+    FAMILY_RULE,
     STRATA,
     CalibrationError,
     IntervalCalibration,
     conformal_half_width,
     conformal_half_widths,
+    conformal_min_scores,
     family_conformal_half_width,
+    family_half_width,
     family_scores,
     log_residuals,
+    normal_prediction_bound,
     stratum_of_split,
 )
 
@@ -94,6 +98,108 @@ def test_each_family_counts_once_however_large():
     families = np.array(["big"] * 300 + [str(i) for i in np.repeat(np.arange(10), 2)])
     assert conformal_half_width(residuals, 0.9) == pytest.approx(0.01)
     assert family_conformal_half_width(residuals, families, 0.9) == pytest.approx(1.0)
+
+
+def test_conformal_minimum_is_where_crepes_becomes_finite():
+    assert conformal_min_scores(0.9) == 10 and conformal_min_scores(0.8) == 5
+    for coverage in (0.5, 0.8, 0.9, 0.95):
+        n = conformal_min_scores(coverage)
+        assert np.isfinite(conformal_half_width(np.ones(n), coverage))
+        if n > 1:
+            assert conformal_half_width(np.ones(n - 1), coverage) == np.inf
+    with pytest.raises(CalibrationError, match="coverage"):
+        conformal_min_scores(1.0)
+
+
+def test_normal_prediction_bound_by_hand():
+    # K = 4 families of one residual each: scores 0.1, 0.2, 0.4, 0.8, logs log(0.1) + (0..3) log 2.
+    residuals, families = np.array([0.1, -0.2, 0.4, -0.8]), np.array(list("abcd"))
+    # mean log(0.1) + 1.5 log 2, sd log 2 * sqrt(5/3); t(0.90; 3 df) = 1.638 (t table).
+    spread = 1.638 * np.log(2) * np.sqrt(5 / 3) * np.sqrt(1 + 1 / 4)
+    expected = 0.1 * 2**1.5 * np.exp(spread)
+    assert expected == pytest.approx(1.456, abs=1e-3)
+    width = family_half_width(residuals, families, 0.9)
+    assert width.method == "normal_prediction_bound" and width.families == 4
+    assert width.half_width == pytest.approx(expected, rel=1e-3)
+    assert "4 families, fewer than the 10" in width.reason
+    assert normal_prediction_bound(np.array([0.1, 0.2, 0.4, 0.8]), 0.9) == width.half_width
+    # Equal scores: no spread, the bound is the score.
+    assert normal_prediction_bound(np.full(3, 0.3), 0.9) == pytest.approx(0.3)
+    with pytest.raises(CalibrationError, match="finite and > 0"):
+        normal_prediction_bound(np.array([0.0, 0.2, 0.4]), 0.9)
+    with pytest.raises(CalibrationError, match="1 scores, at least 2"):
+        normal_prediction_bound(np.array([0.2]), 0.9)
+
+
+def test_too_few_families_for_the_normal_bound_stay_unbounded_with_the_reason():
+    width = family_half_width(np.array([0.1, 0.3]), np.array(["a", "b"]), 0.9)
+    assert width.half_width == np.inf and width.method == "unbounded" and width.families == 2
+    assert width.reason == (
+        "2 families, fewer than the 10 the conformal quantile needs at 90% and the 3 the "
+        "normal prediction bound needs"
+    )
+    # A calibration written before the normal bound keeps its rule: conformal or unbounded.
+    old = family_half_width(np.array([0.1, -0.2, 0.4, -0.8]), np.array(list("abcd")), 0.9,
+                            rule="conformal")  # fmt: skip
+    assert (
+        old.half_width == np.inf and old.method == "unbounded" and "rule 'conformal'" in old.reason
+    )
+    with pytest.raises(CalibrationError, match="family rule 'x'"):
+        family_half_width(np.array([0.1]), np.array(["a"]), 0.9, rule="x")
+
+
+def test_enough_families_keep_the_conformal_quantile():
+    rng = np.random.default_rng(4)
+    for k in (10, 13):  # the conformal minimum at 90%, and the reference dataset's 13
+        families = np.repeat(np.arange(k), 5).astype(str)
+        residuals = rng.normal(0, 0.2, 5 * k)
+        width = family_half_width(residuals, families, 0.9)
+        assert width.method == "conformal" and width.families == k
+        assert width.half_width == family_conformal_half_width(residuals, families, 0.9)
+    # Nine families at 90% are below crepes' minimum: the normal bound, never a silent swap.
+    nine = np.repeat(np.arange(9), 2).astype(str)
+    width = family_half_width(np.linspace(0.1, 1.8, 18), nine, 0.9)
+    assert width.method == "normal_prediction_bound" and np.isfinite(width.half_width)
+
+
+def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
+    rng = np.random.default_rng(5)
+    families = np.repeat([f"f{i}" for i in range(5)], 8)
+    residuals = {
+        t: {"in_domain": rng.normal(0, 0.05, 30), "unseen_family": rng.normal(0, 0.3, 40)}
+        for t in ("iteration", "epoch")
+    }
+    by_target = {t: {"unseen_family": families} for t in residuals}
+    cal = IntervalCalibration(residuals, "scaledl", "", "few", by_target)
+    assert cal.family_rule == FAMILY_RULE
+    methods = cal.methods("iteration", 0.9)
+    assert methods["in_domain"].method == "conformal" and methods["in_domain"].families == 0
+    unseen = methods["unseen_family"]
+    assert unseen.method == "normal_prediction_bound" and unseen.families == 5
+    expected = family_half_width(residuals["iteration"]["unseen_family"], families, 0.9)
+    assert unseen.half_width == expected.half_width
+    _, _, q = cal.interval("iteration", np.ones(3), ["in_domain", "unseen_family", "widest"], 0.9)
+    assert q[1] == q[2] == expected.half_width
+    assert cal.basis_methods("iteration", ["in_domain", "unseen_family", "widest"], 0.9) == [
+        "conformal", "normal_prediction_bound", "normal_prediction_bound"
+    ]  # fmt: skip
+    assert cal.row_methods(["in_domain", "unseen_family"], 0.9) == [
+        "conformal", "normal_prediction_bound"
+    ]  # fmt: skip
+    # The rule travels in the file; a file written before it (no key) reads as 'conformal'.
+    back = IntervalCalibration.read(cal.write(tmp_path / "calibration.json"))
+    assert back.family_rule == FAMILY_RULE
+    assert back.methods("iteration", 0.9)["unseen_family"] == unseen
+    data = json.loads((tmp_path / "calibration.json").read_text())
+    assert data["family_rule"] == FAMILY_RULE
+    old = IntervalCalibration.from_dict({k: v for k, v in data.items() if k != "family_rule"})
+    assert old.family_rule == "conformal"
+    assert old.methods("iteration", 0.9)["unseen_family"].method == "unbounded"
+    assert old.half_widths("iteration", 0.9)["unseen_family"] == np.inf
+    with pytest.raises(CalibrationError, match="field 'family_rule' \\(value 'x'\\)"):
+        IntervalCalibration.from_dict({**data, "family_rule": "x"}, "f")
+    with pytest.raises(CalibrationError, match="family rule 'x'"):
+        IntervalCalibration(residuals, family_rule="x")
 
 
 def predictions(n=30, seed=2):

@@ -192,7 +192,9 @@ def calibrated(registry_root, tmp_path_factory):
         t: {s: rng.normal(0, sigma, 40) for s, sigma in sigmas.items()}
         for t in ("iteration", "epoch")
     }
-    cal = IntervalCalibration(residuals, "scaledl", "", "synthetic")
+    # Five families of 8: too few for the conformal quantile, the normal bound calibrates them.
+    families = {t: {"unseen_family": np.repeat([f"f{i}" for i in range(5)], 8)} for t in residuals}
+    cal = IntervalCalibration(residuals, "scaledl", "", "synthetic", families)
     root = tmp_path_factory.mktemp("calibrated")
     register_bundle(registry_root / "scaledl" / "v2", root, "scaledl", calibration=cal)
     return load_predictor(root / "scaledl"), cal
@@ -217,5 +219,12 @@ def test_intervals_widen_outside_the_domain(calibrated):
     assert result["interval_basis"][0] == "in_domain" and result["interval_basis"][2] == "widest"
     assert result["interval_basis"][3] in ("beyond_range", "widest")
     assert q[3] >= widths["beyond_range"] - 1e-12
+    # The bundle's family rule came through registration: the new family says how it is bounded.
+    assert predictor.calibration.family_rule == cal.family_rule
+    assert result["interval_calibration"][0] == "conformal"
+    assert result["interval_calibration"][1] == "normal_prediction_bound"
+    assert np.isfinite(q[1])
+    detail, _ = predictor.predict(rows[:2], coverage=0.9, detail=True)
+    assert list(detail["interval_calibration"]) == ["conformal", "normal_prediction_bound"]
     with pytest.raises(CalibrationError, match="coverage must lie in"):
         predictor.predict([ROW], coverage=1.2)

@@ -29,6 +29,20 @@ def test_verdict_says_when_intervals_miss_the_band():
     assert "miss the coverage band on some split" in text
 
 
+def test_verdict_names_the_normal_bound_of_few_families():
+    data = metrics_dict()
+    for by in data["intervals"]["ood"]["per_family"].values():
+        for summary in by["scaledl"].values():
+            summary.update(calibration_families=1, family_calibration="normal_prediction_bound")
+    text = verdict(Metrics.from_dict(data))
+    n = len(data["intervals"]["ood"]["per_family"])
+    assert (
+        f"({n} of {n} left-out families calibrated by a normal prediction bound over the other "
+        "1: too few for the conformal quantile)"
+    ) in text
+    assert "normal prediction bound" not in verdict(make_metrics())
+
+
 def test_error_rows_put_errors_next_to_the_noise_floor():
     rows = error_rows(make_metrics())
     assert rows[0] == [

@@ -80,7 +80,13 @@ def _family_interval_rows(ood: dict) -> list[str]:
             f"A family never seen, calibrated on all {new['families']} families (as the "
             f"registered predictor is): {nominal} interval [{new['low_factor']:.2f}, "
             f"{new['high_factor']:.2f}] x the prediction, {pct(new['relative_width'])} of it "
-            "wide.",
+            "wide"
+            + (
+                " (a normal prediction bound over the family scores: too few families for the "
+                "conformal quantile)."
+                if new.get("family_calibration") == "normal_prediction_bound"
+                else "."
+            ),
         ]
     return lines
 

@@ -49,6 +49,11 @@ def test_family_interval_rows_give_coverage_interval_and_the_new_family_width():
         "A family never seen, calibrated on all 14 families (as the registered predictor is): "
         "90% interval [0.74, 1.35] x the prediction, 61.0% of it wide."
     )
+    ood["intervals"]["new_family"]["scaledl"]["family_calibration"] = "normal_prediction_bound"
+    assert _family_interval_rows(ood)[-1].endswith(
+        "61.0% of it wide (a normal prediction bound over the family scores: too few families "
+        "for the conformal quantile)."
+    )
     ood["intervals"]["new_family"]["scaledl"]["high_factor"] = None
     assert lines != _family_interval_rows(ood)
     assert _family_interval_rows(ood)[-1].endswith(
