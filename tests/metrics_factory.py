@@ -179,6 +179,7 @@ def coverage(value: float, n: int = 20, width: float | None = 0.3) -> dict[str, 
         "n_unbounded": 0,
         "calibration_size": n - 1,
         "calibration_families": None,
+        "family_calibration": None,
     }
     return {"iteration": one, "epoch": dict(one)}
 
@@ -196,6 +197,9 @@ def intervals(id_coverage: float = 0.9, family_coverage: float = 0.85) -> dict[s
         },
         "extrapolation": {"skipped": "no extrapolation split"},
         "calibration": {"iteration": {"in_domain": 20, "unseen_family": 10}},
+        "calibration_methods": {
+            "iteration": {"in_domain": "conformal", "unseen_family": "conformal"}
+        },
         "targets": [
             {
                 "target": "90% intervals: coverage between 85% and 95% (ID, scaledl)",
