@@ -244,7 +244,7 @@ class _Run:
             "folds": head["folds"],
             "ranking": head["ranking"],
             "variants": variants,
-            "targets": layout_targets(head),
+            "targets": [t.to_dict() for t in layout_targets(head)],
             "workloads": self._rows(),
         }
 

@@ -166,6 +166,7 @@ def evaluate_gpu_layouts_command(
 
     from scaledl.evaluation.gpu import fit_scaledl
     from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
+    from scaledl.evaluation.targets import target_results
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_peer import load_peer_layout_predictions
     from scaledl.external.vidur import load_vidur_allreduce
@@ -198,8 +199,8 @@ def evaluate_gpu_layouts_command(
         fail(str(exc))
     result = {"profiles": _shown(profiles), "n_training_workloads": len(data.ids), **result}
     write_atomic(out, json.dumps(result, indent=2) + "\n")
-    for target in result["targets"]:
-        typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
+    for target in target_results(result["targets"]):
+        typer.echo(f"{target.text}: {target.measured} (met: {target.met})")
     typer.echo(f"{out}: written")
     render_readme(readme, BLOCKS["gpu-layouts"], out)
 

@@ -39,6 +39,7 @@ def evaluate_reference_command(
     root (the dataset's Hugging Face config paths are relative to it).
     """
     from scaledl.evaluation.reference import ReferenceConfig, evaluate_reference
+    from scaledl.evaluation.targets import target_results
     from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError, load_profile_data
     from scaledl.report.blocks.registry import BLOCKS
@@ -55,15 +56,9 @@ def evaluate_reference_command(
         fail(str(exc))
     config = ReferenceConfig(learning_curve_seeds=learning_curve_seeds, n_jobs=n_jobs)
     result = evaluate_reference(profiles, config, checkpoint=out.with_suffix(".partial.json"))
-    for target in result["targets"]:
-        verdict = {True: "met", False: "missed", None: "not evaluated"}[target["met"]]
-        interval = (
-            ""
-            if target["ci_low"] is None
-            else f" [{100 * target['ci_low']:+.1f}, {100 * target['ci_high']:+.1f}] points"
-        )
-        value = "n/a" if target["value"] is None else f"{100 * target['value']:.1f}%"
-        typer.echo(f"{target['name']}: {value}{interval}: {verdict}")
+    for target in target_results(result["targets"]):
+        verdict = {True: "met", False: "missed", None: "not evaluated"}[target.met]
+        typer.echo(f"{target.text}: {target.measured}: {verdict}")
     write_atomic(out, json.dumps(result, indent=2, default=str))
     typer.echo(f"{out}: written")
     render_readme(readme, BLOCKS["reference"], out)
