@@ -22,7 +22,10 @@ def test_gpu_rows_are_the_gpu_evaluation_entries():
            "leave_one_gpu_out": _block({"A": 0.13, "B": 0.12}, 0.3)}  # fmt: skip
     entries = gpu_targets(gpu)
     assert [e.name for e in entries] == [
-        "gpu_lomo_mean", "gpu_lomo_worst", "gpu_lomo_vs_analytical", "gpu_logo_mean"
+        "gpu_lomo_mean",
+        "gpu_lomo_worst",
+        "gpu_lomo_vs_analytical",
+        "gpu_logo_mean",
     ]
     assert entries[2].value == 0.2 / 0.055 and entries[2].extra["mre_analytical"] == 0.2
     assert entries[1].extra == {"gpus_within": 2, "gpus": 2}
@@ -31,8 +34,14 @@ def test_gpu_rows_are_the_gpu_evaluation_entries():
 def test_target_rows_follow_the_table_order():
     metrics = make_metrics()
     rows = target_rows(metrics)
-    assert rows[0] == TargetResult(name="id_mre", text="ID MRE <= 3% (ScaleDL, iteration)",
-                                   threshold=0.03, value=0.025, measured="2.50%", met=True)
+    assert rows[0] == TargetResult(
+        name="id_mre",
+        text="ID MRE <= 3% (ScaleDL, iteration)",
+        threshold=0.03,
+        value=0.025,
+        measured="2.50%",
+        met=True,
+    )
     assert rows[1].measured == "2.50% vs max(3%, 1.5 x 2.00%)"
     assert rows[1].extra == {"label_noise_mre": 0.02}
     names = [r.text for r in rows]
