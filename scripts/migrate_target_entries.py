@@ -4,22 +4,26 @@ One-off conversion to the one entry shape (``python scripts/migrate_target_entri
 docs/results/*.json``). The entries are rebuilt by the evaluations' own target builders from
 the sections the file holds (no evaluation is rerun); a profile of ``layouts.json`` that keeps
 only its targets (``repeats``, ``across``) has its entries upgraded from their earlier shape.
+``reference.json``, ``layouts.json`` and ``gpu_layouts.json`` are put in their envelope
+(:class:`~scaledl.evaluation.envelope.EvaluationResult`: ``evaluation``, ``schema_version``
+and ``seconds``, ``null`` where the file kept none).
 Before a file is written, :func:`check` proves that nothing else moved: every key outside the
-``targets`` lists is equal, every number of the old file is in the new one unchanged, and each
-old entry agrees with its new one (row, wording, threshold, met, measured text or numbers).
+``targets`` lists and the envelope is equal, every number of the old file is in the new one
+unchanged, and each old entry agrees with its new one (row, wording, threshold, met, measured
+text or numbers).
 
 Bad input (an unknown file, an entry that disagrees) exits 2 naming the file and entry.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from scaledl.evaluation.coverage import coverage_targets
+from scaledl.evaluation.envelope import ENVELOPE_KEYS, EvaluationResult
 from scaledl.evaluation.gpu_layouts import layout_targets as gpu_layout_targets
 from scaledl.evaluation.gpu_peer import peer_targets
 from scaledl.evaluation.profiled_layouts import layout_targets
@@ -27,8 +31,7 @@ from scaledl.evaluation.published_runs import PublishedRunsResult, stronger_fixe
 from scaledl.evaluation.published_runs import targets as published_targets
 from scaledl.evaluation.reference import target_checks
 from scaledl.evaluation.results import Metrics
-from scaledl.evaluation.targets import TargetResult, gpu_targets, target_results
-from scaledl.io.atomic import write_atomic
+from scaledl.evaluation.targets import Evaluation, TargetResult, gpu_targets, target_results
 from scaledl.io.safe import read_json
 
 
@@ -81,7 +84,13 @@ def _published_runs(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "targets": _dicts(built)}
 
 
-#: File name -> the migration of its parsed JSON, and how the evaluation writes it.
+#: File name -> the evaluation whose envelope the file is written in.
+ENVELOPES: dict[str, Evaluation] = {
+    "gpu_layouts.json": "gpu_layouts",
+    "layouts.json": "layouts",
+    "reference.json": "reference",
+}
+#: File name -> the migration of its parsed JSON.
 MIGRATIONS = {
     "gpu_layouts.json": (lambda d: {**d, "targets": _dicts(gpu_layout_targets(d["summary"]))}),
     "layouts.json": _layouts,
@@ -131,7 +140,11 @@ def check(old: dict[str, Any], new: dict[str, Any], source: str) -> None:
         ValueError: a key outside the ``targets`` lists changed, a number of ``old`` is not in
             ``new``, or an old entry disagrees with its new one (naming ``source`` and it).
     """
-    if _without_targets(old) != _without_targets(new):
+    added = {k: new[k] for k in ENVELOPE_KEYS if k in new and k not in old}
+    if set(added) - {"evaluation", "schema_version", "seconds"} or added.get("seconds"):
+        raise ValueError(f"{source}: the envelope added {added}")
+    kept_keys = {k: v for k, v in new.items() if k not in added}
+    if _without_targets(old) != _without_targets(kept_keys):
         raise ValueError(f"{source}: a value outside the targets lists changed")
     kept = {float(x) for x in numbers(new)}
     lost = [x for x in numbers(old) if float(x) not in kept and not math.isnan(x)]
@@ -165,10 +178,8 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         Metrics.from_dict(data, str(path)).write(path)
     elif path.name == "published_runs.json":
         PublishedRunsResult.model_validate(data).write(path)
-    elif path.name == "reference.json":
-        write_atomic(path, json.dumps(data, indent=2, default=str))
     else:
-        write_atomic(path, json.dumps(data, indent=2) + "\n")
+        EvaluationResult.from_dict(data, ENVELOPES[path.name], str(path)).write(path)
 
 
 def migrate(path: Path) -> dict[str, Any]:
@@ -181,6 +192,8 @@ def migrate(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a result file with targets ({sorted(MIGRATIONS)})")
     old = read_json(path)
     new = MIGRATIONS[path.name](old)
+    if path.name in ENVELOPES:
+        new = EvaluationResult.of(ENVELOPES[path.name], new).to_dict()
     for where, entries in _target_lists(new):  # every entry of the new shape
         target_results(entries, f"{path}: {where}")
     check(old, new, str(path))
