@@ -36,7 +36,14 @@ import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Comparator = Literal["<=", ">=", "better", "not_worse", "ci_high<", "ci_low<=", "within"]
 Evaluation = Literal[
@@ -455,6 +462,14 @@ class TargetResult(BaseModel):
     def _earlier_shapes(cls, data: Any) -> Any:
         """An entry of an earlier shape, in this one (the numbers unchanged)."""
         return upgrade_entry(data) if isinstance(data, dict) and "text" not in data else data
+
+    @field_validator("name")
+    @classmethod
+    def _a_row(cls, name: str) -> str:
+        """The name of a row of :data:`TARGETS`."""
+        if name not in BY_NAME:
+            raise ValueError("not a row of the targets table (scaledl/evaluation/targets.py)")
+        return name
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "target entry") -> TargetResult:

@@ -274,6 +274,7 @@ def test_entries_of_the_three_earlier_shapes_read_with_their_numbers():
          r"field 'measured' is missing"),
         ({**ENTRY.to_dict(), "reached": True}, r"field 'reached' is unknown"),
         ({**ENTRY.to_dict(), "threshold": [0.1, 0.2, 0.3]}, r"field 'threshold"),
+        ({**ENTRY.to_dict(), "name": "nope"}, r"field 'name' is 'nope': .*not a row"),
         ({"target": "no such target", "measured": "1%", "reached": True},
          r"target text 'no such target': matches none"),
         ("met", r"targets\[3\]: not a JSON object"),
