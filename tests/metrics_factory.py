@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 from scaledl.evaluation.results import Metrics
+from scaledl.evaluation.targets import target
 
 FAMILIES = ("a", "b")
 
@@ -201,11 +202,16 @@ def intervals(id_coverage: float = 0.9, family_coverage: float = 0.85) -> dict[s
             "iteration": {"in_domain": "conformal", "unseen_family": "conformal"}
         },
         "targets": [
-            {
-                "target": "90% intervals: coverage between 85% and 95% (ID, scaledl)",
-                "measured": f"{id_coverage:.1%}",
-                "reached": 0.85 <= id_coverage <= 0.95,
-            },
+            target("interval_coverage_id")
+            .result(
+                f"{id_coverage:.1%}",
+                0.85 <= id_coverage <= 0.95,
+                value=id_coverage,
+                coverage="90%",
+                name="ID",
+                method="scaledl",
+            )
+            .to_dict()
         ],
     }
 

@@ -23,7 +23,6 @@ Imports ``scaledl``; nothing in ``scaledl`` imports it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scaledl.evaluation.envelope import EvaluationResult
 from scaledl.evaluation.gpu import fit_scaledl
 from scaledl.evaluation.gpu_layouts import evaluate_layout_rows, layout_ranking, layout_workload
 from scaledl.external.neusight_peer import load_peer_layout_predictions
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write the result JSON")
     args = parser.parse_args(argv)
     if args.line is not None:
-        result = json.loads(args.line.read_text())
+        result = EvaluationResult.read(args.line, "gpu_layouts").sections
         if "kernel_split" not in result:
             print(f"{args.line}: no 'kernel_split' key", file=sys.stderr)
             return 2
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         load_vidur_allreduce(vidur_network_root()),
         load_peer_layout_predictions(neusight_peer_root()),
     )  # fmt: skip
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    EvaluationResult.of("gpu_layouts", result).write(args.out)
     print(kernel_split_line(result["kernel_split"]))
     return 0
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from scaledl.devices.local import local_cpu_name
+from scaledl.evaluation.envelope import EvaluationResult
 from scaledl.evaluation.profiled_layouts import (
     HEADLINE,
     KINDS,
@@ -244,7 +244,7 @@ class _Run:
             "folds": head["folds"],
             "ranking": head["ranking"],
             "variants": variants,
-            "targets": layout_targets(head),
+            "targets": [t.to_dict() for t in layout_targets(head)],
             "workloads": self._rows(),
         }
 
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=Path, help="a committed result to compare with, exactly")
     parser.add_argument("--page", action="store_true", help=f"rewrite {BLOCK.page}'s block")
     args = parser.parse_args(argv)
-    result = evaluate_all(args.data, args.repeat, args.across)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    result = EvaluationResult.of("layouts", evaluate_all(args.data, args.repeat, args.across))
+    result.write(args.out)
     print(f"{args.out}: written")
     if args.page:
         try:
@@ -291,9 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"{BLOCK.page}: block rewritten from {args.out}")
     if args.check is not None:
-        committed = json.loads(args.check.read_text())
-        differ = sorted(k for k in committed.keys() | result.keys()
-                        if committed.get(k) != result.get(k))  # fmt: skip
+        committed = EvaluationResult.read(args.check, "layouts").to_dict()
+        written = result.to_dict()
+        differ = sorted(k for k in committed.keys() | written.keys()
+                        if committed.get(k) != written.get(k))  # fmt: skip
         if differ:
             print(f"{args.check}: differs from this run in {differ}", file=sys.stderr)
             return 1

@@ -215,14 +215,14 @@ def target_summary(metrics_path: Path) -> tuple[bool, dict[str, Any]]:
     except MetricsError as exc:
         return False, {"error": str(exc)}
     table = pd.DataFrame(
-        [{"target": r.target, "measured": r.measured,
-          "reached": reached_text(r.reached, markdown=True)} for r in rows]
+        [{"target": r.text, "measured": r.measured,
+          "reached": reached_text(r.met, markdown=True)} for r in rows]
     )  # fmt: skip
-    missed = sum(r.reached is False for r in rows)
+    missed = sum(r.met is False for r in rows)
     return missed == 0, {
-        "reached": sum(r.reached is True for r in rows),
+        "reached": sum(r.met is True for r in rows),
         "missed": missed,
-        "not_measured": sum(r.reached is None for r in rows),
+        "not_measured": sum(r.met is None for r in rows),
         "targets": dg.MetadataValue.md(table.to_markdown(index=False)),
     }
 

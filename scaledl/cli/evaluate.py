@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -164,12 +165,12 @@ def evaluate_gpu_layouts_command(
     """
     import pandas as pd
 
+    from scaledl.evaluation.envelope import EvaluationResult
     from scaledl.evaluation.gpu import fit_scaledl
     from scaledl.evaluation.gpu_layouts import evaluate_layout_rows
     from scaledl.external.neusight import NeusightFormatError
     from scaledl.external.neusight_peer import load_peer_layout_predictions
     from scaledl.external.vidur import load_vidur_allreduce
-    from scaledl.io.atomic import write_atomic
     from scaledl.layout import neusight_peer_root, vidur_network_root
     from scaledl.models.data import ProfileDataError, load_profile_data
     from scaledl.report.blocks.registry import BLOCKS
@@ -187,6 +188,7 @@ def evaluate_gpu_layouts_command(
         fail(str(exc))
     if not parallel_labels.is_file():
         fail(f"{parallel_labels}: no parallel labels (scaledl import neusight)")
+    started = time.perf_counter()
     try:
         data = load_profile_data(profiles)
         peer = load_peer_layout_predictions(neusight_peer_root())
@@ -197,9 +199,12 @@ def evaluate_gpu_layouts_command(
     except (ProfileDataError, NeusightFormatError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     result = {"profiles": _shown(profiles), "n_training_workloads": len(data.ids), **result}
-    write_atomic(out, json.dumps(result, indent=2) + "\n")
-    for target in result["targets"]:
-        typer.echo(f"{target['target']}: {target['measured']} (reached: {target['reached']})")
+    envelope = EvaluationResult.of(
+        "gpu_layouts", result, seconds={"total": time.perf_counter() - started}
+    )
+    envelope.write(out)
+    for target in envelope.targets:
+        typer.echo(f"{target.text}: {target.measured} (met: {target.met})")
     typer.echo(f"{out}: written")
     render_readme(readme, BLOCKS["gpu-layouts"], out)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -38,8 +38,8 @@ def evaluate_reference_command(
     design (:func:`scaledl.evaluation.reference.evaluate_reference`). Run from the repository
     root (the dataset's Hugging Face config paths are relative to it).
     """
+    from scaledl.evaluation.envelope import EvaluationResult
     from scaledl.evaluation.reference import ReferenceConfig, evaluate_reference
-    from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError, load_profile_data
     from scaledl.report.blocks.registry import BLOCKS
 
@@ -54,17 +54,12 @@ def evaluate_reference_command(
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     config = ReferenceConfig(learning_curve_seeds=learning_curve_seeds, n_jobs=n_jobs)
-    result = evaluate_reference(profiles, config, checkpoint=out.with_suffix(".partial.json"))
-    for target in result["targets"]:
-        verdict = {True: "met", False: "missed", None: "not evaluated"}[target["met"]]
-        interval = (
-            ""
-            if target["ci_low"] is None
-            else f" [{100 * target['ci_low']:+.1f}, {100 * target['ci_high']:+.1f}] points"
-        )
-        value = "n/a" if target["value"] is None else f"{100 * target['value']:.1f}%"
-        typer.echo(f"{target['name']}: {value}{interval}: {verdict}")
-    write_atomic(out, json.dumps(result, indent=2, default=str))
+    checkpoint = out.with_suffix(".partial.json")
+    result = EvaluationResult.of("reference", evaluate_reference(profiles, config, checkpoint))
+    for target in result.targets:
+        verdict = {True: "met", False: "missed", None: "not evaluated"}[target.met]
+        typer.echo(f"{target.text}: {target.measured}: {verdict}")
+    result.write(out)
     typer.echo(f"{out}: written")
     render_readme(readme, BLOCKS["reference"], out)
 
@@ -134,8 +129,8 @@ def evaluate_layouts_command(
     naming the file.
     """
     from scaledl.devices.local import local_cpu_name
+    from scaledl.evaluation.envelope import EvaluationResult
     from scaledl.evaluation.profiled_layouts import evaluate_headline, evaluate_layouts
-    from scaledl.io.atomic import write_atomic
     from scaledl.models.data import ProfileDataError
     from scaledl.report.blocks.layouts import layouts_markdown
     from scaledl.report.blocks.registry import BLOCKS
@@ -149,6 +144,7 @@ def evaluate_layouts_command(
         check_readme(readme, BLOCKS["layouts"])
     except ValueError as exc:
         fail(str(exc))
+    started = time.perf_counter()
     try:
         result = evaluate_layouts(data)
         result["repeats"] = [evaluate_headline(r, result) for r in repeat or []]
@@ -156,7 +152,10 @@ def evaluate_layouts_command(
         result["evaluated_on"] = local_cpu_name()
     except (ProfileDataError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    write_atomic(out, json.dumps(result, indent=2) + "\n")
-    typer.echo(layouts_markdown(result))
+    envelope = EvaluationResult.of(
+        "layouts", result, seconds={"total": time.perf_counter() - started}
+    )
+    envelope.write(out)
+    typer.echo(layouts_markdown(envelope.to_dict()))
     typer.echo(f"{out}: written")
     render_readme(readme, BLOCKS["layouts"], out)

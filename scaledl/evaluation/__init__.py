@@ -15,7 +15,9 @@ Modules: :mod:`~scaledl.evaluation.splits` (ID / leave-one-family-out / extrapol
 leave one model / GPU out, operators, data parallel; report in
 :mod:`~scaledl.report.gpu_report`), :mod:`~scaledl.evaluation.vidur` (Vidur all-reduce),
 :mod:`~scaledl.evaluation.profiled_layouts` (the layout recipe, leave one layout out),
-:mod:`~scaledl.evaluation.targets` (every target of every evaluation: one table),
+:mod:`~scaledl.evaluation.targets` (every target of every evaluation: one table, and the one
+entry shape every result file holds them in), :mod:`~scaledl.evaluation.envelope` (the result
+file of the reference, layouts and 4-GPU layouts evaluations),
 :mod:`~scaledl.evaluation.evaluate` (orchestration, in stages: :mod:`~scaledl.evaluation.stages`).
 The report, its figures and the README block are :mod:`scaledl.report`.
 

@@ -188,7 +188,9 @@ def _store(section: dict, key: tuple, method: str, target: str, summary: dict) -
     node.setdefault(method, {"iteration": None, "epoch": None})[target] = summary
 
 
-def coverage_targets(section: dict, coverage: float, method: str = "scaledl") -> list[dict]:
+def coverage_targets(
+    section: dict, coverage: float, method: str = "scaledl"
+) -> list[accuracy_targets.TargetResult]:
     """The interval targets, measured: coverage in the band on ID and on each left-out family.
 
     The band is the one of the ``interval_coverage_*`` rows of
@@ -200,18 +202,18 @@ def coverage_targets(section: dict, coverage: float, method: str = "scaledl") ->
         method: the method the targets are about.
 
     Returns:
-        Rows ``{"target", "measured", "reached"}`` (``reached`` None when not measured; False
-        when an interval was unbounded: an infinite interval covers everything and says
-        nothing).
+        Entries (``value``: the coverage, ``ci_low``/``ci_high``: its 95% interval,
+        ``extra``: ``n`` and ``n_unbounded``; ``met`` None when not measured, False when an
+        interval was unbounded: an infinite interval covers everything and says nothing).
     """
     root = {"intervals": section}
 
-    def row(spec: Target, name: str, **fields: str) -> dict:
-        text = spec.wording(coverage=f"{coverage:.0%}", name=name, method=method)
+    def row(spec: Target, name: str, **fields: str) -> accuracy_targets.TargetResult:
+        words = {"coverage": f"{coverage:.0%}", "name": name, "method": method}
         # The path ends in the coverage of the summary the measured text quotes.
         s = resolve(root, spec.path.format(method=method, **fields).rsplit(".", 1)[0])
         if s is None:
-            return {"target": text, "measured": "not evaluated", "reached": None}
+            return spec.result("not evaluated", None, **words)
         measured = (
             f"{s['coverage']:.1%} of {s['n']} (95% CI {s['coverage_ci_low']:.0%}-"
             f"{s['coverage_ci_high']:.0%})"
@@ -228,11 +230,15 @@ def coverage_targets(section: dict, coverage: float, method: str = "scaledl") ->
                 f", normal prediction bound over {s['calibration_families']} families "
                 "(too few for the conformal quantile)"
             )
-        return {
-            "target": text,
-            "measured": measured,
-            "reached": spec.check(s["coverage"]) and not s["n_unbounded"],
-        }
+        return spec.result(
+            measured,
+            spec.check(s["coverage"]) and not s["n_unbounded"],
+            value=s["coverage"],
+            ci_low=s["coverage_ci_low"],
+            ci_high=s["coverage_ci_high"],
+            extra={"n": s["n"], "n_unbounded": s["n_unbounded"]},
+            **words,
+        )
 
     per_family = accuracy_targets.target("interval_coverage_family")
     rows = [row(accuracy_targets.target("interval_coverage_id"), "ID")]
@@ -352,6 +358,6 @@ def evaluate_intervals(
             t: {s: w.method for s, w in calibration.methods(t, coverage).items()}
             for t in calibration.residuals
         },
-        "targets": coverage_targets(section, coverage, method),
+        "targets": [t.to_dict() for t in coverage_targets(section, coverage, method)],
     }
     return section, predictions, calibration

@@ -526,7 +526,8 @@ def _evaluate_gpu(
         "optimizer_step": "the single-GPU NeuSight labels exclude it; so do their predictions "
         "(the 4-GPU Megatron-LM labels include it, and parallel_layouts adds it)",
     }
-    metrics["targets"] = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
+    judged = gpu_targets(metrics) + peer_targets(metrics.get("peer", {}))
+    metrics["targets"] = [t.to_dict() for t in judged]
     metrics["targets"] += metrics.get("parallel_layouts", {}).get("targets", [])
     metrics["runtime_s"] = time.perf_counter() - started
     return metrics, predictions

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.targets import target
+from scaledl.evaluation.targets import TargetResult, target
 from scaledl.external.neusight import _NAME_RE
 from scaledl.models.kernel import KernelGraphMethod
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
@@ -151,7 +151,7 @@ def evaluate_layout_rows(
         "unmatched": unmatched,
         "collectives": {s: m.to_dict() for s, m in sorted(models.items())},
         "summary": summary,
-        "targets": layout_targets(summary),
+        "targets": [t.to_dict() for t in layout_targets(summary)],
         "ranking": layout_ranking(rows),
     }
 
@@ -235,14 +235,16 @@ def layout_summary(rows: list[dict]) -> dict[str, Any]:
     }
 
 
-def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def layout_targets(summary: dict[str, Any]) -> list[TargetResult]:
     """The ``neusight_layouts`` target: on NeuSight's 4-GPU rows, ScaleDL's MRE <= NeuSight's.
 
     Args:
         summary: :func:`layout_summary`.
 
     Returns:
-        Rows ``{"target", "measured", "reached"}``: overall, then per layout kind.
+        Entries, overall then per layout kind: ``value`` ScaleDL's MRE, ``extra``
+        ``mre_neusight``, ``n_rows`` and, when paired, ``difference`` (ScaleDL minus
+        NeuSight) with ``difference_ci_low``/``difference_ci_high``.
     """
     spec = target("neusight_layouts")
     root = {"summary": summary}
@@ -250,24 +252,28 @@ def layout_targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
     parts += [(f"{k} rows", f"per_layout.{k}", s) for k, s in summary["per_layout"].items()]
     rows = []
     for name, part, s in parts:
-        text = spec.wording(name=name)
         if s["mre_scaledl"] is None:
-            rows.append({"target": text, "measured": "no paired row", "reached": None})
+            rows.append(spec.result("no paired row", None, name=name))
             continue
         c = s["paired"]
-        interval = (
-            c["skipped"]
-            if "skipped" in c
-            else f"difference {100 * c['mre_difference']:+.1f} points, 95% CI "
-            f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f} ({c['verdict']})"
-        )
+        extra = {"mre_neusight": s["mre_neusight"], "n_rows": s["n"]}
+        if "skipped" in c:
+            interval = c["skipped"]
+        else:
+            interval = (
+                f"difference {100 * c['mre_difference']:+.1f} points, 95% CI "
+                f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f} ({c['verdict']})"
+            )
+            extra |= {"difference": c["mre_difference"], "difference_ci_low": c["ci_low"],
+                      "difference_ci_high": c["ci_high"]}  # fmt: skip
         rows.append(
-            {
-                "target": text,
-                "measured": f"{s['mre_scaledl']:.1%} vs {s['mre_neusight']:.1%} ({s['n']} rows); "
-                f"{interval}",
-                "reached": spec.judge(root, part=part)[1],
-            }
+            spec.result(
+                f"{s['mre_scaledl']:.1%} vs {s['mre_neusight']:.1%} ({s['n']} rows); {interval}",
+                spec.judge(root, part=part)[1],
+                value=s["mre_scaledl"],
+                extra=extra,
+                name=name,
+            )
         )
     return rows
 

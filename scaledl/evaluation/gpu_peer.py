@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scaledl.evaluation.targets import target
+from scaledl.evaluation.targets import TargetResult, target
 from scaledl.stats.significance import MIN_WORKLOADS, paired_comparison
 
 PEER_METHOD = "neusight"
@@ -120,7 +120,7 @@ def peer_comparison(predictions: pd.DataFrame, method: str = "scaledl") -> dict[
     return out
 
 
-def peer_targets(peer: dict[str, Any]) -> list[dict[str, Any]]:
+def peer_targets(peer: dict[str, Any]) -> list[TargetResult]:
     """The issue's targets against the peer: ScaleDL's MRE <= 0.5 x NeuSight's, per mode.
 
     Args:
@@ -128,9 +128,9 @@ def peer_targets(peer: dict[str, Any]) -> list[dict[str, Any]]:
             :func:`peer_comparison`).
 
     Returns:
-        Rows ``{"target", "measured", "reached"}``, one per protocol and mode; ``measured``
-        gives both MREs, their ratio and the paired 95% interval of
-        ``MRE_scaledl - 0.5 MRE_neusight``.
+        Entries, one per protocol and mode: ``value`` the paired difference
+        ``MRE_scaledl - 0.5 MRE_neusight`` with its 95% interval, ``extra`` both MREs and
+        ``n_rows``; ``measured`` gives both MREs, their ratio and the interval.
     """
     half_target = target("neusight_peer_half")
     scale = half_target.scale
@@ -139,20 +139,24 @@ def peer_targets(peer: dict[str, Any]) -> list[dict[str, Any]]:
     root = {"gpu": {"peer": peer}}
     for protocol, block in peer.get("comparisons", {}).items():
         for mode, half in block["half_of_peer"]["per_mode"].items():
-            text = half_target.wording(protocol=names.get(protocol, protocol), mode=mode)
+            words = {"protocol": names.get(protocol, protocol), "mode": mode}
             if "skipped" in half:
-                rows.append({"target": text, "measured": half["skipped"], "reached": None})
+                rows.append(half_target.result(half["skipped"], None, **words))
                 continue
             difference, reached = half_target.judge(root, protocol_key=protocol, mode=mode)
             ours, theirs = half["mre_a"], half["mre_b"] / scale
             rows.append(
-                {
-                    "target": text,
-                    "measured": f"{ours:.1%} vs {theirs:.1%} ({ours / theirs:.2f}x, "
+                half_target.result(
+                    f"{ours:.1%} vs {theirs:.1%} ({ours / theirs:.2f}x, "
                     f"{half['n_units']} rows); MRE - {scale:g}x NeuSight's "
                     f"{100 * difference:+.1f} points, 95% CI "
                     f"{100 * half['ci_low']:+.1f} to {100 * half['ci_high']:+.1f}",
-                    "reached": reached,
-                }
+                    reached,
+                    value=difference,
+                    ci_low=half["ci_low"],
+                    ci_high=half["ci_high"],
+                    extra={"mre_scaledl": ours, "mre_neusight": theirs, "n_rows": half["n_units"]},
+                    **words,
+                )
             )
     return rows

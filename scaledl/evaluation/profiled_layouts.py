@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from scaledl.evaluation.targets import target
+from scaledl.evaluation.targets import TargetResult, target
 from scaledl.models.data import (
     ProfileDataError,
 )
@@ -98,7 +98,7 @@ def evaluate_layouts(directory: Path, seed: int = 0) -> dict[str, Any]:
         "headline": HEADLINE,
         "folds": folds,
         "ranking": ranking,
-        "targets": layout_targets({"folds": folds, "ranking": ranking}),
+        "targets": [t.to_dict() for t in layout_targets({"folds": folds, "ranking": ranking})],
         "workloads": rows,
     }
 
@@ -224,7 +224,7 @@ def measured_agreement(main: dict[str, Any], other: dict[str, Any]) -> dict[str,
     return {"models": models, "worst": min(taus) if taus else None}
 
 
-def layout_targets(head: dict[str, Any]) -> list[dict[str, Any]]:
+def layout_targets(head: dict[str, Any]) -> list[TargetResult]:
     """The targets judged on a recipe's leave-one-layout-out folds and ranking.
 
     Args:
@@ -232,17 +232,17 @@ def layout_targets(head: dict[str, Any]) -> list[dict[str, Any]]:
             {"models": [{"tau_corrected", ...}]}}`` (:func:`evaluate_layouts`).
 
     Returns:
-        One ``{"name", "value", "target", "met"}`` per held-out layout kind (with
+        One entry per held-out layout kind (``value`` the corrected MRE, ``extra``
         ``composed``: the uncorrected MRE) and the worst model's Kendall tau.
     """
     mre, tau = target("layouts_mre"), target("layouts_tau")
     targets = [
-        {"name": mre.wording(kind=k), "value": f["mre_corrected"], "composed": f["mre_composed"],
-         "target": mre.threshold, "met": mre.judge(head, kind=k)[1]}
+        mre.result(f"{f['mre_corrected']:.1%} (composed {f['mre_composed']:.1%})",
+                   mre.judge(head, kind=k)[1], value=f["mre_corrected"],
+                   extra={"composed": f["mre_composed"]}, kind=k)
         for k, f in head["folds"].items() if k in KINDS
     ]  # fmt: skip
     worst, met = tau.judge(head)
     if worst is not None:
-        targets.append({"name": tau.wording(), "value": worst, "target": tau.threshold,
-                        "met": met})  # fmt: skip
+        targets.append(tau.result(f"{worst:.2f}", met, value=worst))
     return targets

@@ -64,7 +64,7 @@ from scipy.stats import kendalltau
 
 from scaledl.devices.specs import UnknownDeviceError, device_spec
 from scaledl.evaluation.published_runs_few_shot import FewShotResult, few_shot_source
-from scaledl.evaluation.targets import target
+from scaledl.evaluation.targets import TargetResult, target
 from scaledl.external.published_runs import default_paths, read_published_runs
 from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import read_json
@@ -216,14 +216,6 @@ class Coverage(_Model):
     refused_rows: list[str]
 
 
-class Target(_Model):
-    """A target of issue 51, its measured value and whether it is reached."""
-
-    target: str
-    measured: str
-    reached: bool | None
-
-
 class RowPrediction(_Model):
     """One answered row with its leave-one-source-out predictions (seconds)."""
 
@@ -268,7 +260,7 @@ class PublishedRunsResult(_Model):
     ranking: Ranking
     few_shot: FewShotResult
     noise_floor: dict[str, NoiseSource]
-    targets: list[Target]
+    targets: list[TargetResult]
     rows: list[RowPrediction]
     runtime_s: dict[str, float]
 
@@ -671,11 +663,12 @@ def stronger_fixed_mfu(loso: ProtocolResult) -> str:
 
 def targets(
     coverage: Coverage, loso: ProtocolResult, ratio: float, ranking: Ranking
-) -> list[Target]:
+) -> list[TargetResult]:
     """Issue 51's targets on the leave-one-source-out result, met or not.
 
     The ``published_runs`` rows of :data:`scaledl.evaluation.targets.TARGETS`; the ratio's
-    entry joins two (the ratio and its paired interval).
+    entry joins two (the ratio, ``value``, and its paired interval, ``extra``
+    ``difference``/``difference_ci_low``/``difference_ci_high``).
     """
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
     root = {"coverage": coverage, "protocols": {"leave_one_source_out": loso},
@@ -689,25 +682,24 @@ def targets(
     _, ratio_met = share.judge(root)
     tau, tau_met = tau_target.judge(root)
     worst = max(loso.groups, key=lambda g: loso.groups[g].mre["scaledl"] or 0.0)
+    mean_mre, max_mre = loso.mean_mre["scaledl"], loso.max_mre["scaledl"]
     return [
-        Target(target=answered.wording(),
-               measured=f"{pct(coverage.answered_share)} ({coverage.answered} of "
-                        f"{coverage.with_architecture})",
-               reached=answered.judge(root)[1]),
-        Target(target=mean.wording(),
-               measured=pct(loso.mean_mre["scaledl"]),
-               reached=mean.judge(root)[1]),
-        Target(target=most.wording(),
-               measured=f"{pct(loso.max_mre['scaledl'])} ({worst})",
-               reached=most.judge(root)[1]),
-        Target(target=f"{share.wording(baseline=baseline)}, {paired.wording()}",
-               measured=f"{ratio:.2f}x; difference {100 * vs.mre_difference:+.1f} points "
-                        f"[{100 * vs.ci_low:+.1f}, {100 * vs.ci_high:+.1f}]",
-               reached=ratio_met and below),
-        Target(target=tau_target.wording(),
-               measured="no group" if tau is None else
-                        f"{tau:.2f} (mean of {len(ranking.groups)} groups)",
-               reached=tau_met),
+        answered.result(f"{pct(coverage.answered_share)} ({coverage.answered} of "
+                        f"{coverage.with_architecture})", answered.judge(root)[1],
+                        value=coverage.answered_share,
+                        extra={"answered": coverage.answered,
+                               "with_architecture": coverage.with_architecture}),
+        mean.result(pct(mean_mre), mean.judge(root)[1], value=mean_mre),
+        most.result(f"{pct(max_mre)} ({worst})", most.judge(root)[1], value=max_mre),
+        share.result(f"{ratio:.2f}x; difference {100 * vs.mre_difference:+.1f} points "
+                     f"[{100 * vs.ci_low:+.1f}, {100 * vs.ci_high:+.1f}]",
+                     ratio_met and below, value=ratio,
+                     extra={"difference": vs.mre_difference, "difference_ci_low": vs.ci_low,
+                            "difference_ci_high": vs.ci_high},
+                     text=f"{share.wording(baseline=baseline)}, {paired.wording()}"),
+        tau_target.result("no group" if tau is None else
+                          f"{tau:.2f} (mean of {len(ranking.groups)} groups)",
+                          tau_met, value=tau, extra={"groups": len(ranking.groups)}),
     ]  # fmt: skip
 
 

@@ -43,7 +43,7 @@ from scaledl.evaluation.coverage import family_coverage
 from scaledl.evaluation.learning_curve import learning_curves
 from scaledl.evaluation.split_fits import fit_predict_many, run_splits
 from scaledl.evaluation.splits import Split, leave_one_family_out
-from scaledl.evaluation.targets import Target, for_evaluation
+from scaledl.evaluation.targets import Target, TargetResult, for_evaluation
 from scaledl.io.atomic import write_atomic
 from scaledl.models.data import ProfileData, relative_errors
 from scaledl.models.gnn_training import GNNTrainConfig
@@ -306,41 +306,44 @@ def sequential_design(data: ProfileData, config: ReferenceConfig) -> dict:
 _SAMPLER_SIZE = {"reference_sampler_25": 0, "reference_sampler_50": 1}
 
 
-def target_checks(result: dict) -> list[dict]:
+def target_checks(result: dict) -> list[TargetResult]:
     """Each ``reference`` target of :data:`scaledl.evaluation.targets.TARGETS`, judged.
 
     Args:
         result: the output of :func:`evaluate_reference`.
 
     Returns:
-        One record per target: ``name``, ``value``, ``ci_low``, ``ci_high``, ``threshold``,
-        ``met`` (``None`` when the evaluation did not produce the figure).
+        One entry per target: ``value`` the MRE, the lowest family's coverage, or the paired
+        difference with its 95% interval (``ci_low``, ``ci_high``); ``met`` ``None`` when the
+        evaluation did not produce the figure.
     """
     curves = result.get("learning_curves") or {}
     sizes = curves.get("samplers", {}).get("random", {}).get("sizes", [])
     rows = []
     for spec in for_evaluation("reference"):
-        name = spec.wording()
         if spec.comparator == "within":
-            rows.append({"name": name, **_coverage_check(result, spec)})
+            rows.append(_coverage_check(result, spec))
             continue
         if spec.name in _SAMPLER_SIZE and len(sizes) <= _SAMPLER_SIZE[spec.name]:
             value, met = None, None
         else:
             fields = {"size": sizes[_SAMPLER_SIZE[spec.name]]} if spec.name in _SAMPLER_SIZE else {}
             value, met = spec.judge(result, **fields)
-        empty = {"value": value, "ci_low": None, "ci_high": None}
-        if value is None or spec.comparator == "<=":
-            rows.append({"name": name, **empty, "threshold": spec.threshold, "met": met})
-            continue
-        rows.append(
-            {"name": name, "value": value["mre_difference"], "ci_low": value["ci_low"],
-             "ci_high": value["ci_high"], "threshold": spec.threshold, "met": met}
-        )  # fmt: skip
+        if value is None:
+            rows.append(spec.result("not evaluated", met))
+        elif spec.comparator == "<=":
+            rows.append(spec.result(f"{100 * value:.1f}%", met, value=value))
+        else:
+            measured = (
+                f"{100 * value['mre_difference']:+.1f} points [{100 * value['ci_low']:+.1f}, "
+                f"{100 * value['ci_high']:+.1f}]"
+            )
+            rows.append(spec.result(measured, met, value=value["mre_difference"],
+                                    ci_low=value["ci_low"], ci_high=value["ci_high"]))  # fmt: skip
     return rows
 
 
-def _coverage_check(result: dict, spec: Target) -> dict:
+def _coverage_check(result: dict, spec: Target) -> TargetResult:
     """The lowest per-family coverage of ScaleDL's intervals, met when every family is in band.
 
     An unbounded interval covers anything and says nothing: a family with one is not met.
@@ -351,12 +354,13 @@ def _coverage_check(result: dict, spec: Target) -> dict:
         for by in intervals.get("per_family", {}).values()
         if "scaledl" in by
     ]
-    band = list(spec.threshold)
     if not summaries:
-        return {"value": None, "ci_low": None, "ci_high": None, "threshold": band, "met": None}
+        return spec.result("not evaluated", None)
     met = all(spec.check(s["coverage"]) and not s["n_unbounded"] for s in summaries)
-    return {"value": min(s["coverage"] for s in summaries), "ci_low": None, "ci_high": None,
-            "threshold": band, "met": met}  # fmt: skip
+    lowest = min(s["coverage"] for s in summaries)
+    low, high = spec.threshold
+    return spec.result(f"{100 * lowest:.1f}% (band {100 * low:.0f}%-{100 * high:.0f}%)", met,
+                       value=lowest)  # fmt: skip
 
 
 def _halving_against_full(curves: dict) -> dict | None:
@@ -422,7 +426,7 @@ def evaluate_reference(
             payload = {"config": result["config"], **stages, "_seconds": timings}
             write_atomic(checkpoint, json.dumps(payload, default=str))
     result["learning_curves"]["halving_full"] = _halving_against_full(result["learning_curves"])
-    result["targets"] = target_checks(result)
+    result["targets"] = [t.to_dict() for t in target_checks(result)]
     result["seconds"] = {**timings, "total": float(sum(timings.values()))}
     return result
 

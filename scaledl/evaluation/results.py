@@ -59,7 +59,7 @@ Schema (``schema_version`` 2)::
                     "ood": {"per_family": {family: {method: TargetCoverage}},
                             "pooled": {method: TargetCoverage}}   | {"skipped": str},
                     "extrapolation": {"methods": {...}}             | {"skipped": str},
-                    "calibration": {target: {stratum: int}} | null, "targets": [...]},
+                    "calibration": {target: {stratum: int}} | null, "targets": [TargetResult]},
       "split_sizes": {split: {"train", "val", "test"}}, "fit_counts": {method: int},
       "notes": [str], "config": {...}, "runtime_s": {...}
     }
@@ -93,6 +93,7 @@ from pydantic import (
     ValidationError,
 )
 
+from scaledl.evaluation.targets import TargetResult
 from scaledl.io.atomic import write_atomic
 from scaledl.stats.significance import Comparison
 
@@ -417,14 +418,6 @@ class GpuProtocol(Section):
     folds: dict[str, dict[str, Any]]
 
 
-class TargetRow(Section):
-    """A target as stored in a section: what is aimed at, the measured text, reached or not."""
-
-    target: str
-    measured: str
-    reached: bool | None
-
-
 class GpuResults(Section):
     """Imported real-GPU profiles evaluated through the product's models.
 
@@ -467,7 +460,7 @@ class GpuResults(Section):
     operators: dict[str, Any]
     leave_one_gpu_out: GpuProtocol | None
     not_modelled: dict[str, str]
-    targets: list[TargetRow]
+    targets: list[TargetResult]
     runtime_s: float
     peer: dict[str, Any] | None = None
     parallel_layouts: dict[str, Any] | None = None
@@ -579,7 +572,7 @@ class IntervalResults(Section):
     ood: Skippable[OODCoverage]
     extrapolation: Skippable[MethodCoverage]
     calibration: dict[str, dict[str, int]] | None
-    targets: list[TargetRow]
+    targets: list[TargetResult]
     calibration_methods: dict[str, dict[str, str]] | None = None
 
 

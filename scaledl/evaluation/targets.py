@@ -23,15 +23,27 @@ which reads the value from the result first). The comparators:
   bound at most the threshold;
 * ``within``: the value lies in the ``(low, high)`` threshold band.
 
-The target entries each result file holds keep that file's shape; how a measured value is
-worded for a reader is presentation (:mod:`scaledl.report.targets`).
+Every result file holds its judged targets in one shape, :class:`TargetResult` (the row's
+name, the worded target, the threshold, the measured number with its interval and further
+numbers, the measured text, met or not); :meth:`Target.result` builds one, and
+:meth:`TargetResult.from_dict` reads it (and the three shapes files written before it).
 """
 
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Comparator = Literal["<=", ">=", "better", "not_worse", "ci_high<", "ci_low<=", "within"]
 Evaluation = Literal[
@@ -140,6 +152,42 @@ class Target:
         return bool(
             _field(value, "mre_difference") <= self.threshold
             and _field(value, "verdict") != "worse"
+        )
+
+    def result(
+        self,
+        measured: str,
+        met: bool | None,
+        value: float | None = None,
+        ci_low: float | None = None,
+        ci_high: float | None = None,
+        extra: dict[str, float] | None = None,
+        text: str | None = None,
+        **fields: Any,
+    ) -> TargetResult:
+        """The target as judged: a :class:`TargetResult` for a result file.
+
+        Args:
+            measured: the measured value worded for a reader.
+            met: whether the target is met (``None``: not measured).
+            value: the number compared with the threshold (``None``: not measured).
+            ci_low: lower 95% bound of ``value`` (paired targets), or ``None``.
+            ci_high: upper 95% bound of ``value``, or ``None``.
+            extra: further numbers of the entry, by name.
+            text: the entry's wording when it is not :meth:`wording` of ``fields`` (an entry
+                that joins two rows).
+            **fields: the text's fields (:meth:`wording`).
+        """
+        return TargetResult(
+            name=self.name,
+            text=self.wording(**fields) if text is None else text,
+            threshold=self.threshold,
+            value=value,
+            ci_low=ci_low,
+            ci_high=ci_high,
+            extra=extra or {},
+            measured=measured,
+            met=met,
         )
 
     def judge(
@@ -368,16 +416,200 @@ def for_evaluation(evaluation: Evaluation) -> list[Target]:
     return [t for t in TARGETS if t.evaluation == evaluation]
 
 
-def gpu_targets(gpu: dict) -> list[dict]:
+class TargetResult(BaseModel):
+    """One target as an evaluation judged it: the one entry shape of every result file.
+
+    Every ``targets`` list of a result file holds these: ``metrics.json`` (``gpu``,
+    ``gpu.parallel_layouts``, ``intervals``), ``gpu_layouts.json``, ``layouts.json`` (and its
+    ``repeats`` and ``across`` profiles), ``published_runs.json`` and ``reference.json``.
+    Written as ``{"name", "text", "threshold", "value", "ci_low", "ci_high", "extra",
+    "measured", "met"}`` (:meth:`to_dict`), read by :meth:`from_dict`, built by
+    :meth:`Target.result`.
+
+    Attributes:
+        name: the row of :data:`TARGETS` judged (:attr:`Target.name`, ``layouts_mre``).
+        text: the target as this entry words it (``leave-one-layout-out MRE, tp held out``).
+        threshold: the row's bound (:attr:`Target.threshold`): a fraction, a factor, or a
+            ``(low, high)`` band.
+        value: the number compared with the threshold: a fraction (MRE, coverage, share), a
+            factor, a Kendall tau, or the difference of a paired comparison; ``None`` when
+            not measured, and in an entry read from a file of the first shape (text only).
+        ci_low: lower bound of the 95% interval of ``value`` (a paired difference, a
+            coverage), else ``None``.
+        ci_high: upper bound of that interval, else ``None``.
+        extra: further numbers of the entry by name, in the units of their names (the
+            layout fold's ``composed`` MRE, ``mre_neusight``, a joined paired comparison's
+            ``difference``/``difference_ci_low``/``difference_ci_high``, counts); ``{}``
+            when none.
+        measured: the measured value and its context worded for a reader.
+        met: whether the target is met; ``None``: not measured.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str
+    text: str
+    threshold: float | tuple[float, float]
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    extra: dict[str, float | int] = {}
+    measured: str
+    met: StrictBool | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_shapes(cls, data: Any) -> Any:
+        """An entry of an earlier shape, in this one (the numbers unchanged)."""
+        return upgrade_entry(data) if isinstance(data, dict) and "text" not in data else data
+
+    @field_validator("name")
+    @classmethod
+    def _a_row(cls, name: str) -> str:
+        """The name of a row of :data:`TARGETS`."""
+        if name not in BY_NAME:
+            raise ValueError("not a row of the targets table (scaledl/evaluation/targets.py)")
+        return name
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "target entry") -> TargetResult:
+        """Validate one entry (this shape or an earlier one, see :func:`upgrade_entry`).
+
+        Args:
+            data: the parsed JSON object (an entry already validated is returned as is).
+            where: what the entry is, named in errors (``reference.json: targets[2]``).
+
+        Raises:
+            ValueError: not an object, or a field missing, unknown or of the wrong type
+                (naming ``where``, the field and its value).
+        """
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: not a JSON object: {data!r:.80}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(_entry_errors(exc, where)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to a result file (every field, ``threshold`` band a list)."""
+        return self.model_dump(mode="json")
+
+
+def target_results(entries: Any, where: str = "targets") -> list[TargetResult]:
+    """A result file's ``targets`` list, validated (:meth:`TargetResult.from_dict`).
+
+    Raises:
+        ValueError: not a list, or a bad entry (naming ``where[i]``, the field and value).
+    """
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: not a list: {entries!r:.80}")
+    return [TargetResult.from_dict(e, f"{where}[{i}]") for i, e in enumerate(entries)]
+
+
+def _entry_errors(exc: ValidationError, where: str) -> str:
+    """``where: field 'met' is 'yes': <what is wrong>``, one per error."""
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "<entry>"
+        if error["type"] == "missing":
+            lines.append(f"{where}: field {field!r} is missing")
+        elif error["type"] == "extra_forbidden":
+            lines.append(f"{where}: field {field!r} is unknown (value {error['input']!r:.80})")
+        else:
+            lines.append(f"{where}: field {field!r} is {error['input']!r:.80}: {error['msg']}")
+    return "\n".join(lines)
+
+
+#: The keys of the entry shapes written before :class:`TargetResult` (see :func:`upgrade_entry`).
+_TEXT_SHAPE = {"target", "measured", "reached"}
+_LAYOUT_SHAPE = {"name", "value", "target", "met"}
+_REFERENCE_SHAPE = {"name", "value", "ci_low", "ci_high", "threshold", "met"}
+
+
+def upgrade_entry(data: dict[str, Any]) -> dict[str, Any]:
+    """An entry of an earlier shape as a :class:`TargetResult` mapping, every number kept.
+
+    The earlier shapes: ``{"target", "measured", "reached"}`` (text only: ``value`` is
+    ``None``), ``{"name", "value", "target", "met"}`` with an optional ``composed`` (the
+    layouts', ``target`` the threshold) and ``{"name", "value", "ci_low", "ci_high",
+    "threshold", "met"}`` (the reference's). The row is the one :data:`TARGETS` row whose text
+    the entry's wording matches (:func:`row_for_text`); an entry of the last two shapes gets a
+    plain ``measured`` text of its numbers.
+
+    Args:
+        data: the entry.
+
+    Returns:
+        The mapping in this shape (an entry of no known shape unchanged, for validation to
+        name its fields).
+
+    Raises:
+        ValueError: a known shape whose wording matches no row, or several.
+    """
+    keys = set(data)
+    if keys == _TEXT_SHAPE:
+        spec = row_for_text(data["target"])
+        return {"name": spec.name, "text": data["target"], "threshold": spec.threshold,
+                "measured": data["measured"], "met": data["reached"]}  # fmt: skip
+    if keys in (_LAYOUT_SHAPE, _LAYOUT_SHAPE | {"composed"}, _REFERENCE_SHAPE):
+        text = data["name"]
+        extra = {"composed": data["composed"]} if "composed" in data else {}
+        numbers = {"value": data["value"], "ci_low": data.get("ci_low"),
+                   "ci_high": data.get("ci_high")}  # fmt: skip
+        measured = ", ".join(
+            f"{k} {v:.4g}" for k, v in (numbers | extra).items() if isinstance(v, int | float)
+        )
+        return {"name": row_for_text(text).name, "text": text,
+                "threshold": data.get("threshold", data.get("target")), **numbers,
+                "extra": extra, "measured": measured or "not evaluated",
+                "met": data["met"]}  # fmt: skip
+    return data
+
+
+def row_for_text(text: str) -> Target:
+    """The row of :data:`TARGETS` whose :meth:`Target.wording` reads ``text``.
+
+    The row's own fields (threshold, scale, band) must read as the row words them; every
+    other field matches any text. An entry that joins two rows (``"<first>, <second>"``)
+    is the first's.
+
+    Raises:
+        ValueError: no row or several rows word ``text`` (naming it).
+    """
+    rows = [t for t in TARGETS if _wording_pattern(t).fullmatch(text)]
+    if not rows:
+        rows = [t for t in TARGETS if _wording_pattern(t, joined=True).fullmatch(text)]
+    if len(rows) != 1:
+        found = [t.name for t in rows] or "none"
+        raise ValueError(f"target text {text!r}: matches {found} of the targets table, not one")
+    return rows[0]
+
+
+def _wording_pattern(spec: Target, joined: bool = False) -> re.Pattern[str]:
+    """A regex of the row's texts: its own fields filled in, the others any text."""
+    own: dict[str, Any] = {"threshold": spec.threshold, "scale": spec.scale}
+    if isinstance(spec.threshold, tuple):
+        own |= {"low": f"{spec.threshold[0]:.0%}", "high": f"{spec.threshold[1]:.0%}"}
+    parts = []
+    for literal, field, fmt, _ in string.Formatter().parse(spec.text):
+        parts.append(re.escape(literal))
+        if field is not None:
+            parts.append(re.escape(format(own[field], fmt)) if field in own else ".+?")
+    return re.compile("".join(parts) + (", .+" if joined else ""))
+
+
+def gpu_targets(gpu: dict) -> list[TargetResult]:
     """The GPU targets (``gpu_*`` rows), measured on the ``gpu`` section of ``metrics.json``.
 
     Args:
         gpu: the section as a dict (:func:`scaledl.evaluation.gpu.evaluate_gpu`).
 
     Returns:
-        Rows ``{"target", "measured", "reached"}`` for the protocols the section holds (leave
-        one model out: mean, worst GPU and, with the analytical baseline, the ratio; leave one
-        GPU out: mean).
+        Entries for the protocols the section holds (leave one model out: mean, worst GPU
+        (``extra``: ``gpus_within``, ``gpus``) and, with the analytical baseline, the ratio
+        (``extra``: both MREs); leave one GPU out: mean).
     """
     root = {"gpu": gpu}
     rows = []
@@ -389,21 +621,20 @@ def gpu_targets(gpu: dict) -> list[dict]:
         under = sum(worst.check(v["scaledl"]["mre"]) for v in per_gpu.values())
         m, w = mean.value(root), worst.value(root)
         rows += [
-            {"target": mean.text, "measured": f"{m:.1%}", "reached": mean.check(m)},
-            {"target": worst.text,
-             "measured": f"worst {w:.1%} ({worst_gpu}); {under}/{len(per_gpu)} GPUs "
-                         f"<= {worst.threshold:.0%}",
-             "reached": worst.check(w)},
+            mean.result(f"{m:.1%}", mean.check(m), value=m),
+            worst.result(f"worst {w:.1%} ({worst_gpu}); {under}/{len(per_gpu)} GPUs "
+                         f"<= {worst.threshold:.0%}", worst.check(w), value=w,
+                         extra={"gpus_within": under, "gpus": len(per_gpu)}),
         ]  # fmt: skip
         versus = target("gpu_lomo_vs_analytical")
         if "analytical" in lomo["mean_over_gpus"]:
             r, analytical = versus.value(root), resolve(root, versus.path)
             rows.append(
-                {"target": versus.text, "measured": f"{r:.2f}x ({analytical:.1%} vs {m:.1%})",
-                 "reached": versus.check(r)}
+                versus.result(f"{r:.2f}x ({analytical:.1%} vs {m:.1%})", versus.check(r),
+                              value=r, extra={"mre_analytical": analytical, "mre_scaledl": m})
             )  # fmt: skip
     if gpu.get("leave_one_gpu_out"):
         logo = target("gpu_logo_mean")
         value = logo.value(root)
-        rows.append({"target": logo.text, "measured": f"{value:.1%}", "reached": logo.check(value)})
+        rows.append(logo.result(f"{value:.1%}", logo.check(value), value=value))
     return rows

@@ -119,7 +119,7 @@ def render_report(metrics: Metrics, figure_paths: dict[str, Path]) -> str:
         A complete HTML document.
     """
     targets = [
-        {"target": t.target, "measured": t.measured, "reached": reached_text(t.reached)}
+        {"target": t.text, "measured": t.measured, "reached": reached_text(t.met)}
         for t in target_rows(metrics)
     ]
     gpu = metrics.gpu

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaledl.evaluation.targets import target_results
 from scaledl.io.render import render
 from scaledl.report.blocks.gpu_layouts import KIND_HEADER, ROW_HEADER, kind_cells, row_cells
 from scaledl.report.formatting import pct, reached_text
@@ -112,7 +113,8 @@ def gpu_report_html(gpu: dict) -> str:
         peer={**peer, "header": PEER_HEADER, "rows": peer_table(peer)} if peer else None,
         layouts=_layouts_tables(gpu.get("parallel_layouts")),
         targets=[
-            [t["target"], t["measured"], reached_text(t["reached"])] for t in gpu.get("targets", [])
+            [t.text, t.measured, reached_text(t.met)]
+            for t in target_results(gpu.get("targets", []), "gpu.targets")
         ],
     )
 
@@ -221,8 +223,8 @@ def gpu_markdown(gpu: dict) -> str:
             *_markdown_table(PEER_HEADER, peer_table(peer)),
         ]
     targets = [
-        [t["target"], t["measured"], reached_text(t["reached"], markdown=True)]
-        for t in gpu["targets"]
+        [t.text, t.measured, reached_text(t.met, markdown=True)]
+        for t in target_results(gpu["targets"], "gpu.targets")
     ]
     lines += ["", *_markdown_table(["target (GPU)", "measured", "reached"], targets)]
     return "\n".join(lines)

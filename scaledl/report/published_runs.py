@@ -90,7 +90,7 @@ def published_runs_html(result: PublishedRunsResult) -> str:
                "rows": [[s, n.configs, n.rows, pct(n.spread_min), pct(n.spread_median),
                          pct(n.spread_max), pct(n.loo_mre)]
                         for s, n in result.noise_floor.items()]},
-        targets=[[t.target, t.measured, reached_text(t.reached)] for t in result.targets],
+        targets=[[t.text, t.measured, reached_text(t.met)] for t in result.targets],
         decisions=list(result.decisions.items()),
         refused=result.coverage.refused_rows,
         runtime=", ".join(f"{k} {v:.0f} s" for k, v in result.runtime_s.items()),

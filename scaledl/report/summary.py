@@ -151,7 +151,7 @@ def _interval_lines(metrics: Metrics, method: str = "scaledl") -> list[str]:
 def _targets(metrics: Metrics) -> list[str]:
     lines = ["| target | measured | reached |", "| --- | --- | --- |"]
     for t in target_rows(metrics):
-        lines.append(f"| {t.target} | {t.measured} | {reached_text(t.reached, markdown=True)} |")
+        lines.append(f"| {t.text} | {t.measured} | {reached_text(t.met, markdown=True)} |")
     return lines
 
 

@@ -81,8 +81,8 @@ def test_a_left_out_family_is_calibrated_on_the_other_families_only():
     assert section["ood"]["pooled"]["scaledl"]["iteration"]["n"] == 480
     assert section["extrapolation"]["methods"]["scaledl"]["epoch"]["n"] == 40
     targets = coverage_targets(section, 0.9)
-    assert [t["reached"] for t in targets][1:] == [False] + [True] * 11  # 'bad' under
-    assert "left-out bad" in targets[1]["target"]
+    assert [t.met for t in targets][1:] == [False] + [True] * 11  # 'bad' under
+    assert "left-out bad" in targets[1].text and targets[1].name == "interval_coverage_family"
 
 
 def test_held_out_family_residuals_never_change_its_own_interval():
@@ -110,7 +110,11 @@ def test_per_family_coverage_comes_with_its_exact_interval():
         assert s["median_relative_width"] > 0
     row = coverage_targets(section, 0.9)[1]
     bad = section["ood"]["per_family"]["bad"]["scaledl"]["iteration"]
-    assert row["measured"].startswith(f"{bad['coverage']:.1%} of 25 (95% CI ")
+    assert row.measured.startswith(f"{bad['coverage']:.1%} of 25 (95% CI ")
+    assert (row.value, row.ci_low, row.ci_high) == (
+        bad["coverage"], bad["coverage_ci_low"], bad["coverage_ci_high"]
+    )  # fmt: skip
+    assert row.extra == {"n": 25, "n_unbounded": bad["n_unbounded"]}
 
 
 def test_too_few_families_give_unbounded_intervals_and_no_reached_target():
@@ -121,8 +125,8 @@ def test_too_few_families_give_unbounded_intervals_and_no_reached_target():
     assert c["family_calibration"] == "unbounded"
     assert c["median_relative_width"] is None
     rows = coverage_targets(section, 0.9)[1:]
-    assert [r["reached"] for r in rows] == [False] * 3
-    assert "40 intervals unbounded (calibrated from 2 families)" in rows[0]["measured"]
+    assert [r.met for r in rows] == [False] * 3
+    assert "40 intervals unbounded (calibrated from 2 families)" in rows[0].measured
 
 
 def test_five_families_are_bounded_by_the_normal_bound_and_say_so():

@@ -67,7 +67,7 @@ def test_evaluate_gpu_writes_metrics_targets_and_report(synthetic):
     logo_folds = metrics["leave_one_gpu_out"]["folds"].values()
     assert {f["unseen_device_correction"] for f in logo_folds} <= {"none", "training_devices"}
     assert metrics["operators"]["overall"]["n"] > 0
-    assert {t["target"].split(",")[0] for t in metrics["targets"]} >= {
+    assert {t["text"].split(",")[0] for t in metrics["targets"]} >= {
         "GPU leave-one-model-out MRE", "GPU leave-one-GPU-out MRE"}  # fmt: skip
     assert set(pred["protocol"]) == {"leave_one_model_out", "leave_one_gpu_out"}
     assert any("fallback" in n for n in metrics["notes"])  # three models < the GNN's minimum

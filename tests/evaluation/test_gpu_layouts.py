@@ -52,7 +52,7 @@ def test_rows_are_paired_with_the_peer_and_summarised_per_layout(fitted):
     assert overall["mre_neusight"] == pytest.approx(0.15)
     assert overall["paired"]["n_units"] == 2
     assert "skipped" in result["summary"]["per_layout"]["dp2"]["paired"]
-    assert result["targets"][0]["reached"] == (overall["mre_scaledl"] <= 0.15)
+    assert result["targets"][0]["met"] == (overall["mre_scaledl"] <= 0.15)
     assert set(result["collectives"]) == {"h100_dgx"}
     # the earlier split of the tensor-parallel kernels is history (benchmarks/history)
     assert "kernel_split" not in result and "scaledl_divide_ms" not in rows["tp2"]
@@ -61,7 +61,8 @@ def test_rows_are_paired_with_the_peer_and_summarised_per_layout(fitted):
 def test_targets_say_when_no_row_is_paired():
     rows = [{"layout": "tp4", "scaledl_re": 0.1, "neusight_re": None}]
     targets = layout_targets(layout_summary(rows))
-    assert targets[0]["reached"] is None and targets[0]["measured"] == "no paired row"
+    assert targets[0].met is None and targets[0].measured == "no paired row"
+    assert targets[0].value is None and targets[0].extra == {}
 
 
 def test_a_label_without_a_workload_names_the_file_and_field():
@@ -122,7 +123,7 @@ def test_evaluate_gpu_adds_the_layouts_and_their_targets(fitted, tmp_path):
     metrics, _ = evaluate_gpu(directory, config)
     layouts = metrics["parallel_layouts"]
     assert len(layouts["rows"]) == 3 and layouts["summary"]["overall"]["n"] == 1
-    assert any("4-GPU rows (all)" in t["target"] for t in metrics["targets"])
+    assert any("4-GPU rows (all)" in t["text"] for t in metrics["targets"])
     # the metrics.json schema accepts the section (a protocol not run is written as null)
     GpuResults.model_validate({"leave_one_gpu_out": None, **metrics})
 

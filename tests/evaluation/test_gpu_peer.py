@@ -93,8 +93,10 @@ def test_peer_rows_are_neusights_files_on_the_same_rows(trimmed):
     block = {"source": "test", "method": PEER_METHOD, "comparisons": comparison}
     targets = peer_targets(block)
     assert len(targets) == 4  # two protocols x two modes
-    train = next(t for t in targets if "model-out" in t["target"] and "train" in t["target"])
-    assert train["reached"] == (0.04 <= 0.5 * np.mean(expected[:2]))
+    train = next(t for t in targets if "model-out" in t.text and "train" in t.text)
+    assert train.met == (0.04 <= 0.5 * np.mean(expected[:2]))
+    scaled = train.extra["mre_scaledl"] - 0.5 * train.extra["mre_neusight"]
+    assert train.value == pytest.approx(scaled) and train.ci_low <= train.value <= train.ci_high
     assert any(row[1] == f"GPU {GPU}" for row in peer_table(block))
 
 

@@ -62,13 +62,14 @@ def test_target_checks_read_the_intervals_and_say_met_or_missed():
         "sequential": {"comparison": _comparison("sequential", "random", -0.01, -0.02, -0.001)},
         "out_of_distribution": {"mean_mre": {"scaledl": 0.09}},
     }
-    met = {t["name"]: t["met"] for t in target_checks(result)}
+    met = {t.name: t.met for t in target_checks(result)}
     assert list(met.values()) == [True, False, False, True, False, None]
 
 
 def test_target_checks_without_a_figure_say_not_evaluated():
     rows = target_checks({})
-    assert [r["met"] for r in rows] == [None] * 6
+    assert [r.met for r in rows] == [None] * 6
+    assert {r.measured for r in rows} == {"not evaluated"}
 
 
 def _lofo_predictions(
@@ -109,10 +110,10 @@ def test_ood_summary_reports_each_left_out_family_coverage_and_the_target():
     assert new["families"] == 12 and new["low_factor"] * new["high_factor"] == pytest.approx(1)
     assert new["relative_width"] == pytest.approx(new["high_factor"] - new["low_factor"])
     row = target_checks({"out_of_distribution": ood})[-1]
-    assert row["met"] is False and row["value"] == bad["coverage"]
+    assert row.met is False and row.value == bad["coverage"]
     same = _lofo_predictions({f"f{i}": 0.1 for i in range(12)}, identical=True)
     good = ood_summary(same, ReferenceConfig())
-    assert target_checks({"out_of_distribution": good})[-1]["met"] is True
+    assert target_checks({"out_of_distribution": good})[-1].met is True
 
 
 def test_too_few_families_never_meet_the_interval_target():
@@ -122,7 +123,7 @@ def test_too_few_families_never_meet_the_interval_target():
     new = iv["new_family"]["scaledl"]
     assert new["high_factor"] is None and new["family_calibration"] == "unbounded"  # 2 families
     row = target_checks({"out_of_distribution": ood})[-1]
-    assert row["value"] == 1.0 and row["met"] is False
+    assert row.value == 1.0 and row.met is False
 
 
 def test_five_families_are_bounded_by_the_normal_prediction_bound():

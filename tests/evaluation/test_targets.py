@@ -22,10 +22,12 @@ from scaledl.evaluation.targets import (
     Comparator,
     Evaluation,
     Target,
+    TargetResult,
     for_evaluation,
     gpu_targets,
     group,
     resolve,
+    row_for_text,
     target,
 )
 
@@ -157,26 +159,30 @@ def test_every_path_without_placeholders_resolves_in_its_committed_result():
     assert missing == []
 
 
+def _dicts(entries: list[TargetResult]) -> list[dict]:
+    return [t.to_dict() for t in entries]
+
+
 def test_committed_metrics_targets_are_the_tables():
     metrics = _committed("metrics.json")
     gpu = metrics["gpu"]
-    layouts = gpu_layout_targets(gpu["parallel_layouts"]["summary"])
+    layouts = _dicts(gpu_layout_targets(gpu["parallel_layouts"]["summary"]))
     assert gpu["parallel_layouts"]["targets"] == layouts
-    assert gpu["targets"] == gpu_targets(gpu) + peer_targets(gpu["peer"]) + layouts
+    assert gpu["targets"] == _dicts(gpu_targets(gpu) + peer_targets(gpu["peer"])) + layouts
     intervals = metrics["intervals"]
-    assert intervals["targets"] == coverage_targets(intervals, intervals["coverage"])
+    assert intervals["targets"] == _dicts(coverage_targets(intervals, intervals["coverage"]))
 
 
 def test_committed_gpu_layouts_targets_are_the_tables():
     result = _committed("gpu_layouts.json")
-    assert result["targets"] == gpu_layout_targets(result["summary"])
+    assert result["targets"] == _dicts(gpu_layout_targets(result["summary"]))
 
 
 def test_committed_layouts_targets_are_the_tables():
     result = _committed("layouts.json")
-    assert result["targets"] == layout_targets(result)
+    assert result["targets"] == _dicts(layout_targets(result))
     head = result["variants"][result["headline"]]
-    assert layout_targets(head) == result["targets"]
+    assert _dicts(layout_targets(head)) == result["targets"]
 
 
 def test_committed_published_runs_targets_are_the_tables():
@@ -189,4 +195,109 @@ def test_committed_published_runs_targets_are_the_tables():
 
 def test_committed_reference_targets_are_the_tables():
     result = _committed("reference.json")
-    assert target_checks(result) == result["targets"]
+    assert _dicts(target_checks(result)) == result["targets"]
+
+
+# The one entry shape of every result file.
+
+ENTRY = TargetResult(
+    name="neusight_layouts", text="NeuSight's 4-GPU rows (all): ScaleDL MRE <= NeuSight's own",
+    threshold=1.0, value=0.086, extra={"mre_neusight": 0.077, "n_rows": 11},
+    measured="8.6% vs 7.7% (11 rows)", met=False,
+)  # fmt: skip
+
+
+def _target_lists(node, where=""):
+    if isinstance(node, dict):
+        found = [(f"{where}targets", node["targets"])] if "targets" in node else []
+        return found + [x for k, v in node.items() if k != "targets"
+                        for x in _target_lists(v, f"{where}{k}.")]  # fmt: skip
+    if isinstance(node, list):
+        return [x for i, v in enumerate(node) for x in _target_lists(v, f"{where}[{i}].")]
+    return []
+
+
+def test_an_entry_round_trips_through_its_dict_and_json():
+    data = ENTRY.to_dict()
+    assert list(data) == ["name", "text", "threshold", "value", "ci_low", "ci_high", "extra",
+                          "measured", "met"]  # fmt: skip
+    assert TargetResult.from_dict(data) == ENTRY
+    assert TargetResult.from_dict(json.loads(json.dumps(data))) == ENTRY
+    band = target("reference_interval_coverage").result("85.7%", True, value=0.857)
+    assert band.to_dict()["threshold"] == [0.8, 1.0]
+    assert TargetResult.from_dict(json.loads(json.dumps(band.to_dict()))) == band
+
+
+def test_target_result_fills_the_row_its_wording_and_threshold():
+    entry = target("layouts_mre").result("6.3% (composed 24.1%)", True, value=0.063,
+                                         extra={"composed": 0.241}, kind="tp")  # fmt: skip
+    assert (entry.name, entry.text) == ("layouts_mre", "leave-one-layout-out MRE, tp held out")
+    assert entry.threshold == 0.1 and entry.ci_low is None
+
+
+def test_entries_of_the_three_earlier_shapes_read_with_their_numbers():
+    text_only = TargetResult.from_dict({
+        "target": "NeuSight's 4-GPU rows (dp4 rows): ScaleDL MRE <= NeuSight's own",
+        "measured": "7.2% vs 8.0% (3 rows)", "reached": True,
+    })  # fmt: skip
+    assert (text_only.name, text_only.met, text_only.value) == ("neusight_layouts", True, None)
+    assert text_only.measured == "7.2% vs 8.0% (3 rows)" and text_only.threshold == 1.0
+    layout = TargetResult.from_dict({
+        "name": "leave-one-layout-out MRE, fsdp held out", "value": 0.0626,
+        "composed": 0.2408, "target": 0.1, "met": True,
+    })  # fmt: skip
+    assert (layout.name, layout.value, layout.threshold) == ("layouts_mre", 0.0626, 0.1)
+    assert layout.extra == {"composed": 0.2408} and layout.text.endswith("fsdp held out")
+    reference = TargetResult.from_dict({
+        "name": "doptimal@25% better than random@25%", "value": -0.009, "ci_low": -0.05,
+        "ci_high": 0.013, "threshold": 0.0, "met": False,
+    })  # fmt: skip
+    assert reference.name == "reference_sampler_25"
+    assert (reference.value, reference.ci_low, reference.ci_high) == (-0.009, -0.05, 0.013)
+    band = TargetResult.from_dict({
+        "name": "unseen-family interval coverage of ScaleDL, every left-out family (lowest)",
+        "value": None, "ci_low": None, "ci_high": None, "threshold": [0.8, 1.0], "met": None,
+    })  # fmt: skip
+    assert band.threshold == (0.8, 1.0) and band.measured == "not evaluated"
+    joined = row_for_text(
+        "<= 0.5x the stronger fitted fixed-MFU rule's MRE (fixed_mfu), paired interval below 0"
+    )
+    assert joined.name == "published_ratio"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({**ENTRY.to_dict(), "met": "yes"}, r"targets\[3\]: field 'met' is 'yes'"),
+        ({**ENTRY.to_dict(), "value": "0.1x"}, r"field 'value' is '0.1x'"),
+        ({k: v for k, v in ENTRY.to_dict().items() if k != "measured"},
+         r"field 'measured' is missing"),
+        ({**ENTRY.to_dict(), "reached": True}, r"field 'reached' is unknown"),
+        ({**ENTRY.to_dict(), "threshold": [0.1, 0.2, 0.3]}, r"field 'threshold"),
+        ({**ENTRY.to_dict(), "name": "nope"}, r"field 'name' is 'nope': .*not a row"),
+        ({"target": "no such target", "measured": "1%", "reached": True},
+         r"target text 'no such target': matches none"),
+        ("met", r"targets\[3\]: not a JSON object"),
+    ],
+)  # fmt: skip
+def test_a_bad_entry_is_an_error_naming_the_field_and_value(entry, message):
+    with pytest.raises(ValueError, match=message):
+        TargetResult.from_dict(entry, "targets[3]")
+
+
+def test_a_non_finite_value_is_refused():
+    with pytest.raises(ValueError, match="field 'value' is inf"):
+        TargetResult.from_dict({**ENTRY.to_dict(), "value": float("inf")})
+
+
+@pytest.mark.parametrize("name", sorted(COMMITTED.values()))
+def test_every_committed_entry_is_of_the_one_shape(name):
+    lists = _target_lists(_committed(name))
+    assert lists
+    for where, entries in lists:
+        for i, data in enumerate(entries):
+            assert set(data) == set(TargetResult.model_fields), f"{name}: {where}[{i}]"
+            entry = TargetResult.from_dict(data, f"{name}: {where}[{i}]")
+            assert entry.to_dict() == data
+            assert entry.name in BY_NAME and row_for_text(entry.text).name == entry.name
+            assert entry.met is None or entry.value is not None, f"{where}[{i}] unmeasured"

@@ -11,27 +11,27 @@ from scaledl.report.targets import target_rows  # noqa: E402
 
 
 def test_target_rows_values():
-    rows = {r.target: r for r in target_rows(make_metrics())}
-    assert rows["ID MRE <= 3% (ScaleDL, iteration)"].reached is True
-    assert rows["ID MRE <= max(3%, 1.5 x label reproducibility MRE)"].reached is True
-    assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is True
-    assert rows["OOD MRE of ScaleDL >= 6x lower than additive"].reached is True
-    assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"].reached is False
+    rows = {r.text: r for r in target_rows(make_metrics())}
+    assert rows["ID MRE <= 3% (ScaleDL, iteration)"].met is True
+    assert rows["ID MRE <= max(3%, 1.5 x label reproducibility MRE)"].met is True
+    assert rows["OOD MRE <= 8% (ScaleDL, mean over families)"].met is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than additive"].met is True
+    assert rows["OOD MRE of ScaleDL >= 6x lower than analytical"].met is False
     assert rows["OOD RMSE of ScaleDL >= 5x lower than analytical"].measured == "2.00x"
     # The halving comparison (paired by seed): D-optimal at 20 has 10.0% against random's 12.0%
     # at 40, an interval of -2 +- 1 points: better.
     d = rows["D-optimal reaches random's final MRE with at most half the workloads"]
-    assert d.reached is True and "doptimal@20 vs random@40" in d.measured
+    assert d.met is True and "doptimal@20 vs random@40" in d.measured
     assert "-2.0 points [-3.0, -1.0]" in d.measured and d.measured.endswith("better")
     # The paired targets: better on ID and OOD against additive; not compared elsewhere.
     beat = rows["ScaleDL beats additive on in-distribution (paired 95% interval < 0)"]
-    assert beat.reached is True and beat.measured == "-17.5 points [-18.5, -16.5]: better"
+    assert beat.met is True and beat.measured == "-17.5 points [-18.5, -16.5]: better"
     cp = rows["ScaleDL beats critical_path on extrapolation (paired 95% interval < 0)"]
-    assert cp.reached is None and cp.measured == "not compared"
-    gpu = [r for r in rows.values() if r.target.startswith("GPU leave-one-model-out")][0]
-    assert gpu.reached is None and gpu.measured.startswith("not evaluated")
-    worse = {r.target: r for r in target_rows(make_metrics(scaledl_ood=0.1))}
-    assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"].reached is False
+    assert cp.met is None and cp.measured == "not compared"
+    gpu = [r for r in rows.values() if r.text.startswith("GPU leave-one-model-out")][0]
+    assert gpu.met is None and gpu.measured.startswith("not evaluated")
+    worse = {r.text: r for r in target_rows(make_metrics(scaledl_ood=0.1))}
+    assert worse["OOD MRE <= 8% (ScaleDL, mean over families)"].met is False
 
 
 def test_report_embeds_images_and_targets(tmp_path):

@@ -20,16 +20,16 @@ def test_targets_follow_the_issue_thresholds():
         "leave_one_model_out": _block({"A": 0.05, "B": 0.06}, analytical=0.2),
         "leave_one_gpu_out": _block({"A": 0.13, "B": 0.12}, analytical=0.3),
     }
-    rows = {r["target"]: r for r in gpu_targets(metrics)}
-    assert rows["GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)"]["reached"]
+    rows = {r.text: r for r in gpu_targets(metrics)}
+    assert rows["GPU leave-one-model-out MRE, mean over GPUs <= 6% (ScaleDL)"].met
     every = rows["GPU leave-one-model-out MRE <= 10% on every GPU (ScaleDL)"]
-    assert every["reached"] and "2/2 GPUs" in every["measured"]
+    assert every.met and "2/2 GPUs" in every.measured
     ratio = rows["GPU leave-one-model-out MRE >= 2x lower than analytical"]
-    assert ratio["reached"] and ratio["measured"].startswith("3.64x")
+    assert ratio.met and ratio.measured.startswith("3.64x")
     logo = rows["GPU leave-one-GPU-out MRE, mean <= 12% (ScaleDL, from specs only)"]
-    assert logo["reached"] is False and logo["measured"] == "12.5%"
+    assert logo.met is False and logo.measured == "12.5%"
     worse = gpu_targets({"leave_one_model_out": _block({"A": 0.05, "B": 0.11}, 0.1)})
-    assert [r["reached"] for r in worse] == [False, False, False]
+    assert [r.met for r in worse] == [False, False, False]
 
 
 def test_report_section_lists_gpus_notes_and_targets():
@@ -41,7 +41,7 @@ def test_report_section_lists_gpus_notes_and_targets():
         "notes": ["fallback used"],
         "leave_one_model_out": _block({"A": 0.05, "B": 0.08}, analytical=0.2),
     }
-    gpu["targets"] = gpu_targets(gpu)
+    gpu["targets"] = [t.to_dict() for t in gpu_targets(gpu)]
     html = gpu_report_html(gpu)
     assert "Leave one model out" in html and "<td>A</td>" in html and "5.0%" in html
     assert "fallback used" in html and "Targets" in html
@@ -61,7 +61,7 @@ def test_markdown_tables_every_gpu_protocol_and_target():
             "overall": {"mre": 0.1, "time_weighted": 0.05, "n": 3},
         },
     }
-    gpu["targets"] = gpu_targets(gpu)
+    gpu["targets"] = [t.to_dict() for t in gpu_targets(gpu)]
     lomo = gpu["leave_one_model_out"]  # stored in any order: ScaleDL's column comes first
     lomo["mean_over_gpus"] = dict(reversed(list(lomo["mean_over_gpus"].items())))
     text = gpu_markdown(gpu)

@@ -47,7 +47,14 @@ def published_runs_evaluation(
             "mean_mre_scaledl": dg.MetadataValue.float(loso.mean_mre["scaledl"]),
             "ratio_to_fixed_mfu": dg.MetadataValue.float(result.ratio_to_fixed_mfu),
             "answered_share": dg.MetadataValue.float(result.coverage.answered_share),
-            "targets": md_table(pd.DataFrame([t.model_dump() for t in result.targets])),
+            "targets": md_table(
+                pd.DataFrame(
+                    [
+                        {"target": t.text, "measured": t.measured, "met": t.met}
+                        for t in result.targets
+                    ]
+                )
+            ),  # fmt: skip
             "seconds": dg.MetadataValue.float(result.runtime_s["total"]),
         }
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaledl.evaluation.targets import target_results
 from scaledl.report.formatting import pct, reached_text
 
 ROW_HEADER = ["GPU", "model", "layout", "global batch", "measured ms", "ScaleDL ms",
@@ -111,8 +112,8 @@ def gpu_layouts_markdown(result: dict[str, Any]) -> str:
         *_table(
             ["target (4 GPUs)", "measured", "reached"],
             [
-                [t["target"], t["measured"], reached_text(t["reached"], markdown=True)]
-                for t in result["targets"]
+                [t.text, t.measured, reached_text(t.met, markdown=True)]
+                for t in target_results(result["targets"])
             ],
         ),  # fmt: skip
     ]

@@ -10,6 +10,7 @@ import datetime as dt
 
 import numpy as np
 
+from scaledl.evaluation.targets import TargetResult, target, target_results
 from scaledl.report.formatting import pct
 
 
@@ -22,8 +23,9 @@ def _interval(c: dict | None) -> str:
     )
 
 
-def _value(name: str, value: float) -> str:
-    return f"{value:.2f}" if name.startswith("Kendall") else pct(value)
+def _value(t: TargetResult, value: float) -> str:
+    """A tau with two decimals, an MRE as a percentage."""
+    return f"{value:.2f}" if t.name == "layouts_tau" else pct(value)
 
 
 def layouts_markdown(result: dict) -> str:
@@ -47,16 +49,16 @@ def layouts_markdown(result: dict) -> str:
         "| target | value | target | |",
         "| --- | --- | --- | --- |",
     ]
-    for t in result["targets"]:
-        cmp = ">=" if t["name"].startswith("Kendall") else "<="
-        verdict = "met" if t["met"] else "not met"
-        value, target = _value(t["name"], t["value"]), _value(t["name"], t["target"])
-        lines.append(f"| {t['name']} | {value} | {cmp} {target} | {verdict} |")
+    for t in target_results(result["targets"]):
+        cmp = target(t.name).comparator
+        verdict = "met" if t.met else "not met"
+        value, bound = _value(t, t.value), _value(t, t.threshold)
+        lines.append(f"| {t.text} | {value} | {cmp} {bound} | {verdict} |")
     for rep in result.get("repeats", []):
         values = "; ".join(
-            f"{t['name'].replace('leave-one-layout-out MRE, ', '')} "
-            f"{_value(t['name'], t['value'])} ({'met' if t['met'] else 'not met'})"
-            for t in rep["targets"]
+            f"{t.text.replace('leave-one-layout-out MRE, ', '')} "
+            f"{_value(t, t.value)} ({'met' if t.met else 'not met'})"
+            for t in target_results(rep["targets"], "repeats.targets")
         )
         lines += ["", f"The same on another profile of these workloads ({rep['dataset']}, "
                       f"`{rep['headline']}`): {values}."]  # fmt: skip
@@ -112,31 +114,32 @@ def _profiles_lines(result: dict) -> list[str]:
     if not result.get("across"):
         return []
     profiles = [result, *result.get("repeats", []), *result["across"]]
-    names = [t["name"] for t in result["targets"]]
+    judged = [target_results(p["targets"]) for p in profiles]
+    names = [t.text for t in judged[0]]
     header = ["profile", "measured (UTC)", *map(_short, names),
               "measured tau vs the main profile", "targets met"]  # fmt: skip
     lines = ["", "The recipe's targets on every profile of these workloads (each evaluated "
              "alone; `--repeat` and `--across`):", "",
              "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]  # fmt: skip
-    for prof in profiles:
-        by_name = {t["name"]: t for t in prof["targets"]}
-        cells = [_value(n, by_name[n]["value"]) if n in by_name else "n/a" for n in names]
+    for prof, entries in zip(profiles, judged, strict=True):
+        by_text = {t.text: t for t in entries}
+        cells = [_value(by_text[n], by_text[n].value) if n in by_text else "n/a" for n in names]
         agreement = prof.get("measured_tau")
         tau = "-" if prof is result else _tau((agreement or {}).get("worst"))
-        met = sum(t["met"] for t in prof["targets"])
+        met = sum(bool(t.met) for t in entries)
         lines.append(
             f"| {prof['dataset']} | {_window(prof.get('measured_utc'))} | "
             + " | ".join(cells)
-            + f" | {tau} | {met} of {len(prof['targets'])} |"
+            + f" | {tau} | {met} of {len(entries)} |"
         )
     summary = []
-    for n in names:
-        got = [t for prof in profiles for t in prof["targets"] if t["name"] == n]
-        values = sorted(t["value"] for t in got)
+    for first in judged[0]:
+        got = [t for entries in judged for t in entries if t.text == first.text]
+        values = sorted(t.value for t in got)
         summary.append(
-            f"{_short(n)} met on {sum(t['met'] for t in got)} of {len(got)} (median "
-            f"{_value(n, float(np.median(values)))}, {_value(n, values[0])}-"
-            f"{_value(n, values[-1])})"
+            f"{_short(first.text)} met on {sum(bool(t.met) for t in got)} of {len(got)} (median "
+            f"{_value(first, float(np.median(values)))}, {_value(first, values[0])}-"
+            f"{_value(first, values[-1])})"
         )
     lines += ["", f"Over these {len(profiles)} profiles: " + "; ".join(summary) + "."]
     return lines

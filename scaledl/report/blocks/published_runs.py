@@ -171,8 +171,7 @@ def published_runs_markdown(result: PublishedRunsResult) -> str:
         _line(["target (leave one source out)", "measured", "reached"]),
         _line(["---"] * 3),
         *(
-            _line([t.target, t.measured, reached_text(t.reached, markdown=True)])
-            for t in result.targets
+            _line([t.text, t.measured, reached_text(t.met, markdown=True)]) for t in result.targets
         ),  # fmt: skip
         "",
         f"Runtime of the command: {result.runtime_s['total']:.0f} s.",

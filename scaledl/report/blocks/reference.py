@@ -6,6 +6,7 @@ render`` the block alone (:mod:`scaledl.report.blocks.registry`).
 
 from __future__ import annotations
 
+from scaledl.evaluation.targets import target_results
 from scaledl.report.formatting import pct
 
 
@@ -139,16 +140,13 @@ def reference_markdown(result: dict) -> str:
         "| target | value | met |",
         "| --- | --- | --- |",
     ]
-    for t in result["targets"]:
-        met = {True: "yes", False: "no", None: "not evaluated"}[t["met"]]
-        if t["ci_low"] is None:
-            value = pct(t["value"])
-            if isinstance(t["threshold"], list):
-                value += f" (band {pct(t['threshold'][0], 0)}-{pct(t['threshold'][1], 0)})"
+    for t in target_results(result["targets"]):
+        met = {True: "yes", False: "no", None: "not evaluated"}[t.met]
+        if t.ci_low is None:
+            value = pct(t.value)
+            if isinstance(t.threshold, tuple):
+                value += f" (band {pct(t.threshold[0], 0)}-{pct(t.threshold[1], 0)})"
         else:
-            value = (
-                f"{100 * t['value']:+.1f} points [{100 * t['ci_low']:+.1f}, "
-                f"{100 * t['ci_high']:+.1f}]"
-            )
-        lines.append(f"| {t['name']} | {value} | {met} |")
+            value = f"{100 * t.value:+.1f} points [{100 * t.ci_low:+.1f}, {100 * t.ci_high:+.1f}]"
+        lines.append(f"| {t.text} | {value} | {met} |")
     return "\n".join(lines)

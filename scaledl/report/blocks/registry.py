@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaledl.evaluation.envelope import EvaluationResult
 from scaledl.evaluation.published_runs import PublishedRunsResult
 from scaledl.evaluation.results import Metrics
+from scaledl.evaluation.targets import Evaluation
 from scaledl.io.atomic import write_atomic
-from scaledl.io.safe import read_json, read_text
+from scaledl.io.safe import read_text
 from scaledl.report.blocks.benchmarks import benchmark_markdown, read_benchmark_results
 from scaledl.report.blocks.datasheet import datasheet_markdown, read_datasheet_tables
 from scaledl.report.blocks.gpu_layouts import gpu_layouts_markdown
@@ -71,6 +73,19 @@ class Block:
         return dataclasses.replace(self, page=page, source=source)
 
 
+def _result_file(evaluation: Evaluation) -> Callable[[Path], dict[str, Any]]:
+    """A :attr:`Block.read` of an evaluation's result file, validated by its envelope.
+
+    The file is read by :class:`~scaledl.evaluation.envelope.EvaluationResult` and handed on
+    as its JSON object (:meth:`~scaledl.evaluation.envelope.EvaluationResult.to_dict`).
+    """
+
+    def read(path: Path) -> dict[str, Any]:
+        return EvaluationResult.read(path, evaluation).to_dict()
+
+    return read
+
+
 def _ignoring_source(render: Callable[[Any], str]) -> Callable[[Any, str], str]:
     """A :attr:`Block.render` of a renderer whose block does not name its result file."""
 
@@ -91,18 +106,20 @@ BLOCKS: dict[str, Block] = {
         Block("gpu", _RESULTS / "metrics.md", "gpu", _RESULTS / "metrics.json",
               Metrics.read, _ignoring_source(gpu_block)),
         Block("reference", _RESULTS / "reference.md", "reference", _RESULTS / "reference.json",
-              read_json, _ignoring_source(reference_markdown)),
+              _result_file("reference"), _ignoring_source(reference_markdown)),
         Block("layouts", _RESULTS / "layouts.md", "layouts", _RESULTS / "layouts.json",
-              read_json, _ignoring_source(layouts_markdown)),
+              _result_file("layouts"), _ignoring_source(layouts_markdown)),
         Block("gpu-layouts", _RESULTS / "gpu-layouts.md", "gpu-layouts",
-              _RESULTS / "gpu_layouts.json", read_json, _ignoring_source(gpu_layouts_markdown)),
+              _RESULTS / "gpu_layouts.json", _result_file("gpu_layouts"),
+              _ignoring_source(gpu_layouts_markdown)),
         Block("published-runs", _RESULTS / "published-runs.md", "published-runs",
               _RESULTS / "published_runs.json", PublishedRunsResult.read,
               _ignoring_source(published_runs_markdown)),
         Block("benchmarks", _RESULTS / "benchmarks.md", "benchmarks", Path("benchmarks/results"),
               read_benchmark_results, _ignoring_source(benchmark_markdown)),
         Block("layout-variants", Path("docs/history/layout-variants.md"), "layout-variants",
-              _RESULTS / "layouts.json", read_json, _ignoring_source(variants_markdown)),
+              _RESULTS / "layouts.json", _result_file("layouts"),
+              _ignoring_source(variants_markdown)),
         Block("datasheet-reference-cpu", _DATASETS / "reference-cpu" / "DATASHEET.md",
               "datasheet", _DATASETS / "reference-cpu" / "validated", read_datasheet_tables,
               _ignoring_source(datasheet_markdown)),

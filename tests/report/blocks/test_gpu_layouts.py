@@ -27,7 +27,8 @@ def _example() -> dict:
     rows = [_row("dp4", 100, 110, 105), _row("dp4", 100, 95, 120), _row("tp4", 200, 210, None)]
     summary = layout_summary(rows)
     return {"label_source": "labels", "peer_source": "peer", "n_training_workloads": 5,
-            "rows": rows, "summary": summary, "targets": layout_targets(summary),
+            "rows": rows, "summary": summary,
+            "targets": [t.to_dict() for t in layout_targets(summary)],
             "not_modelled": ["X y: no Vidur measurements of its system"],
             "unmatched": ["G m-train-1-4-tp4"]}  # fmt: skip
 

@@ -11,11 +11,11 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_every_target_of_the_result_is_in_the_block():
     result = json.loads((ROOT / "docs" / "results" / "reference.json").read_text())
     block = reference_markdown(result)
-    assert [t["name"] for t in result["targets"]] == [
+    texts = [t["text"] for t in result["targets"]]
+    assert texts == [
         line.split(" | ")[0].removeprefix("| ")
         for line in block.splitlines()
-        if line.startswith("| ")
-        and any(line.startswith(f"| {t['name']}") for t in result["targets"])
+        if line.startswith("| ") and any(line.startswith(f"| {text}") for text in texts)
     ]
 
 

@@ -88,6 +88,10 @@ def test_a_result_missing_a_field_is_named_with_its_file(tmp_path):
     page.write_text("{}\n{}\n".format(*markers("layouts")))
     result = tmp_path / "layouts.json"
     result.write_text('{"dataset": "d"}')
+    with pytest.raises(BlockError, match=r"layouts\.json: cannot read the result of the layouts "
+                       r"block: .*field 'targets' is missing"):  # fmt: skip
+        write_page(page, [BLOCKS["layouts"]], [result])
+    result.write_text('{"dataset": "d", "targets": []}')
     with pytest.raises(BlockError, match=r"layouts\.json: cannot render the layouts block: "):
         write_page(page, [BLOCKS["layouts"]], [result])
 
