@@ -149,7 +149,7 @@ def test_five_families_are_bounded_by_the_normal_bound_and_say_so():
     assert pooled["family_calibration"] == "normal_prediction_bound"
     assert section["id"]["methods"]["scaledl"]["iteration"]["family_calibration"] is None
     rows = coverage_targets(section, 0.9)[1:]
-    assert all("normal prediction bound over 4 families" in r["measured"] for r in rows)
+    assert all("normal prediction bound over 4 families" in r.measured for r in rows)
     section, _, calibration = evaluate_intervals(data, 0.9)
     result = IntervalResults.model_validate(section)
     assert result.calibration_methods["iteration"] == {
