@@ -134,8 +134,12 @@ class ProfileSummary:
 def torchrun_command(
     nproc_per_node: int, nnodes: int, tasks: Path, out_dir: Path, rdzv: Rendezvous | None
 ) -> list[str]:
-    """The ``torchrun`` command line of one launch."""
-    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    """The ``torchrun`` command line of one launch.
+
+    ``torchrun`` is run as :mod:`scaledl.profiling.agent` (torch's launcher, which exits
+    without the interpreter's shutdown once a launch succeeded).
+    """
+    cmd = [sys.executable, "-m", "scaledl.profiling.agent"]
     if rdzv is None or nnodes == 1:
         cmd += ["--standalone", "--nnodes=1"]
     else:
