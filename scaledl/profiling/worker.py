@@ -1,4 +1,4 @@
-"""Rank-side profiler, started by ``torchrun``: ``python -m scaledl.profiling.worker``.
+"""Rank-side profiler, started by ``torchrun`` (or alone): ``python -m scaledl.profiling.worker``.
 
 One launch profiles a list of workloads that share a world size (imports cost seconds: they are
 paid once per launch). At the start of a launch every rank pins itself to its own cores
