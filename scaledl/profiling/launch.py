@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 #: Seconds between the launcher's looks at a running launch (marker file, time-outs, stop
 #: signals), and between torchrun's looks at its workers. The launch's exit is seen at once
 #: (``Popen.wait``, a non-blocking ``waitpid`` every <= 50 ms in between); torchrun notices
-#: that its ranks have exited only at its next look, so every launch waits half of
+#: that its ranks have exited only at its next look, so every torchrun launch waits half of
 #: ``MONITOR_INTERVAL_S`` on average (it was 2 s; torchrun's default 0.1 s would run its
 #: monitoring ten times a second on the ranks' cores).
 POLL_S = 1.0
