@@ -376,7 +376,7 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
             }
         )
     )
-    log_path = tmpdir / "torchrun.log"
+    log_path = tmpdir / "launch.log"
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(cores or settings.threads_per_rank)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -496,7 +496,7 @@ def _record_failure(
         "workload_id": workload.workload_id,
         "repeat": repeat,
         "status": status,
-        "error": f"{error or 'launch ' + status}; torchrun log tail:\n{log_tail}",
+        "error": f"{error or 'launch ' + status}; launch log tail:\n{log_tail}",
         "host": os.uname().nodename,
         "device_name": workload.device_name,
         "device_type": "unknown",
