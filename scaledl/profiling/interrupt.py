@@ -14,12 +14,17 @@ record the workload in progress as ``interrupted``. The exit code convention is 
 and each worker when its ``torchrun`` dies, so nothing keeps writing parts without a launcher
 (and the profiles lock, which the launcher and ``torchrun`` hold, is never free while a worker
 writes).
+
+:func:`exit_without_finalizing` ends a rank or ``torchrun`` whose work is written: the
+interpreter's own shutdown (tearing down some 2,800 modules of torch and transformers) took 1-2 s
+of every launch, twice (the ranks, then ``torchrun``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -125,3 +130,24 @@ def die_with_parent(parent_pid: int | None = None) -> None:
         raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the parent died before the call: nobody to write for
+
+
+def exit_without_finalizing(code: int = 0) -> None:
+    """Exit at once with ``code``, skipping the interpreter's shutdown; never returns.
+
+    Logging handlers and the standard streams are flushed first; ``atexit`` handlers and the
+    teardown of every module are skipped (``os._exit``). In a process that imported torch and
+    transformers that teardown took 1-2 s on a 2-core VM, against 0.03 s for this. Only for a
+    process whose results are written and closed: a worker after its last part, ``torchrun``
+    after its workers exited and its agent shut down.
+
+    Args:
+        code: the exit status.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        # A closed stream (ValueError) or a reader gone (BrokenPipeError): nothing to flush to.
+        with contextlib.suppress(ValueError, OSError):
+            if stream is not None:
+                stream.flush()
+    os._exit(code)

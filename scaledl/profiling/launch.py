@@ -6,7 +6,10 @@ launch (``--nproc-per-node = world_size / num_nodes``) running :mod:`scaledl.pro
 over the group's workloads in a shuffled order (seeded per repeat; the first workload of a launch
 is never the last of the group's previous launch), so two measurements of one workload are never
 back to back and the label (median of the launch medians) averages over launch-to-launch
-variation: model initialisation, memory layout, the state of the machine.
+variation: model initialisation, memory layout, the state of the machine. A launch of one rank
+runs the worker without ``torchrun`` (nothing to meet, no process group), and ``torchrun`` is
+run as :mod:`scaledl.profiling.agent`: both exit without the interpreter's shutdown, so a launch
+costs its start-up (imports, the probes' baselines) and little more.
 
 Before every launch the launcher checks the load other processes put on the cores
 (:func:`scaledl.profiling.hostload.wait_for_quiet_host`): it waits a bounded time for a quiet
@@ -87,13 +90,16 @@ log = logging.getLogger(__name__)
 #: Seconds between the launcher's looks at a running launch (marker file, time-outs, stop
 #: signals), and between torchrun's looks at its workers. The launch's exit is seen at once
 #: (``Popen.wait``, a non-blocking ``waitpid`` every <= 50 ms in between); torchrun notices
-#: that its ranks have exited only at its next look, so every launch waits half of
+#: that its ranks have exited only at its next look, so every torchrun launch waits half of
 #: ``MONITOR_INTERVAL_S`` on average (it was 2 s; torchrun's default 0.1 s would run its
 #: monitoring ten times a second on the ranks' cores).
 POLL_S = 1.0
 MONITOR_INTERVAL_S = 0.5
 #: Seconds a stopped launch gets to exit after the forwarded signal before it is killed.
 STOP_GRACE_S = 5.0
+
+#: The environment ``torchrun`` would give the worker of a one-rank launch (which runs without it).
+SINGLE_RANK_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
 
 #: glibc allocator settings of CPU ranks (fixed thresholds disable the dynamic mmap threshold).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
@@ -131,11 +137,21 @@ class ProfileSummary:
         return self.skipped + self.ok
 
 
-def torchrun_command(
+def launch_command(
     nproc_per_node: int, nnodes: int, tasks: Path, out_dir: Path, rdzv: Rendezvous | None
 ) -> list[str]:
-    """The ``torchrun`` command line of one launch."""
-    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    """The command line of one launch: ``torchrun``, or the worker alone for one rank.
+
+    ``torchrun`` is run as :mod:`scaledl.profiling.agent` (torch's launcher, which exits
+    without the interpreter's shutdown once a launch succeeded). A launch of one rank on one
+    node has nothing to meet and no process group: it runs the worker directly, with the
+    environment of :data:`SINGLE_RANK_ENV`, saving the agent's start (it imports torch) and
+    its stop.
+    """
+    worker = ["-m", "scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out_dir)]
+    if nproc_per_node == 1 and nnodes == 1:
+        return [sys.executable, *worker]
+    cmd = [sys.executable, "-m", "scaledl.profiling.agent"]
     if rdzv is None or nnodes == 1:
         cmd += ["--standalone", "--nnodes=1"]
     else:
@@ -145,17 +161,8 @@ def torchrun_command(
             f"--rdzv-backend={rdzv.backend}",
             f"--rdzv-endpoint={rdzv.endpoint}",
         ]
-    cmd += [
-        f"--nproc-per-node={nproc_per_node}",
-        f"--monitor-interval={MONITOR_INTERVAL_S}",
-        "-m",
-        "scaledl.profiling.worker",
-        "--tasks",
-        str(tasks),
-        "--out",
-        str(out_dir),
-    ]
-    return cmd
+    return [*cmd, f"--nproc-per-node={nproc_per_node}", f"--monitor-interval={MONITOR_INTERVAL_S}",
+            *worker]  # fmt: skip
 
 
 def launch_schedule(
@@ -350,7 +357,7 @@ def _count_new(out_dir: Path, newly: dict[str, str], repeat: int, summary: Profi
 
 
 def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=None):
-    """One torchrun launch; returns (workload it died on, status, log tail).
+    """One launch (torchrun, or the worker alone); returns (workload it died on, status, log tail).
 
     ``progress`` (a :class:`PartProgress`) hears of each workload as the worker moves past it.
     """
@@ -369,7 +376,7 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
             }
         )
     )
-    log_path = tmpdir / "torchrun.log"
+    log_path = tmpdir / "launch.log"
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(cores or settings.threads_per_rank)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -377,7 +384,9 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
     env["SCALEDL_LAUNCHER_PID"] = str(os.getpid())
     if not cuda:
         env.update(MALLOC_ENV)
-    cmd = torchrun_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous)
+    cmd = launch_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous)
+    if world == 1:
+        env.update(SINGLE_RANK_ENV)
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(
             cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -487,7 +496,7 @@ def _record_failure(
         "workload_id": workload.workload_id,
         "repeat": repeat,
         "status": status,
-        "error": f"{error or 'launch ' + status}; torchrun log tail:\n{log_tail}",
+        "error": f"{error or 'launch ' + status}; launch log tail:\n{log_tail}",
         "host": os.uname().nodename,
         "device_name": workload.device_name,
         "device_type": "unknown",

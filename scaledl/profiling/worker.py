@@ -1,4 +1,4 @@
-"""Rank-side profiler, started by ``torchrun``: ``python -m scaledl.profiling.worker``.
+"""Rank-side profiler, started by ``torchrun`` (or alone): ``python -m scaledl.profiling.worker``.
 
 One launch profiles a list of workloads that share a world size (imports cost seconds: they are
 paid once per launch). At the start of a launch every rank pins itself to its own cores
@@ -68,7 +68,7 @@ import torch.distributed as dist
 
 from scaledl.profiling.affinity import pin_local_rank
 from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
-from scaledl.profiling.interrupt import die_with_parent
+from scaledl.profiling.interrupt import die_with_parent, exit_without_finalizing
 from scaledl.profiling.probe import (
     CalibrationProbe,
     ProbeResult,
@@ -481,6 +481,8 @@ def main(argv: list[str] | None = None) -> None:
     if launcher and not psutil.pid_exists(launcher):
         sys.exit("scaledl worker: the launcher died while this rank started")
     run_tasks(args.tasks, args.out)
+    # Every part is written and the process group destroyed: skip the interpreter's shutdown.
+    exit_without_finalizing(0)
 
 
 if __name__ == "__main__":

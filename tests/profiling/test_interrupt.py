@@ -41,9 +41,11 @@ def slow_preset(directory: Path) -> Path:
     return path
 
 
-def start_profile(tmp_path: Path, out: Path) -> subprocess.Popen:
+def start_profile(tmp_path: Path, out: Path, world_size: int = 1) -> subprocess.Popen:
+    """``scaledl profile`` of two tiny workloads: one launch, the worker alone for one rank,
+    ``torchrun`` (:mod:`scaledl.profiling.agent`) and its ranks for two."""
     workloads = tmp_path / "w.yaml"
-    specs = [tiny("bert", batch_size=b).to_record() for b in (2, 4)]
+    specs = [tiny("bert", batch_size=b, world_size=world_size).to_record() for b in (2, 4)]
     workloads.write_text(yaml.safe_dump([{k: v for k, v in s.items() if k != "workload_id"}
                                          for s in specs]))  # fmt: skip
     preset = slow_preset(tmp_path)
@@ -69,15 +71,18 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 @pytest.mark.timed  # a bound on the seconds a stop takes (tests/conftest.py)
 @pytest.mark.parametrize(
-    ("send", "signum", "code"),
-    [("group", signal.SIGINT, 130), ("cli", signal.SIGTERM, 143)],
+    ("send", "signum", "code", "world_size"),
+    [("group", signal.SIGINT, 130, 1), ("cli", signal.SIGTERM, 143, 2)],
 )
-def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, code):
+def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, code, world_size):
     out = tmp_path / "profiles"
-    proc = start_profile(tmp_path, out)
+    proc = start_profile(tmp_path, out, world_size)
     wait_for_first_part(out, proc)
     children = descendants(proc.pid)
-    assert any("torch.distributed.run" in " ".join(c.cmdline()) for c in children)
+    commands = [" ".join(c.cmdline()) for c in children]
+    agents = [c for c in commands if "scaledl.profiling.agent" in c]
+    ranks = [c for c in commands if "scaledl.profiling.worker" in c and c not in agents]
+    assert len(ranks) == world_size and len(agents) == (world_size > 1), commands
     sent = time.time()
     if send == "group":
         os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
@@ -172,11 +177,11 @@ def test_a_stop_signal_swallowed_by_logging_is_raised_again():
 def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
     """Issue 23: SIGKILL runs no handler; the kernel ends the children (PR_SET_PDEATHSIG)."""
     out = tmp_path / "profiles"
-    proc = start_profile(tmp_path, out)
+    proc = start_profile(tmp_path, out, world_size=2)
     wait_for_first_part(out, proc)
     children = descendants(proc.pid)
     commands = [" ".join(c.cmdline()) for c in children]
-    assert any("torch.distributed.run" in c for c in commands), commands
+    assert any("scaledl.profiling.agent" in c for c in commands), commands
     assert any("scaledl.profiling.worker" in c for c in commands), commands
     proc.kill()
     proc.wait()
@@ -186,3 +191,23 @@ def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
     parts = part_statuses(out)
     with profiles_lock(out):
         assert part_statuses(out) == parts
+
+
+def test_exit_without_finalizing_flushes_output_and_skips_atexit(tmp_path):
+    marker = tmp_path / "atexit-ran"
+    log_file = tmp_path / "log.txt"
+    code = f"""
+import atexit, logging, pathlib
+from scaledl.profiling.interrupt import exit_without_finalizing
+atexit.register(pathlib.Path({str(marker)!r}).write_text, "ran")
+logging.basicConfig(filename={str(log_file)!r}, level=logging.INFO)
+logging.getLogger("t").info("logged before the exit")
+print("printed before the exit", end="")  # a pipe: block-buffered, not flushed yet
+exit_without_finalizing(3)
+print("never printed")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "printed before the exit"
+    assert "logged before the exit" in log_file.read_text()
+    assert not marker.exists()  # the interpreter's shutdown (atexit included) was skipped

@@ -11,9 +11,9 @@ from tiny_specs import tiny
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.profiling.launch import (
     MONITOR_INTERVAL_S,
+    launch_command,
     launch_schedule,
     profile_workloads,
-    torchrun_command,
 )
 from scaledl.profiling.settings import ProfileSettings, Rendezvous
 from scaledl.profiling.store import part_path, read_run
@@ -147,14 +147,14 @@ def test_force_profiles_again(profiled, tmp_path):
     assert run["status"] == "ok" and run["run_id"] != old
 
 
-def test_torchrun_command():
+def test_launch_command_runs_torchrun_as_the_agent():
     tasks, out = Path("/t/tasks.json"), Path("/t/out")
-    cmd = torchrun_command(2, 1, tasks, out, None)
-    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    cmd = launch_command(2, 1, tasks, out, None)
+    assert cmd[:3] == [sys.executable, "-m", "scaledl.profiling.agent"]
     assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
     assert f"--monitor-interval={MONITOR_INTERVAL_S}" in cmd
-    assert cmd[-5:] == ["scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
-    multi = torchrun_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
+    assert cmd[-6:] == ["-m", "scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out)]
+    multi = launch_command(4, 2, tasks, out, Rendezvous("10.0.0.1:29500", node_rank=1))
     assert "--standalone" not in multi
     assert {
         "--nnodes=2",
@@ -165,6 +165,17 @@ def test_torchrun_command():
     } <= set(multi)
 
 
+def test_launch_command_of_one_rank_runs_the_worker_alone():
+    tasks, out = Path("/t/tasks.json"), Path("/t/out")
+    cmd = launch_command(1, 1, tasks, out, None)
+    assert cmd == [sys.executable, "-m", "scaledl.profiling.worker", "--tasks", str(tasks),
+                   "--out", str(out)]  # fmt: skip
+    # One rank on each of two nodes still meets through torchrun.
+    assert launch_command(1, 2, tasks, out, Rendezvous("10.0.0.1:29500"))[2] == (
+        "scaledl.profiling.agent"
+    )
+
+
 def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
     # A launch that never starts a workload (a hung rendezvous, here a process that sleeps) is
     # killed after startup_timeout_s and its first workload is recorded as a timeout.
@@ -173,7 +184,7 @@ def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
     import scaledl.profiling.launch as launch
 
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
-    monkeypatch.setattr(launch, "torchrun_command", lambda *args, **kwargs: hang)
+    monkeypatch.setattr(launch, "launch_command", lambda *args, **kwargs: hang)
     settings = ProfileSettings(**{**SETTINGS.__dict__, "startup_timeout_s": 1.0})
     w = tiny("bert")
     summary = profile_workloads([w], tmp_path, settings, progress=False)
