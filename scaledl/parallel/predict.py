@@ -27,7 +27,7 @@ import pandas as pd
 
 from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.models.guard import Extrapolation
-from scaledl.models.layerwise_stage import node_predictions
+from scaledl.models.node_times import node_predictions
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.optimizer_tensors import stepped_tensors

@@ -63,7 +63,7 @@ def predict_iterations(
     """Iteration times of distinct workloads, :data:`CHUNK_GRAPHS` graphs at a time.
 
     Args:
-        method: a fitted :class:`~scaledl.models.methods.GraphMethod`.
+        method: a fitted graph method (:class:`~scaledl.models.graph_prediction.GraphPrediction`).
         workloads: one workload per distinct iteration key.
         arch_keys: their :func:`~scaledl.graph.features.architecture_key`, when known.
         chunk_graphs: graphs per batch.
@@ -73,7 +73,8 @@ def predict_iterations(
 
     Raises:
         ValueError: ``chunk_graphs`` is not positive.
-        sklearn.exceptions.NotFittedError: the method is not fitted.
+        scaledl.models.fitted.NotFittedError: the method is not fitted (scikit-learn's for a
+            GPU predictor's method).
     """
     if chunk_graphs < 1:
         raise ValueError(f"chunk_graphs must be positive, got {chunk_graphs!r}")

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
 from tiny_specs import gpt2_config, tiny
 
 from scaledl.devices.local import local_device_name
 from scaledl.models.data import load_profile_data
+from scaledl.models.fitted import NotFittedError
 from scaledl.models.gnn_training import GNNTrainConfig
 from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
 
