@@ -6,8 +6,9 @@ layer-wise models fed by the operator models of :mod:`scaledl.models.operators`:
 1. an :class:`~scaledl.models.operators.OperatorTimeModel` is fitted on the measured
    per-operator times (``operator_timings``: NeuSight's per-node latencies, thousands of rows);
 2. every layer node of a workload's graph gets ``kernel_fwd_ms``/``kernel_bwd_ms``: the sum of its
-   ATen operators' predicted times on the workload's device (:func:`kernel_columns`; operators
-   recorded by the meta-device tracer, identical operators of repeated blocks predicted once);
+   ATen operators' predicted times on the workload's device
+   (:func:`~scaledl.models.kernel_columns.kernel_columns`; operators recorded by the meta-device
+   tracer, identical operators of repeated blocks predicted once);
 3. the layer-wise models (``features="kernel"``) map those sums and the operator count to the
    measured layer times;
 4. the iteration time is the layer sum corrected either by ScaleDL's GNN (arXiv 2511.04162) or,

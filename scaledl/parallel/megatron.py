@@ -242,7 +242,7 @@ def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -
 
     The micro-batch's operators come from the meta-device traces at batch 2 and 3, scaled to
     the batch (:func:`~scaledl.graph.operators.at_batch`, as the GPU predictor's own
-    :func:`~scaledl.models.kernel.kernel_columns`), are split, and are predicted by the
+    :func:`~scaledl.models.kernel_columns.kernel_columns`), are split, and are predicted by the
     predictor's operator models on the workload's device.
 
     Args:

@@ -4,7 +4,7 @@ The caller gives each *iteration key* once (a workload less its dataset size: ev
 iteration time depends on). Graphs are built from the per-architecture templates
 (:func:`~scaledl.graph.features.build_graph_set`: one trace per architecture, cached), the
 layer-wise models predict each distinct layer call once
-(:func:`~scaledl.models.layerwise_stage.node_predictions`), and the GNN runs over
+(:func:`~scaledl.models.node_times.node_predictions`), and the GNN runs over
 :data:`CHUNK_GRAPHS` graphs at a time in one PyTorch Geometric batch, so memory stays bounded
 whatever the number of workloads.
 """
