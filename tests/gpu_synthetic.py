@@ -13,7 +13,8 @@ import pandas as pd
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import DESCRIPTOR_COLUMNS, aten_descriptors
 from scaledl.models.data import profile_data_from_tables
-from scaledl.models.operators import device_columns, roofline_terms
+from scaledl.models.device_columns import device_columns
+from scaledl.models.operators import roofline_terms
 from scaledl.workloads.spec import Workload
 
 DEVICES = {"cuda:NVIDIA H100 80GB HBM3": 1.0, "cuda:Tesla V100-PCIE-32GB": 1.1}

@@ -58,11 +58,16 @@ from scaledl.evaluation.profiled_layouts import (
     measured_window,
     paired,
 )
-from scaledl.parallel.collectives import CollectiveModel
+from scaledl.parallel.collective_fit import fit_collective_model
 from scaledl.parallel.predict import LayoutComposer
 from scaledl.parallel.ranking import kendall_by_model, model_label
-from scaledl.parallel.recipe import CANDIDATES, RECIPE, Correction, LayerModels
-from scaledl.parallel.training import LayoutContext, collective_rows, load_layout_context
+from scaledl.parallel.recipe import CANDIDATES, RECIPE, LayerModels
+from scaledl.parallel.training import (
+    LayoutContext,
+    collective_rows,
+    fit_correction,
+    load_layout_context,
+)
 from scaledl.report.blocks.layout_variants import gnn_ablation
 from scaledl.report.blocks.registry import BLOCKS, BlockError, write_page
 from scaledl.workloads.parallelism import layout_label
@@ -195,10 +200,10 @@ class _Run:
         """The uncalibrated method: layer-wise models of the data-parallel workloads."""
         ctx = self.ctx
         train_ids = [wid for wid, h in zip(ctx.ids, held, strict=True) if not h]
-        cm = CollectiveModel.fit(collective_rows(ctx.tables, set(train_ids)), ctx.stage.allreduce)
+        cm = fit_collective_model(collective_rows(ctx.tables, set(train_ids)), ctx.stage.allreduce)
         method = LayerModels(ctx.stage.layerwise, ctx.stage.allreduce)
         pred = LayoutComposer(method, ctx.wlist, cm).predict()
-        corrected = Correction.fit(pred, ctx.wlist, ctx.measured, ~held).apply(pred, ctx.wlist)
+        corrected = fit_correction(pred, ctx.wlist, ctx.measured, ~held).apply(pred, ctx.wlist)
         self._fill("current", kind, held, pred.iteration_ms, corrected,
                    {"collectives": dict(cm.source)})  # fmt: skip
         if kind == KINDS[-1]:  # in-sample, uncorrected data-parallel rows (ranking only)

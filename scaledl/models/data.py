@@ -346,14 +346,6 @@ def _bucket_samples(allreduce: pd.DataFrame, workloads: dict[str, Workload]) -> 
     return med[columns].reset_index(drop=True)
 
 
-def measured_nodes(nodes: pd.DataFrame) -> pd.DataFrame:
-    """Nodes with a positive measured forward time (layer-wise training samples)."""
-    mask = nodes["forward_ms"].notna() & (nodes["forward_ms"] > 0)
-    frame = nodes[mask].copy()
-    frame["backward_ms"] = frame["backward_ms"].fillna(0.0)
-    return frame
-
-
 def relative_errors(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
     """``|pred - true| / true`` elementwise."""
     true = np.asarray(true, dtype=float)

@@ -16,7 +16,7 @@ not have is flagged by the layer-type check instead.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,9 +25,12 @@ from pydantic import field_validator
 from scaledl.graph.features import GraphSet, build_graph_set
 from scaledl.io.excerpt import excerpt
 from scaledl.io.schema import Artefact, parse_artefact
-from scaledl.models.data import ProfileData, measured_nodes
+from scaledl.models.samples import measured_nodes
 from scaledl.workloads.identity import architecture_key, family_key
 from scaledl.workloads.spec import Workload
+
+if TYPE_CHECKING:  # profile data is built when fitting; checking a domain needs no profile
+    from scaledl.models.data import ProfileData
 
 #: The range features that are fields of the workload spec.
 _SPEC_RANGE_FEATURES = (

@@ -339,7 +339,7 @@ class LayerwiseModel(BaseEstimator):
             and to what, :func:`~scaledl.models.roofline.bound_predictions`).
 
         Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            scaledl.models.fitted.NotFittedError: before :meth:`fit`.
         """
         check_fitted(self, "models_")
         return predict_layer_times(

@@ -36,7 +36,6 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import lsq_linear
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.ensemble import GradientBoostingRegressor
@@ -44,9 +43,8 @@ from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, PredefinedSplit
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from scaledl.graph.features import GraphSet, build_graph_set, node_feature_matrix, workload_frame
+from scaledl.graph.features import workload_frame
 from scaledl.models.allreduce import AlphaBetaAllReduce
-from scaledl.models.critical_path import critical_path
 from scaledl.models.data import ProfileData
 from scaledl.models.domain import TrainingDomain
 from scaledl.models.epoch import EpochModel
@@ -55,11 +53,17 @@ from scaledl.models.gnn_training import (
     GNNTrainConfig,
     label_weights,
     make_batch,
-    predict_gnn,
     train_gnn,
 )
+from scaledl.models.graph_prediction import (
+    ABLATIONS,
+    GRAPH_MODES,
+    PRIORS,
+    GraphPrediction,
+    RuntimePrediction,
+)
 from scaledl.models.layerwise import LayerwiseModel
-from scaledl.models.layerwise_stage import LayerwiseStage, fit_layerwise_stage, node_predictions
+from scaledl.models.layerwise_stage import LayerwiseStage, fit_layerwise_stage
 from scaledl.models.threads import single_threaded
 from scaledl.workloads.spec import Workload
 
@@ -67,10 +71,9 @@ if TYPE_CHECKING:  # PyTorch Geometric is imported when a GNN is trained or buil
     from scaledl.models.gnn import RuntimeGNN
 
 METHOD_NAMES = ("scaledl", "additive", "critical_path", "analytical", "global_gbdt", "graph_only")
-_TIMES = ["forward_ms", "backward_ms", "total_ms"]
 
 
-class RuntimeMethod(BaseEstimator, abc.ABC):
+class RuntimeMethod(BaseEstimator, RuntimePrediction):
     """Common part: the epoch model, the training record and timing of ``fit``.
 
     Subclasses implement ``_fit(data, val_ids, **fit_params)`` and
@@ -80,7 +83,7 @@ class RuntimeMethod(BaseEstimator, abc.ABC):
     ``_parameter_constraints`` (an invalid one raises
     :class:`sklearn.utils._param_validation.InvalidParameterError`, a ``ValueError`` naming it)
     and sets the fitted state in attributes ending in ``_``; predicting before ``fit`` raises
-    :class:`sklearn.exceptions.NotFittedError`.
+    :class:`scaledl.models.fitted.NotFittedError`.
 
     Attributes:
         epoch_model_: the fitted :class:`~scaledl.models.epoch.EpochModel`.
@@ -130,56 +133,14 @@ class RuntimeMethod(BaseEstimator, abc.ABC):
         return self
 
     def check_fitted(self) -> None:
-        """Raise :class:`sklearn.exceptions.NotFittedError` unless :meth:`fit` has run."""
+        """Raise :class:`scaledl.models.fitted.NotFittedError` unless :meth:`fit` has run."""
         check_fitted(self, "epoch_model_", "training_devices_")
 
     @abc.abstractmethod
     def _fit(self, data: ProfileData, val_ids: list[str], **fit_params: Any) -> None:
         """Fit the iteration-time model (``fit_params`` as :meth:`fit` got them)."""
 
-    @abc.abstractmethod
-    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),)."""
 
-    def predict(self, workloads: list[Workload]) -> pd.DataFrame:
-        """Iteration and epoch predictions.
-
-        Returns:
-            DataFrame with ``workload_id``, ``iteration_s`` and ``epoch_s``.
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-        """
-        self.check_fitted()
-        with single_threaded():
-            iteration_s = self.predict_iteration_ms(workloads) / 1000.0
-        return self._frame(workloads, [w.workload_id for w in workloads], iteration_s)
-
-    def _frame(
-        self, workloads: list[Workload], ids: list[str], iteration_s: np.ndarray
-    ) -> pd.DataFrame:
-        steps = np.array([w.steps_per_epoch for w in workloads])
-        batch = np.array([w.batch_size for w in workloads])
-        return pd.DataFrame(
-            {
-                "workload_id": ids,
-                "iteration_s": iteration_s,
-                "epoch_s": self.epoch_model_.predict(iteration_s, steps, batch),
-            }
-        )
-
-
-#: Modes of :class:`GraphMethod`.
-GRAPH_MODES = ("scaledl", "additive", "critical_path", "graph_only")
-#: Priors of ScaleDL's GNN: the critical-path assembly, the plain sum, or none.
-PRIORS = ("critical_path", "sum", "none")
-#: ScaleDL's ablations: name -> the :class:`GraphMethod` settings that differ from ``scaledl``.
-ABLATIONS: dict[str, dict[str, Any]] = {
-    "scaledl_sum_prior": {"prior": "sum"},
-    "scaledl_no_prior": {"prior": "none"},
-    "scaledl_no_edges": {"edges": False},
-    "scaledl_no_system_nodes": {"system_nodes": False},
-}
 #: What each ablation removes, in words (for the report).
 ABLATION_TEXT = {
     "scaledl_sum_prior": "the GNN corrects the plain sum of the layer-wise predictions instead "
@@ -194,7 +155,7 @@ ABLATION_NAMES = tuple(ABLATIONS)
 
 
 @dataclass(repr=False)
-class GraphMethod(RuntimeMethod):
+class GraphMethod(GraphPrediction, RuntimeMethod):
     """Layer-wise models + all-reduce model (+ GNN): ScaleDL, its ablations and the baselines.
 
     The modes ``scaledl`` (and its ablations), ``additive``, ``critical_path``, ``graph_only``.
@@ -250,15 +211,6 @@ class GraphMethod(RuntimeMethod):
     edges: bool = True
     system_nodes: bool = True
 
-    @property
-    def name(self) -> str:
-        """The report name: the mode, for ``scaledl`` its ablation's name when it is one."""
-        if self.mode != "scaledl":
-            return self.mode
-        settings = {"prior": self.prior, "edges": self.edges, "system_nodes": self.system_nodes}
-        default = {"prior": "critical_path", "edges": True, "system_nodes": True}
-        return next((n for n, c in ABLATIONS.items() if settings == {**default, **c}), "scaledl")
-
     @classmethod
     def from_fitted(
         cls,
@@ -305,21 +257,6 @@ class GraphMethod(RuntimeMethod):
         method.training_domain_ = training_domain
         method.fit_seconds_ = 0.0
         return method
-
-    @property
-    def uses_layerwise(self) -> bool:
-        """Whether node features and prior come from the layer-wise models."""
-        return self.mode != "graph_only"
-
-    @property
-    def uses_gnn(self) -> bool:
-        """Whether a GNN is trained (``scaledl`` and its ablations, ``graph_only``)."""
-        return self.mode in ("scaledl", "graph_only")
-
-    @property
-    def gnn_prior(self) -> str:
-        """The prior the GNN corrects: :attr:`prior` for ``scaledl``, ``"none"`` otherwise."""
-        return self.prior if self.mode == "scaledl" else "none"
 
     def fit(
         self,
@@ -381,154 +318,6 @@ class GraphMethod(RuntimeMethod):
         """The :class:`LayerwiseModel` keyword arguments ``fit`` uses (the parameter, as given)."""
         return self.layerwise_params
 
-    def _features(self, gs: GraphSet, preds: pd.DataFrame | None):
-        """Node features and the per-graph log prior (0 without a prior)."""
-        p = None if preds is None else preds[_TIMES].to_numpy(dtype=np.float64)
-        x = node_feature_matrix(gs, p)
-        if self.gnn_prior == "none":
-            return x, np.zeros(len(gs.workloads))
-        return x, np.log(np.maximum(self._assemble(gs, preds, self.gnn_prior), 1e-6))
-
-    @staticmethod
-    def _assemble(gs: GraphSet, preds: pd.DataFrame, how: str) -> np.ndarray:
-        """Iteration ms of every graph from node predictions: ``sum`` or ``critical_path``."""
-        if how == "sum":
-            return gs.per_graph_sum(preds["total_ms"].to_numpy(dtype=np.float64))
-        return critical_path(gs, preds).iteration_ms
-
-    def _gnn_graph(self, gs: GraphSet, x: np.ndarray) -> tuple[GraphSet, np.ndarray]:
-        """The graph the GNN sees and its node features (the ablations remove parts)."""
-        if not self.system_nodes:
-            keep = (gs.nodes["node_kind"] == "layer").to_numpy()
-            gs, x = gs.keep_nodes(keep), x[keep]
-        if not self.edges:
-            gs = gs.without_edges()
-        return gs, x
-
-    def _graph_set(self, workloads: list[Workload], **keys: Any) -> GraphSet:
-        """The workloads' graphs with every node column the layer-wise models read.
-
-        ``keys``: ``ids`` and ``arch_keys`` of :func:`~scaledl.graph.features.build_graph_set`.
-        """
-        return build_graph_set(workloads, **keys)
-
-    def node_detail(self, workloads: list[Workload]) -> pd.DataFrame:
-        """Per-node layer-wise predictions (``layer_name``, ``layer_type``, ms columns).
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-            ValueError: the method has no layer-wise model (``graph_only``).
-        """
-        return self.predict_with_detail(workloads)[1]
-
-    def predict_prior_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """The prior the GNN corrects, from the fitted layer-wise models, per workload.
-
-        Args:
-            workloads: the workloads.
-
-        Returns:
-            Milliseconds, shape (len(workloads),): the critical path or the sum of the node
-            predictions (:attr:`prior`; the critical path when the GNN has no prior).
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-            ValueError: the method has no layer-wise model (``graph_only``).
-        """
-        self.check_fitted()
-        if not self.uses_layerwise:
-            raise ValueError("graph_only has no layer-wise model: no prior")
-        gs = self._graph_set(workloads)
-        with single_threaded():
-            preds = node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
-        return self._assemble(gs, preds, "sum" if self.prior == "sum" else "critical_path")
-
-    def predict_distinct(
-        self, workloads: list[Workload], **keys: Any
-    ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
-        """Iteration ms of distinct workloads in one pass, with their graphs and node times.
-
-        The batched path of :mod:`scaledl.prediction`: no deduplication here, the caller
-        gives each iteration key once.
-
-        Args:
-            workloads: the workloads (one per distinct iteration).
-            **keys: ``ids`` and ``arch_keys`` of
-                :func:`~scaledl.graph.features.build_graph_set`, when the caller knows them.
-
-        Returns:
-            ``(iteration_ms, graphs, node_predictions)``: shape (len(workloads),), the graph
-            set, and the per-node layer-wise predictions aligned with its nodes (``None`` for
-            ``graph_only``).
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-        """
-        self.check_fitted()
-        with single_threaded():
-            return self._predict_unique(workloads, **keys)
-
-    def _predict_unique(
-        self, workloads: list[Workload], **keys: Any
-    ) -> tuple[np.ndarray, GraphSet, pd.DataFrame | None]:
-        """Iteration ms of distinct workloads, their graph set and node predictions."""
-        gs = self._graph_set(workloads, **keys)
-        preds = (
-            node_predictions(self.layerwise_, self.allreduce_, gs.nodes)
-            if self.uses_layerwise
-            else None
-        )
-        if not self.uses_gnn:
-            how = "sum" if self.mode == "additive" else "critical_path"
-            return self._assemble(gs, preds, how), gs, preds
-        x, log_prior = self._features(gs, preds)
-        gnn_gs, x = self._gnn_graph(gs, x)
-        return np.exp(predict_gnn(self.gnn_, make_batch(gnn_gs, x, log_prior))), gs, preds
-
-    def predict_iteration_ms(self, workloads: list[Workload]) -> np.ndarray:
-        """Predicted iteration milliseconds, shape (len(workloads),) (duplicates allowed).
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-        """
-        self.check_fitted()
-        ids = [w.workload_id for w in workloads]
-        unique = list(dict(zip(ids, workloads, strict=True)).values())
-        iteration_ms, _, _ = self._predict_unique(unique)
-        if len(unique) == len(workloads):
-            return iteration_ms
-        by_id = dict(zip(dict.fromkeys(ids), iteration_ms, strict=True))
-        return np.array([by_id[i] for i in ids])
-
-    def predict_with_detail(self, workloads: list[Workload]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """:meth:`predict` and the per-node predictions, from one pass over the layer graphs.
-
-        Args:
-            workloads: the workloads (duplicates allowed).
-
-        Returns:
-            ``(predictions, nodes)``: predictions as :meth:`predict`; nodes one row per node of
-            each distinct workload: ``workload_id``, ``node_index``, ``node_kind``,
-            ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``,
-            ``used_generic``.
-
-        Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
-            ValueError: the method has no layer-wise model (``graph_only``).
-        """
-        self.check_fitted()
-        if not self.uses_layerwise:
-            raise ValueError("graph_only has no layer-wise model: no per-node predictions")
-        ids = [w.workload_id for w in workloads]
-        unique = list(dict(zip(ids, workloads, strict=True)).values())
-        with single_threaded():
-            iteration_ms, gs, preds = self._predict_unique(unique)
-        by_id = dict(zip(dict.fromkeys(ids), iteration_ms, strict=True))
-        iteration_s = np.array([by_id[i] for i in ids]) / 1000.0
-        cols = ["workload_id", "node_index", "node_kind", "layer_name", "layer_type"]
-        nodes = pd.concat([gs.nodes[cols], preds], axis=1)
-        return self._frame(workloads, ids, iteration_s), nodes
-
 
 class AnalyticalMethod(RuntimeMethod):
     """Fixed overhead + FLOPs / fitted throughput, per mode (``train``/``infer``).
@@ -566,7 +355,7 @@ class AnalyticalMethod(RuntimeMethod):
         """Overhead + FLOPs x fitted milliseconds per FLOP, shape (len(workloads),).
 
         Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            scaledl.models.fitted.NotFittedError: before :meth:`fit`.
         """
         self.check_fitted()
         coefs = np.array([self.coef_.get(w.mode, self.default_coef_) for w in workloads])
@@ -631,7 +420,7 @@ class GlobalGBDTMethod(RuntimeMethod):
         """Predicted iteration milliseconds, shape (len(workloads),).
 
         Raises:
-            sklearn.exceptions.NotFittedError: before :meth:`fit`.
+            scaledl.models.fitted.NotFittedError: before :meth:`fit`.
         """
         self.check_fitted()
         X = workload_frame(workloads)[list(_GBDT_FEATURES)].to_numpy()

@@ -24,7 +24,6 @@ model an operator comes from), never on test data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,50 +33,14 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.utils.validation import check_is_fitted
 
-from scaledl.devices.specs import DeviceSpec, device_spec
 from scaledl.graph.operators import OP_CLASSES, OP_KINDS
 
-#: Device columns the features read (see :func:`device_columns`).
-DEVICE_COLUMNS = ("peak_tflops", "mem_bandwidth_gbps", "num_sms", "l2_mb", "clock_mhz")
 DEFAULT_TILE = 128
 #: How the device enters the operator features (see :func:`operator_features`).
 DEVICE_FEATURES = ("absolute", "relative")
 _DIRECTIONS = ("forward", "backward")
 #: FLOPs per output element of the non-matmul kinds (forward), a nominal count for the roofline.
 _FLOPS_PER_ELEMENT = {"softmax": 5.0, "layer_norm": 8.0, "reduce": 1.0, "activation": 4.0}
-
-
-def device_columns(device_names: Iterable[str], precisions: Iterable[str]) -> pd.DataFrame:
-    """Device columns (:data:`DEVICE_COLUMNS`) for each (device, precision) pair.
-
-    Args:
-        device_names: one device name per row.
-        precisions: the precision of each row (the matmul peak is that precision's).
-
-    Returns:
-        DataFrame with :data:`DEVICE_COLUMNS`, one row per input row.
-
-    Raises:
-        scaledl.devices.UnknownDeviceError: a device is not in the device table.
-        ValueError: a device does not support a precision.
-    """
-    pairs = pd.DataFrame({"device": list(device_names), "precision": list(precisions)})
-    codes = pairs.groupby(["device", "precision"], sort=False).ngroup().to_numpy()
-    unique = pairs.drop_duplicates().reset_index(drop=True)  # ngroup's order
-    rows = []
-    for name, precision in zip(unique["device"], unique["precision"], strict=True):
-        spec: DeviceSpec = device_spec(str(name))
-        rows.append(
-            {
-                "peak_tflops": spec.peak_flops_per_s(str(precision)) / 1e12,
-                "mem_bandwidth_gbps": spec.mem_bandwidth_gbps,
-                "num_sms": spec.num_sms,
-                "l2_mb": spec.l2_mb,
-                "clock_mhz": spec.clock_mhz,
-            }
-        )
-    table = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
-    return table.iloc[codes].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -126,7 +89,8 @@ def roofline_terms(
     """Roofline quantities of operator rows on their devices.
 
     Args:
-        ops: descriptor rows (:data:`DESCRIPTOR_COLUMNS`) with :data:`DEVICE_COLUMNS`.
+        ops: descriptor rows (:data:`DESCRIPTOR_COLUMNS`) with
+            :data:`~scaledl.models.device_columns.DEVICE_COLUMNS`.
         direction: ``forward`` or ``backward`` (matmul: the two gradient GEMMs; element-wise
             and reductions: read the output gradient and saved tensors, write the input
             gradient, twice the forward bytes; embedding: scatter-add into the whole table).
@@ -185,7 +149,8 @@ def operator_features(
     """Features of one class's operators for its utilisation model.
 
     Args:
-        ops: descriptor rows of class ``op_class`` with :data:`DEVICE_COLUMNS`.
+        ops: descriptor rows of class ``op_class`` with
+            :data:`~scaledl.models.device_columns.DEVICE_COLUMNS`.
         op_class: one of :data:`OP_CLASSES`.
         direction: ``forward`` or ``backward``.
         tile: matmul tile side.
@@ -309,9 +274,9 @@ class OperatorTimeModel(BaseEstimator):
         """Fit the utilisation regressors on measured operators.
 
         Args:
-            ops: descriptor rows with :data:`DEVICE_COLUMNS`, ``forward_ms``, ``backward_ms``
-                (NaN or 0 where not measured: inference, no gradient) and ``group`` (the inner
-                validation's groups, e.g. the model name).
+            ops: descriptor rows with :data:`~scaledl.models.device_columns.DEVICE_COLUMNS`,
+                ``forward_ms``, ``backward_ms`` (NaN or 0 where not measured: inference, no
+                gradient) and ``group`` (the inner validation's groups, e.g. the model name).
 
         Returns:
             self.
@@ -375,7 +340,7 @@ class OperatorTimeModel(BaseEstimator):
         """Predicted milliseconds of each operator in one direction.
 
         Args:
-            ops: descriptor rows with :data:`DEVICE_COLUMNS`.
+            ops: descriptor rows with :data:`~scaledl.models.device_columns.DEVICE_COLUMNS`.
             direction: ``forward`` or ``backward`` (``fill`` operators have no backward: 0).
 
         Returns:

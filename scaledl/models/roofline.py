@@ -189,7 +189,7 @@ def bound_predictions(band: RooflineBand, nodes: pd.DataFrame, pred: pd.DataFram
         ``"<direction> <predicted> ms -> <bound> ms (<below 1/margin of the roofline | above N x
         roofline+overhead>)"``, ``"; "``-joined. The note does not name the layer: a
         prediction is shared by every node equal in what the models read
-        (:func:`scaledl.models.layerwise_stage.node_predictions`), whatever its name;
+        (:func:`scaledl.models.node_times.node_predictions`), whatever its name;
         :func:`named_notes` adds the names.
     """
     out = pred.copy()

@@ -57,14 +57,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
-from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.models.allreduce_time import AllReduceTime
 from scaledl.profiles.tables import API_COSTS
 
 COLLECTIVES = ("all_reduce", "blocking_all_reduce", "all_gather", "reduce_scatter", "broadcast",
                "send", "recv", *API_COSTS)  # fmt: skip
-#: Collectives of the same message pattern, in order of preference (:meth:`CollectiveModel.fit`).
+#: Collectives of the same message pattern, in order of preference
+#: (:func:`~scaledl.parallel.collective_fit.fit_collective_model`).
 RELATED = {
     "send": ("recv", "broadcast"),
     "recv": ("send", "broadcast"),
@@ -148,7 +148,7 @@ class CollectiveModel:
         self.source = dict(source)
 
     @classmethod
-    def from_allreduce(cls, allreduce: AlphaBetaAllReduce | None) -> CollectiveModel:
+    def from_allreduce(cls, allreduce: AllReduceTime | None) -> CollectiveModel:
         """Every collective from a fitted all-reduce model (``None``: free communication).
 
         The all-reduce's first fitted group (single node, smallest message regime) gives
@@ -163,75 +163,6 @@ class CollectiveModel:
         params = {c: (0.0, 0.0) if c in API_COSTS else (alpha, beta) for c in COLLECTIVES}
         source = {c: "none" if c in API_COSTS else "derived" for c in COLLECTIVES}
         return cls(params, source)
-
-    @classmethod
-    def fit(
-        cls,
-        timings: pd.DataFrame | None,
-        allreduce: AlphaBetaAllReduce | None,
-        related: bool = False,
-    ) -> CollectiveModel:
-        """Fit each collective on its measured rows; derive the others from ``allreduce``.
-
-        All-reduce rows timed blocking (:func:`timed_blocking`) fit ``blocking_all_reduce``,
-        the others ``all_reduce``; without blocking rows ``blocking_all_reduce`` takes
-        ``all_reduce``'s parameters (module docstring).
-
-        Args:
-            timings: ``collective_timings`` rows (:data:`TIMING_COLUMNS`), or ``None``; rows
-                with ``group_size`` 1 are skipped (nothing is sent).
-            allreduce: the fitted all-reduce model (or ``None``) for collectives without data.
-            related: a collective without rows first takes the (alpha, beta) of a measured
-                collective of the same message pattern (:data:`RELATED`: one message of
-                ``B`` bytes for send, recv and broadcast; the half ring for all-gather and
-                reduce-scatter), ``source`` ``"from <collective>"``; only then the
-                all-reduce's. A gloo all-reduce of DDP's buckets carries a fixed cost of
-                milliseconds that a point-to-point transfer of the same host does not.
-
-        Returns:
-            The model.
-
-        Raises:
-            ValueError: a missing column, an unknown collective, or a non-positive size or
-                time (naming the field and the value).
-        """
-        model = cls.from_allreduce(allreduce)
-        if timings is None or timings.empty:
-            return model
-        missing = [c for c in TIMING_COLUMNS if c not in timings]
-        if missing:
-            raise ValueError(f"collective_timings: missing column(s) {missing}")
-        rows = timings[timings["group_size"] > 1]
-        rows = rows.assign(collective=np.where(timed_blocking(rows), "blocking_all_reduce",
-                                               rows["collective"].to_numpy()))  # fmt: skip
-        for name in ("collective_bytes", "collective_ms"):
-            bad = rows[~(rows[name] > 0)]
-            if len(bad):
-                raise ValueError(f"collective_timings: field {name!r} value {bad[name].iloc[0]!r}")
-        for collective, group in rows.groupby("collective"):
-            if collective not in COLLECTIVES:
-                raise ValueError(f"collective_timings: field 'collective' value {collective!r}")
-            if len(group) < 2:
-                continue
-            x = bytes_factor(collective, group["group_size"]) * group["collective_bytes"]
-            y = group["collective_ms"].to_numpy(dtype=float)
-            design = np.column_stack([np.ones(len(y)), np.asarray(x, dtype=float)]) / y[:, None]
-            coef, _ = nnls(design, np.ones(len(y)))  # relative-error weighting, as all-reduce
-            model.params[collective] = (float(coef[0]), float(coef[1]))
-            model.source[collective] = "measured"
-        if model.source["blocking_all_reduce"] != "measured":
-            model.params["blocking_all_reduce"] = model.params["all_reduce"]
-            if model.source["all_reduce"] == "measured":
-                model.source["blocking_all_reduce"] = "from all_reduce"
-        if related:
-            for collective, others in RELATED.items():
-                if model.source[collective] == "measured":
-                    continue
-                donor = next((o for o in others if model.source[o] == "measured"), None)
-                if donor is not None:
-                    model.params[collective] = model.params[donor]
-                    model.source[collective] = f"from {donor}"
-        return model
 
     def predict_ms(self, collective: str, nbytes: Any, group_size: Any) -> np.ndarray:
         """Time of one collective of ``nbytes`` (the full buffer) over ``group_size`` ranks.

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -72,9 +73,9 @@ from scaledl.devices.specs import device_spec
 from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.graph.layer_graph import build_layer_graph
 from scaledl.graph.operators import at_batch, aten_descriptors
-from scaledl.models.kernel import KernelGraphMethod, kernel_columns
-from scaledl.models.layerwise_stage import node_predictions
-from scaledl.models.operators import device_columns
+from scaledl.models.device_columns import device_columns
+from scaledl.models.kernel_columns import kernel_columns
+from scaledl.models.node_times import node_predictions
 from scaledl.models.threads import single_threaded
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.measured_collectives import MeasuredCollectives
@@ -89,6 +90,9 @@ from scaledl.parallel.shard import (
 )
 from scaledl.workloads.identity import architecture_key
 from scaledl.workloads.spec import PRECISION_BYTES, Workload, micro_batch_activation_bytes
+
+if TYPE_CHECKING:  # the GPU predictor (scikit-learn) is passed in: composing needs no fitting
+    from scaledl.models.kernel import KernelGraphMethod
 
 #: Vidur system whose NCCL all-reduce times stand for a GPU's runs within one DGX node. DGX A100
 #: nodes were built with the 40 GB and the 80 GB A100 SXM4 on the same NVLink / NVSwitch
@@ -238,7 +242,7 @@ def sharded_kernel_ms(method: KernelGraphMethod, base: Workload, tp_size: int) -
 
     The micro-batch's operators come from the meta-device traces at batch 2 and 3, scaled to
     the batch (:func:`~scaledl.graph.operators.at_batch`, as the GPU predictor's own
-    :func:`~scaledl.models.kernel.kernel_columns`), are split, and are predicted by the
+    :func:`~scaledl.models.kernel_columns.kernel_columns`), are split, and are predicted by the
     predictor's operator models on the workload's device.
 
     Args:

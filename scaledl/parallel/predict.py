@@ -3,7 +3,7 @@
 For each layout workload (``tp_size``, ``pp_size``, ``micro_batches``, ``sharding`` beyond plain
 DDP) the single-rank layer graph of one micro-batch (:func:`~scaledl.parallel.shard.base_workload`)
 is split as one rank runs it (:mod:`scaledl.parallel.shard`), its layers are predicted by the
-fitted layer-wise models (:func:`~scaledl.models.layerwise_stage.node_predictions`), the
+fitted layer-wise models (:func:`~scaledl.models.node_times.node_predictions`), the
 collectives by :class:`~scaledl.parallel.collectives.CollectiveModel` (derived from the fitted
 all-reduce model, or fitted on measured ``collective_timings``), and the iteration is composed by
 :func:`scaledl.parallel.compose.compose`. Workloads of one *structure* (architecture, mode,
@@ -27,7 +27,7 @@ import pandas as pd
 
 from scaledl.graph.features import architecture_graphs, build_graph_set
 from scaledl.models.guard import Extrapolation
-from scaledl.models.layerwise_stage import node_predictions
+from scaledl.models.node_times import node_predictions
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.compose import LayoutInputs, compose
 from scaledl.parallel.optimizer_tensors import stepped_tensors

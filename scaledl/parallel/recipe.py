@@ -19,16 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
-from scaledl.models.layerwise import LayerwiseModel
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
 from scaledl.workloads.parallelism import SHARDINGS
 from scaledl.workloads.spec import Workload
+
+if TYPE_CHECKING:  # a recipe predicts with fitted models; fitting them is training's
+    from scaledl.models.layerwise import LayerwiseModel
 
 #: The layout candidates a calibration can fit: layer rows used (``all``, or ``plain``: without
 #: the times that hold the layout's communication) and whether per-lane overlap factors are
@@ -54,8 +56,6 @@ CORRECTION_FEATURES = (
     "log2_micro_batches",
     "sharding_level",
 )
-#: Ridge penalty of the correction (fixed a priori, as in the evaluation).
-RIDGE_ALPHA = 1.0
 
 
 class LayerModels:
@@ -91,6 +91,8 @@ def correction_features(pred: LayoutPredictions, ws: Sequence[Workload]) -> np.n
 class Correction:
     """The learned correction of composed layout times (module docstring).
 
+    Fitted by :func:`~scaledl.parallel.training.fit_correction` (scikit-learn's ridge).
+
     Attributes:
         coef: one coefficient per feature of :data:`CORRECTION_FEATURES`.
         intercept: the intercept (log scale).
@@ -98,30 +100,6 @@ class Correction:
 
     coef: tuple[float, ...]
     intercept: float
-
-    @classmethod
-    def fit(
-        cls,
-        pred: LayoutPredictions,
-        ws: Sequence[Workload],
-        measured_ms: np.ndarray,
-        train: np.ndarray,
-    ) -> Correction:
-        """Fit the ridge on the training workloads.
-
-        Args:
-            pred: composed predictions of ``ws``.
-            ws: the workloads.
-            measured_ms: measured iteration times, shape (len(ws),).
-            train: which workloads to fit on, bool, shape (len(ws),).
-
-        Returns:
-            The fitted correction.
-        """
-        x = correction_features(pred, ws)
-        y = np.log(measured_ms / np.maximum(pred.iteration_ms, 1e-9))
-        ridge = Ridge(alpha=RIDGE_ALPHA).fit(x[train], y[train])
-        return cls(tuple(float(c) for c in ridge.coef_), float(ridge.intercept_))
 
     def apply(self, pred: LayoutPredictions, ws: Sequence[Workload]) -> np.ndarray:
         """Corrected iteration times, ms, shape (len(ws),)."""

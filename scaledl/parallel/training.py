@@ -44,22 +44,26 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.linear_model import Ridge
 
 from scaledl.graph.features import architecture_graphs, build_graph_set
-from scaledl.models.data import (
-    launch_labels,
-    measured_nodes,
-    profile_data_from_tables,
-    read_tables,
-)
+from scaledl.models.data import launch_labels, profile_data_from_tables, read_tables
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import fit_layerwise_stage
+from scaledl.models.samples import measured_nodes
 from scaledl.models.threads import single_threaded
+from scaledl.parallel.collective_fit import fit_collective_model
 from scaledl.parallel.collectives import CollectiveModel
 from scaledl.parallel.optimizer_tensors import stepped_tensors
 from scaledl.parallel.overlap import fit_overlap
 from scaledl.parallel.predict import LayoutComposer, LayoutPredictions
-from scaledl.parallel.recipe import CANDIDATES, Correction, LayerModels, LayoutRecipe
+from scaledl.parallel.recipe import (
+    CANDIDATES,
+    Correction,
+    LayerModels,
+    LayoutRecipe,
+    correction_features,
+)
 from scaledl.parallel.shard import (
     TENSOR_PARALLEL_TYPES,
     base_workload,
@@ -279,7 +283,7 @@ def collective_rows(tables: dict[str, pd.DataFrame], ids: set[str]) -> pd.DataFr
     """The collective timings of the workloads ``ids``, one row per call: its slowest rank's.
 
     Returns:
-        The rows :meth:`~scaledl.parallel.collectives.CollectiveModel.fit` takes, or ``None``
+        The rows :func:`~scaledl.parallel.collective_fit.fit_collective_model` takes, or ``None``
         without a ``collective_timings`` table or a row of ``ids``.
     """
     table = tables.get("collective_timings")
@@ -383,7 +387,7 @@ class LayoutContext:
         measured = self.measured[scope]
         allreduce = self.stage.allreduce if "ddp" in self.kind[scope[~held]] else None
         rows = collective_rows(self.tables, set(train_ids))
-        cm = CollectiveModel.fit(rows, allreduce, related=True)
+        cm = fit_collective_model(rows, allreduce, related=True)
         used = set().union(*(lanes_used(self.wlist[i], cm) for i in scope[~held]))
         samples = fold_samples(self.samples, self.kinds, kind, train_ids)
         out = {}
@@ -403,8 +407,35 @@ class LayoutContext:
                 fitted = overlap if CANDIDATES[name][1] else None
                 pred = composer.predict(fitted)
                 extra = {"overlap": overlap.to_dict()} if fitted else {}
-                correction = Correction.fit(pred, ws, measured, ~held)
+                correction = fit_correction(pred, ws, measured, ~held)
                 recipe = LayoutRecipe(name, layerwise, cm, fitted, correction)
                 out[name] = (pred.iteration_ms, correction.apply(pred, ws), {**info, **extra},
                              recipe)  # fmt: skip
         return out
+
+
+#: Ridge penalty of the correction (fixed a priori, as in the evaluation).
+RIDGE_ALPHA = 1.0
+
+
+def fit_correction(
+    pred: LayoutPredictions,
+    ws: Sequence[Workload],
+    measured_ms: np.ndarray,
+    train: np.ndarray,
+) -> Correction:
+    """Fit the layout correction's ridge on the training workloads.
+
+    Args:
+        pred: composed predictions of ``ws``.
+        ws: the workloads.
+        measured_ms: measured iteration times, shape (len(ws),).
+        train: which workloads to fit on, bool, shape (len(ws),).
+
+    Returns:
+        The fitted correction.
+    """
+    x = correction_features(pred, ws)
+    y = np.log(measured_ms / np.maximum(pred.iteration_ms, 1e-9))
+    ridge = Ridge(alpha=RIDGE_ALPHA).fit(x[train], y[train])
+    return Correction(tuple(float(c) for c in ridge.coef_), float(ridge.intercept_))

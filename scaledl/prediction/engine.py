@@ -4,7 +4,7 @@ The caller gives each *iteration key* once (a workload less its dataset size: ev
 iteration time depends on). Graphs are built from the per-architecture templates
 (:func:`~scaledl.graph.features.build_graph_set`: one trace per architecture, cached), the
 layer-wise models predict each distinct layer call once
-(:func:`~scaledl.models.layerwise_stage.node_predictions`), and the GNN runs over
+(:func:`~scaledl.models.node_times.node_predictions`), and the GNN runs over
 :data:`CHUNK_GRAPHS` graphs at a time in one PyTorch Geometric batch, so memory stays bounded
 whatever the number of workloads.
 """
@@ -63,7 +63,7 @@ def predict_iterations(
     """Iteration times of distinct workloads, :data:`CHUNK_GRAPHS` graphs at a time.
 
     Args:
-        method: a fitted :class:`~scaledl.models.methods.GraphMethod`.
+        method: a fitted graph method (:class:`~scaledl.models.graph_prediction.GraphPrediction`).
         workloads: one workload per distinct iteration key.
         arch_keys: their :func:`~scaledl.graph.features.architecture_key`, when known.
         chunk_graphs: graphs per batch.
@@ -73,7 +73,8 @@ def predict_iterations(
 
     Raises:
         ValueError: ``chunk_graphs`` is not positive.
-        sklearn.exceptions.NotFittedError: the method is not fitted.
+        scaledl.models.fitted.NotFittedError: the method is not fitted (scikit-learn's for a
+            GPU predictor's method).
     """
     if chunk_graphs < 1:
         raise ValueError(f"chunk_graphs must be positive, got {chunk_graphs!r}")

@@ -95,7 +95,10 @@ class Predictor:
 
     @property
     def method(self):
-        """The fitted :class:`~scaledl.models.methods.GraphMethod` (built on first access).
+        """The fitted method, built on first access.
+
+        A CPU bundle's :class:`~scaledl.models.graph_prediction.GraphPredictor`, a GPU bundle's
+        :class:`~scaledl.models.kernel.KernelGraphMethod`.
 
         Raises:
             scaledl.registry.bundle.BundleError: the weights do not fit the saved GNN.

@@ -87,6 +87,8 @@ from scaledl.io.atomic import atomic_dir, remove_stale_temps, write_atomic
 from scaledl.io.excerpt import bounded, excerpt
 from scaledl.io.safe import UnsafeInputError, read_json, read_text
 from scaledl.layout import DataLayout
+from scaledl.models.allreduce_time import AllReduceTime
+from scaledl.models.epoch_time import EpochTime
 from scaledl.models.intervals import CalibrationError, IntervalCalibration
 from scaledl.models.layer_time import LayerwisePredictor
 from scaledl.registry.layer_arrays import LayerArraysError, read_layer_arrays, write_layer_arrays
@@ -95,11 +97,9 @@ from scaledl.registry.trees import TreeStructureError, check_trees
 if TYPE_CHECKING:  # the loaders import these on use: `import scaledl` stays cheap
     import torch
 
-    from scaledl.models.allreduce import AlphaBetaAllReduce
     from scaledl.models.domain import TrainingDomain
-    from scaledl.models.epoch import EpochModel
+    from scaledl.models.graph_prediction import GraphPrediction, GraphPredictor
     from scaledl.models.layerwise import LayerwiseModel
-    from scaledl.models.methods import GraphMethod
 
 FORMAT_VERSION = 1
 _LIBRARIES = ("scaledl", "torch", "torch_geometric", "scikit-learn", "skops", "transformers")
@@ -180,7 +180,7 @@ def library_versions() -> dict[str, str]:
 
 
 def save_graph_bundle(
-    method: GraphMethod,
+    method: GraphPrediction,
     root: Path = Path("data/predictors"),
     name: str = "scaledl",
     metrics: dict | None = None,
@@ -191,7 +191,8 @@ def save_graph_bundle(
     """Write a fitted ScaleDL predictor as a new bundle version and point ``latest`` at it.
 
     Args:
-        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl`` (the
+        method: a fitted :class:`~scaledl.models.methods.GraphMethod` of mode ``scaledl``, or
+            a loaded :class:`~scaledl.models.graph_prediction.GraphPredictor` (the
             GPU predictor's kind: :func:`scaledl.registry.kernel_bundle.save_kernel_bundle`;
             :func:`scaledl.registry.kinds.save_bundle` picks the writer).
         root: registry root directory.
@@ -206,7 +207,7 @@ def save_graph_bundle(
         The bundle directory.
 
     Raises:
-        sklearn.exceptions.NotFittedError: the method is not fitted (a ``ValueError``).
+        scaledl.models.fitted.NotFittedError: the method is not fitted (a ``ValueError``).
         ValueError: the method is not a ScaleDL ``GraphMethod``, the version exists (a new
             training never writes the manifest of an existing version), or the calibration
             came from other profile tables than ``training_data["sha256"]``.
@@ -215,12 +216,13 @@ def save_graph_bundle(
     # torch and the models (PyTorch Geometric): listing and verifying bundles need neither.
     import torch
 
+    from scaledl.models.graph_prediction import GraphPrediction
     from scaledl.models.layerwise import layer_time_models
-    from scaledl.models.methods import GraphMethod
 
-    if not isinstance(method, GraphMethod) or method.mode != "scaledl":
+    if not isinstance(method, GraphPrediction) or method.mode != "scaledl":
         raise ValueError(
-            f"save_bundle needs a fitted GraphMethod(mode='scaledl'), got {method!r:.80}"
+            f"save_bundle needs a fitted GraphMethod(mode='scaledl') or a loaded GraphPredictor, "
+            f"got {method!r:.80}"
         )
     method.check_fitted()
 
@@ -241,7 +243,7 @@ def save_graph_bundle(
     )
 
 
-def _graph_manifest(method: GraphMethod) -> dict[str, Any]:
+def _graph_manifest(method: GraphPrediction) -> dict[str, Any]:
     """The CPU predictor's own manifest fields: its feature schema and training summary."""
     # the models load torch and scikit-learn; listing and verifying bundles need neither.
     from scaledl.graph.layer_graph import EDGE_TYPES
@@ -263,7 +265,7 @@ def _graph_manifest(method: GraphMethod) -> dict[str, Any]:
     }
 
 
-def _graph_params(method: GraphMethod) -> dict[str, Any]:
+def _graph_params(method: GraphPrediction) -> dict[str, Any]:
     """``params.json`` of a fitted CPU predictor (see the module docstring)."""
     return {
         "allreduce": method.allreduce_.to_dict() if method.allreduce_ is not None else None,
@@ -926,22 +928,25 @@ def _check_regressors(path: Path, models: Any) -> None:
             )
 
 
-def build_graph_method(parts: BundleParts) -> GraphMethod:
+def build_graph_method(parts: BundleParts) -> GraphPredictor:
     """The fitted ScaleDL method of a read CPU bundle (builds the GNN: imports PyTorch Geometric).
 
     Args:
         parts: from :func:`read_graph_bundle`.
 
     Returns:
-        The fitted :class:`~scaledl.models.methods.GraphMethod`, GNN in eval mode.
+        The :class:`~scaledl.models.graph_prediction.GraphPredictor` (GNN in eval mode): it
+        predicts what the saved :class:`~scaledl.models.methods.GraphMethod` did, without
+        scikit-learn or SciPy.
 
     Raises:
-        BundleError: the saved weights do not fit the GNN of the saved configuration.
+        BundleError: the saved weights do not fit the GNN of the saved configuration, or the
+            saved GNN settings are invalid.
     """
-    # the models load PyTorch Geometric (about 1.5 s); only the first prediction needs them.
+    # the models load torch and PyTorch Geometric (about 1.5 s); only the first prediction
+    # needs them, listing and verifying bundles neither.
     from scaledl.models.gnn import RuntimeGNN
-    from scaledl.models.layerwise import LayerwiseModel
-    from scaledl.models.methods import GraphMethod
+    from scaledl.models.graph_prediction import GraphPredictor
 
     params = parts.params
     try:
@@ -956,29 +961,28 @@ def build_graph_method(parts: BundleParts) -> GraphMethod:
     except Exception as exc:
         raise BundleError(f"{parts.path / 'gnn.pt'}: cannot build predictor: {exc}") from exc
     gnn.eval()
-    return GraphMethod.from_fitted(
-        mode="scaledl",
-        # Bundles written before the critical-path prior corrected the plain sum.
-        prior=params.get("gnn_prior", "sum"),
-        edges=params.get("gnn_edges", True),
-        system_nodes=params.get("gnn_system_nodes", True),
-        layerwise=LayerwiseModel.from_fitted(
-            parts.layerwise.models_,
-            band=parts.layerwise.band_,
-            min_samples=parts.layerwise.min_samples,
-        ),
-        allreduce=allreduce,
-        gnn=gnn,
-        epoch_model=epoch_model,
-        training_devices=params["training_devices"],
-        # Bundles written before the ids were recorded have none.
-        training_workload_ids=params.get("training_workload_ids", []),
-        history=parts.manifest.get("training_summary"),
-        training_domain=parts.domain,
-    )
+    try:
+        return GraphPredictor(
+            mode="scaledl",
+            # Bundles written before the critical-path prior corrected the plain sum.
+            prior=params.get("gnn_prior", "sum"),
+            edges=params.get("gnn_edges", True),
+            system_nodes=params.get("gnn_system_nodes", True),
+            layerwise=parts.layerwise,
+            allreduce=allreduce,
+            gnn=gnn,
+            epoch_model=epoch_model,
+            training_devices=params["training_devices"],
+            # Bundles written before the ids were recorded have none.
+            training_workload_ids=params.get("training_workload_ids", []),
+            history=parts.manifest.get("training_summary"),
+            training_domain=parts.domain,
+        )
+    except ValueError as exc:
+        raise BundleError(f"{parts.path / 'params.json'}: cannot build predictor: {exc}") from exc
 
 
-def system_models(params: dict[str, Any]) -> tuple[AlphaBetaAllReduce | None, EpochModel]:
+def system_models(params: dict[str, Any]) -> tuple[AllReduceTime | None, EpochTime]:
     """The all-reduce model (``None``: trained without communication) and the epoch model.
 
     Args:
@@ -987,12 +991,8 @@ def system_models(params: dict[str, Any]) -> tuple[AlphaBetaAllReduce | None, Ep
     Raises:
         ValueError: a malformed model (naming the field and value); KeyError: one is missing.
     """
-    # the models load torch and scikit-learn; listing and verifying bundles need neither.
-    from scaledl.models.allreduce import AlphaBetaAllReduce
-    from scaledl.models.epoch import EpochModel
-
-    allreduce = AlphaBetaAllReduce.from_dict(params["allreduce"]) if params["allreduce"] else None
-    return allreduce, EpochModel.from_dict(params["epoch"])
+    allreduce = AllReduceTime.from_dict(params["allreduce"]) if params["allreduce"] else None
+    return allreduce, EpochTime.from_dict(params["epoch"])
 
 
 def register_bundle(

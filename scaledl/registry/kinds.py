@@ -98,7 +98,7 @@ def build_method(parts: BundleParts) -> Any:
         parts: from :func:`read_bundle`.
 
     Returns:
-        A fitted ``KernelGraphMethod`` or ``GraphMethod``.
+        A fitted ``KernelGraphMethod``, or the ``GraphPredictor`` of a CPU bundle.
 
     Raises:
         BundleError: the saved weights do not fit the saved configuration.

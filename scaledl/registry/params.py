@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import NonNegativeFloat, NonNegativeInt
 
 from scaledl.io.schema import Artefact, parse_artefact
-from scaledl.models.allreduce import AllReduceParams
+from scaledl.models.allreduce_time import AllReduceParams
 from scaledl.models.domain import TrainingDomain
-from scaledl.models.epoch import EpochParams
+from scaledl.models.epoch_time import EpochParams
 
 
 class GraphParams(Artefact):

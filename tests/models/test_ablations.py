@@ -8,8 +8,9 @@ import pytest
 from scaledl.models.critical_path import critical_path
 from scaledl.models.data import load_profile_data
 from scaledl.models.gnn_training import GNNTrainConfig
-from scaledl.models.layerwise_stage import fit_layerwise_stage, node_predictions
+from scaledl.models.layerwise_stage import fit_layerwise_stage
 from scaledl.models.methods import ABLATION_NAMES, ABLATIONS, GraphMethod, make_method
+from scaledl.models.node_times import node_predictions
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "evaluation" / "data"
 GNN = GNNTrainConfig(hidden_channels=8, heads=2, num_layers=1, max_epochs=5, patience=5)

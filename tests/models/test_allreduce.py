@@ -2,7 +2,6 @@ import json
 
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
 
 from scaledl.models.allreduce import (
     AlphaBetaAllReduce,
@@ -10,6 +9,7 @@ from scaledl.models.allreduce import (
     ring_bytes_factor,
     select_size_breakpoints,
 )
+from scaledl.models.fitted import NotFittedError
 
 ALPHA, BW = 0.025, 150e6  # ms, bytes/ms (150 GB/s)
 

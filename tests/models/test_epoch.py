@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
 
 from scaledl.models.epoch import EpochModel
+from scaledl.models.fitted import NotFittedError
 
 
 def synthetic(coef, n: int = 40, seed: int = 0, noise: float = 0.0):

@@ -1,9 +1,10 @@
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from scaledl.models.fitted import NotFittedError
 from scaledl.models.layer_time import LAYER_FEATURES, layer_features
 from scaledl.models.layerwise import LayerTimeRegressor, LayerwiseModel
 
@@ -115,7 +116,7 @@ def test_empty_samples_and_unfitted_model():
         LayerwiseModel().fit(synthetic_nodes().iloc[:0])
     with pytest.raises(NotFittedError, match="LayerwiseModel.*not fitted"):
         LayerwiseModel().predict(synthetic_nodes())
-    with pytest.raises(NotFittedError):
+    with pytest.raises(SklearnNotFittedError):
         LayerTimeRegressor().predict(np.zeros((2, 3)))
 
 

@@ -1,13 +1,15 @@
 """Every method fitted on a small real profile (the shared 8-workload, 3-family session profile)."""
 
 import numpy as np
+import pandas as pd
 import pytest
-from sklearn.exceptions import NotFittedError
 from tiny_specs import gpt2_config, tiny
 
 from scaledl.devices.local import local_device_name
 from scaledl.models.data import load_profile_data
+from scaledl.models.fitted import NotFittedError
 from scaledl.models.gnn_training import GNNTrainConfig
+from scaledl.models.graph_prediction import GraphPredictor
 from scaledl.models.methods import METHOD_NAMES, GraphMethod, make_method
 
 pytestmark = pytest.mark.slow
@@ -138,6 +140,36 @@ def test_graph_method_parts_and_from_fitted(fitted, data):
     assert set(nodes["workload_id"]) == set(data.ids)
     with pytest.raises(ValueError, match="graph_only has no layer-wise model"):
         fitted["graph_only"].node_detail(workloads)
+
+
+def test_graph_predictor_predicts_what_the_fitted_method_does(fitted, data):
+    """The predict-only class a bundle loads into shares GraphMethod's prediction code."""
+    workloads = [data.workloads[i] for i in data.ids]
+    for name in ("scaledl", "additive", "critical_path", "graph_only"):
+        method = fitted[name]
+        predictor = GraphPredictor(
+            mode=method.mode,
+            prior=method.prior,
+            edges=method.edges,
+            system_nodes=method.system_nodes,
+            layerwise=method.layerwise_,
+            allreduce=method.allreduce_,
+            gnn=method.gnn_,
+            epoch_model=method.epoch_model_,
+            training_devices=method.training_devices_,
+            training_workload_ids=method.training_workload_ids_,
+        )
+        assert predictor.name == method.name
+        pd.testing.assert_frame_equal(
+            predictor.predict(workloads), method.predict(workloads), check_exact=True
+        )
+        if method.uses_layerwise:
+            for got, want in zip(
+                predictor.predict_with_detail(workloads),
+                method.predict_with_detail(workloads),
+                strict=True,
+            ):
+                pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
 def test_unknown_method_and_mode():

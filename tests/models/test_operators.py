@@ -5,12 +5,8 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from scaledl.graph.operators import descriptor, matmul_descriptor
-from scaledl.models.operators import (
-    OperatorTimeModel,
-    device_columns,
-    operator_features,
-    roofline_terms,
-)
+from scaledl.models.device_columns import device_columns
+from scaledl.models.operators import OperatorTimeModel, operator_features, roofline_terms
 
 H100_PEAK_PER_MS = 66.908e9  # FP32 FLOP per ms
 H100_BYTES_PER_MS = 3430e6

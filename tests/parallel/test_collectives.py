@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 from scaledl.models.allreduce import AlphaBetaAllReduce
+from scaledl.parallel.collective_fit import fit_collective_model
 from scaledl.parallel.collectives import CollectiveModel, bytes_factor, timed_blocking
 from scaledl.profiles.tables import TP_API
 
@@ -39,24 +40,24 @@ def test_fit_on_measured_timings_and_round_trip():
         {"collective": "all_gather", "group_size": groups, "collective_bytes": sizes,
          "collective_ms": ms}
     )  # fmt: skip
-    cm = CollectiveModel.fit(timings, None)
+    cm = fit_collective_model(timings, None)
     assert cm.source == {**{c: "none" for c in cm.source}, "all_gather": "measured"}
     assert cm.params["all_gather"] == pytest.approx((0.05, 2e-7), rel=1e-4)
     again = CollectiveModel.from_dict(cm.to_dict())
     assert again.params == cm.params
     bad = timings.assign(collective_ms=0.0)
     with pytest.raises(ValueError, match="collective_ms"):
-        CollectiveModel.fit(bad, None)
+        fit_collective_model(bad, None)
     with pytest.raises(ValueError, match="missing column"):
-        CollectiveModel.fit(timings.drop(columns="group_size"), None)
+        fit_collective_model(timings.drop(columns="group_size"), None)
 
 
 def test_related_collectives_take_a_measured_one_of_the_same_pattern():
     ar = AlphaBetaAllReduce(weighting="none").fit([1e6, 2e6, 4e6], [2, 2, 2], [5.1, 6.1, 8.1])
     rows = pd.DataFrame({"collective": "broadcast", "group_size": 2,
                          "collective_bytes": [1e6, 2e6], "collective_ms": [0.2, 0.3]})  # fmt: skip
-    plain = CollectiveModel.fit(rows, ar)
-    related = CollectiveModel.fit(rows, ar, related=True)
+    plain = fit_collective_model(rows, ar)
+    related = fit_collective_model(rows, ar, related=True)
     assert plain.source["send"] == "derived"
     assert plain.predict_ms("send", 1e6, 2) == pytest.approx(5.1, rel=1e-3)
     assert related.source["send"] == related.source["recv"] == "from broadcast"
@@ -76,12 +77,12 @@ def test_blocking_all_reduces_are_fitted_apart_from_the_gradient_buckets():
                              "collective_ms": 0.1 + sizes[:3] * 1e-6,
                              "source": source})  # fmt: skip
     assert timed_blocking(pd.concat([gradient, blocking])).tolist() == [False] * 3 + [True] * 3
-    cm = CollectiveModel.fit(pd.concat([gradient, blocking]), None)
+    cm = fit_collective_model(pd.concat([gradient, blocking]), None)
     assert cm.source["all_reduce"] == cm.source["blocking_all_reduce"] == "measured"
     assert cm.params["blocking_all_reduce"] == pytest.approx((0.1, 1e-6), rel=1e-4)
     assert cm.predict_ms("all_reduce", 2e6, 2) == pytest.approx(6.0, rel=0.05)  # the waiting
     # without blocking rows (and in tables without source / group): the gradient all-reduce's
-    alone = CollectiveModel.fit(gradient.drop(columns=["source", "group"]), None)
+    alone = fit_collective_model(gradient.drop(columns=["source", "group"]), None)
     assert alone.source["blocking_all_reduce"] == "from all_reduce"
     assert alone.params["blocking_all_reduce"] == alone.params["all_reduce"]
     assert bytes_factor("blocking_all_reduce", 4) == bytes_factor("all_reduce", 4)
@@ -96,7 +97,7 @@ def test_tensor_parallel_api_costs_are_fitted_on_their_probe_rows_and_free_witho
                           "group": "dp", "group_size": 2, "source": "microbenchmark",
                           "collective_bytes": [1e5, 2e5] * 2,
                           "collective_ms": [0.7, 0.8, 2.5, 2.7]})  # fmt: skip
-    cm = CollectiveModel.fit(probe, ar, related=True)
+    cm = fit_collective_model(probe, ar, related=True)
     assert cm.source["tp_colwise_forward"] == cm.source["tp_rowwise_backward"] == "measured"
     assert cm.source["tp_rowwise_forward"] == "none"  # no rows, nothing related: free
     assert cm.source["blocking_all_reduce"] == "derived"  # the API cost is not an all-reduce

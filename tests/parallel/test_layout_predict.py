@@ -4,7 +4,7 @@ from flops_method import Method
 from tiny_specs import tiny
 
 from scaledl.graph.features import build_graph_set
-from scaledl.models.layerwise_stage import node_predictions
+from scaledl.models.node_times import node_predictions
 from scaledl.parallel.collectives import COLLECTIVES, CollectiveModel
 from scaledl.parallel.overlap import Overlap
 from scaledl.parallel.predict import LayoutComposer, layout_reasons, predict_layouts

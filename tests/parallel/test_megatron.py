@@ -11,7 +11,7 @@ from tiny_specs import tiny
 from scaledl.devices.specs import device_spec
 from scaledl.external.vidur import load_vidur_allreduce
 from scaledl.graph.features import architecture_graphs, build_graph_set
-from scaledl.models.kernel import kernel_columns
+from scaledl.models.kernel_columns import kernel_columns
 from scaledl.parallel.measured_collectives import MeasuredCollectives, fit_system_allreduce
 from scaledl.parallel.megatron import (
     OPTIMIZER_BYTES_PER_PARAM,

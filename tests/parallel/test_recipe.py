@@ -5,7 +5,8 @@ from sklearn.linear_model import Ridge
 from tiny_specs import tiny
 
 from scaledl.parallel.predict import LayoutPredictions
-from scaledl.parallel.recipe import CORRECTION_FEATURES, Correction, correction_features
+from scaledl.parallel.recipe import CORRECTION_FEATURES, correction_features
+from scaledl.parallel.training import fit_correction
 
 
 def predictions(n: int, seed: int) -> LayoutPredictions:
@@ -21,7 +22,7 @@ def test_correction_equals_the_ridge_it_was_fitted_as():
     pred = predictions(len(ws), 0)
     measured = pred.iteration_ms * np.random.default_rng(1).uniform(0.8, 1.3, len(ws))
     train = np.arange(len(ws)) % 3 != 0
-    correction = Correction.fit(pred, ws, measured, train)
+    correction = fit_correction(pred, ws, measured, train)
     x = correction_features(pred, ws)
     assert x.shape == (len(ws), len(CORRECTION_FEATURES))
     ridge = Ridge(alpha=1.0).fit(x[train], np.log(measured / pred.iteration_ms)[train])

@@ -5,9 +5,9 @@ import sys
 
 import numpy as np
 import pytest
-from sklearn.exceptions import NotFittedError
 
 from scaledl.devices.local import local_device_name
+from scaledl.models.fitted import NotFittedError
 from scaledl.prediction.predictor import TRACE_CACHE_DIR, load_predictor
 from scaledl.registry import (
     BundleError,
@@ -186,6 +186,27 @@ def test_load_and_first_prediction_never_import_skops(request, which, skops_impo
     assert run.returncode == 0, run.stderr
     imported = json.loads(run.stdout.strip().splitlines()[-1])
     assert imported["skops"] is skops_imported
+
+
+def test_load_and_first_prediction_never_import_scikit_learn(bundle):
+    """A loaded CPU predictor predicts with its predict-only parts: scikit-learn is for fitting.
+
+    Checked after the load and after the first prediction (a fresh process: ``sys.modules``).
+    """
+    from tiny_specs import tiny_spec
+
+    code = (
+        "import json, sys, scaledl; "
+        f"p = scaledl.load_predictor({str(bundle)!r}); "
+        "at_load = sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'); "
+        f"p.predict([{tiny_spec('bert')!r}]); "
+        "after = sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'); "
+        "print(json.dumps({'load': at_load, 'predict': after, 'method': type(p.method).__name__}))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    imported = json.loads(run.stdout.strip().splitlines()[-1])
+    assert imported == {"load": [], "predict": [], "method": "GraphPredictor"}
 
 
 def test_weights_that_do_not_fit_fail_at_the_first_prediction(bundle, profiled):
