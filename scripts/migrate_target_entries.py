@@ -4,9 +4,10 @@ One-off conversion to the one entry shape (``python scripts/migrate_target_entri
 docs/results/*.json``). The entries are rebuilt by the evaluations' own target builders from
 the sections the file holds (no evaluation is rerun); a profile of ``layouts.json`` that keeps
 only its targets (``repeats``, ``across``) has its entries upgraded from their earlier shape.
-``reference.json``, ``layouts.json`` and ``gpu_layouts.json`` are put in their envelope
-(:class:`~scaledl.evaluation.envelope.EvaluationResult`: ``evaluation``, ``schema_version``
-and ``seconds``, ``null`` where the file kept none).
+``reference.json``, ``layouts.json``, ``gpu_layouts.json`` and ``published_runs.json`` are put
+in their envelope (:class:`~scaledl.evaluation.envelope.EvaluationResult`: ``evaluation``,
+``schema_version`` and ``seconds``, ``null`` where the file kept none; ``published_runs.json``'s
+``runtime_s`` becomes its ``seconds``).
 Before a file is written, :func:`check` proves that nothing else moved: every key outside the
 ``targets`` lists and the envelope is equal, every number of the old file is in the new one
 unchanged, and each old entry agrees with its new one (row, wording, threshold, met, measured
@@ -81,7 +82,7 @@ def _published_runs(data: dict[str, Any]) -> dict[str, Any]:
     if result.ratio_baseline != stronger_fixed_mfu(loso):
         raise ValueError("ratio_baseline is not the stronger fixed-MFU rule")
     built = published_targets(result.coverage, loso, result.ratio_to_fixed_mfu, result.ranking)
-    return {**data, "targets": _dicts(built)}
+    return result.model_copy(update={"targets": built}).to_dict()  # in its envelope
 
 
 #: File name -> the evaluation whose envelope the file is written in.
@@ -136,10 +137,17 @@ def _target_lists(node: Any, where: str = "") -> list[tuple[str, list]]:
 def check(old: dict[str, Any], new: dict[str, Any], source: str) -> None:
     """Raise unless ``new`` is ``old`` with only its target entries in the new shape.
 
+    A ``runtime_s`` of ``old`` that ``new`` holds as ``seconds`` (``published_runs.json``)
+    counts as unchanged.
+
     Raises:
         ValueError: a key outside the ``targets`` lists changed, a number of ``old`` is not in
             ``new``, or an old entry disagrees with its new one (naming ``source`` and it).
     """
+    if "runtime_s" in old and "runtime_s" not in new:  # published_runs.json: now ``seconds``
+        if new.get("seconds") != old["runtime_s"]:
+            raise ValueError(f"{source}: field 'seconds' is not the old 'runtime_s'")
+        old = {k: v for k, v in old.items() if k != "runtime_s"} | {"seconds": old["runtime_s"]}
     added = {k: new[k] for k in ENVELOPE_KEYS if k in new and k not in old}
     if set(added) - {"evaluation", "schema_version", "seconds"} or added.get("seconds"):
         raise ValueError(f"{source}: the envelope added {added}")
@@ -177,7 +185,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     if path.name == "metrics.json":
         Metrics.from_dict(data, str(path)).write(path)
     elif path.name == "published_runs.json":
-        PublishedRunsResult.model_validate(data).write(path)
+        PublishedRunsResult.from_dict(data, str(path)).write(path)
     else:
         EvaluationResult.from_dict(data, ENVELOPES[path.name], str(path)).write(path)
 

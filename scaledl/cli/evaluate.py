@@ -250,7 +250,7 @@ def evaluate_published_runs_command(
     result.write(out)
     for target in result.targets:
         typer.echo(f"{target.target}: {target.measured} (reached: {target.reached})")
-    typer.echo(f"{out}: written ({result.runtime_s['total']:.0f} s)")
+    typer.echo(f"{out}: written ({result.seconds['total']:.0f} s)")
     render_readme(readme, BLOCKS["published-runs"], out)
     if report is not None:
         write_atomic(report, published_runs_html(result))

@@ -1,20 +1,23 @@
-"""The envelope of an evaluation's result file: its kind, version, targets and seconds.
+"""One result type for every evaluation: its kind, version, targets, seconds and sections.
 
-``reference.json`` (:func:`scaledl.evaluation.reference.evaluate_reference`), ``layouts.json``
-(:func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`) and ``gpu_layouts.json``
-(:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`) are each one
-:class:`EvaluationResult`: the fields every evaluation has, and the evaluation's own sections
-beside them, at the top level of the JSON object so the paths of
+Every evaluation's result is one :class:`EvaluationResult`: the fields every evaluation has,
+and the evaluation's own sections beside them; :func:`read_result` reads any of the five result
+files into one. ``reference.json`` (:func:`scaledl.evaluation.reference.evaluate_reference`),
+``layouts.json`` (:func:`scaledl.evaluation.profiled_layouts.evaluate_layouts`),
+``gpu_layouts.json`` (:func:`scaledl.evaluation.gpu_layouts.evaluate_layout_rows`) and
+``published_runs.json`` (:func:`scaledl.evaluation.published_runs.evaluate_published_runs`,
+its sections typed by :class:`~scaledl.evaluation.published_runs.PublishedRunsResult`) are
+written as it, the sections at the top level of the JSON object so the paths of
 :data:`scaledl.evaluation.targets.TARGETS` read them as they are::
 
     {"evaluation": "reference", "schema_version": 1,
      <section>: ..., ...,
      "targets": [TargetResult, ...], "seconds": {stage: s, ..., "total": s} | null}
 
-``metrics.json`` and ``published_runs.json`` keep their own typed models
-(:class:`~scaledl.evaluation.results.Metrics`,
-:class:`~scaledl.evaluation.published_runs.PublishedRunsResult`), with the same
-:class:`~scaledl.evaluation.targets.TargetResult` entries.
+``metrics.json`` (``scaledl evaluate``) keeps its own file format, schema version 2 of
+:class:`~scaledl.evaluation.results.Metrics`, its targets in its sections (``gpu.targets``,
+which holds ``gpu.parallel_layouts.targets`` too, and ``intervals.targets``) and its seconds in
+``runtime_s``; :meth:`EvaluationResult.from_metrics` gives its result (evaluation ``metrics``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from scaledl.evaluation.published_runs import PublishedRunsResult
+from scaledl.evaluation.results import Metrics, Skipped
 from scaledl.evaluation.targets import Evaluation, TargetResult, target_results
 from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import read_json
@@ -33,6 +38,10 @@ from scaledl.io.safe import read_json
 RESULT_SCHEMA_VERSION = 1
 #: The keys of the envelope; every other top-level key is a section of the evaluation.
 ENVELOPE_KEYS = ("evaluation", "schema_version", "targets", "seconds")
+#: The evaluations with a result file :func:`read_result` reads (``label_quality`` has none).
+RESULT_EVALUATIONS: tuple[Evaluation, ...] = (
+    "metrics", "gpu_layouts", "layouts", "published_runs", "reference",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,8 @@ class EvaluationResult:
     """One evaluation's result file (module docstring).
 
     Attributes:
-        evaluation: the evaluation (a :data:`~scaledl.evaluation.targets.Evaluation`:
-            ``reference``, ``layouts``, ``gpu_layouts``), as the targets table names it.
+        evaluation: the evaluation (one of :data:`RESULT_EVALUATIONS`), as the targets table
+            names it.
         targets: its targets, judged.
         seconds: wall seconds per stage and ``total``; ``None`` when not timed (a file
             converted from before the envelope).
@@ -76,6 +85,38 @@ class EvaluationResult:
         if seconds is not None:
             data["seconds"] = seconds
         return cls.from_dict(data, evaluation, f"<{evaluation} result>")
+
+    @classmethod
+    def from_metrics(cls, metrics: Metrics) -> EvaluationResult:
+        """The result of ``scaledl evaluate`` (``metrics.json``), evaluation ``metrics``.
+
+        Its targets are the entries of ``gpu.targets`` (which holds those of
+        ``gpu.parallel_layouts.targets``) and ``intervals.targets``, in that order; its seconds
+        are the stages' of ``runtime_s`` with ``total``; the sections are its other top-level
+        fields as JSON, without those ``targets`` lists (each entry is in :attr:`targets` once)
+        and with ``fit_seconds`` (``runtime_s.fit_seconds``: method -> its fits' seconds, which
+        overlap the stages).
+
+        Args:
+            metrics: the metrics (:meth:`~scaledl.evaluation.results.Metrics.read`).
+        """
+        data = metrics.to_dict()
+        runtime = data.pop("runtime_s")
+        del data["schema_version"]
+        targets: list[TargetResult] = []
+        if not isinstance(metrics.gpu, Skipped):
+            targets += metrics.gpu.targets
+            del data["gpu"]["targets"]
+            if data["gpu"]["parallel_layouts"] is not None:
+                data["gpu"]["parallel_layouts"].pop("targets", None)
+        targets += metrics.intervals.targets
+        del data["intervals"]["targets"]
+        return cls(
+            evaluation="metrics",
+            targets=targets,
+            seconds={k: v for k, v in runtime.items() if k != "fit_seconds"},
+            sections={**data, "fit_seconds": runtime["fit_seconds"]},
+        )
 
     @classmethod
     def from_dict(
@@ -141,7 +182,7 @@ class EvaluationResult:
         return cls.from_dict(read_json(path), evaluation, str(path))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of the file: the envelope first, the sections, targets, seconds."""
+        """The JSON object of the envelope: its keys first, the sections, targets, seconds."""
         return {
             "evaluation": self.evaluation,
             "schema_version": self.schema_version,
@@ -157,3 +198,55 @@ class EvaluationResult:
     def write(self, path: Path | str) -> Path:
         """Write :meth:`to_json` atomically (:mod:`scaledl.io.atomic`); returns ``path``."""
         return write_atomic(Path(path), self.to_json())
+
+
+def read_result(path: Path | str, evaluation: Evaluation | None = None) -> EvaluationResult:
+    """Read any evaluation's result file (:func:`scaledl.io.safe.read_json`) as its result.
+
+    The file's ``evaluation`` field says which evaluation wrote it. A file without one is
+    ``evaluation``'s when that is given (``metrics.json``, or a file written before the
+    envelope); otherwise it is ``metrics.json`` when it has a ``schema_version`` and no
+    ``targets`` (:meth:`EvaluationResult.from_metrics`; another version than the metrics
+    schema's is an error), or a ``published_runs.json`` of the shape before the envelope when it
+    holds ``runtime_s`` and ``protocols``. ``published_runs.json`` and ``metrics.json`` are
+    validated by their typed models (:class:`~scaledl.evaluation.published_runs.
+    PublishedRunsResult`, :class:`~scaledl.evaluation.results.Metrics`), the others by the
+    envelope.
+
+    Args:
+        path: the file.
+        evaluation: the evaluation the file must be, or ``None`` for any.
+
+    Returns:
+        The result.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: unsafe, not JSON, not a result file, another evaluation than
+            ``evaluation``, or not matching its schema (naming the file and the field).
+    """
+    data = read_json(path)
+    source = str(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: not a JSON object (a result file is one)")
+    kind = data.get("evaluation", evaluation)
+    if kind is None and "schema_version" in data and "targets" not in data:
+        kind = "metrics"
+    elif kind is None and {"runtime_s", "protocols"} <= set(data):
+        kind = "published_runs"
+    if kind is None:
+        raise ValueError(
+            f"{source}: field 'evaluation' is missing (a result file names its evaluation: "
+            f"{', '.join(RESULT_EVALUATIONS)})"
+        )
+    if kind not in RESULT_EVALUATIONS:
+        raise ValueError(
+            f"{source}: field 'evaluation' is {kind!r}: not one of {', '.join(RESULT_EVALUATIONS)}"
+        )
+    if evaluation is not None and kind != evaluation:
+        raise ValueError(f"{source}: field 'evaluation' is {kind!r}, expected {evaluation!r}")
+    if kind == "metrics" and "evaluation" not in data:  # metrics.json, schema version 2
+        return EvaluationResult.from_metrics(Metrics.from_dict(data, source))
+    if kind == "published_runs":
+        data = PublishedRunsResult.from_dict(data, source).to_dict()
+    return EvaluationResult.from_dict(data, kind, source)

@@ -55,11 +55,11 @@ import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from scipy.stats import kendalltau
 
 from scaledl.devices.specs import UnknownDeviceError, device_spec
@@ -231,9 +231,18 @@ class RowPrediction(_Model):
 
 
 class PublishedRunsResult(_Model):
-    """``docs/results/published_runs.json``.
+    """``docs/results/published_runs.json``: the evaluation's envelope and its sections.
+
+    The file is an :class:`~scaledl.evaluation.envelope.EvaluationResult` (``evaluation``,
+    ``schema_version``, ``targets``, ``seconds``; read by
+    :func:`~scaledl.evaluation.envelope.read_result`) whose sections this model types. A file
+    written before the envelope (no ``evaluation`` or ``schema_version``, its seconds in
+    ``runtime_s``) reads as this shape.
 
     Attributes:
+        evaluation: ``published_runs``.
+        schema_version: the envelope's version
+            (:data:`~scaledl.evaluation.envelope.RESULT_SCHEMA_VERSION`).
         command: the command that wrote it.
         inputs: the CSV files read (repository-relative where possible).
         decisions: the fixed choices (peak, MFU fit, correction hyper-parameters, ...).
@@ -247,9 +256,11 @@ class PublishedRunsResult(_Model):
         noise_floor: source -> re-publications' spread (sources with any).
         targets: the issue's targets, met or not.
         rows: every answered row.
-        runtime_s: stage -> wall seconds.
+        seconds: stage -> wall seconds, and ``total``.
     """
 
+    evaluation: Literal["published_runs"] = "published_runs"
+    schema_version: Literal[1] = 1
     command: str
     inputs: list[str]
     decisions: dict[str, str]
@@ -262,21 +273,48 @@ class PublishedRunsResult(_Model):
     noise_floor: dict[str, NoiseSource]
     targets: list[TargetResult]
     rows: list[RowPrediction]
-    runtime_s: dict[str, float]
+    seconds: dict[str, float]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_the_envelope(cls, data: Any) -> Any:
+        """A file of the shape before the envelope: ``runtime_s`` is its ``seconds``."""
+        if isinstance(data, dict) and "evaluation" not in data and "runtime_s" in data:
+            old = {k: v for k, v in data.items() if k != "runtime_s"}
+            return {"evaluation": "published_runs", "schema_version": 1,
+                    **old, "seconds": data["runtime_s"]}  # fmt: skip
+        return data
 
     @classmethod
-    def read(cls, path: Path) -> PublishedRunsResult:
-        """Read and validate a results file.
+    def from_dict(cls, data: Any, source: str = "<published runs>") -> PublishedRunsResult:
+        """Validate a results file's parsed JSON (either shape, see the class docstring).
 
         Raises:
-            ValueError: unreadable or not matching the schema (naming the file).
+            ValueError: not matching the schema (naming ``source``, the field and the value).
         """
-        from pydantic import ValidationError
-
         try:
-            return cls.model_validate(read_json(path))
+            return cls.model_validate(data)
         except ValidationError as exc:
-            raise ValueError(f"{path}: not a published-runs result: {exc}") from None
+            lines = [
+                f"{source}: field {'.'.join(str(p) for p in e['loc']) or '<top level>'!r}: "
+                f"{e['msg']} (value {e.get('input')!r:.80})"
+                for e in exc.errors()[:8]
+            ]
+            raise ValueError("\n".join(lines)) from None
+
+    @classmethod
+    def read(cls, path: Path | str) -> PublishedRunsResult:
+        """Read (:func:`scaledl.io.safe.read_json`) and validate a results file.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: unsafe, not JSON or not matching the schema (naming the file).
+        """
+        return cls.from_dict(read_json(path), str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the file."""
+        return self.model_dump(mode="json")
 
     def write(self, path: Path) -> Path:
         """Write as indented JSON (atomically)."""
@@ -835,5 +873,5 @@ def evaluate_published_runs(
         noise_floor=noise_floor(published.runs),
         targets=targets(coverage, loso, ratio, ranking),
         rows=row_models,
-        runtime_s={k: round(v, 1) for k, v in runtime.items()},
+        seconds={k: round(v, 1) for k, v in runtime.items()},
     )

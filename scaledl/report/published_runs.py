@@ -93,5 +93,5 @@ def published_runs_html(result: PublishedRunsResult) -> str:
         targets=[[t.text, t.measured, reached_text(t.met)] for t in result.targets],
         decisions=list(result.decisions.items()),
         refused=result.coverage.refused_rows,
-        runtime=", ".join(f"{k} {v:.0f} s" for k, v in result.runtime_s.items()),
+        runtime=", ".join(f"{k} {v:.0f} s" for k, v in result.seconds.items()),
     )  # fmt: skip

@@ -4,8 +4,16 @@ import json
 from pathlib import Path
 
 import pytest
+from metrics_factory import make_metrics, metrics_dict
 
-from scaledl.evaluation.envelope import RESULT_SCHEMA_VERSION, EvaluationResult
+from scaledl.evaluation.envelope import (
+    RESULT_EVALUATIONS,
+    RESULT_SCHEMA_VERSION,
+    EvaluationResult,
+    read_result,
+)
+from scaledl.evaluation.published_runs import PublishedRunsResult
+from scaledl.evaluation.results import Metrics
 from scaledl.evaluation.targets import TargetResult, target
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
@@ -84,3 +92,107 @@ def test_every_committed_result_file_is_in_its_envelope(name, evaluation):
     result = EvaluationResult.read(RESULTS / name, evaluation)
     assert data["evaluation"] == evaluation and data["schema_version"] == RESULT_SCHEMA_VERSION
     assert result.to_dict() == data and result.targets
+
+
+# read_result: every evaluation's file as the one result type.
+
+COMMITTED = {
+    "metrics": "metrics.json", "gpu_layouts": "gpu_layouts.json", "layouts": "layouts.json",
+    "published_runs": "published_runs.json", "reference": "reference.json",
+}  # fmt: skip
+
+
+def test_every_evaluation_with_a_result_file_is_committed():
+    assert set(COMMITTED) == set(RESULT_EVALUATIONS)
+
+
+@pytest.mark.parametrize("evaluation", sorted(COMMITTED))
+def test_read_result_reads_every_committed_file_as_its_evaluation(evaluation):
+    path = RESULTS / COMMITTED[evaluation]
+    result = read_result(path)
+    assert result.evaluation == evaluation and result.targets
+    assert all(isinstance(t, TargetResult) for t in result.targets)
+    assert read_result(path, evaluation) == result
+    if evaluation != "metrics":  # written in the envelope: the file is the result's JSON
+        assert result.to_dict() == json.loads(path.read_text())
+
+
+def test_the_committed_published_runs_file_is_in_its_envelope():
+    data = json.loads((RESULTS / "published_runs.json").read_text())
+    assert list(data)[:2] == ["evaluation", "schema_version"] and "runtime_s" not in data
+    assert data["schema_version"] == RESULT_SCHEMA_VERSION
+    assert PublishedRunsResult.model_fields["schema_version"].default == RESULT_SCHEMA_VERSION
+    assert "total" in data["seconds"]
+
+
+def test_a_published_runs_file_of_the_shape_before_the_envelope_still_reads(tmp_path):
+    data = json.loads((RESULTS / "published_runs.json").read_text())
+    old = {k: v for k, v in data.items() if k not in ("evaluation", "schema_version", "seconds")}
+    old["runtime_s"] = data["seconds"]
+    path = tmp_path / "published_runs.json"
+    path.write_text(json.dumps(old))
+    assert read_result(path) == read_result(RESULTS / "published_runs.json")
+    assert PublishedRunsResult.read(path) == PublishedRunsResult.read(RESULTS / path.name)
+
+
+def test_read_result_of_a_written_metrics_json(tmp_path):
+    metrics = make_metrics()
+    path = metrics.write(tmp_path / "metrics.json")
+    result = read_result(path, "metrics")
+    assert result == EvaluationResult.from_metrics(metrics)
+    assert result.evaluation == "metrics" and result.schema_version == RESULT_SCHEMA_VERSION
+    assert result.targets == metrics.intervals.targets  # the factory's GPU section is skipped
+    runtime = metrics.runtime_s.model_dump()
+    assert result.seconds == {k: v for k, v in runtime.items() if k != "fit_seconds"}
+    assert result.sections["fit_seconds"] == runtime["fit_seconds"]
+    assert "targets" not in result.sections["intervals"]
+    assert set(result.sections) == (
+        set(Metrics.model_fields) - {"schema_version", "runtime_s"} | {"fit_seconds"}
+    )
+
+
+def test_the_committed_metrics_targets_are_gathered_once():
+    metrics = Metrics.read(RESULTS / "metrics.json")
+    result = EvaluationResult.from_metrics(metrics)
+    assert result.targets == metrics.gpu.targets + metrics.intervals.targets
+    assert "targets" not in result.sections["gpu"]["parallel_layouts"]
+    assert result.seconds["total"] == metrics.runtime_s.total
+
+
+def _written(tmp_path: Path, data) -> Path:
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("data", "evaluation", "message"),
+    [
+        ([], None, r"result.json: not a JSON object"),
+        ({"dataset": {}, "targets": []}, None, r"result.json: field 'evaluation' is missing"),
+        ({"dataset": {}}, "reference", r"result.json: field 'targets' is missing"),
+        (_result(evaluation="label_quality"), None,
+         r"result.json: field 'evaluation' is 'label_quality': not one of metrics"),
+        (_result(evaluation="layouts"), "reference",
+         r"result.json: field 'evaluation' is 'layouts', expected 'reference'"),
+        (_result(evaluation="reference", seconds="1 s"), None, r"result.json: field 'seconds'"),
+        ({**metrics_dict(), "schema_version": 1}, None,
+         r"result.json: key 'schema_version' is 1; this ScaleDL reads 2"),
+        ({k: v for k, v in metrics_dict().items() if k != "intervals"}, "metrics",
+         r"result.json: key 'intervals': missing"),
+        ({"evaluation": "published_runs", "targets": []}, None,
+         r"result.json: field 'command': Field required"),
+    ],
+)  # fmt: skip
+def test_read_result_of_a_bad_file_names_it_and_the_field(tmp_path, data, evaluation, message):
+    with pytest.raises(ValueError, match=message):
+        read_result(_written(tmp_path, data), evaluation)
+
+
+def test_read_result_of_a_missing_or_broken_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_result(tmp_path / "metrics.json")
+    path = tmp_path / "metrics.json"
+    path.write_text("{")
+    with pytest.raises(ValueError, match="metrics.json"):
+        read_result(path)

@@ -9,6 +9,7 @@ import pytest
 from metrics_factory import make_metrics
 
 from scaledl.evaluation.coverage import coverage_targets
+from scaledl.evaluation.envelope import EvaluationResult, read_result
 from scaledl.evaluation.gpu_layouts import layout_targets as gpu_layout_targets
 from scaledl.evaluation.gpu_peer import peer_targets
 from scaledl.evaluation.profiled_layouts import layout_targets
@@ -150,8 +151,12 @@ COMMITTED = {
 }
 
 
+def _read(evaluation: str) -> EvaluationResult:
+    return read_result(RESULTS / COMMITTED[evaluation], evaluation)
+
+
 def test_every_path_without_placeholders_resolves_in_its_committed_result():
-    results = {e: _committed(name) for e, name in COMMITTED.items()}
+    results = {e: _read(e).sections for e in COMMITTED}
     results["metrics"] = Metrics.read(RESULTS / COMMITTED["metrics"])  # the paths of the model
     fixed = [t for t in TARGETS if t.evaluation in results and "{" not in t.path + (t.over or "")]
     assert len(fixed) >= 20
@@ -159,30 +164,41 @@ def test_every_path_without_placeholders_resolves_in_its_committed_result():
     assert missing == []
 
 
+@pytest.mark.parametrize("evaluation", sorted(COMMITTED))
+def test_every_committed_entry_is_a_row_of_its_evaluation(evaluation):
+    result = _read(evaluation)
+    assert result.evaluation == evaluation and result.targets
+    # metrics.json holds the gpu_layouts rows of its gpu.parallel_layouts section too.
+    rows = {evaluation, "gpu_layouts"} if evaluation == "metrics" else {evaluation}
+    assert {BY_NAME[t.name].evaluation for t in result.targets} == rows
+
+
 def _dicts(entries: list[TargetResult]) -> list[dict]:
     return [t.to_dict() for t in entries]
 
 
 def test_committed_metrics_targets_are_the_tables():
-    metrics = _committed("metrics.json")
-    gpu = metrics["gpu"]
-    layouts = _dicts(gpu_layout_targets(gpu["parallel_layouts"]["summary"]))
-    assert gpu["parallel_layouts"]["targets"] == layouts
-    assert gpu["targets"] == _dicts(gpu_targets(gpu) + peer_targets(gpu["peer"])) + layouts
-    intervals = metrics["intervals"]
-    assert intervals["targets"] == _dicts(coverage_targets(intervals, intervals["coverage"]))
+    result = _read("metrics")
+    gpu, intervals = result.sections["gpu"], result.sections["intervals"]
+    layouts = gpu_layout_targets(gpu["parallel_layouts"]["summary"])
+    judged = gpu_targets(gpu) + peer_targets(gpu["peer"]) + layouts
+    judged += coverage_targets(intervals, intervals["coverage"])
+    assert result.targets == judged
+    # The file holds the parallel layouts' entries in their section and in gpu.targets.
+    data = _committed("metrics.json")["gpu"]
+    assert data["parallel_layouts"]["targets"] == _dicts(layouts) == data["targets"][-4:]
 
 
 def test_committed_gpu_layouts_targets_are_the_tables():
-    result = _committed("gpu_layouts.json")
-    assert result["targets"] == _dicts(gpu_layout_targets(result["summary"]))
+    result = _read("gpu_layouts")
+    assert result.targets == gpu_layout_targets(result.sections["summary"])
 
 
 def test_committed_layouts_targets_are_the_tables():
-    result = _committed("layouts.json")
-    assert result["targets"] == _dicts(layout_targets(result))
-    head = result["variants"][result["headline"]]
-    assert _dicts(layout_targets(head)) == result["targets"]
+    result = _read("layouts")
+    assert result.targets == layout_targets(result.sections)
+    head = result.sections["variants"][result.sections["headline"]]
+    assert layout_targets(head) == result.targets
 
 
 def test_committed_published_runs_targets_are_the_tables():
@@ -190,12 +206,12 @@ def test_committed_published_runs_targets_are_the_tables():
     loso = result.protocols["leave_one_source_out"]
     assert result.ratio_baseline == stronger_fixed_mfu(loso)
     judged = published_targets(result.coverage, loso, result.ratio_to_fixed_mfu, result.ranking)
-    assert judged == result.targets
+    assert judged == result.targets == _read("published_runs").targets
 
 
 def test_committed_reference_targets_are_the_tables():
-    result = _committed("reference.json")
-    assert _dicts(target_checks(result)) == result["targets"]
+    result = _read("reference")
+    assert target_checks(result.sections) == result.targets
 
 
 # The one entry shape of every result file.

@@ -44,6 +44,10 @@ def _earlier(name: str) -> dict:
             data.pop(key)
         if data["seconds"] is None:
             data.pop("seconds")
+    if name == "published_runs.json":  # the envelope's keys; its seconds were runtime_s
+        for key in ("evaluation", "schema_version"):
+            data.pop(key)
+        data["runtime_s"] = data.pop("seconds")
     if name == "layouts.json":
         for profile in (data, *data["repeats"], *data["across"]):
             profile["targets"] = [_layout_shape(t) for t in profile["targets"]]
@@ -85,6 +89,17 @@ def test_the_check_refuses_a_moved_number_and_a_changed_verdict():
     lost["targets"][1]["value"] = 0.5
     with pytest.raises(ValueError, match=r"targets\[1\] field 'value'"):
         module.check(old, lost, "reference.json")
+
+
+def test_the_check_refuses_published_runs_seconds_that_are_not_its_runtime():
+    module = _script()
+    new = json.loads((RESULTS / "published_runs.json").read_text())
+    old = _earlier("published_runs.json")
+    module.check(old, new, "published_runs.json")
+    moved = copy.deepcopy(new)
+    moved["seconds"]["total"] += 1.0
+    with pytest.raises(ValueError, match="field 'seconds' is not the old 'runtime_s'"):
+        module.check(old, moved, "published_runs.json")
 
 
 def test_an_unknown_file_exits_2(tmp_path, capsys):

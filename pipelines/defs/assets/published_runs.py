@@ -55,6 +55,6 @@ def published_runs_evaluation(
                     ]
                 )
             ),  # fmt: skip
-            "seconds": dg.MetadataValue.float(result.runtime_s["total"]),
+            "seconds": dg.MetadataValue.float(result.seconds["total"]),
         }
     )

@@ -174,6 +174,6 @@ def published_runs_markdown(result: PublishedRunsResult) -> str:
             _line([t.text, t.measured, reached_text(t.met, markdown=True)]) for t in result.targets
         ),  # fmt: skip
         "",
-        f"Runtime of the command: {result.runtime_s['total']:.0f} s.",
+        f"Runtime of the command: {result.seconds['total']:.0f} s.",
     ]
     return "\n".join(lines)

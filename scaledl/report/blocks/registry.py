@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaledl.evaluation.envelope import EvaluationResult
+from scaledl.evaluation.envelope import read_result
 from scaledl.evaluation.published_runs import PublishedRunsResult
 from scaledl.evaluation.results import Metrics
 from scaledl.evaluation.targets import Evaluation
@@ -76,12 +76,13 @@ class Block:
 def _result_file(evaluation: Evaluation) -> Callable[[Path], dict[str, Any]]:
     """A :attr:`Block.read` of an evaluation's result file, validated by its envelope.
 
-    The file is read by :class:`~scaledl.evaluation.envelope.EvaluationResult` and handed on
-    as its JSON object (:meth:`~scaledl.evaluation.envelope.EvaluationResult.to_dict`).
+    The file is read by :func:`~scaledl.evaluation.envelope.read_result` (another evaluation's
+    file is an error) and handed on as its JSON object
+    (:meth:`~scaledl.evaluation.envelope.EvaluationResult.to_dict`).
     """
 
     def read(path: Path) -> dict[str, Any]:
-        return EvaluationResult.read(path, evaluation).to_dict()
+        return read_result(path, evaluation).to_dict()
 
     return read
 
