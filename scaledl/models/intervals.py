@@ -54,7 +54,7 @@ from typing import Annotated, Any, Literal, get_args
 import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from scaledl.io.atomic import write_atomic
 from scaledl.io.safe import UnsafeInputError, read_json
@@ -267,7 +267,7 @@ def normal_prediction_bound(scores: np.ndarray, coverage: float) -> float:
         )
     logs = np.log(scores)
     k = logs.size
-    spread = student_t.ppf(coverage, k - 1) * logs.std(ddof=1) * np.sqrt(1.0 + 1.0 / k)
+    spread = stdtrit(k - 1, coverage) * logs.std(ddof=1) * np.sqrt(1.0 + 1.0 / k)
     return float(np.exp(logs.mean() + spread))
 
 
