@@ -12,7 +12,8 @@ seed-mean predictions, as the reference evaluation does), so a change of the cal
 
 Prints one row per left-out family and target: how its interval was calibrated, from how many
 families, its coverage with the exact 95% Clopper-Pearson interval and its median relative
-width; then the interval a family never seen gets from all the families.
+width; then the interval a family never seen gets from all the families, on the seed-mean
+predictions (a registered bundle's own calibration gives a somewhat different interval).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import pandas as pd
 
 from scaledl.evaluation.coverage import family_coverage, interval_coverage
 from scaledl.models.intervals import CalibrationError
+
+#: Columns the scoring reads (besides the predicted and measured times it checks itself).
+REQUIRED_COLUMNS = ("split", "method", "seed")
 
 
 def rows_of(per_family: dict, method: str, view: str) -> list[dict]:
@@ -62,7 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="Also write the rows as JSON")
     args = parser.parse_args(argv)
     try:
+        if not args.predictions.is_file():
+            raise ValueError("not a file (a predictions.parquet of `scaledl evaluate`)")
         frame = pd.read_parquet(args.predictions)
+        missing = sorted(set(REQUIRED_COLUMNS) - set(frame.columns))
+        if missing:
+            raise ValueError(
+                f"columns {missing} missing (a predictions.parquet of `scaledl evaluate`)"
+            )
         ood = frame[frame["split"].astype(str).str.startswith("ood/")]
         if ood.empty or args.method not in set(ood["method"]):
             raise ValueError(f"no leave-one-family-out prediction of {args.method!r}")
@@ -78,10 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     new = seed_mean["new_family"][args.method]
+    width = "unbounded" if new["relative_width"] is None else f"{new['relative_width']:.1%}"
     print(
-        f"new family ({new['families']} families, {new['family_calibration']}): "
+        f"new family, seed-mean view ({new['families']} families, {new['family_calibration']}): "
         f"[{new['low_factor']:.3f}, {new['high_factor'] or float('inf'):.3f}] x prediction, "
-        f"relative width {new['relative_width']}"
+        f"relative width {width} (a registered bundle calibrates on its own "
+        "fit's residuals: its interval differs)"
     )
     if args.json is not None:
         args.json.write_text(json.dumps({"rows": rows, "new_family": new}, indent=1) + "\n")

@@ -48,7 +48,10 @@ def test_five_families_are_scored_per_family_with_their_method(tmp_path, capsys)
     first = [r for r in data["rows"] if r["view"].startswith("first seed")]
     assert all(r["n"] == 10 and r["ci_low"] <= r["coverage"] <= r["ci_high"] for r in first)
     assert data["new_family"]["families"] == 5
-    assert "new family (5 families, normal_prediction_bound)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "new family, seed-mean view (5 families, normal_prediction_bound)" in printed
+    width = data["new_family"]["relative_width"]
+    assert f"relative width {width:.1%}" in printed
 
 
 def test_no_leave_one_family_out_rows_exit_2_with_one_line(tmp_path, capsys):
@@ -57,3 +60,13 @@ def test_no_leave_one_family_out_rows_exit_2_with_one_line(tmp_path, capsys):
     assert _script().main([str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"{path}: no leave-one-family-out prediction of 'scaledl'"
+
+
+def test_missing_columns_and_a_folder_are_named(tmp_path, capsys):
+    path = tmp_path / "predictions.parquet"
+    _predictions(5).drop(columns="seed").to_parquet(path)
+    assert _script().main([str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{path}: columns ['seed'] missing")
+    assert _script().main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"{tmp_path}: not a file")
