@@ -24,8 +24,8 @@ Clopper-Pearson interval (``scipy.stats.binomtest``: with tens of workloads a co
 uncertain by several points), the median relative width ``(high - low) / predicted`` and how
 many intervals were unbounded (too few calibration residuals, or for a left-out family fewer
 than 3 other families), and for a left-out family which method calibrated it
-(``family_calibration``: ``conformal`` from 10 families at 90%, ``normal_prediction_bound``
-from 3 to 9, ``unbounded``). The interval bounds are added to
+(``family_calibration``: ``conformal`` from 9 families at 90%, ``normal_prediction_bound``
+from 3 to 8, ``unbounded``). The interval bounds are added to
 the predictions (``pred_<target>_s_low/high``) for the report's headline figure.
 """
 

@@ -33,13 +33,14 @@ registered predictor, which makes the intervals, if anything, conservative. Iter
 time are calibrated separately. The calibration travels in the predictor bundle
 (``calibration.json``, checksummed) and records the SHA-256 of the profile tables it came from.
 
-A stratum with too few scores for the coverage asked (fewer than about ``1 / (1 - c)``: 10 for
-90% with crepes' rounding, :func:`conformal_min_scores`) gives an unbounded interval
-``[0, inf)``, as crepes does, never a narrower guess. For ``unseen_family`` the scores are
-families, so the conformal quantile of a 90% interval for a new family needs at least 10
-calibration families; with 3 to 9 the stratum takes a normal-theory prediction bound over the
-family scores instead (:func:`family_half_width`, decided by the number of families alone), and
-every interval reports which of the two it used (:data:`IntervalMethod`).
+A stratum with too few scores for the coverage asked (fewer than ``c / (1 - c)``: 9 for 90%,
+:func:`conformal_min_scores`; :data:`CONFIDENCE_ROUNDING` keeps crepes' floating-point index
+from taking one rank too many) gives an unbounded interval ``[0, inf)``, as crepes does, never
+a narrower guess. For ``unseen_family`` the scores are families, so the conformal quantile of a
+90% interval for a new family needs at least 9 calibration families; with 3 to 8 the stratum
+takes a normal-theory prediction bound over the family scores instead
+(:func:`family_half_width`, decided by the number of families alone), and every interval
+reports which of the two it used (:data:`IntervalMethod`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ def log_residuals(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
     return np.log(np.asarray(true, dtype=float)) - np.log(np.asarray(pred, dtype=float))
 
 
+#: Subtracted from the confidence given to crepes, whose quantile index is
+#: ``int((1 - confidence) (n + 1))``: in floating point ``(1 - 0.9) * 20`` is
+#: ``1.9999999999999996``, which truncates to 1 and takes the quantile one rank too high (the
+#: 19th of 19 residuals at 90% instead of the 18th, ``ceil(0.9 * 20)``). The tolerance is far
+#: below any real step of ``(1 - confidence) (n + 1)`` and far above the rounding error.
+CONFIDENCE_ROUNDING = 1e-12
+
+
 def conformal_half_widths(
     residuals: np.ndarray, bins: np.ndarray, coverage: float
 ) -> dict[str, float]:
@@ -133,7 +142,9 @@ def conformal_half_widths(
         # crepes warns and returns an unbounded interval for a bin too small: we report it.
         warnings.filterwarnings("ignore", message="the no. of calibration examples is too small")
         cr = ConformalRegressor().fit(residuals, bins=bins)
-        bounds = cr.predict_int(np.zeros(len(labels)), bins=labels, confidence=coverage)
+        bounds = cr.predict_int(
+            np.zeros(len(labels)), bins=labels, confidence=coverage - CONFIDENCE_ROUNDING
+        )
     return {str(b): float(hi) for b, hi in zip(labels, bounds[:, 1], strict=True)}
 
 
@@ -206,7 +217,7 @@ def family_conformal_half_width(
 
     Returns:
         The log-space half-width; ``inf`` when ``K`` is too small (``K < coverage / (1 -
-        coverage)``: fewer than 10 families for 90%).
+        coverage)``: fewer than 9 families for 90%).
 
     Raises:
         CalibrationError: as :func:`family_scores`.
@@ -219,8 +230,8 @@ def conformal_min_scores(coverage: float) -> int:
     """The fewest calibration scores that give a finite split-conformal quantile at ``coverage``.
 
     crepes takes the ``int((1 - coverage) (n + 1))``-th largest of ``n`` scores, unbounded
-    when that index is 0: the smallest ``n`` with ``int((1 - coverage) (n + 1)) >= 1``, in
-    floating point as crepes computes it (10 at 0.9, 5 at 0.8).
+    when that index is 0: the smallest ``n`` with ``int((1 - coverage) (n + 1)) >= 1``, with
+    the confidence passed as :func:`conformal_half_widths` passes it (9 at 0.9, 4 at 0.8).
 
     Raises:
         CalibrationError: ``coverage`` outside (0, 1).
@@ -228,7 +239,7 @@ def conformal_min_scores(coverage: float) -> int:
     if not 0.0 < coverage < 1.0:
         raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
     n = 1
-    while int((1.0 - coverage) * (n + 1)) < 1:
+    while int((1.0 - (coverage - CONFIDENCE_ROUNDING)) * (n + 1)) < 1:
         n += 1
     return n
 
@@ -297,7 +308,7 @@ def family_half_width(
 
     Decided by the number ``K`` of calibration families alone, before any score is looked at:
 
-    * ``K >= conformal_min_scores(coverage)`` (10 at 90%): the group-conformal quantile
+    * ``K >= conformal_min_scores(coverage)`` (9 at 90%): the group-conformal quantile
       (:func:`family_conformal_half_width`), distribution-free;
     * ``MIN_BOUND_FAMILIES <= K`` below that, with ``rule`` :data:`FAMILY_RULE`: the normal
       prediction bound over the ``K`` family scores (:func:`normal_prediction_bound` of

@@ -169,7 +169,7 @@ def test_family_coverage_reports_how_a_new_family_is_bounded():
               for f in sorted(set(data["family"]))]  # fmt: skip
     assert new["half_width_log"] == pytest.approx(normal_prediction_bound(np.array(scores), 0.9))
     assert new["high_factor"] == pytest.approx(np.exp(new["half_width_log"]))
-    assert "5 families, fewer than the 10" in new["family_calibration_reason"]
+    assert "5 families, fewer than the 9" in new["family_calibration_reason"]
     per = result["per_family"]["g2"]["scaledl"]["iteration"]
     assert per["family_calibration"] == "normal_prediction_bound" and per["n_unbounded"] == 0
     two = family_coverage(data[data["family"].isin(["g0", "g1"])], 0.9)["new_family"]["scaledl"]

@@ -78,11 +78,15 @@ def test_family_conformal_quantile_by_hand():
     assert family_conformal_half_width(residuals, families, 0.5) == pytest.approx(0.25)
     # Pooling the 12 workloads instead gives the 7th smallest |r|: 0.4.
     assert conformal_half_width(residuals, 0.5) == pytest.approx(0.4)
-    # 90%: 9 families are too few (crepes: int(0.1 * 10) - 1 < 0), 10 give the largest score.
+    # 90%: the ceil(0.9 (n + 1))-th smallest of n scores. 8 families are too few (the 9th of
+    # 8), 9 give the largest score (the 9th); 19 scores the 18th and 99 the 90th (crepes alone
+    # takes the 19th and the 91st: its index int((1 - 0.9) * 20) truncates 1.9999999999999996).
+    eight = np.repeat(np.arange(8), 2).astype(str)
+    assert family_conformal_half_width(np.linspace(0.1, 1.6, 16), eight, 0.9) == np.inf
     nine = np.repeat(np.arange(9), 2).astype(str)
-    assert family_conformal_half_width(np.linspace(0.1, 1.8, 18), nine, 0.9) == np.inf
-    ten = np.repeat(np.arange(10), 2).astype(str)
-    assert family_conformal_half_width(np.linspace(0.1, 2.0, 20), ten, 0.9) == pytest.approx(2.0)
+    assert family_conformal_half_width(np.linspace(0.1, 1.8, 18), nine, 0.9) == pytest.approx(1.8)
+    assert conformal_half_width(np.arange(1.0, 20.0), 0.9) == pytest.approx(18.0)
+    assert conformal_half_width(np.arange(1.0, 100.0), 0.9) == pytest.approx(90.0)
     with pytest.raises(CalibrationError, match="one label per residual"):
         family_scores(residuals, families[:3], 0.5)
     with pytest.raises(CalibrationError, match="coverage"):
@@ -101,7 +105,7 @@ def test_each_family_counts_once_however_large():
 
 
 def test_conformal_minimum_is_where_crepes_becomes_finite():
-    assert conformal_min_scores(0.9) == 10 and conformal_min_scores(0.8) == 5
+    assert conformal_min_scores(0.9) == 9 and conformal_min_scores(0.8) == 4
     for coverage in (0.5, 0.8, 0.9, 0.95):
         n = conformal_min_scores(coverage)
         assert np.isfinite(conformal_half_width(np.ones(n), coverage))
@@ -121,7 +125,7 @@ def test_normal_prediction_bound_by_hand():
     width = family_half_width(residuals, families, 0.9)
     assert width.method == "normal_prediction_bound" and width.families == 4
     assert width.half_width == pytest.approx(expected, rel=1e-3)
-    assert "4 families, fewer than the 10" in width.reason
+    assert "4 families, fewer than the 9" in width.reason
     assert normal_prediction_bound(np.array([0.1, 0.2, 0.4, 0.8]), 0.9) == width.half_width
     # Equal scores: no spread, the bound is the score.
     assert normal_prediction_bound(np.full(3, 0.3), 0.9) == pytest.approx(0.3)
@@ -135,7 +139,7 @@ def test_too_few_families_for_the_normal_bound_stay_unbounded_with_the_reason():
     width = family_half_width(np.array([0.1, 0.3]), np.array(["a", "b"]), 0.9)
     assert width.half_width == np.inf and width.method == "unbounded" and width.families == 2
     assert width.reason == (
-        "2 families, fewer than the 10 the conformal quantile needs at 90% and the 3 the "
+        "2 families, fewer than the 9 the conformal quantile needs at 90% and the 3 the "
         "normal prediction bound needs"
     )
     # A calibration written before the normal bound keeps its rule: conformal or unbounded.
@@ -150,15 +154,16 @@ def test_too_few_families_for_the_normal_bound_stay_unbounded_with_the_reason():
 
 def test_enough_families_keep_the_conformal_quantile():
     rng = np.random.default_rng(4)
-    for k in (10, 13):  # the conformal minimum at 90%, and the reference dataset's 13
+    for k in (9, 13):  # the conformal minimum at 90%, and the reference dataset's 13
         families = np.repeat(np.arange(k), 5).astype(str)
         residuals = rng.normal(0, 0.2, 5 * k)
         width = family_half_width(residuals, families, 0.9)
         assert width.method == "conformal" and width.families == k
         assert width.half_width == family_conformal_half_width(residuals, families, 0.9)
-    # Nine families at 90% are below crepes' minimum: the normal bound, never a silent swap.
-    nine = np.repeat(np.arange(9), 2).astype(str)
-    width = family_half_width(np.linspace(0.1, 1.8, 18), nine, 0.9)
+    # Eight families at 90% are below the conformal minimum: the normal bound, never a silent
+    # swap.
+    eight = np.repeat(np.arange(8), 2).astype(str)
+    width = family_half_width(np.linspace(0.1, 1.6, 16), eight, 0.9)
     assert width.method == "normal_prediction_bound" and np.isfinite(width.half_width)
 
 
