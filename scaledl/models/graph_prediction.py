@@ -272,6 +272,35 @@ class GraphPrediction(RuntimePrediction):
         return self._frame(workloads, ids, iteration_s), nodes
 
 
+def set_fitted_parts(
+    target: GraphPrediction,
+    *,
+    layerwise: Any,
+    allreduce: Any,
+    gnn: Any,
+    epoch_model: Any,
+    training_devices: list[str],
+    training_workload_ids: list[str],
+    history: dict[str, Any] | None = None,
+    training_domain: TrainingDomain | None = None,
+) -> None:
+    """Set the fitted parts of a graph method or predictor (the attributes a fit sets).
+
+    Used by :class:`GraphPredictor` (a loaded bundle) and
+    :meth:`scaledl.models.methods.GraphMethod.from_fitted`; ``fit_seconds_`` is 0 (not fitted
+    here).
+    """
+    target.layerwise_ = layerwise
+    target.allreduce_ = allreduce
+    target.gnn_ = gnn
+    target.epoch_model_ = epoch_model
+    target.training_devices_ = list(training_devices)
+    target.training_workload_ids_ = list(training_workload_ids)
+    target.history_ = dict(history or {})
+    target.training_domain_ = training_domain
+    target.fit_seconds_ = 0.0
+
+
 class GraphPredictor(GraphPrediction):
     """A fitted graph method as a predictor bundle loads it: predicting only.
 
@@ -324,15 +353,17 @@ class GraphPredictor(GraphPrediction):
                 )
         self.mode, self.prior = mode, prior
         self.edges, self.system_nodes = bool(edges), bool(system_nodes)
-        self.layerwise_ = layerwise
-        self.allreduce_ = allreduce
-        self.gnn_ = gnn
-        self.epoch_model_ = epoch_model
-        self.training_devices_ = list(training_devices)
-        self.training_workload_ids_ = list(training_workload_ids)
-        self.history_ = dict(history or {})
-        self.training_domain_ = training_domain
-        self.fit_seconds_ = 0.0
+        set_fitted_parts(
+            self,
+            layerwise=layerwise,
+            allreduce=allreduce,
+            gnn=gnn,
+            epoch_model=epoch_model,
+            training_devices=training_devices,
+            training_workload_ids=training_workload_ids,
+            history=history,
+            training_domain=training_domain,
+        )
 
     def check_fitted(self) -> None:
         """Raise :class:`~scaledl.models.fitted.NotFittedError` unless the parts are set."""

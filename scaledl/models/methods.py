@@ -61,6 +61,7 @@ from scaledl.models.graph_prediction import (
     PRIORS,
     GraphPrediction,
     RuntimePrediction,
+    set_fitted_parts,
 )
 from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import LayerwiseStage, fit_layerwise_stage
@@ -247,15 +248,17 @@ class GraphMethod(GraphPrediction, RuntimeMethod):
         """
         method = cls(**params)
         method._validate_params()
-        method.layerwise_ = layerwise
-        method.allreduce_ = allreduce
-        method.gnn_ = gnn
-        method.epoch_model_ = epoch_model
-        method.training_devices_ = list(training_devices)
-        method.training_workload_ids_ = list(training_workload_ids)
-        method.history_ = dict(history or {})
-        method.training_domain_ = training_domain
-        method.fit_seconds_ = 0.0
+        set_fitted_parts(
+            method,
+            layerwise=layerwise,
+            allreduce=allreduce,
+            gnn=gnn,
+            epoch_model=epoch_model,
+            training_devices=training_devices,
+            training_workload_ids=training_workload_ids,
+            history=history,
+            training_domain=training_domain,
+        )
         return method
 
     def fit(
