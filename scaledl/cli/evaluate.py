@@ -249,7 +249,8 @@ def evaluate_published_runs_command(
         fail(str(exc))
     result.write(out)
     for target in result.targets:
-        typer.echo(f"{target.target}: {target.measured} (reached: {target.reached})")
+        reached = {True: "yes", False: "no", None: "not measured"}[target.met]
+        typer.echo(f"{target.text}: {target.measured} (reached: {reached})")
     typer.echo(f"{out}: written ({result.seconds['total']:.0f} s)")
     render_readme(readme, BLOCKS["published-runs"], out)
     if report is not None:

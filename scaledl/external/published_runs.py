@@ -58,6 +58,14 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   are not counted); Nemotron: squared-ReLU MLP (2 GEMMs), LayerNorm, untied; GPT: GELU MLP,
   LayerNorm, biases, tied embeddings, except Megatron-LM's 2024 H100 tables (untied, as the
   README's parameter counts need).
+* **Attention kernel** (:data:`ATTENTION_KERNEL_BY_SOURCE`): torchtitan and the IBM FSDP
+  runs call PyTorch's ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2
+  (IBM's rows name it; PyTorch made its cuDNN backend opt-in after 2.5, pytorch/pytorch#138522,
+  so torchtitan's December 2024 runs ran FlashAttention-2 too; its August 2024 405B rows may
+  have run PyTorch 2.5's cuDNN default: not stated, FlashAttention-2 assumed). Megatron-LM,
+  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN. A
+  file may carry an optional ``attention_kernel`` column (a user's own runs); a non-blank cell
+  wins over the source's rule and must name a kernel of ``TrainingJob``.
 * **config_key**: the same (source, job, variant) gives the same key: NeMo's three versions and
   Bridge's releases of one configuration share it; the variant is the table for NeMo,
   Megatron-LM, torchtitan and IBM (plus torchtitan/IBM's non-measured cells: compile, async TP,
@@ -91,7 +99,12 @@ from scaledl.validation.suites import (
     row_level_suite,
     table_level_suite,
 )
-from scaledl.workloads.training_job import ModelShape, TrainingJob, job_errors
+from scaledl.workloads.training_job import (
+    ATTENTION_KERNELS,
+    ModelShape,
+    TrainingJob,
+    job_errors,
+)
 
 #: The six files, by source name (the file stem).
 SOURCES = (
@@ -194,6 +207,14 @@ _IBM_NOT_STATED = (
 )
 #: IBM cluster bandwidth per node as the tables name it -> GB/s per GPU (8 GPUs per node).
 _IBM_NETWORK = {"400 gbps": 400 / 8 / 8, "800 gbps": 800 / 8 / 8, "3.2 tbps": 3200 / 8 / 8}
+#: Optional 47th column: the framework's attention kernel (blank: the source's rule below).
+ATTENTION_KERNEL_COLUMN = "attention_kernel"
+#: Sources whose framework runs PyTorch SDPA's flash attention (FlashAttention-2) -> kernel;
+#: every other source runs Transformer Engine's cuDNN attention (the job's default).
+ATTENTION_KERNEL_BY_SOURCE = {
+    "torchtitan": "flash_attention_2",
+    "pytorch_fsdp_ibm": "flash_attention_2",
+}
 #: The device table's GPUs the files use -> generation (leave-one-generation-out).
 GPU_GENERATION = {
     "Tesla V100-SXM3-32GB": "volta",
@@ -304,8 +325,8 @@ def read_published_runs(paths: list[Path] | tuple[Path, ...] | None = None) -> P
     """Import published step-time CSVs as training jobs, quarantining what cannot be one.
 
     Args:
-        paths: CSV files in the 46-column format (default :func:`default_paths`); the file stem
-            is the row's ``source``.
+        paths: CSV files in the 46-column format, plus an optional ``attention_kernel``
+            column (default :func:`default_paths`); the file stem is the row's ``source``.
 
     Returns:
         :class:`PublishedRuns` with the accepted rows and the quarantined ones.
@@ -321,7 +342,10 @@ def read_published_runs(paths: list[Path] | tuple[Path, ...] | None = None) -> P
     frames = [_read_csv(path) for path in paths]
     rows = {path.stem: len(frame) for path, frame in zip(paths, frames, strict=True)}
     # One great-expectations pass over all files together (a suite run costs ~1 s).
-    frame = pd.concat([f[list(COLUMNS)] for f in frames], ignore_index=True)
+    kept = [*COLUMNS, ATTENTION_KERNEL_COLUMN]
+    frame = pd.concat([f[[c for c in kept if c in f]] for f in frames], ignore_index=True)
+    if ATTENTION_KERNEL_COLUMN in frame:  # a file without the column: blank cells
+        frame[ATTENTION_KERNEL_COLUMN] = frame[ATTENTION_KERNEL_COLUMN].fillna("")
     sources = np.repeat(stems, [len(f) for f in frames])
     numbers = np.concatenate([np.arange(1, len(f) + 1) for f in frames])
     failures = _checked(GxRunner(), frame)
@@ -459,6 +483,7 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "micro_batch": layout["micro_batch"],
         "global_batch": _int(r, "global_batch_samples"),
         "task": r["task"],
+        "attention_kernel": _attention_kernel(source, r, assumed),
     }
     if r["gpus_per_node"].strip() == "":
         assumed.append("gpus_per_node")
@@ -499,6 +524,22 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "assumed": tuple(sorted(set(assumed))),
         "notes": "; ".join(notes),
     }
+
+
+def _attention_kernel(source: str, r: dict[str, str], assumed: list[str]) -> str:
+    """The optional ``attention_kernel`` cell, else the source's rule (module docstring)."""
+    cell = r.get(ATTENTION_KERNEL_COLUMN, "").strip()
+    if cell:
+        if cell not in ATTENTION_KERNELS:
+            raise _RowError(
+                ATTENTION_KERNEL_COLUMN,
+                cell,
+                f"unknown attention kernel (known: {ATTENTION_KERNELS})",
+            )
+        return cell
+    if ATTENTION_KERNEL_COLUMN in r:
+        assumed.append(ATTENTION_KERNEL_COLUMN)
+    return ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn")
 
 
 def _known() -> str:

@@ -51,8 +51,15 @@ throughputs (``external/flash_attention/h100_hd128.csv``: FlashAttention-3 paper
 2024, H100 at head dimension 128, 512-16k tokens) of the cuDNN kernel, Transformer Engine's
 fused attention that Megatron-LM and NeMo run; ``m = b h s_q`` takes the GEMM fit's ``m_half``.
 The efficiencies are fractions of the 16-bit peak and carry over to every GPU (through its own
-peak), as the GEMM efficiencies do. Memory term: ``Q, K, V, O`` read or written once
-(backward: twice that), the score matrix never leaves the chip. Vidur's own attention profiles
+peak), as the GEMM efficiencies do. The ``kernel`` argument picks the kernel the job's framework
+runs (:data:`~scaledl.workloads.training_job.ATTENTION_KERNELS`): on a GPU that takes the H100's
+fit (Hopper, Blackwell) each kernel has its own fit on the same table (FlashAttention-2, PyTorch
+SDPA's flash backend, reaches about 60% of cuDNN's throughput there: it predates Hopper's
+asynchronous tensor-core instructions); on a GPU that takes the A100's fit every kernel runs at
+the default kernel's fractions (FlashAttention-2 is the Ampere kernel, 50-73% of the A100 peak in
+Dao 2023, about the cuDNN-on-H100 fractions) and ``flash_attention_3`` is refused (Hopper only).
+Memory term: ``Q, K, V, O`` read or written once (backward: twice that), the score matrix
+never leaves the chip. Vidur's own attention profiles
 are Git LFS objects outside the snapshot this project can fetch; a public copy of its A100
 Llama-2-7B profile (vLLM paged-KV prefill, an inference kernel path) runs at 12-15% of peak and
 is not used (figures in ``docs/llm_at_scale.md``).
@@ -78,7 +85,7 @@ from scipy.optimize import least_squares, nnls
 from scaledl.devices.specs import device_spec, resolve_gpu_name
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import external_root
-from scaledl.workloads.training_job import PEAK_PRECISION, PRECISION_BYTES
+from scaledl.workloads.training_job import ATTENTION_KERNELS, PEAK_PRECISION, PRECISION_BYTES
 
 #: Vidur's measured GPUs: profile folder -> the device table's name of that GPU (Vidur's A100
 #: runs are DGX A100 80 GB nodes, its H100 runs DGX H100 nodes).
@@ -120,8 +127,9 @@ class KernelModel(Protocol):
         head_dim: int,
         causal: bool,
         backward: bool,
+        kernel: str = FLASH_KERNEL,
     ) -> float:
-        """One flash-attention call (16-bit), forward or backward."""
+        """One flash-attention call (16-bit) of ``kernel``, forward or backward."""
         ...
 
     def memory_s(self, bytes_moved: float) -> float:
@@ -515,9 +523,13 @@ class FittedKernelModel:
     Attributes:
         device: the device-table name.
         fit: the efficiencies (the device's own or its :func:`reference_gpu`'s).
-        flash: the flash-attention efficiency.
+        flash: the flash-attention efficiency of :data:`FLASH_KERNEL`.
         peak_flops: ``{precision: FLOP/s}`` the device supports.
         bandwidth: memory bandwidth, bytes/s.
+        kernel_flash: ``(kernel, fit)`` of the kernels with their own fit on this device
+            (empty: every kernel runs at ``flash``).
+        runs_flash_attention_3: whether the device is a Hopper GPU (FlashAttention-3 is
+            written for Hopper's instructions: neither Ampere nor Blackwell runs it).
     """
 
     device: str
@@ -525,6 +537,8 @@ class FittedKernelModel:
     peak_flops: tuple[tuple[str, float], ...]
     bandwidth: float
     flash: FlashFit = PEAK_FLASH
+    kernel_flash: tuple[tuple[str, FlashFit], ...] = ()
+    runs_flash_attention_3: bool = True
 
     def _peak(self, precision: str) -> tuple[float, float]:
         if precision not in GEMM_PRECISIONS:
@@ -573,6 +587,7 @@ class FittedKernelModel:
         head_dim: int,
         causal: bool,
         backward: bool,
+        kernel: str = FLASH_KERNEL,
     ) -> float:
         """One flash-attention call in seconds (module docstring).
 
@@ -584,14 +599,16 @@ class FittedKernelModel:
             head_dim: head dimension.
             causal: causal mask (queries aligned to the end of the keys).
             backward: the backward pass instead of the forward.
+            kernel: one of :data:`~scaledl.workloads.training_job.ATTENTION_KERNELS`.
 
         Raises:
-            ValueError: a size <= 0, or a causal call with ``seq_kv < seq_q / 2``.
+            ValueError: a size <= 0, a causal call with ``seq_kv < seq_q / 2``, an unknown
+                kernel, or ``flash_attention_3`` on a GPU before Hopper.
         """
         _check_positive(batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim)
         flops, rows, kv_eff = _attention_work(batch, heads, seq_q, seq_kv, head_dim, causal)
         peak = self._attention_peak()
-        flash = self.flash
+        flash = self._flash(kernel)
         if backward:
             e, half = flash.backward_e, flash.backward_kv_half
         else:
@@ -606,6 +623,16 @@ class FittedKernelModel:
             compute *= ATTENTION_BACKWARD_FACTOR
             moved = 2.0 * moved  # Q, K, V, O, dO read; dQ, dK, dV written
         return self.fit.t0_s + max(compute, moved / (self.bandwidth * self.fit.eff_mem))
+
+    def _flash(self, kernel: str) -> FlashFit:
+        if kernel not in ATTENTION_KERNELS:
+            raise ValueError(f"attention kernel must be one of {ATTENTION_KERNELS}; got {kernel!r}")
+        if kernel == "flash_attention_3" and not self.runs_flash_attention_3:
+            raise ValueError(
+                f"device {self.device!r}: flash_attention_3 runs on Hopper GPUs only "
+                "(H100, H200); use cudnn or flash_attention_2"
+            )
+        return dict(self.kernel_flash).get(kernel, self.flash)
 
     def _attention_peak(self) -> float:
         peaks = dict(self.peak_flops)
@@ -643,7 +670,7 @@ def kernel_model(gpu: str) -> FittedKernelModel:
 
     Returns:
         A :class:`KernelModel` with the efficiencies of :func:`reference_gpu` and the GPU's
-        own peaks and bandwidth.
+        own peaks and bandwidth; on the H100's fit each attention kernel has its own fit.
 
     Raises:
         UnknownDeviceError: the GPU is not in the device table.
@@ -651,10 +678,20 @@ def kernel_model(gpu: str) -> FittedKernelModel:
     """
     device = resolve_gpu_name(gpu)
     spec = device_spec(device)
+    reference = reference_gpu(device)
+    on_h100_fit = reference == "h100"
+    own = tuple((k, flash_fit(k)) for k in ATTENTION_KERNELS if on_h100_fit and k != FLASH_KERNEL)
     return FittedKernelModel(
-        device, measured_fit(reference_gpu(device)), _device_peaks(device),
-        spec.mem_bandwidth_gbps * 1e9, flash_fit(),
+        device, measured_fit(reference), _device_peaks(device),
+        spec.mem_bandwidth_gbps * 1e9, flash_fit(), kernel_flash=own,
+        runs_flash_attention_3=_is_hopper(device),
     )  # fmt: skip
+
+
+def _is_hopper(device: str) -> bool:
+    """A GPU on the H100's fit without FP4 tensor cores (Blackwell has them)."""
+    spec = device_spec(device)
+    return reference_gpu(device) == "h100" and not spec.peak_tflops.get("fp4", 0.0) > 0
 
 
 @cache
@@ -669,7 +706,10 @@ def roofline_kernel_model(gpu: str) -> FittedKernelModel:
     """
     device = resolve_gpu_name(gpu)
     spec = device_spec(device)
-    return FittedKernelModel(device, PEAK_FIT, _device_peaks(device), spec.mem_bandwidth_gbps * 1e9)
+    return FittedKernelModel(
+        device, PEAK_FIT, _device_peaks(device), spec.mem_bandwidth_gbps * 1e9,
+        runs_flash_attention_3=_is_hopper(device),
+    )  # fmt: skip
 
 
 def _mre(predicted: np.ndarray, measured: np.ndarray) -> float:

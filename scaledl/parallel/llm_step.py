@@ -20,13 +20,13 @@ tensor-, ``c`` context-parallel ranks; ``T = b s / c`` tokens on the rank):
   FP8; the output layer stays 16-bit, a plain ``ColumnParallelLinear`` outside Transformer
   Engine, and attention is 16-bit). A GEMM's backward is its data gradient ``[m, k, n]`` plus
   its weight gradient ``[k, n, m]``.
-* Flash attention over ``H / t`` heads; with context parallelism, ring attention with
-  load-balanced causal chunks (Transformer Engine's ``AttnFuncWithCPAndKVP2P``, torchtitan's
-  ``context_parallel``): a causal step on the rank's own ``s / c`` tokens, then ``c - 1``
-  steps against half a chunk (``s / 2c`` keys), together ``1 / c`` of the causal attention.
-  Each step's KV chunk (``2 b (s / c) K d`` elements; backward: KV and its gradient, twice as
-  many bytes) is sent to the ring neighbour while the previous step computes; only what a step
-  does not hide is exposed (``cp_exposed_s``).
+* Flash attention over ``H / t`` heads, with the job's ``attention_kernel``; with context
+  parallelism, ring attention with load-balanced causal chunks (Transformer Engine's
+  ``AttnFuncWithCPAndKVP2P``, torchtitan's ``context_parallel``): a causal step on the rank's
+  own ``s / c`` tokens, then ``c - 1`` steps against half a chunk (``s / 2c`` keys), together
+  ``1 / c`` of the causal attention. Each step's KV chunk (``2 b (s / c) K d`` elements;
+  backward: KV and its gradient, twice as many bytes) is sent to the ring neighbour while the
+  previous step computes; only what a step does not hide is exposed (``cp_exposed_s``).
 * Memory-bound work (:meth:`KernelModel.memory_s`): per layer two norms (read and write
   ``T h``), two residual adds (two reads, one write), the activation (SwiGLU reads ``2 T f / t``
   and writes ``T f / t``; GELU reads and writes ``T f / t``), rotary embedding of Q and K;
@@ -285,11 +285,13 @@ class _Cached:
         return t if t is not None else self._check(key, self.kernels.gemm_s(m, n, k, precision))
 
     def attention(self, b: int, heads: int, sq: int, skv: int, d: int, causal: bool,
-                  backward: bool) -> float:  # fmt: skip
-        key = ("attention_s", b, heads, sq, skv, d, causal, backward)
+                  backward: bool, kernel: str) -> float:  # fmt: skip
+        key = ("attention_s", b, heads, sq, skv, d, causal, backward, kernel)
         t = self.times.get(key)
         if t is None:
-            t = self._check(key, self.kernels.attention_s(b, heads, sq, skv, d, causal, backward))
+            t = self._check(
+                key, self.kernels.attention_s(b, heads, sq, skv, d, causal, backward, kernel)
+            )
         return t
 
     def memory(self, nbytes: float) -> float:
@@ -364,7 +366,7 @@ class _Layer:
 
 def _layer(c: _Cached, key: tuple) -> _Layer:
     """The cost of one transformer layer (key: shapes, layout, precision; module docstring)."""
-    (h, heads, kv, ffn, gated, bias, norm_p, s, b, tp, cp, sp, prec, lora, domain) = key
+    (h, heads, kv, ffn, gated, bias, norm_p, s, b, tp, cp, sp, prec, lora, domain, kernel) = key
     a = 4 if prec == "fp32" else 2  # activation bytes
     d = h // heads
     hr, kvr = heads // tp, max(1, kv // tp)
@@ -398,12 +400,14 @@ def _layer(c: _Cached, key: tuple) -> _Layer:
     # attention core (module docstring: ring attention with load-balanced causal chunks)
     cp_f = cp_b = cp_total = cp_bytes = 0.0
     if cp == 1:
-        core_f = c.attention(b, hr, s, s, d, True, False)
-        core_b = c.attention(b, hr, s, s, d, True, True)
+        core_f = c.attention(b, hr, s, s, d, True, False, kernel)
+        core_b = c.attention(b, hr, s, s, d, True, True, kernel)
     else:
         sc = s // cp
-        diag_f, diag_b = (c.attention(b, hr, sc, sc, d, True, bw) for bw in (False, True))
-        half_f, half_b = (c.attention(b, hr, sc, sc // 2, d, False, bw) for bw in (False, True))
+        diag_f, diag_b = (c.attention(b, hr, sc, sc, d, True, bw, kernel) for bw in (False, True))
+        half_f, half_b = (
+            c.attention(b, hr, sc, sc // 2, d, False, bw, kernel) for bw in (False, True)
+        )
         core_f = diag_f + (cp - 1) * half_f
         core_b = diag_b + (cp - 1) * half_b
         cp_group = group(cp, tp, domain)
@@ -521,7 +525,8 @@ def compose_step(job: TrainingJob, kernels: KernelModel, network: NetworkModel) 
     recompute, sharding = job.activation_checkpointing, job.sharding
     norm_p = m.hidden_size * (2 if m.norm == "layernorm" else 1)
     key = (m.hidden_size, m.num_heads, m.num_kv_heads, m.ffn_size, m.gated_mlp, m.linear_bias,
-           norm_p, job.seq_len, job.micro_batch, tp, cp, sp, prec, lora, domain)  # fmt: skip
+           norm_p, job.seq_len, job.micro_batch, tp, cp, sp, prec, lora, domain,
+           job.attention_kernel)  # fmt: skip
     L = c.layers.get(key)
     if L is None:
         L = c.layers[key] = _layer(c, key)

@@ -49,6 +49,12 @@ Decisions:
   tensor cores, nvfp4 FP4 ones): no fp8 on an A100, no nvfp4 on an H100.
 * A job over at least ``gpus_per_node`` GPUs fills whole nodes (``n_gpus % gpus_per_node``);
   a smaller one sits on one node.
+* ``attention_kernel`` is the flash-attention kernel the job's framework runs: ``cudnn``
+  (Transformer Engine's fused attention, what Megatron-LM, NeMo and Megatron-Bridge run on
+  Hopper and Blackwell; the default), ``flash_attention_2`` (PyTorch SDPA's flash backend, which
+  eager PyTorch stacks such as torchtitan and FSDP recipes run: PyTorch made its cuDNN backend
+  opt-in after 2.5, pytorch/pytorch#138522) or ``flash_attention_3`` (Hopper only). The kernel
+  model times each from its published H100 throughputs (``scaledl.models.llm_kernels``).
 * Mixture-of-experts is not a field: ScaleDL composes dense transformers only.
 """
 
@@ -78,10 +84,12 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "mxfp8", "nv
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
 Task = Literal["pretrain", "sft", "lora"]
+AttentionKernel = Literal["cudnn", "flash_attention_2", "flash_attention_3"]
 PRECISIONS: tuple[str, ...] = Precision.__args__
 SHARDINGS: tuple[str, ...] = Sharding.__args__
 RECOMPUTES: tuple[str, ...] = Recompute.__args__
 TASKS: tuple[str, ...] = Task.__args__
+ATTENTION_KERNELS: tuple[str, ...] = AttentionKernel.__args__
 #: Bytes of one GEMM operand element per precision (the weights' storage for the 8/4-bit
 #: formats; master weights and optimizer states are fp32 in every recipe).
 PRECISION_BYTES = {
@@ -228,6 +236,7 @@ class TrainingJob(_Strict):
         global_batch: samples per optimizer step.
         grad_accum: micro-batches per step per replica (derived; a given value must agree).
         task: ``pretrain``, ``sft`` (full fine-tuning) or ``lora``.
+        attention_kernel: ``cudnn``, ``flash_attention_2`` or ``flash_attention_3``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -254,6 +263,7 @@ class TrainingJob(_Strict):
     global_batch: int = Field(gt=0)
     grad_accum: int = Field(gt=0)
     task: Task = "pretrain"
+    attention_kernel: AttentionKernel = "cudnn"
 
     @model_validator(mode="before")
     @classmethod

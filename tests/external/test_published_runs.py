@@ -64,6 +64,22 @@ def test_rows_map_to_the_published_layouts(published):
     assert v100["job"].gpu == "Tesla V100-SXM3-32GB" and v100["gpu_generation"] == "volta"
 
 
+def test_pytorch_sdpa_stacks_run_flash_attention_2_the_others_cudnn(published):
+    kernels = (
+        published.runs.assign(kernel=published.runs["job"].map(lambda j: j.attention_kernel))
+        .groupby("source")["kernel"]
+        .unique()
+    )
+    assert {s: list(k) for s, k in kernels.items()} == {
+        "automodel_perf": ["cudnn"],
+        "megatron_bridge_perf": ["cudnn"],
+        "megatron_lm": ["cudnn"],
+        "nemo_perf": ["cudnn"],
+        "pytorch_fsdp_ibm": ["flash_attention_2"],
+        "torchtitan": ["flash_attention_2"],
+    }
+
+
 def test_assumed_defaults_are_recorded(published):
     runs = published.runs.set_index(["source", "row"])
     row = runs.loc[("megatron_lm", 31)]  # 2024 H100 weak scaling: micro-batch not reported
@@ -129,6 +145,21 @@ def test_bad_rows_are_quarantined_naming_file_row_field_and_value(tmp_path, publ
     assert (q.loc[8, "field"], q.loc[8, "value"]) == ("gpu", "H101")
     assert (q.loc[9, "field"], q.loc[9, "reason"]) == ("model", MOE)
     assert math.isclose(result.runs["iteration_s"].iloc[0], 3.52802)
+
+
+def test_an_attention_kernel_column_wins_over_the_source_rule(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).head(3)
+    frame["attention_kernel"] = ["flash_attention_2", "", "xformers"]
+    path = tmp_path / "megatron_lm.csv"  # a cuDNN source by its name
+    frame.to_csv(path, index=False)
+    result = read_published_runs([path])
+    runs = result.runs.set_index("row")
+    assert runs.loc[1, "job"].attention_kernel == "flash_attention_2"
+    assert runs.loc[2, "job"].attention_kernel == "cudnn"
+    assert "attention_kernel" in runs.loc[2, "assumed"]
+    q = result.quarantine.set_index("row")
+    assert (q.loc[3, "field"], q.loc[3, "value"]) == ("attention_kernel", "xformers")
+    assert "unknown attention kernel" in q.loc[3, "reason"]
 
 
 def test_a_missing_column_refuses_the_file(tmp_path):

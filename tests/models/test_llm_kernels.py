@@ -206,6 +206,31 @@ def test_flash_efficiency_fits_the_published_kernel_throughputs():
     assert flops / seconds / 1e12 == pytest.approx(595, rel=0.1)  # cuDNN's published 16k point
 
 
+def test_attention_kernel_picks_its_own_fit_on_hopper_and_the_default_on_ampere():
+    args = (2, 32, 8192, 8192, 128, True)
+    h100 = kernel_model(H100)
+    for backward in (False, True):
+        cudnn = h100.attention_s(*args, backward)
+        assert h100.attention_s(*args, backward, "cudnn") == cudnn
+        fa2 = h100.attention_s(*args, backward, "flash_attention_2")
+        fa3 = h100.attention_s(*args, backward, "flash_attention_3")
+        # published H100 throughputs: FA2 about 60% of cuDNN, FA3 about level with it
+        assert 1.4 < fa2 / cudnn < 1.9
+        assert 0.75 < fa3 / cudnn < 1.1
+    a100 = kernel_model("NVIDIA A100-SXM4-80GB")
+    assert a100.attention_s(*args, True, "flash_attention_2") == a100.attention_s(*args, True)
+    b200 = kernel_model("NVIDIA B200")
+    assert b200.attention_s(*args, True, "flash_attention_2") > b200.attention_s(*args, True)
+    for gpu in ("NVIDIA A100-SXM4-80GB", "NVIDIA B200"):
+        for model in (kernel_model(gpu), roofline_kernel_model(gpu)):
+            with pytest.raises(ValueError, match="flash_attention_3 runs on Hopper"):
+                model.attention_s(*args, False, "flash_attention_3")
+    with pytest.raises(ValueError, match="attention kernel must be one of"):
+        h100.attention_s(*args, False, "xformers")
+    roof = roofline_kernel_model(H100)
+    assert roof.attention_s(*args, True, "flash_attention_2") == roof.attention_s(*args, True)
+
+
 def test_bad_flash_table_names_file_row_and_column(tmp_path):
     path = tmp_path / "flash.csv"
     path.write_text(

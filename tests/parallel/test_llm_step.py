@@ -47,14 +47,17 @@ class FakeKernels:
     def __init__(self, inv_bw: float = 0.0) -> None:
         self.inv_bw = inv_bw
         self.gemms: list[tuple] = []
+        self.kernels: set[str] = set()
 
     def gemm_s(self, m, n, k, precision):
         self.gemms.append((m, n, k, precision))
         return 2.0 * m * n * k / F * (0.5 if precision == "fp8" else 1.0)
 
-    def attention_s(self, batch, heads, seq_q, seq_kv, head_dim, causal, backward):
+    def attention_s(self, batch, heads, seq_q, seq_kv, head_dim, causal, backward,
+                    kernel="cudnn"):  # fmt: skip
+        self.kernels.add(kernel)
         flops = 4.0 * batch * heads * seq_q * seq_kv * head_dim * (0.5 if causal else 1.0)
-        return flops / F * (2.5 if backward else 1.0)
+        return flops / F * (2.5 if backward else 1.0) * (2.0 if kernel != "cudnn" else 1.0)
 
     def memory_s(self, bytes_moved):
         return bytes_moved * self.inv_bw
@@ -98,6 +101,23 @@ def test_one_gpu_is_the_plain_sum_of_its_kernels():
     assert r.iteration_s == pytest.approx(c["forward_s"] + c["backward_s"], rel=1e-12)
     others = set(COMPONENTS) - {"forward_s", "backward_s", "optimizer_s"}
     assert all(c[k] == 0.0 for k in others)
+
+
+def test_the_job_attention_kernel_times_every_attention_call():
+    # the fake's non-cuDNN kernels take twice as long: each layer's attention core, forward and
+    # backward, costs twice as much and nothing else changes
+    for cp in (1, 2):
+        fields = dict(n_gpus=cp, cp_size=cp, activation_checkpointing="selective")
+        fake = FakeKernels()
+        base = step(job(**fields), fake).components_s
+        assert fake.kernels == {"cudnn"}
+        fake = FakeKernels()
+        fa2 = step(job(attention_kernel="flash_attention_2", **fields), fake).components_s
+        assert fake.kernels == {"flash_attention_2"}
+        core = ATTN_CORE_F / cp
+        assert fa2["forward_s"] - base["forward_s"] == pytest.approx(4 * core, rel=1e-9)
+        assert fa2["backward_s"] - base["backward_s"] == pytest.approx(4 * 2.5 * core, rel=1e-9)
+        assert fa2["recompute_s"] == pytest.approx(2 * base["recompute_s"], rel=1e-12)
 
 
 def test_optimizer_reads_every_parameter_of_one_rank():

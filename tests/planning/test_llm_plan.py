@@ -254,6 +254,19 @@ def test_the_real_composition_plans_the_example():
     assert len(both) and (both["full"] > both["none"]).all()  # recompute costs a forward
 
 
+def test_the_jobs_attention_kernel_reaches_every_candidate():
+    compose = FakeCompose()
+    plan(compose=compose, attention_kernel="flash_attention_2")
+    assert compose.jobs and {j.attention_kernel for j in compose.jobs} == {"flash_attention_2"}
+    job = TrainingJob(model=SMALL, seq_len=2048, gpu=H100, n_gpus=8, global_batch=16,
+                      attention_kernel="flash_attention_2")  # fmt: skip
+    compose = FakeCompose()
+    plan_job(job, compose=compose, kernels=object(), network=object())
+    assert {j.attention_kernel for j in compose.jobs} == {"flash_attention_2"}
+    with pytest.raises(LlmPlanError, match="attention_kernel"):
+        plan(attention_kernel="xformers")
+
+
 def test_the_learned_correction_multiplies_the_composed_steps(tmp_path):
     """A correction fitted on a few published rows (fewer than the GNN needs: the constant
     fallback, the weighted mean of log(measured / composed)) scales every composed step."""
