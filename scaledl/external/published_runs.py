@@ -63,9 +63,13 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   (IBM's rows name it; PyTorch made its cuDNN backend opt-in after 2.5, pytorch/pytorch#138522,
   so torchtitan's December 2024 runs ran FlashAttention-2 too; its August 2024 405B rows may
   have run PyTorch 2.5's cuDNN default: not stated, FlashAttention-2 assumed). Megatron-LM,
-  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN. A
-  file may carry an optional ``attention_kernel`` column (a user's own runs); a non-blank cell
-  wins over the source's rule and must name a kernel of ``TrainingJob``.
+  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN.
+* **Elementwise operators**: a torchtitan or IBM row that does not name ``torch.compile`` (its
+  table, notes or cells; "no-compile" does not count) runs eager PyTorch (``eager``: the blogs'
+  and torchtitan's compile-off runs); every other row is ``fused`` (Transformer Engine and
+  Megatron's fusions, or compiled).
+* A file may carry the optional columns ``attention_kernel`` and ``elementwise`` (a user's own
+  runs); a non-blank cell wins over the rules above and must name a value of ``TrainingJob``.
 * **config_key**: the same (source, job, variant) gives the same key: NeMo's three versions and
   Bridge's releases of one configuration share it; the variant is the table for NeMo,
   Megatron-LM, torchtitan and IBM (plus torchtitan/IBM's non-measured cells: compile, async TP,
@@ -101,6 +105,7 @@ from scaledl.validation.suites import (
 )
 from scaledl.workloads.training_job import (
     ATTENTION_KERNELS,
+    ELEMENTWISE,
     ModelShape,
     TrainingJob,
     job_errors,
@@ -207,14 +212,17 @@ _IBM_NOT_STATED = (
 )
 #: IBM cluster bandwidth per node as the tables name it -> GB/s per GPU (8 GPUs per node).
 _IBM_NETWORK = {"400 gbps": 400 / 8 / 8, "800 gbps": 800 / 8 / 8, "3.2 tbps": 3200 / 8 / 8}
-#: Optional 47th column: the framework's attention kernel (blank: the source's rule below).
-ATTENTION_KERNEL_COLUMN = "attention_kernel"
+#: Optional columns after the 46 -> the values a cell may hold (blank: the source's rule below).
+OPTIONAL_COLUMNS = {"attention_kernel": ATTENTION_KERNELS, "elementwise": ELEMENTWISE}
 #: Sources whose framework runs PyTorch SDPA's flash attention (FlashAttention-2) -> kernel;
 #: every other source runs Transformer Engine's cuDNN attention (the job's default).
 ATTENTION_KERNEL_BY_SOURCE = {
     "torchtitan": "flash_attention_2",
     "pytorch_fsdp_ibm": "flash_attention_2",
 }
+#: Sources whose models run PyTorch's eager operators unless the row names torch.compile.
+EAGER_UNLESS_COMPILED = ("torchtitan", "pytorch_fsdp_ibm")
+_COMPILED = re.compile(r"(?<!no-)(?<!no )\bcompile\b", re.I)
 #: The device table's GPUs the files use -> generation (leave-one-generation-out).
 GPU_GENERATION = {
     "Tesla V100-SXM3-32GB": "volta",
@@ -325,8 +333,9 @@ def read_published_runs(paths: list[Path] | tuple[Path, ...] | None = None) -> P
     """Import published step-time CSVs as training jobs, quarantining what cannot be one.
 
     Args:
-        paths: CSV files in the 46-column format, plus an optional ``attention_kernel``
-            column (default :func:`default_paths`); the file stem is the row's ``source``.
+        paths: CSV files in the 46-column format, plus the optional ``attention_kernel`` and
+            ``elementwise`` columns (default :func:`default_paths`); the file stem is the
+            row's ``source``.
 
     Returns:
         :class:`PublishedRuns` with the accepted rows and the quarantined ones.
@@ -342,10 +351,11 @@ def read_published_runs(paths: list[Path] | tuple[Path, ...] | None = None) -> P
     frames = [_read_csv(path) for path in paths]
     rows = {path.stem: len(frame) for path, frame in zip(paths, frames, strict=True)}
     # One great-expectations pass over all files together (a suite run costs ~1 s).
-    kept = [*COLUMNS, ATTENTION_KERNEL_COLUMN]
+    kept = [*COLUMNS, *OPTIONAL_COLUMNS]
     frame = pd.concat([f[[c for c in kept if c in f]] for f in frames], ignore_index=True)
-    if ATTENTION_KERNEL_COLUMN in frame:  # a file without the column: blank cells
-        frame[ATTENTION_KERNEL_COLUMN] = frame[ATTENTION_KERNEL_COLUMN].fillna("")
+    for column in OPTIONAL_COLUMNS:  # a file without the column: blank cells
+        if column in frame:
+            frame[column] = frame[column].fillna("")
     sources = np.repeat(stems, [len(f) for f in frames])
     numbers = np.concatenate([np.arange(1, len(f) + 1) for f in frames])
     failures = _checked(GxRunner(), frame)
@@ -483,7 +493,9 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "micro_batch": layout["micro_batch"],
         "global_batch": _int(r, "global_batch_samples"),
         "task": r["task"],
-        "attention_kernel": _attention_kernel(source, r, assumed),
+        "attention_kernel": _optional(r, "attention_kernel", assumed)
+        or ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn"),
+        "elementwise": _optional(r, "elementwise", assumed) or _elementwise(source, r),
     }
     if r["gpus_per_node"].strip() == "":
         assumed.append("gpus_per_node")
@@ -526,20 +538,24 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _attention_kernel(source: str, r: dict[str, str], assumed: list[str]) -> str:
-    """The optional ``attention_kernel`` cell, else the source's rule (module docstring)."""
-    cell = r.get(ATTENTION_KERNEL_COLUMN, "").strip()
+def _optional(r: dict[str, str], column: str, assumed: list[str]) -> str | None:
+    """An optional column's cell, checked (:data:`OPTIONAL_COLUMNS`); ``None`` when blank."""
+    cell = r.get(column, "").strip()
     if cell:
-        if cell not in ATTENTION_KERNELS:
-            raise _RowError(
-                ATTENTION_KERNEL_COLUMN,
-                cell,
-                f"unknown attention kernel (known: {ATTENTION_KERNELS})",
-            )
+        if cell not in OPTIONAL_COLUMNS[column]:
+            raise _RowError(column, cell, f"unknown {column} (known: {OPTIONAL_COLUMNS[column]})")
         return cell
-    if ATTENTION_KERNEL_COLUMN in r:
-        assumed.append(ATTENTION_KERNEL_COLUMN)
-    return ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn")
+    if column in r:
+        assumed.append(column)
+    return None
+
+
+def _elementwise(source: str, r: dict[str, str]) -> str:
+    """``eager`` for a torchtitan or IBM row that does not name torch.compile, else ``fused``."""
+    if source not in EAGER_UNLESS_COMPILED:
+        return "fused"
+    text = " ".join((r["table"], r["notes"], r["orig"]))
+    return "fused" if _COMPILED.search(text) else "eager"
 
 
 def _known() -> str:

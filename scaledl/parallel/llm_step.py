@@ -30,7 +30,13 @@ tensor-, ``c`` context-parallel ranks; ``T = b s / c`` tokens on the rank):
 * Memory-bound work (:meth:`KernelModel.memory_s`): per layer two norms (read and write
   ``T h``), two residual adds (two reads, one write), the activation (SwiGLU reads ``2 T f / t``
   and writes ``T f / t``; GELU reads and writes ``T f / t``), rotary embedding of Q and K;
-  backward moves twice the forward's bytes. With sequence parallelism (Korthikanti et al.,
+  backward moves twice the forward's bytes. An ``eager`` job (``TrainingJob.elementwise``)
+  runs them as PyTorch's separate operators, each reading and writing its tensor, in units of
+  the 16-bit element: RMSNorm 18 (upcast 3, square 4, mean 2, scale 4, downcast 3, weight 2:
+  torchtitan's FP32 RMSNorm) instead of 2 (LayerNorm is one native kernel either way), rotary
+  10 per Q and K element (upcast, complex product, downcast) instead of 2, SwiGLU 5 (SiLU, then
+  the product) instead of 3, and grouped-query KV heads expanded to the query heads (read the
+  KV, write the copy) before attention. With sequence parallelism (Korthikanti et al.,
   "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023 / arXiv
   2205.05198, Sec. 4.2) norms and residuals run on ``T / t`` tokens.
 * Tensor-parallel collectives on the critical path (Megatron's default, ``tp_comm_overlap``
@@ -214,6 +220,9 @@ ADAM_BYTES_PER_PARAM_FP32 = 32.0
 LORA_RANK = 32
 #: Precisions whose block GEMMs run below 16 bits; the output layer stays 16-bit for them.
 LOW_PRECISIONS = frozenset({"fp8", "fp8_blockwise", "mxfp8", "nvfp4"})
+#: Eager elements read + written per element (module docstring): FP32 RMSNorm, complex rotary,
+#: SwiGLU as SiLU then a product.
+EAGER_RMSNORM, EAGER_ROTARY, EAGER_SWIGLU = 18, 10, 5
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8_blockwise": 8, "mxfp8": 8,
          "nvfp4": 4}  # fmt: skip
 _MAX_CACHES = 32
@@ -366,7 +375,8 @@ class _Layer:
 
 def _layer(c: _Cached, key: tuple) -> _Layer:
     """The cost of one transformer layer (key: shapes, layout, precision; module docstring)."""
-    (h, heads, kv, ffn, gated, bias, norm_p, s, b, tp, cp, sp, prec, lora, domain, kernel) = key
+    (h, heads, kv, ffn, gated, bias, norm_p, s, b, tp, cp, sp, prec, lora, domain, kernel,
+     eager, rmsnorm) = key  # fmt: skip
     a = 4 if prec == "fp32" else 2  # activation bytes
     d = h // heads
     hr, kvr = heads // tp, max(1, kv // tp)
@@ -420,8 +430,13 @@ def _layer(c: _Cached, key: tuple) -> _Layer:
     core_flops_f = 2.0 * b * hr * d * (s // cp) * (s // cp) * cp
     attn_flops += core_flops_f * 3.5  # flash backward: five products to the forward's two
     # memory-bound work (bytes forward; backward twice)
-    attn_bytes = (5 * norm_tokens * h + 2 * tokens * (hr + kvr) * d) * a
-    mlp_bytes = (5 * norm_tokens * h + (3 if gated else 2) * tokens * (ffn // tp)) * a
+    norm_rw = EAGER_RMSNORM if eager and rmsnorm else 2  # elements read + written per element
+    rope_rw = EAGER_ROTARY if eager else 2
+    act_rw = (EAGER_SWIGLU if eager else 3) if gated else 2
+    attn_bytes = ((norm_rw + 3) * norm_tokens * h + rope_rw * tokens * (hr + kvr) * d) * a
+    if eager and kvr < hr:  # KV heads expanded to the query heads: read K, V; write the copies
+        attn_bytes += 2 * tokens * (kvr + hr) * d * a
+    mlp_bytes = ((norm_rw + 3) * norm_tokens * h + act_rw * tokens * (ffn // tp)) * a
     attn_f = qkv_f + core_f + c.memory(attn_bytes)
     attn_b = qkv_b + core_b + c.memory(2 * attn_bytes)
     mlp_f += c.memory(mlp_bytes)
@@ -462,8 +477,9 @@ def _ends(c: _Cached, job: TrainingJob, sp: bool, domain: int, norm_p: int) -> t
     tokens = job.micro_batch * job.seq_len // job.cp_size
     norm_tokens = tokens / tp if sp else tokens
     lora = job.task == "lora"
+    norm_rw = EAGER_RMSNORM if job.elementwise == "eager" and m.norm == "rmsnorm" else 2
     key = ("ends", h, v, tokens, tp, sp, prec, lora, domain, m.tied_embeddings, job.pp_size,
-           norm_p)  # fmt: skip
+           norm_p, norm_rw)  # fmt: skip
     hit = c.layers.get(key)
     if hit is not None:
         return hit
@@ -474,9 +490,9 @@ def _ends(c: _Cached, job: TrainingJob, sp: bool, domain: int, norm_p: int) -> t
     head_prec = "bf16" if prec in LOW_PRECISIONS else prec
     head_gemm = (tokens, vr, h)
     loss_bytes = 4.0 * tokens * vr
-    head_f = c.memory(2 * norm_tokens * h * a) + c.gemm(*head_gemm, head_prec)
+    head_f = c.memory(norm_rw * norm_tokens * h * a) + c.gemm(*head_gemm, head_prec)
     head_f += c.memory(3 * loss_bytes)
-    head_b = c.memory(4 * norm_tokens * h * a) + c.memory(2 * loss_bytes)
+    head_b = c.memory(2 * norm_rw * norm_tokens * h * a) + c.memory(2 * loss_bytes)
     head_b += c.gemm(tokens, h, vr, head_prec)
     head_flops = 2.0 * tokens * vr * h * (2 if lora else 3)
     if not lora:
@@ -526,7 +542,7 @@ def compose_step(job: TrainingJob, kernels: KernelModel, network: NetworkModel) 
     norm_p = m.hidden_size * (2 if m.norm == "layernorm" else 1)
     key = (m.hidden_size, m.num_heads, m.num_kv_heads, m.ffn_size, m.gated_mlp, m.linear_bias,
            norm_p, job.seq_len, job.micro_batch, tp, cp, sp, prec, lora, domain,
-           job.attention_kernel)  # fmt: skip
+           job.attention_kernel, job.elementwise == "eager", m.norm == "rmsnorm")  # fmt: skip
     L = c.layers.get(key)
     if L is None:
         L = c.layers[key] = _layer(c, key)

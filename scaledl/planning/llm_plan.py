@@ -413,6 +413,7 @@ def plan_llm(
     precision: str = "bf16",
     task: str = "pretrain",
     attention_kernel: str = "cudnn",
+    elementwise: str = "fused",
     gpus_per_node: int = 8,
     nvlink_domain_size: int | None = None,
     headroom: float = DEFAULT_HEADROOM,
@@ -437,6 +438,7 @@ def plan_llm(
         precision: the job's precision.
         task: ``pretrain``, ``sft`` or ``lora``.
         attention_kernel: the framework's flash-attention kernel (``TrainingJob``'s field).
+        elementwise: ``fused`` or ``eager`` norms, activation and rotary (``TrainingJob``).
         gpus_per_node: GPUs per node.
         nvlink_domain_size: GPUs per NVLink domain (``None``: the device table's, else the node).
         headroom: share of the device's memory kept free (:mod:`~scaledl.planning.llm_memory`).
@@ -494,7 +496,7 @@ def plan_llm(
             "model": model.model_dump(), "seq_len": seq_len, "gpu": gpu, "n_gpus": 1,
             "gpus_per_node": gpus_per_node, "nvlink_domain_size": domain,
             "precision": precision, "global_batch": global_batch, "task": task,
-            "attention_kernel": attention_kernel,
+            "attention_kernel": attention_kernel, "elementwise": elementwise,
         }, "job")  # fmt: skip
     except ValueError as exc:
         raise LlmPlanError(f"plan: {exc}") from None
@@ -628,6 +630,7 @@ def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **option
         precision=job.precision,
         task=job.task,
         attention_kernel=job.attention_kernel,
+        elementwise=job.elementwise,
         gpus_per_node=job.gpus_per_node,
         **options,
     )

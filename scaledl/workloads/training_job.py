@@ -55,6 +55,10 @@ Decisions:
   eager PyTorch stacks such as torchtitan and FSDP recipes run: PyTorch made its cuDNN backend
   opt-in after 2.5, pytorch/pytorch#138522) or ``flash_attention_3`` (Hopper only). The kernel
   model times each from its published H100 throughputs (``scaledl.models.llm_kernels``).
+* ``elementwise`` says how the norms, activation and rotary embedding run: ``fused`` (one
+  kernel each: Transformer Engine and Megatron's fusions, or ``torch.compile``; the default) or
+  ``eager`` (PyTorch's operators one kernel at a time, as torchtitan's Llama writes them:
+  RMSNorm in FP32, complex rotary, expanded KV heads; ``scaledl.parallel.llm_step``).
 * Mixture-of-experts is not a field: ScaleDL composes dense transformers only.
 """
 
@@ -85,11 +89,13 @@ Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
 Task = Literal["pretrain", "sft", "lora"]
 AttentionKernel = Literal["cudnn", "flash_attention_2", "flash_attention_3"]
+Elementwise = Literal["fused", "eager"]
 PRECISIONS: tuple[str, ...] = Precision.__args__
 SHARDINGS: tuple[str, ...] = Sharding.__args__
 RECOMPUTES: tuple[str, ...] = Recompute.__args__
 TASKS: tuple[str, ...] = Task.__args__
 ATTENTION_KERNELS: tuple[str, ...] = AttentionKernel.__args__
+ELEMENTWISE: tuple[str, ...] = Elementwise.__args__
 #: Bytes of one GEMM operand element per precision (the weights' storage for the 8/4-bit
 #: formats; master weights and optimizer states are fp32 in every recipe).
 PRECISION_BYTES = {
@@ -237,6 +243,7 @@ class TrainingJob(_Strict):
         grad_accum: micro-batches per step per replica (derived; a given value must agree).
         task: ``pretrain``, ``sft`` (full fine-tuning) or ``lora``.
         attention_kernel: ``cudnn``, ``flash_attention_2`` or ``flash_attention_3``.
+        elementwise: ``fused`` or ``eager`` norms, activation and rotary embedding.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -264,6 +271,7 @@ class TrainingJob(_Strict):
     grad_accum: int = Field(gt=0)
     task: Task = "pretrain"
     attention_kernel: AttentionKernel = "cudnn"
+    elementwise: Elementwise = "fused"
 
     @model_validator(mode="before")
     @classmethod

@@ -80,6 +80,16 @@ def test_pytorch_sdpa_stacks_run_flash_attention_2_the_others_cudnn(published):
     }
 
 
+def test_torchtitan_and_ibm_rows_run_eager_unless_they_name_torch_compile(published):
+    runs = published.runs.assign(elementwise=published.runs["job"].map(lambda j: j.elementwise))
+    eager = runs[runs["elementwise"] == "eager"]
+    assert set(eager["source"]) == {"torchtitan", "pytorch_fsdp_ibm"}
+    titan = sorted(eager.loc[eager["source"] == "torchtitan", "row"])
+    assert titan == [*range(1, 13), 19]  # 2024 A100 and 405B tables, the "FSDP" rows
+    ibm = sorted(eager.loc[eager["source"] == "pytorch_fsdp_ibm", "row"])
+    assert ibm == [*range(1, 9), *range(9, 24, 2), *range(25, 29)]  # blog 1, "no-compile"
+
+
 def test_assumed_defaults_are_recorded(published):
     runs = published.runs.set_index(["source", "row"])
     row = runs.loc[("megatron_lm", 31)]  # 2024 H100 weak scaling: micro-batch not reported
@@ -95,8 +105,10 @@ def test_republished_configurations_share_a_config_key(published):
     sizes = pretrain.groupby("config_key").size()
     assert (sizes == 3).all() and len(sizes) == 18  # NeMo 24.07's three published versions
     titan = published.runs[published.runs["source"] == "torchtitan"].set_index("row")
-    # same job, with and without torch.compile: not the same configuration
-    assert titan.loc[19, "job"] == titan.loc[20, "job"]
+    # with and without torch.compile: jobs that differ only in their elementwise operators
+    eager, compiled = titan.loc[19, "job"], titan.loc[20, "job"]
+    assert (eager.elementwise, compiled.elementwise) == ("eager", "fused")
+    assert eager.model_copy(update={"elementwise": "fused"}) == compiled
     assert titan.loc[19, "config_key"] != titan.loc[20, "config_key"]
 
 
@@ -147,19 +159,22 @@ def test_bad_rows_are_quarantined_naming_file_row_field_and_value(tmp_path, publ
     assert math.isclose(result.runs["iteration_s"].iloc[0], 3.52802)
 
 
-def test_an_attention_kernel_column_wins_over_the_source_rule(tmp_path):
+def test_optional_kernel_columns_win_over_the_source_rules(tmp_path):
     frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).head(3)
     frame["attention_kernel"] = ["flash_attention_2", "", "xformers"]
+    frame["elementwise"] = ["eager", "", ""]
     path = tmp_path / "megatron_lm.csv"  # a cuDNN source by its name
     frame.to_csv(path, index=False)
     result = read_published_runs([path])
     runs = result.runs.set_index("row")
     assert runs.loc[1, "job"].attention_kernel == "flash_attention_2"
+    assert runs.loc[1, "job"].elementwise == "eager"
     assert runs.loc[2, "job"].attention_kernel == "cudnn"
-    assert "attention_kernel" in runs.loc[2, "assumed"]
+    assert runs.loc[2, "job"].elementwise == "fused"
+    assert {"attention_kernel", "elementwise"} <= set(runs.loc[2, "assumed"])
     q = result.quarantine.set_index("row")
     assert (q.loc[3, "field"], q.loc[3, "value"]) == ("attention_kernel", "xformers")
-    assert "unknown attention kernel" in q.loc[3, "reason"]
+    assert "unknown attention_kernel" in q.loc[3, "reason"]
 
 
 def test_a_missing_column_refuses_the_file(tmp_path):

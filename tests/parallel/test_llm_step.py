@@ -120,6 +120,33 @@ def test_the_job_attention_kernel_times_every_attention_call():
         assert fa2["recompute_s"] == pytest.approx(2 * base["recompute_s"], rel=1e-12)
 
 
+def test_eager_elementwise_moves_the_unfused_operators_bytes():
+    # per layer forward, 16-bit elements (T = 32 tokens, h = 64, 4 + 4 heads of 16, ffn 128):
+    # RMSNorm 18 instead of 2 (two norms), rotary 10 instead of 2 on 32 * 128 Q/K elements,
+    # SwiGLU 5 instead of 3 on 32 * 128; the final norm 18 instead of 2; backward twice
+    layer = (2 * 16 * 32 * 64 + 8 * 32 * 128 + 2 * 32 * 128) * 2
+    final = 16 * 32 * 64 * 2
+    fused = step(job(), FakeKernels(1e-12)).components_s
+    eager = step(job(elementwise="eager"), FakeKernels(1e-12)).components_s
+    forward = (4 * layer + final) * 1e-12
+    assert eager["forward_s"] - fused["forward_s"] == pytest.approx(forward, rel=1e-9)
+    assert eager["backward_s"] - fused["backward_s"] == pytest.approx(2 * forward, rel=1e-9)
+    # grouped-query attention (2 KV heads): the eager copy reads 2 x 32 x 2 x 16 KV elements
+    # and writes 2 x 32 x 4 x 16; the rotary then covers 32 * (64 + 32) Q/K elements
+    gqa = {"model": {"num_kv_heads": 2}}
+    fused = step(job(**gqa), FakeKernels(1e-12)).components_s
+    eager = step(job(elementwise="eager", **gqa), FakeKernels(1e-12)).components_s
+    layer = (2 * 16 * 32 * 64 + 8 * 32 * 96 + 2 * 32 * 128 + 2 * 32 * 6 * 16) * 2
+    forward = (4 * layer + final) * 1e-12
+    assert eager["forward_s"] - fused["forward_s"] == pytest.approx(forward, rel=1e-9)
+    # LayerNorm is one native kernel in eager PyTorch too
+    ln = {"model": {"norm": "layernorm", "gated_mlp": False}}
+    fused = step(job(**ln), FakeKernels(1e-12)).components_s
+    eager = step(job(elementwise="eager", **ln), FakeKernels(1e-12)).components_s
+    layer = 8 * 32 * 128 * 2
+    assert eager["forward_s"] - fused["forward_s"] == pytest.approx(4 * layer * 1e-12, rel=1e-9)
+
+
 def test_optimizer_reads_every_parameter_of_one_rank():
     j = job()
     r = step(j, FakeKernels(inv_bw=1e-12))

@@ -254,15 +254,16 @@ def test_the_real_composition_plans_the_example():
     assert len(both) and (both["full"] > both["none"]).all()  # recompute costs a forward
 
 
-def test_the_jobs_attention_kernel_reaches_every_candidate():
+def test_the_jobs_kernels_reach_every_candidate():
+    kernels = {"attention_kernel": "flash_attention_2", "elementwise": "eager"}
     compose = FakeCompose()
-    plan(compose=compose, attention_kernel="flash_attention_2")
-    assert compose.jobs and {j.attention_kernel for j in compose.jobs} == {"flash_attention_2"}
-    job = TrainingJob(model=SMALL, seq_len=2048, gpu=H100, n_gpus=8, global_batch=16,
-                      attention_kernel="flash_attention_2")  # fmt: skip
+    plan(compose=compose, **kernels)
+    assert compose.jobs
+    assert {(j.attention_kernel, j.elementwise) for j in compose.jobs} == {tuple(kernels.values())}
+    job = TrainingJob(model=SMALL, seq_len=2048, gpu=H100, n_gpus=8, global_batch=16, **kernels)
     compose = FakeCompose()
     plan_job(job, compose=compose, kernels=object(), network=object())
-    assert {j.attention_kernel for j in compose.jobs} == {"flash_attention_2"}
+    assert {(j.attention_kernel, j.elementwise) for j in compose.jobs} == {tuple(kernels.values())}
     with pytest.raises(LlmPlanError, match="attention_kernel"):
         plan(attention_kernel="xformers")
 

@@ -166,6 +166,7 @@ def test_grad_accum_is_derived_and_checked():
         ({"activation_checkpointing": "partial"}, "activation_checkpointing", "'partial'"),
         ({"task": "rlhf"}, "task", "'rlhf'"),
         ({"attention_kernel": "xformers"}, "attention_kernel", "'xformers'"),
+        ({"elementwise": "compiled"}, "elementwise", "'compiled'"),
         ({"nvlink_domain_size": 0}, "nvlink_domain_size", "0"),
         ({"precision": "nvfp4"}, "precision", "'nvfp4'"),  # an H100 has no FP4 tensor cores
         ({"precision": "fp8", "gpu": "A100-SXM-80GB"}, "precision", "'fp8'"),
