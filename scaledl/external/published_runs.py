@@ -63,7 +63,10 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   (IBM's rows name it; PyTorch made its cuDNN backend opt-in after 2.5, pytorch/pytorch#138522,
   so torchtitan's December 2024 runs ran FlashAttention-2 too; its August 2024 405B rows may
   have run PyTorch 2.5's cuDNN default: not stated, FlashAttention-2 assumed). Megatron-LM,
-  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN.
+  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN,
+  except Megatron-LM's tables published before 2023 (the 2020 README, SC21, Korthikanti et al.
+  2022): Megatron-LM gained flash attention in 2023, so they ran ``unfused`` attention (the
+  scores materialised around its fused scale-mask-softmax).
 * **Elementwise operators**: a torchtitan or IBM row that does not name ``torch.compile`` (its
   table, notes or cells; "no-compile" does not count) runs eager PyTorch (``eager``: the blogs'
   and torchtitan's compile-off runs); every other row is ``fused`` (Transformer Engine and
@@ -220,6 +223,9 @@ ATTENTION_KERNEL_BY_SOURCE = {
     "torchtitan": "flash_attention_2",
     "pytorch_fsdp_ibm": "flash_attention_2",
 }
+#: The year Megatron-LM gained flash attention (``--use-flash-attn``); its earlier tables ran
+#: the materialised-scores attention (``unfused``).
+FLASH_ATTENTION_IN_MEGATRON = "2023"
 #: Sources whose models run PyTorch's eager operators unless the row names torch.compile.
 EAGER_UNLESS_COMPILED = ("torchtitan", "pytorch_fsdp_ibm")
 _COMPILED = re.compile(r"(?<!no-)(?<!no )\bcompile\b", re.I)
@@ -494,7 +500,7 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "global_batch": _int(r, "global_batch_samples"),
         "task": r["task"],
         "attention_kernel": _optional(r, "attention_kernel", assumed)
-        or ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn"),
+        or _attention_kernel(source, r),
         "elementwise": _optional(r, "elementwise", assumed) or _elementwise(source, r),
     }
     if r["gpus_per_node"].strip() == "":
@@ -548,6 +554,13 @@ def _optional(r: dict[str, str], column: str, assumed: list[str]) -> str | None:
     if column in r:
         assumed.append(column)
     return None
+
+
+def _attention_kernel(source: str, r: dict[str, str]) -> str:
+    """The source's attention kernel; Megatron-LM's tables before 2023 ``unfused``."""
+    if source == "megatron_lm" and r["source_date"][:4] < FLASH_ATTENTION_IN_MEGATRON:
+        return "unfused"
+    return ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn")
 
 
 def _elementwise(source: str, r: dict[str, str]) -> str:

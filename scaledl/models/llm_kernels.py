@@ -58,6 +58,12 @@ SDPA's flash backend, reaches about 60% of cuDNN's throughput there: it predates
 asynchronous tensor-core instructions); on a GPU that takes the A100's fit every kernel runs at
 the default kernel's fractions (FlashAttention-2 is the Ampere kernel, 50-73% of the A100 peak in
 Dao 2023, about the cuDNN-on-H100 fractions) and ``flash_attention_3`` is refused (Hopper only).
+``unfused`` (Megatron-LM before flash attention) materialises the scores: forward the batched
+GEMMs ``Q K^T`` (``[b h s_q, s_kv, d]``) and ``A V`` (``[b h s_q, d, s_kv]``) of the GEMM model,
+full even when causal (the mask is applied in the softmax), and per score element 9 bytes of
+memory-bound work (scale-mask-softmax reads and writes 2 bytes each; attention dropout reads 2,
+writes 2 and a 1-byte mask); backward four such GEMMs and 11 bytes per score (dropout 5,
+softmax 6).
 Memory term: ``Q, K, V, O`` read or written once (backward: twice that), the score matrix
 never leaves the chip. Vidur's own attention profiles
 are Git LFS objects outside the snapshot this project can fetch; a public copy of its A100
@@ -97,6 +103,9 @@ GEMM_PRECISIONS = {p: (PEAK_PRECISION[p], float(PRECISION_BYTES[p])) for p in PE
 ATTENTION_BACKWARD_FACTOR = 2.5
 #: The attention kernel whose published throughputs set the flash-attention efficiency.
 FLASH_KERNEL = "cudnn"
+#: The materialised-scores attention (module docstring) and its bytes per score element.
+UNFUSED_ATTENTION = "unfused"
+UNFUSED_FORWARD_BYTES, UNFUSED_BACKWARD_BYTES = 9.0, 11.0
 _GEMM_COLUMNS = ("m", "n", "k", "time_ms")
 _ELEMENTWISE_COLUMNS = ("bytes", "time_ms")
 
@@ -608,6 +617,8 @@ class FittedKernelModel:
         _check_positive(batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim)
         flops, rows, kv_eff = _attention_work(batch, heads, seq_q, seq_kv, head_dim, causal)
         peak = self._attention_peak()
+        if kernel == UNFUSED_ATTENTION:
+            return self._unfused_attention_s(batch * heads, seq_q, seq_kv, head_dim, backward)
         flash = self._flash(kernel)
         if backward:
             e, half = flash.backward_e, flash.backward_kv_half
@@ -623,6 +634,27 @@ class FittedKernelModel:
             compute *= ATTENTION_BACKWARD_FACTOR
             moved = 2.0 * moved  # Q, K, V, O, dO read; dQ, dK, dV written
         return self.fit.t0_s + max(compute, moved / (self.bandwidth * self.fit.eff_mem))
+
+    def _unfused_attention_s(
+        self, heads: int, seq_q: int, seq_kv: int, head_dim: int, backward: bool
+    ) -> float:
+        """Materialised attention of ``heads`` (batch x heads) in seconds (module docstring)."""
+        precision = "bf16" if dict(self.peak_flops).get("bf16", 0.0) > 0 else "fp16"
+        q_rows, kv_rows = heads * seq_q, heads * seq_kv
+        scores = float(heads) * seq_q * seq_kv
+        if not backward:
+            return (
+                self.gemm_s(q_rows, seq_kv, head_dim, precision)
+                + self.gemm_s(q_rows, head_dim, seq_kv, precision)
+                + self.memory_s(UNFUSED_FORWARD_BYTES * scores)
+            )
+        return (
+            self.gemm_s(q_rows, seq_kv, head_dim, precision)  # dP = dO V^T
+            + self.gemm_s(kv_rows, head_dim, seq_q, precision)  # dV = P^T dO
+            + self.gemm_s(q_rows, head_dim, seq_kv, precision)  # dQ = dS K
+            + self.gemm_s(kv_rows, head_dim, seq_q, precision)  # dK = dS^T Q
+            + self.memory_s(UNFUSED_BACKWARD_BYTES * scores)
+        )
 
     def _flash(self, kernel: str) -> FlashFit:
         if kernel not in ATTENTION_KERNELS:
@@ -680,7 +712,11 @@ def kernel_model(gpu: str) -> FittedKernelModel:
     spec = device_spec(device)
     reference = reference_gpu(device)
     on_h100_fit = reference == "h100"
-    own = tuple((k, flash_fit(k)) for k in ATTENTION_KERNELS if on_h100_fit and k != FLASH_KERNEL)
+    own = tuple(
+        (k, flash_fit(k))
+        for k in ATTENTION_KERNELS
+        if on_h100_fit and k not in (FLASH_KERNEL, UNFUSED_ATTENTION)
+    )
     return FittedKernelModel(
         device, measured_fit(reference), _device_peaks(device),
         spec.mem_bandwidth_gbps * 1e9, flash_fit(), kernel_flash=own,

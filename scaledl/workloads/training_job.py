@@ -53,8 +53,10 @@ Decisions:
   (Transformer Engine's fused attention, what Megatron-LM, NeMo and Megatron-Bridge run on
   Hopper and Blackwell; the default), ``flash_attention_2`` (PyTorch SDPA's flash backend, which
   eager PyTorch stacks such as torchtitan and FSDP recipes run: PyTorch made its cuDNN backend
-  opt-in after 2.5, pytorch/pytorch#138522) or ``flash_attention_3`` (Hopper only). The kernel
-  model times each from its published H100 throughputs (``scaledl.models.llm_kernels``).
+  opt-in after 2.5, pytorch/pytorch#138522), ``flash_attention_3`` (Hopper only) or
+  ``unfused`` (the scores materialised: two batched GEMMs around a fused scale-mask-softmax and
+  attention dropout, Megatron-LM's path before flash attention, 2019-2022). The kernel model
+  times each (``scaledl.models.llm_kernels``).
 * ``elementwise`` says how the norms, activation and rotary embedding run: ``fused`` (one
   kernel each: Transformer Engine and Megatron's fusions, or ``torch.compile``; the default) or
   ``eager`` (PyTorch's operators one kernel at a time, as torchtitan's Llama writes them:
@@ -88,7 +90,7 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "mxfp8", "nv
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
 Task = Literal["pretrain", "sft", "lora"]
-AttentionKernel = Literal["cudnn", "flash_attention_2", "flash_attention_3"]
+AttentionKernel = Literal["cudnn", "flash_attention_2", "flash_attention_3", "unfused"]
 Elementwise = Literal["fused", "eager"]
 PRECISIONS: tuple[str, ...] = Precision.__args__
 SHARDINGS: tuple[str, ...] = Sharding.__args__
@@ -242,7 +244,8 @@ class TrainingJob(_Strict):
         global_batch: samples per optimizer step.
         grad_accum: micro-batches per step per replica (derived; a given value must agree).
         task: ``pretrain``, ``sft`` (full fine-tuning) or ``lora``.
-        attention_kernel: ``cudnn``, ``flash_attention_2`` or ``flash_attention_3``.
+        attention_kernel: ``cudnn``, ``flash_attention_2``, ``flash_attention_3`` or
+            ``unfused``.
         elementwise: ``fused`` or ``eager`` norms, activation and rotary embedding.
     """
 
