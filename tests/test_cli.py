@@ -79,6 +79,23 @@ def test_predict_from_yaml_with_detail(registry_root, tmp_path):
     assert "attention" in result.output
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_predict_detail_out_writes_the_per_layer_table_beside_the_workload_table(
+    registry_root, tmp_path, suffix
+):
+    out = tmp_path / f"pred{suffix}"
+    result = invoke(
+        "predict", "--predictor", registry_root / "scaledl", *INLINE, "--detail", "--out", out
+    )
+    assert result.exit_code == 0, result.output
+    layers = tmp_path / f"pred.layers{suffix}"
+    read = pd.read_parquet if suffix == ".parquet" else pd.read_csv
+    table, nodes = read(out), read(layers)
+    assert len(table) == 1 and {"layer_type", "total_ms", "workload_id"} <= set(nodes.columns)
+    assert len(nodes) > 1 and set(nodes["workload_id"]) == set(table["workload_id"])
+    assert f"per-layer predictions: {layers}" in result.output.replace("\n", "")
+
+
 def test_predict_inline(registry_root):
     result = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE)
     assert result.exit_code == 0, result.output
@@ -446,6 +463,35 @@ def test_predict_coverage(registry_root, calibrated_root):
     uncalibrated = invoke("predict", "--predictor", registry_root / "scaledl", *INLINE,
                           "--coverage", "0.9")  # fmt: skip
     assert uncalibrated.exit_code == 2 and "no interval calibration" in uncalibrated.output
+
+
+def test_predict_says_why_an_older_bundles_new_family_interval_is_unbounded(
+    registry_root, tmp_path
+):
+    import numpy as np
+
+    from scaledl.models.intervals import IntervalCalibration
+    from scaledl.registry import register_bundle
+
+    rng = np.random.default_rng(0)
+    residuals = {t: {"in_domain": rng.normal(0, 0.1, 30), "unseen_family": rng.normal(0, 0.4, 30)}
+                 for t in ("iteration", "epoch")}  # fmt: skip
+    families = {t: {"unseen_family": np.repeat([f"f{i}" for i in range(5)], 6)} for t in residuals}
+    old = IntervalCalibration(residuals, families=families, family_rule="conformal")
+    register_bundle(registry_root / "scaledl" / "v2", tmp_path / "reg", "scaledl",
+                    calibration=old)  # fmt: skip
+    csv = tmp_path / "w.csv"
+    pd.DataFrame([ROWS[0], {**ROWS[0], "precision": "bf16"}]).to_csv(csv, index=False)
+    reason = ("iteration and epoch intervals unbounded for 1 row (stratum unseen_family): 5 "
+              "families, fewer than the 9 the conformal quantile needs at 90% (family rule "
+              "'conformal'")  # fmt: skip
+    args = ("predict", "--predictor", tmp_path / "reg" / "scaledl", "--workloads", csv,
+            "--coverage", "0.9")  # fmt: skip
+    for extra in ((), ("--out", tmp_path / "p.csv")):  # in memory, and streamed
+        result = invoke(*args, *extra)
+        assert result.exit_code == 0, result.output
+        assert reason in " ".join(result.stdout.split()), result.stdout
+        assert "inf" in result.stdout and "unbounded" in result.stdout
 
 
 def test_plan_prints_the_front_and_writes_the_figure(calibrated_root, tmp_path):

@@ -1,11 +1,16 @@
 """README.md: short, no generated block, its headline from the committed results, real commands."""
 
+import ast
 import re
 from pathlib import Path
 
+import pytest
 import typer
+import yaml
 
 from scaledl.cli import app
+from scaledl.design import load_preset
+from scaledl.design.space import enumerate_candidates
 from scaledl.evaluation.published_runs import PublishedRunsResult
 from scaledl.evaluation.results import Metrics
 
@@ -108,3 +113,67 @@ def test_readme_links_to_files_that_exist():
     assert local, "README.md links no documentation page"
     missing = [t for t in local if not (REPO_ROOT / t).is_file()]
     assert not missing, f"README.md links missing files: {missing}"
+
+
+# The example workloads lie inside the design of the quick preset (the predictor `make run`
+# registers is trained on it): each is a feasible candidate of the preset's grid and
+# constraints, so a fresh user's first prediction is not flagged out of domain.
+
+PREDICT_PAGE = (REPO_ROOT / "docs" / "how-to" / "predict.md").read_text()
+
+
+def _python_example(text: str) -> dict:
+    """The workload dict of the first ``predictor.predict([{...}])`` example in ``text``."""
+    call = re.search(r"predictor\.predict\(\s*\[\s*(\{.*?\}),?\s*\]", text, flags=re.S)
+    assert call, "no predictor.predict([{...}]) example"
+    return ast.literal_eval(call[1])
+
+
+def _cli_example(text: str) -> dict:
+    """The workload of the first ``scaledl predict --family F --set k=v ...`` example."""
+    command = re.search(r"scaledl predict (--family [^`]*?)(?:--detail|\n\S)", text, flags=re.S)
+    assert command, "no scaledl predict --family example"
+    words = command[1].replace("\\", " ").split()
+    example = {"family": words[words.index("--family") + 1]}
+    for i, word in enumerate(words):
+        if word == "--set":
+            key, value = words[i + 1].split("=")
+            example[key] = yaml.safe_load(value)
+    return example
+
+
+def _outside_quick_design(example: dict) -> list[str]:
+    """Why ``example`` is no candidate of the quick preset (``[]``: it is one)."""
+    quick = load_preset("quick")
+    grid = quick["families"][example["family"]]
+    wrong = [
+        f"{key}={example[key]} (preset: {levels})"
+        for key, levels in grid.items()
+        if key in example and example[key] not in (levels if isinstance(levels, list) else [levels])
+    ]
+    fields = {k: v for k, v in example.items() if k != "dataset_size"}
+    candidates = enumerate_candidates(quick, "cpu").workloads
+    if not any(all(getattr(w, k) == v for k, v in fields.items()) for w in candidates):
+        wrong.append(f"no feasible candidate of the quick preset has {fields}")
+    return wrong
+
+
+@pytest.mark.parametrize(
+    ("where", "example"),
+    [("README.md python", _python_example(README)),
+     ("docs/how-to/predict.md python", _python_example(PREDICT_PAGE)),
+     ("docs/how-to/predict.md command line", _cli_example(PREDICT_PAGE))],
+)  # fmt: skip
+def test_the_example_workloads_lie_inside_the_quick_presets_design(where, example):
+    assert _outside_quick_design(example) == [], f"{where}: {example}"
+
+
+def test_the_design_check_catches_a_workload_beyond_the_quick_presets_flops():
+    # The example before the fresh-user test: on the grid, but 2.5e10 FLOPs per step > 4.5e9.
+    before = {"family": "bert", "hidden_size": 256, "num_layers": 4, "num_heads": 8,
+              "intermediate_size": 1024, "vocab_size": 2048, "seq_len": 128, "batch_size": 8,
+              "world_size": 2, "dataset_size": 4096}  # fmt: skip
+    assert _outside_quick_design(before) == [
+        f"no feasible candidate of the quick preset has "
+        f"{ {k: v for k, v in before.items() if k != 'dataset_size'} }"
+    ]

@@ -33,7 +33,13 @@ def predict(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Inline field=value (repeat)")
     ] = None,
-    detail: Annotated[bool, typer.Option(help="Also print per-layer predictions")] = False,
+    detail: Annotated[
+        bool,
+        typer.Option(
+            help="Also print per-layer predictions; with --out X.csv|X.parquet also write them "
+            "to X.layers.csv|X.layers.parquet"
+        ),
+    ] = False,
     out: Annotated[Path | None, typer.Option(help="Write predictions (csv/parquet)")] = None,
     coverage: Annotated[
         float | None,
@@ -53,17 +59,26 @@ def predict(
     whether it lies in the predictor's training domain (``in_domain``) and, if
     not, why (listed below the table; with more than 5 such rows, counted by reason with the
     first 5 rows); ``--strict`` makes that an error (exit code 2 naming the
-    row and field). ``--coverage 0.9`` adds 90% conformal intervals. A CSV or parquet file
+    row and field). ``--coverage 0.9`` adds 90% conformal intervals; an unbounded one
+    (``0`` to ``inf``: a stratum calibrated on too few residuals or families) is explained
+    below the table, one line per stratum naming the rows and the reason. A CSV or parquet file
     predicted into ``--out`` is streamed: read, predicted and written in chunks (a progress bar
-    on stderr), the output complete or absent; the first rows are printed.
+    on stderr), the output complete or absent; the first rows are printed. ``--detail --out
+    X.parquet`` writes the per-layer table (one row per layer call of each workload) beside
+    it, to ``X.layers.parquet`` (:func:`layers_path`; ``.csv`` alike); neither file may be
+    an input (exit code 2).
     """
     from scaledl.models.guard import summarise_outside
     from scaledl.prediction.predictor import load_predictor
     from scaledl.registry import BundleError
     from scaledl.workloads.fields import WorkloadError
 
+    layers_out = layers_path(out) if detail and out is not None else None
     try:
-        refuse_overwrite({"--out": out}, {"--workloads": workloads, "--predictor": predictor})
+        refuse_overwrite(
+            {"--out": out, "--out (per-layer table)": layers_out},
+            {"--workloads": workloads, "--predictor": predictor},
+        )
     except ValueError as exc:
         fail(str(exc))
     if workloads is not None and out is not None and not detail:
@@ -91,10 +106,26 @@ def predict(
 
     for line in recipe_lines(table["recipe"].value_counts().to_dict()):
         typer.echo(line)
+    if coverage is not None:
+        bases = table["interval_basis"].value_counts().to_dict()
+        for line in model.calibration.unbounded_reasons(bases, coverage):
+            typer.echo(line)
     for line in summarise_outside(table["extrapolation"].tolist()):
         typer.secho(line, err=True, fg=typer.colors.YELLOW)
     if out is not None:
         write_table(table, out)
+        typer.echo(f"{len(table)} predictions: {out}")
+    if layers_out is not None:
+        write_table(nodes, layers_out)
+        typer.echo(f"{len(nodes)} per-layer predictions: {layers_out}")
+
+
+def layers_path(out: Path) -> Path:
+    """Where ``--detail --out OUT`` writes the per-layer table (the same format).
+
+    ``OUT`` with ``.layers`` before its suffix: ``pred.parquet`` -> ``pred.layers.parquet``.
+    """
+    return out.with_name(f"{out.stem}.layers{out.suffix}")
 
 
 def _predict_streamed(
@@ -108,7 +139,8 @@ def _predict_streamed(
 
     try:
         output_path(out, (".csv", ".parquet"), "--out")
-        summary = predict_file(load_predictor(predictor), workloads, out, coverage, strict)
+        model = load_predictor(predictor)
+        summary = predict_file(model, workloads, out, coverage, strict)
     except (ValueError, WorkloadError, BundleError) as exc:
         fail(str(exc))
     except OSError as exc:
@@ -122,6 +154,9 @@ def _predict_streamed(
 
     for line in recipe_lines(summary.recipes):
         typer.echo(line)
+    if coverage is not None:
+        for line in model.calibration.unbounded_reasons(summary.bases, coverage):
+            typer.echo(line)
     for line in summary.outside_lines():
         typer.secho(line, err=True, fg=typer.colors.YELLOW)
 

@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from scaledl.evaluation.published_runs import PublishedRunsResult
 from scaledl.evaluation.results import Metrics, Skipped
@@ -42,6 +42,68 @@ ENVELOPE_KEYS = ("evaluation", "schema_version", "targets", "seconds")
 RESULT_EVALUATIONS: tuple[Evaluation, ...] = (
     "metrics", "gpu_layouts", "layouts", "published_runs", "reference",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sections:
+    """The sections (top-level keys besides the envelope's) of one evaluation's result.
+
+    Attributes:
+        required: the sections its evaluation function always returns.
+        optional: the sections a command or script adds to some results (``repeats`` of
+            ``scaledl reference evaluate-layouts``, ``variants`` of the history script, ...).
+    """
+
+    required: frozenset[str]
+    optional: frozenset[str] = frozenset()
+
+    def problems(self, keys: set[str]) -> list[str]:
+        """What is wrong with a result holding the sections ``keys`` (``[]``: nothing).
+
+        Returns:
+            ``missing 'a', 'b'`` and ``unknown 'c'`` phrases, sorted by name.
+        """
+        missing = sorted(self.required - keys)
+        unknown = sorted(keys - self.required - self.optional)
+        return [
+            f"{what} {', '.join(map(repr, names))}"
+            for what, names in (("missing", missing), ("unknown", unknown))
+            if names
+        ]
+
+
+def _typed_sections(fields: dict[str, Any], drop: set[str], add: set[str]) -> Sections:
+    """The sections of a result typed by a pydantic model (its fields less ``drop``)."""
+    kept = {name: f for name, f in fields.items() if name not in drop}
+    required = {name for name, f in kept.items() if f.is_required()} | add
+    return Sections(frozenset(required), frozenset(set(kept) - required))
+
+
+#: The sections of each evaluation's result (:class:`Sections`): a file is the evaluation's
+#: its ``evaluation`` field names only when it holds that evaluation's sections.
+SECTIONS: dict[Evaluation, Sections] = {
+    "reference": Sections(frozenset({
+        "dataset", "config", "in_distribution", "out_of_distribution", "learning_curves",
+        "sequential",
+    })),
+    "layouts": Sections(
+        frozenset({"dataset", "measured_utc", "n_workloads", "n_by_kind", "headline", "folds",
+                   "ranking", "workloads"}),
+        frozenset({"repeats", "across", "evaluated_on", "variants"}),
+    ),
+    "gpu_layouts": Sections(
+        frozenset({"label_source", "peer_source", "rows", "not_modelled", "unmatched",
+                   "collectives", "summary", "ranking"}),
+        frozenset({"profiles", "n_training_workloads", "kernel_split"}),
+    ),
+    "published_runs": _typed_sections(
+        PublishedRunsResult.model_fields, set(ENVELOPE_KEYS), set()
+    ),
+    # metrics.json as its envelope (EvaluationResult.from_metrics(...).to_dict()).
+    "metrics": _typed_sections(
+        Metrics.model_fields, {"schema_version", "runtime_s"}, {"fit_seconds"}
+    ),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,6 +188,8 @@ class EvaluationResult:
 
         A file written before the envelope (no ``evaluation``, ``schema_version`` or
         ``seconds``; target entries of an earlier shape) reads as this evaluation's, not timed.
+        The file's sections must be the evaluation's (:data:`SECTIONS`: every required one,
+        no unknown one), so a file relabelled as another evaluation is refused.
 
         Args:
             data: the JSON object.
@@ -134,11 +198,12 @@ class EvaluationResult:
 
         Raises:
             ValueError: not an object, another evaluation, another version, no ``targets``,
+                sections that are not the evaluation's (naming the missing and unknown ones),
                 a bad entry or a seconds value that is not a finite number (naming ``source``,
                 the field and its value).
         """
-        if evaluation not in get_args(Evaluation):
-            raise ValueError(f"{source}: no evaluation {evaluation!r} ({get_args(Evaluation)})")
+        if evaluation not in SECTIONS:
+            raise ValueError(f"{source}: no evaluation {evaluation!r} ({RESULT_EVALUATIONS})")
         if not isinstance(data, dict):
             raise ValueError(f"{source}: not a JSON object")
         kind = data.get("evaluation", evaluation)
@@ -152,6 +217,7 @@ class EvaluationResult:
             )
         if "targets" not in data:
             raise ValueError(f"{source}: field 'targets' is missing")
+        sections = check_sections(data, evaluation, source)
         seconds = data.get("seconds")
         if seconds is not None and not (
             isinstance(seconds, dict)
@@ -167,7 +233,7 @@ class EvaluationResult:
             evaluation=evaluation,
             targets=target_results(data["targets"], f"{source}: targets"),
             seconds=seconds,
-            sections={k: v for k, v in data.items() if k not in ENVELOPE_KEYS},
+            sections=sections,
             schema_version=version,
         )
 
@@ -200,6 +266,32 @@ class EvaluationResult:
         return write_atomic(Path(path), self.to_json())
 
 
+def check_sections(data: dict[str, Any], evaluation: Evaluation, source: str) -> dict[str, Any]:
+    """The sections of a result file's JSON object, checked to be ``evaluation``'s.
+
+    Args:
+        data: the JSON object.
+        evaluation: the evaluation it is read as (one of :data:`SECTIONS`).
+        source: where it came from, named in errors.
+
+    Returns:
+        Its top-level keys other than :data:`ENVELOPE_KEYS`, with their values.
+
+    Raises:
+        ValueError: a required section missing or an unknown one (naming ``source``, the
+            ``evaluation`` field, its value and the sections).
+    """
+    sections = {k: v for k, v in data.items() if k not in ENVELOPE_KEYS}
+    problems = SECTIONS[evaluation].problems(set(sections))
+    if problems:
+        named = "is" if "evaluation" in data else "is missing, read as"
+        raise ValueError(
+            f"{source}: field 'evaluation' {named} {evaluation!r}, but the file's sections "
+            f"are not a {evaluation} result's: {'; '.join(problems)}"
+        )
+    return sections
+
+
 def read_result(path: Path | str, evaluation: Evaluation | None = None) -> EvaluationResult:
     """Read any evaluation's result file (:func:`scaledl.io.safe.read_json`) as its result.
 
@@ -211,7 +303,9 @@ def read_result(path: Path | str, evaluation: Evaluation | None = None) -> Evalu
     holds ``runtime_s`` and ``protocols``. ``published_runs.json`` and ``metrics.json`` are
     validated by their typed models (:class:`~scaledl.evaluation.published_runs.
     PublishedRunsResult`, :class:`~scaledl.evaluation.results.Metrics`), the others by the
-    envelope.
+    envelope; every file's sections must be its evaluation's (:data:`SECTIONS`), so a file
+    whose ``evaluation`` field was changed to another evaluation is refused, and the numbers of
+    its target entries must be JSON numbers (:class:`~scaledl.evaluation.targets.TargetResult`).
 
     Args:
         path: the file.
@@ -248,5 +342,7 @@ def read_result(path: Path | str, evaluation: Evaluation | None = None) -> Evalu
     if kind == "metrics" and "evaluation" not in data:  # metrics.json, schema version 2
         return EvaluationResult.from_metrics(Metrics.from_dict(data, source))
     if kind == "published_runs":
+        if "evaluation" in data:  # in the envelope: its sections first, then its model
+            check_sections(data, kind, source)
         data = PublishedRunsResult.from_dict(data, source).to_dict()
     return EvaluationResult.from_dict(data, kind, source)

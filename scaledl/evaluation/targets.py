@@ -34,12 +34,14 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Strict,
     StrictBool,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -49,6 +51,10 @@ Comparator = Literal["<=", ">=", "better", "not_worse", "ci_high<", "ci_low<=", 
 Evaluation = Literal[
     "metrics", "gpu_layouts", "layouts", "published_runs", "reference", "label_quality"
 ]
+
+#: A number of a result file: a JSON number (an int is taken as a float), never a string or a
+#: bool (pydantic strict mode).
+StrictNumber = Annotated[float, Strict()]
 
 _SELECT = re.compile(r"^(?P<key>[^\[]+)\[(?P<a>[^,\]]+),(?P<b>[^\]]+)\]$")
 _LOWEST = re.compile(r"^min\((?P<key>[^)]+)\)$")
@@ -443,17 +449,20 @@ class TargetResult(BaseModel):
             when none.
         measured: the measured value and its context worded for a reader.
         met: whether the target is met; ``None``: not measured.
+
+    The numbers (``threshold``, ``value``, ``ci_low``, ``ci_high``, ``extra``) must be JSON
+    numbers (:data:`StrictNumber`): ``"0.5"`` or ``true`` is an error, not coerced.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     text: str
-    threshold: float | tuple[float, float]
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    extra: dict[str, float | int] = {}
+    threshold: StrictNumber | tuple[StrictNumber, StrictNumber]
+    value: StrictNumber | None = None
+    ci_low: StrictNumber | None = None
+    ci_high: StrictNumber | None = None
+    extra: dict[str, StrictInt | StrictNumber] = {}
     measured: str
     met: StrictBool | None
 
@@ -508,18 +517,28 @@ def target_results(entries: Any, where: str = "targets") -> list[TargetResult]:
     return [TargetResult.from_dict(e, f"{where}[{i}]") for i, e in enumerate(entries)]
 
 
+#: The names pydantic gives the members of a union field in an error's location.
+_UNION_MEMBERS = {"float", "int", "tuple[float, float]"}
+
+
 def _entry_errors(exc: ValidationError, where: str) -> str:
-    """``where: field 'met' is 'yes': <what is wrong>``, one per error."""
-    lines = []
+    """``where: field 'met' is 'yes': <what is wrong>``, one line per field.
+
+    The errors of a union field's members are joined by ``or`` on its line.
+    """
+    lines: dict[str, str] = {}
     for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"]) or "<entry>"
+        path = [str(p) for p in error["loc"] if p not in _UNION_MEMBERS]
+        field = ".".join(path) or "<entry>"
         if error["type"] == "missing":
-            lines.append(f"{where}: field {field!r} is missing")
+            lines[field] = f"{where}: field {field!r} is missing"
         elif error["type"] == "extra_forbidden":
-            lines.append(f"{where}: field {field!r} is unknown (value {error['input']!r:.80})")
+            lines[field] = f"{where}: field {field!r} is unknown (value {error['input']!r:.80})"
+        elif field in lines:
+            lines[field] += f" or {error['msg'][0].lower()}{error['msg'][1:]}"
         else:
-            lines.append(f"{where}: field {field!r} is {error['input']!r:.80}: {error['msg']}")
-    return "\n".join(lines)
+            lines[field] = f"{where}: field {field!r} is {error['input']!r:.80}: {error['msg']}"
+    return "\n".join(lines.values())
 
 
 #: The keys of the entry shapes written before :class:`TargetResult` (see :func:`upgrade_entry`).

@@ -338,7 +338,12 @@ def family_half_width(
         return CalibratedWidth(conformal_half_width(scores, coverage), "conformal", k, reason)
     short = f"{k} families, fewer than the {needed} the conformal quantile needs at {coverage:.0%}"
     if rule == "conformal":
-        return CalibratedWidth(np.inf, "unbounded", k, f"{short} (rule 'conformal')")
+        reason = (
+            f"{short} (family rule 'conformal': a calibration written before the normal "
+            f"prediction bound, which a predictor fitted now uses from {MIN_BOUND_FAMILIES} "
+            "families)"
+        )
+        return CalibratedWidth(np.inf, "unbounded", k, reason)
     if k < MIN_BOUND_FAMILIES:
         reason = f"{short} and the {MIN_BOUND_FAMILIES} the normal prediction bound needs"
         return CalibratedWidth(np.inf, "unbounded", k, reason)
@@ -536,6 +541,43 @@ class IntervalCalibration:
         iteration = self.basis_methods("iteration", basis, coverage)
         epoch = self.basis_methods("epoch", basis, coverage)
         return [i if i == e else f"{i} (epoch: {e})" for i, e in zip(iteration, epoch, strict=True)]
+
+    def unbounded_reasons(self, basis_rows: dict[str, int], coverage: float) -> list[str]:
+        """Why some rows' intervals are unbounded: one line per stratum and reason.
+
+        Args:
+            basis_rows: interval basis (a predictions' ``interval_basis``) -> rows with it.
+            coverage: the coverage, in (0, 1).
+
+        Returns:
+            Lines such as ``iteration and epoch intervals unbounded for 2 rows (stratum
+            unseen_family): 4 families, fewer than the 9 ...``, in :data:`STRATA` order; ``[]``
+            when every interval is bounded.
+
+        Raises:
+            CalibrationError: as :meth:`interval`.
+        """
+        bases = list(basis_rows)
+        unbounded: dict[tuple[str, str], dict[str, set[str]]] = {}
+        for target in TARGETS:
+            methods = self.methods(target, coverage)
+            for base, stratum in zip(bases, self._sources(target, bases, coverage), strict=True):
+                width = methods[stratum]
+                if width.method == "unbounded":
+                    by_target = unbounded.setdefault((stratum, width.reason), {})
+                    by_target.setdefault(target, set()).add(base)
+        lines = []
+        for (stratum, reason), by_target in sorted(
+            unbounded.items(), key=lambda item: STRATA.index(item[0][0])
+        ):
+            rows = sum(basis_rows[b] for b in set().union(*by_target.values()))
+            targets = " and ".join(t for t in TARGETS if t in by_target)
+            plural = "s" if len(by_target) > 1 else ""
+            lines.append(
+                f"{targets} interval{plural} unbounded for {rows} row{'s' * (rows != 1)} "
+                f"(stratum {stratum}): {reason}"
+            )
+        return lines
 
     def _sources(self, target: str, basis: list[str], coverage: float) -> list[str]:
         """The stratum whose half-width each row of :meth:`interval` takes."""

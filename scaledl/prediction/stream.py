@@ -50,6 +50,8 @@ class StreamSummary:
         outside_rows: rows outside the training domain.
         outside_reasons: reason (field and reason, values dropped) -> rows.
         recipes: rows per ``recipe`` (:mod:`scaledl.prediction.layouts`).
+        bases: rows per ``interval_basis`` (``{}`` without intervals), for
+            :meth:`~scaledl.models.intervals.IntervalCalibration.unbounded_reasons`.
     """
 
     rows: int = 0
@@ -59,6 +61,7 @@ class StreamSummary:
     outside_rows: int = 0
     outside_reasons: dict[str, int] = field(default_factory=dict)
     recipes: dict[str, int] = field(default_factory=dict)
+    bases: dict[str, int] = field(default_factory=dict)
 
     def add(self, predictions: pd.DataFrame, first_row: int) -> None:
         """Count a predicted chunk whose first row is row ``first_row`` of the file."""
@@ -71,6 +74,9 @@ class StreamSummary:
         self.chunks += 1
         for recipe, n in predictions["recipe"].value_counts().items():
             self.recipes[recipe] = self.recipes.get(recipe, 0) + int(n)
+        if "interval_basis" in predictions:
+            for basis, n in predictions["interval_basis"].value_counts().items():
+                self.bases[basis] = self.bases.get(basis, 0) + int(n)
         flagged = predictions.index[predictions["extrapolation"] != ""]
         self.outside_rows += len(flagged)
         texts = predictions["extrapolation"].to_numpy()

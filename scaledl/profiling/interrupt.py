@@ -55,6 +55,22 @@ class ProfilingInterrupted(Exception):  # noqa: N818 (named for what happened, l
         return 128 + self.signum
 
 
+def interruption_reason(signum: int, elapsed_s: float) -> str:
+    """The one-line ``error`` of a part a stop signal interrupted.
+
+    A stop is no failure of the workload: its record names the signal and how long the
+    workload had run, not the traceback the signal left in the launch log.
+
+    Args:
+        signum: the stop signal.
+        elapsed_s: seconds the workload had run when it came.
+
+    Returns:
+        e.g. ``interrupted (SIGINT) after 12 s``.
+    """
+    return f"interrupted ({signal.Signals(signum).name}) after {max(elapsed_s, 0.0):.0f} s"
+
+
 #: The stop signal received inside the current :func:`stop_signals_raise` block (``None``: none).
 _stop_signum: list[int | None] = [None]
 

@@ -68,6 +68,7 @@ from scaledl.profiling.hostload import wait_for_quiet_host
 from scaledl.profiling.interrupt import (
     ProfilingInterrupted,
     die_with_parent,
+    interruption_reason,
     raise_if_stopped,
     stop_signals_raise,
 )
@@ -311,10 +312,8 @@ def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summa
                 k for k, v in after.items() if before.get(k) != v
             }:
                 workload = next(w for w in remaining if w.workload_id == stop.workload_id)
-                _record_failure(
-                    out_dir, workload, repeat, "interrupted", stop.log_tail, settings,
-                    error=f"stopped by {signal.Signals(stop.signum).name}",
-                )  # fmt: skip
+                reason = interruption_reason(stop.signum, stop.elapsed_s)
+                _record_failure(out_dir, workload, repeat, "interrupted", reason, settings)
                 summary.interrupted = f"{stop.workload_id}/r{repeat}"
             raise stop.original from None
         after = {k: v for k, v in part_statuses(out_dir).items() if k in keys}
@@ -325,14 +324,16 @@ def _profile_launch(group, repeat, world, nodes, out_dir, settings, cores, summa
         finished = set(newly)
         if failed_id is not None and failed_id not in finished:
             workload = next(w for w in remaining if w.workload_id == failed_id)
-            _record_failure(out_dir, workload, repeat, status, log_tail, settings)
+            _record_failure(out_dir, workload, repeat, status, _launch_error(status, log_tail),
+                            settings)  # fmt: skip
             summary.failed[failed_id] = status
             finished.add(failed_id)
             bar.finished(failed_id, repeat)
         elif status != "ok" and not newly:
             # The launch died before starting any workload: record the first, go on.
             workload = remaining[0]
-            _record_failure(out_dir, workload, repeat, status, log_tail, settings)
+            _record_failure(out_dir, workload, repeat, status, _launch_error(status, log_tail),
+                            settings)  # fmt: skip
             summary.failed[workload.workload_id] = status
             finished.add(workload.workload_id)
             bar.finished(workload.workload_id, repeat)
@@ -421,9 +422,11 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
             _kill(proc, first=signum)
             info = _read_marker(marker)
             log_file.flush()
+            since = info["started"] if info else launched
             raise _LaunchStopped(
-                exc, signum, info["workload_id"] if info else None, _tail(log_path)
-            ) from None
+                exc, signum, info["workload_id"] if info else None, _tail(log_path),
+                time.time() - since,
+            ) from None  # fmt: skip
         finally:
             if proc.poll() is None:  # any other exception: no launch outlives its launcher
                 _kill(proc)
@@ -444,14 +447,26 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
 
 
 class _LaunchStopped(Exception):  # noqa: N818
-    """A stop signal ended a launch; carries what the launcher records."""
+    """A stop signal ended a launch; carries what the launcher records.
 
-    def __init__(self, original, signum: int, workload_id: str | None, log_tail: str) -> None:
+    Attributes:
+        original: the :class:`ProfilingInterrupted` or ``KeyboardInterrupt`` re-raised.
+        signum: the stop signal.
+        workload_id: the workload running when it came (``None``: none started).
+        log_tail: the end of the launch log (the ranks' tracebacks of the signal; kept for
+            debugging, not stored in the part).
+        elapsed_s: seconds the workload (else the launch) had run.
+    """
+
+    def __init__(
+        self, original, signum: int, workload_id: str | None, log_tail: str, elapsed_s: float
+    ) -> None:
         super().__init__(str(original))
         self.original = original
         self.signum = int(signum)
         self.workload_id = workload_id
         self.log_tail = log_tail
+        self.elapsed_s = float(elapsed_s)
 
 
 def _kill(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:
@@ -482,21 +497,31 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
+def _launch_error(status: str, log_tail: str) -> str:
+    """The ``error`` of a part a launch failed on: its status and the launch log's tail."""
+    return f"launch {status}; launch log tail:\n{log_tail}"
+
+
 def _record_failure(
-    out_dir,
-    workload: Workload,
-    repeat: int,
-    status: str,
-    log_tail: str,
-    settings,
-    error: str | None = None,
+    out_dir, workload: Workload, repeat: int, status: str, error: str, settings
 ) -> None:
+    """Write the part of a workload its launch ended without the worker writing it.
+
+    Args:
+        out_dir: the profiles directory.
+        workload: the workload.
+        repeat: the repeat.
+        status: ``failed``, ``timeout`` or ``interrupted``.
+        error: the part's ``error``: :func:`_launch_error` of a failure or timeout, the
+            one line of :func:`~scaledl.profiling.interrupt.interruption_reason` of a stop.
+        settings: the profile's settings.
+    """
     now = dt.datetime.now(dt.UTC).isoformat()
     run = {
         "workload_id": workload.workload_id,
         "repeat": repeat,
         "status": status,
-        "error": f"{error or 'launch ' + status}; launch log tail:\n{log_tail}",
+        "error": error,
         "host": os.uname().nodename,
         "device_name": workload.device_name,
         "device_type": "unknown",

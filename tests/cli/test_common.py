@@ -50,6 +50,19 @@ def test_predict_refuses_an_out_that_is_its_workloads(tmp_path, suffix, spelling
     assert source.read_bytes() == before
 
 
+def test_predict_detail_refuses_a_per_layer_table_that_is_its_workloads(tmp_path):
+    source = _workloads(tmp_path / "pred.layers.parquet")
+    before = source.read_bytes()
+    out = tmp_path / "pred.parquet"
+    result, text = invoke(
+        "predict", "--predictor", tmp_path / "none", "--workloads", source, "--out", out,
+        "--detail",
+    )  # fmt: skip
+    assert result.exit_code == 2, text
+    assert f"--out (per-layer table) {source}: the same file as the input --workloads" in text
+    assert "Traceback" not in text and source.read_bytes() == before and not out.exists()
+
+
 def test_plan_refuses_an_out_that_is_its_model_file(tmp_path):
     model = _workloads(tmp_path / "m.csv")
     before = model.read_bytes()

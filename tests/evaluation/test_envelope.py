@@ -9,6 +9,7 @@ from metrics_factory import make_metrics, metrics_dict
 from scaledl.evaluation.envelope import (
     RESULT_EVALUATIONS,
     RESULT_SCHEMA_VERSION,
+    SECTIONS,
     EvaluationResult,
     read_result,
 )
@@ -20,16 +21,23 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 ENTRY = target("reference_lofo").result("7.7%", True, value=0.077)
 
 
+#: A reference result's sections (their content is not the envelope's concern).
+REFERENCE = {"dataset": {"workloads": 3}, "config": {}, "in_distribution": {},
+             "out_of_distribution": {}, "learning_curves": {}, "sequential": {}}  # fmt: skip
+#: A layouts result's required sections.
+LAYOUTS = {k: {} for k in sorted(SECTIONS["layouts"].required)}
+
+
 def _result(**changes) -> dict:
-    return {"dataset": {"workloads": 3}, "targets": [ENTRY.to_dict()],
+    return {**REFERENCE, "targets": [ENTRY.to_dict()],
             "seconds": {"stage": 1.5, "total": 1.5}, **changes}  # fmt: skip
 
 
 def test_the_envelope_round_trips_with_its_sections_at_the_top_level(tmp_path):
     result = EvaluationResult.of("reference", _result())
-    assert result.sections == {"dataset": {"workloads": 3}} and result.targets == [ENTRY]
+    assert result.sections == REFERENCE and result.targets == [ENTRY]
     data = result.to_dict()
-    assert list(data) == ["evaluation", "schema_version", "dataset", "targets", "seconds"]
+    assert list(data) == ["evaluation", "schema_version", *REFERENCE, "targets", "seconds"]
     assert data["evaluation"] == "reference" and data["schema_version"] == RESULT_SCHEMA_VERSION
     path = result.write(tmp_path / "reference.json")
     assert json.loads(path.read_text()) == data and path.read_text().endswith("}\n")
@@ -37,18 +45,19 @@ def test_the_envelope_round_trips_with_its_sections_at_the_top_level(tmp_path):
 
 
 def test_seconds_come_from_the_result_or_the_caller_not_both():
-    timed = EvaluationResult.of("layouts", _result(seconds=None), seconds={"total": 2.0})
+    layouts = {**LAYOUTS, "targets": [], "seconds": {"total": 1.5}}
+    timed = EvaluationResult.of("layouts", {**layouts, "seconds": None}, seconds={"total": 2.0})
     assert timed.seconds == {"total": 2.0}
-    assert EvaluationResult.of("layouts", {"targets": []}).seconds is None
+    assert EvaluationResult.of("layouts", {**LAYOUTS, "targets": []}).seconds is None
     with pytest.raises(ValueError, match="seconds given twice"):
-        EvaluationResult.of("layouts", _result(), seconds={"total": 2.0})
+        EvaluationResult.of("layouts", layouts, seconds={"total": 2.0})
 
 
 def test_a_file_from_before_the_envelope_reads_with_its_earlier_entries():
-    old = {"dataset": {}, "targets": [{"target": "no source above 20.0%",
-                                       "measured": "41.5%", "reached": False}]}  # fmt: skip
-    result = EvaluationResult.from_dict(old, "published_runs", "old.json")
-    assert result.seconds is None and result.targets[0].name == "published_max_mre"
+    old = {**REFERENCE, "targets": [{"target": "doptimal@25% better than random@25%",
+                                     "measured": "-1.5%", "reached": True}]}  # fmt: skip
+    result = EvaluationResult.from_dict(old, "reference", "old.json")
+    assert result.seconds is None and result.targets[0].name == "reference_sampler_25"
     assert isinstance(result.targets[0], TargetResult)
 
 
@@ -58,7 +67,13 @@ def test_a_file_from_before_the_envelope_reads_with_its_earlier_entries():
         ([], r"f.json: not a JSON object"),
         (_result(evaluation="layouts"), r"f.json: field 'evaluation' is 'layouts', expected"),
         (_result(schema_version=2), r"field 'schema_version' is 2; this ScaleDL reads 1"),
-        ({"dataset": {}}, r"f.json: field 'targets' is missing"),
+        (REFERENCE, r"f.json: field 'targets' is missing"),
+        ({**_result(), "folds": {}}, r"f.json: field 'evaluation' is missing, read as "
+         r"'reference', but the file's sections are not a reference result's: unknown 'folds'"),
+        ({k: v for k, v in _result().items() if k != "sequential"},
+         r"missing, read as 'reference', but .*: missing 'sequential'"),
+        (_result(targets=[{**ENTRY.to_dict(), "value": "0.5"}]),
+         r"f.json: targets\[0\]: field 'value' is '0.5': Input should be a valid number"),
         (_result(seconds={"total": "1 s"}), r"field 'seconds' is \{'total': '1 s'\}"),
         (_result(seconds=[1.0]), r"field 'seconds' is \[1.0\]"),
         (_result(targets=[{**ENTRY.to_dict(), "met": "no"}]),
@@ -68,6 +83,41 @@ def test_a_file_from_before_the_envelope_reads_with_its_earlier_entries():
 def test_a_bad_file_is_an_error_naming_it_the_field_and_value(data, message):
     with pytest.raises(ValueError, match=message):
         EvaluationResult.from_dict(data, "reference", "f.json")
+
+
+@pytest.mark.parametrize("evaluation", sorted(COMMITTED_FILES := {
+    "metrics": "metrics.json", "gpu_layouts": "gpu_layouts.json", "layouts": "layouts.json",
+    "published_runs": "published_runs.json"}))  # fmt: skip
+def test_the_committed_reference_relabelled_as_another_evaluation_is_refused(tmp_path, evaluation):
+    data = json.loads((RESULTS / "reference.json").read_text())
+    path = _written(tmp_path, {**data, "evaluation": evaluation})
+    with pytest.raises(
+        ValueError,
+        match=(
+            rf"result.json: field 'evaluation' is '{evaluation}', but the file's sections are "
+            rf"not a {evaluation} result's: missing '.*; unknown '"
+        ),
+    ):
+        read_result(path)
+    with pytest.raises(ValueError, match=rf"field 'evaluation' is '{evaluation}'"):
+        EvaluationResult.from_dict({**data, "evaluation": evaluation}, evaluation, "f.json")
+
+
+@pytest.mark.parametrize("evaluation", sorted(COMMITTED_FILES))
+def test_another_committed_file_relabelled_as_reference_is_refused(tmp_path, evaluation):
+    data = json.loads((RESULTS / COMMITTED_FILES[evaluation]).read_text())
+    if evaluation == "metrics":  # its version (2) and no targets are refused before its sections
+        data = {**data, "schema_version": RESULT_SCHEMA_VERSION, "targets": []}
+    path = _written(tmp_path, {**data, "evaluation": "reference"})
+    with pytest.raises(ValueError, match=r"sections are not a reference result's: missing"):
+        read_result(path)
+
+
+def test_a_target_number_given_as_a_string_is_refused_in_a_committed_file(tmp_path):
+    data = json.loads((RESULTS / "reference.json").read_text())
+    data["targets"][0]["value"] = str(data["targets"][0]["value"])
+    with pytest.raises(ValueError, match=r"result.json: targets\[0\]: field 'value' is '"):
+        read_result(_written(tmp_path, data))
 
 
 def test_an_unknown_evaluation_is_refused():
@@ -181,7 +231,8 @@ def _written(tmp_path: Path, data) -> Path:
         ({k: v for k, v in metrics_dict().items() if k != "intervals"}, "metrics",
          r"result.json: key 'intervals': missing"),
         ({"evaluation": "published_runs", "targets": []}, None,
-         r"result.json: field 'command': Field required"),
+         r"result.json: field 'evaluation' is 'published_runs', but the file's sections are "
+         r"not a published_runs result's: missing 'command'"),
     ],
 )  # fmt: skip
 def test_read_result_of_a_bad_file_names_it_and_the_field(tmp_path, data, evaluation, message):

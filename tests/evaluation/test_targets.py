@@ -301,6 +301,22 @@ def test_a_bad_entry_is_an_error_naming_the_field_and_value(entry, message):
         TargetResult.from_dict(entry, "targets[3]")
 
 
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [("value", "0.5"), ("ci_low", "0.1"), ("ci_high", True), ("threshold", "0.08"),
+     ("threshold", ["0.8", 1.0]), ("extra", {"gpus": "3"}), ("extra", {"gpus": False})],
+)  # fmt: skip
+def test_a_number_that_is_not_a_json_number_is_refused_not_coerced(field, bad):
+    with pytest.raises(ValueError, match=rf"targets\[3\]: field '{field}"):
+        TargetResult.from_dict({**ENTRY.to_dict(), field: bad}, "targets[3]")
+
+
+def test_an_int_is_a_number_and_an_extra_count_stays_an_int():
+    entry = TargetResult.from_dict({**ENTRY.to_dict(), "value": 1, "extra": {"gpus": 3}})
+    assert entry.value == 1.0 and entry.extra == {"gpus": 3}
+    assert isinstance(entry.extra["gpus"], int)
+
+
 def test_a_non_finite_value_is_refused():
     with pytest.raises(ValueError, match="field 'value' is inf"):
         TargetResult.from_dict({**ENTRY.to_dict(), "value": float("inf")})

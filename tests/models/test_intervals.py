@@ -207,6 +207,28 @@ def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
         IntervalCalibration(residuals, family_rule="x")
 
 
+def test_an_older_calibration_says_why_the_new_family_interval_is_unbounded():
+    rng = np.random.default_rng(5)
+    families = np.repeat([f"f{i}" for i in range(5)], 8)
+    residuals = {
+        t: {"in_domain": rng.normal(0, 0.05, 30), "unseen_family": rng.normal(0, 0.3, 40)}
+        for t in ("iteration", "epoch")
+    }
+    by_target = {t: {"unseen_family": families} for t in residuals}
+    old = IntervalCalibration(residuals, "scaledl", "", "old", by_target, family_rule="conformal")
+    lines = old.unbounded_reasons({"in_domain": 3, "unseen_family": 2, "widest": 1}, 0.9)
+    assert lines == [
+        "iteration and epoch intervals unbounded for 3 rows (stratum unseen_family): 5 "
+        "families, fewer than the 9 the conformal quantile needs at 90% (family rule "
+        "'conformal': a calibration written before the normal prediction bound, which a "
+        "predictor fitted now uses from 3 families)"
+    ]
+    assert old.unbounded_reasons({"in_domain": 3}, 0.9) == []
+    # The same residuals under the current rule are bounded: no line.
+    new = IntervalCalibration(residuals, "scaledl", "", "new", by_target)
+    assert new.unbounded_reasons({"in_domain": 3, "unseen_family": 2}, 0.9) == []
+
+
 def predictions(n=30, seed=2):
     rng = np.random.default_rng(seed)
     rows = []

@@ -17,6 +17,7 @@ from tiny_specs import tiny
 import scaledl
 from scaledl.profiling.interrupt import (
     ProfilingInterrupted,
+    interruption_reason,
     raise_if_stopped,
     stop_signals_raise,
 )
@@ -211,3 +212,9 @@ print("never printed")
     assert done.stdout == "printed before the exit"
     assert "logged before the exit" in log_file.read_text()
     assert not marker.exists()  # the interpreter's shutdown (atexit included) was skipped
+
+
+def test_an_interruption_is_one_line_naming_the_signal_and_the_seconds():
+    assert interruption_reason(signal.SIGINT, 12.4) == "interrupted (SIGINT) after 12 s"
+    assert interruption_reason(signal.SIGTERM, 0.2) == "interrupted (SIGTERM) after 0 s"
+    assert interruption_reason(signal.SIGINT, -1.0) == "interrupted (SIGINT) after 0 s"

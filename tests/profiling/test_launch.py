@@ -215,3 +215,56 @@ def test_schedule_resumes_per_repeat():
     assert [(r, [w.workload_id for w in g]) for r, _, _, g in schedule] == [
         (1, [ws[1].workload_id])
     ]
+
+
+# The part a launch ended on, recorded by the launcher (no torchrun: the launch is replaced).
+
+TRACEBACK = "Traceback (most recent call last):\n" + '  File "worker.py", line 1\n' * 150
+
+
+def _launch_ends(monkeypatch, tmp_path, launch_result):
+    """Run ``_profile_launch`` of one workload whose launch raises or returns ``launch_result``."""
+    import scaledl.profiling.launch as launch
+    from scaledl.profiling.progress import PartProgress
+
+    w = tiny("bert")
+
+    def fake_launch(*args, **kwargs):
+        if isinstance(launch_result, BaseException):
+            raise launch_result
+        return launch_result(w.workload_id)
+
+    monkeypatch.setattr(launch, "_launch", fake_launch)
+    summary = launch.ProfileSummary(requested=1)
+    bar = PartProgress(1, tmp_path, show_bar=False)
+    return (
+        w,
+        summary,
+        lambda: launch._profile_launch([w], 0, 1, 1, tmp_path, SETTINGS, 0, summary, bar),
+    )
+
+
+def test_an_interrupted_part_stores_a_one_line_reason_not_the_traceback(tmp_path, monkeypatch):
+    import signal
+
+    from scaledl.profiling.launch import _LaunchStopped
+
+    w0 = tiny("bert")
+    stop = _LaunchStopped(KeyboardInterrupt(), signal.SIGINT, w0.workload_id,
+                          TRACEBACK + "KeyboardInterrupt\n", 12.4)  # fmt: skip
+    w, summary, run_launch = _launch_ends(monkeypatch, tmp_path, stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_launch()
+    run = read_run(part_path(tmp_path, w.workload_id, 0))
+    assert run["status"] == "interrupted"
+    assert run["error"] == "interrupted (SIGINT) after 12 s"
+    assert summary.interrupted == f"{w.workload_id}/r0"
+
+
+def test_a_failed_launch_keeps_its_log_tail(tmp_path, monkeypatch):
+    tail = TRACEBACK + "RuntimeError: gloo connection reset\n"
+    w, summary, run_launch = _launch_ends(monkeypatch, tmp_path, lambda wid: (wid, "failed", tail))
+    run_launch()
+    run = read_run(part_path(tmp_path, w.workload_id, 0))
+    assert run["status"] == "failed" and summary.failed == {w.workload_id: "failed"}
+    assert run["error"] == f"launch failed; launch log tail:\n{tail}"

@@ -4,12 +4,14 @@ One parametrised test over :data:`BLOCKS` replaces the per-block drift tests: a 
 into a block, or a result committed without rendering its block, fails here.
 """
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from metrics_factory import make_metrics
 
+from scaledl.evaluation.envelope import SECTIONS
 from scaledl.report.blocks.markers import begin_marker, markers, read_block
 from scaledl.report.blocks.registry import (
     BLOCKS,
@@ -92,6 +94,11 @@ def test_a_result_missing_a_field_is_named_with_its_file(tmp_path):
                        r"block: .*field 'targets' is missing"):  # fmt: skip
         write_page(page, [BLOCKS["layouts"]], [result])
     result.write_text('{"dataset": "d", "targets": []}')
+    sections = r"sections are not a layouts result's: missing 'folds'"
+    with pytest.raises(BlockError, match=r"layouts\.json: cannot read the result .*" + sections):
+        write_page(page, [BLOCKS["layouts"]], [result])
+    empty = {k: {} for k in SECTIONS["layouts"].required}
+    result.write_text(json.dumps({**empty, "dataset": "d", "targets": []}))
     with pytest.raises(BlockError, match=r"layouts\.json: cannot render the layouts block: "):
         write_page(page, [BLOCKS["layouts"]], [result])
 
