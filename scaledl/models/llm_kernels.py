@@ -63,12 +63,11 @@ GEMMs ``Q K^T`` (``[b h s_q, s_kv, d]``) and ``A V`` (``[b h s_q, d, s_kv]``) of
 full even when causal (the mask is applied in the softmax), and per score element 9 bytes of
 memory-bound work (scale-mask-softmax reads and writes 2 bytes each; attention dropout reads 2,
 writes 2 and a 1-byte mask); backward four such GEMMs and 11 bytes per score (dropout 5,
-softmax 6).
-Memory term: ``Q, K, V, O`` read or written once (backward: twice that), the score matrix
-never leaves the chip. Vidur's own attention profiles
-are Git LFS objects outside the snapshot this project can fetch; a public copy of its A100
-Llama-2-7B profile (vLLM paged-KV prefill, an inference kernel path) runs at 12-15% of peak and
-is not used (figures in ``docs/llm_at_scale.md``).
+softmax 6). Flash kernels' memory term: ``Q, K, V, O`` read or written once (backward: twice
+that), the score matrix never leaves the chip. Vidur's own attention profiles are Git LFS
+objects outside the snapshot this project can fetch; a public copy of its A100 Llama-2-7B
+profile (vLLM paged-KV prefill, an inference kernel path) runs at 12-15% of peak and is not used
+(figures in ``docs/llm_at_scale.md``).
 
 **Memory-bound operators** (:meth:`KernelModel.memory_s`): ``t0_mem + bytes / (bandwidth *
 eff_mem_op)``, fitted on Vidur's RMSNorm, SiLU-and-multiply and residual-add times.
@@ -612,7 +611,7 @@ class FittedKernelModel:
 
         Raises:
             ValueError: a size <= 0, a causal call with ``seq_kv < seq_q / 2``, an unknown
-                kernel, or ``flash_attention_3`` on a GPU before Hopper.
+                kernel, or ``flash_attention_3`` on a GPU other than Hopper.
         """
         _check_positive(batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim)
         flops, rows, kv_eff = _attention_work(batch, heads, seq_q, seq_kv, head_dim, causal)
