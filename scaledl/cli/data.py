@@ -10,6 +10,9 @@ import typer
 
 from scaledl.cli.common import fail, layout, refuse_overwrite, writable_folder
 
+#: The files ``scaledl import published-runs`` writes into ``--out``.
+IMPORT_OUTPUTS = ("runs.csv", "quarantine.csv", "summary.json")
+
 app = typer.Typer()
 import_app = typer.Typer(no_args_is_help=True, help="Import measurements of others as profiles.")
 app.add_typer(import_app, name="import")
@@ -122,7 +125,8 @@ def import_published_runs_command(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Published-runs CSVs (46 columns) [<external>/scale_runs/*.csv]",
+            help="Published-runs CSVs (46 columns, plus the optional attention_kernel and "
+            "elementwise) [<external>/scale_runs/*.csv]",
             show_default=False,
         ),
     ] = None,
@@ -143,7 +147,8 @@ def import_published_runs_command(
 
     out = out or layout().imported_dir("published_runs")
     try:
-        refuse_overwrite({"--out": out}, {"PATH": paths})
+        written = {f"--out ({name})": out / name for name in IMPORT_OUTPUTS}
+        refuse_overwrite({"--out": out, **written}, {"PATH": paths})
         writable_folder(out, "--out", "the imported runs")
         result = read_published_runs(paths or None)
     except (PublishedRunsError, ValueError) as exc:

@@ -2,10 +2,12 @@
 
 from scaledl.devices.specs import (
     GPU_ALIASES,
+    GPU_ARCHITECTURES,
     PRECISIONS,
     DeviceSpec,
     UnknownDeviceError,
     device_spec,
+    gpu_architecture,
     known_devices,
     normalise_name,
     resolve_gpu_name,
@@ -13,10 +15,12 @@ from scaledl.devices.specs import (
 
 __all__ = [
     "GPU_ALIASES",
+    "GPU_ARCHITECTURES",
     "PRECISIONS",
     "DeviceSpec",
     "UnknownDeviceError",
     "device_spec",
+    "gpu_architecture",
     "known_devices",
     "normalise_name",
     "resolve_gpu_name",

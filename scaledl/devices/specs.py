@@ -236,6 +236,48 @@ GPU_ALIASES = {
 }
 
 
+#: The architecture of each GPU of the table (NVIDIA's generation names), by ``device_name``:
+#: kernels written for one generation (FlashAttention-3: Hopper) and the leave-one-generation-out
+#: protocol read it. Every row of ``gpus.csv`` has one (tested).
+GPU_ARCHITECTURES = {
+    "Tesla P4": "pascal",
+    "Tesla P100-PCIE-16GB": "pascal",
+    "Tesla V100-PCIE-32GB": "volta",
+    "Tesla V100-SXM2-32GB": "volta",
+    "Tesla V100-SXM3-32GB": "volta",
+    "Tesla T4": "turing",
+    "NVIDIA A10": "ampere",
+    "NVIDIA A100-PCIE-40GB": "ampere",
+    "NVIDIA A100-SXM4-40GB": "ampere",
+    "NVIDIA A100 80GB PCIe": "ampere",
+    "NVIDIA A100-SXM4-80GB": "ampere",
+    "NVIDIA L4": "ada",
+    "NVIDIA L40S": "ada",
+    "NVIDIA H100 PCIe": "hopper",
+    "NVIDIA H100 80GB HBM3": "hopper",
+    "NVIDIA H100 96GB HBM2e": "hopper",
+    "NVIDIA H200": "hopper",
+    "NVIDIA B200": "blackwell",
+    "NVIDIA B300": "blackwell",
+    "NVIDIA GB200": "blackwell",
+    "NVIDIA GB300": "blackwell",
+}
+
+
+def gpu_architecture(name: str) -> str:
+    """The architecture of a GPU (:data:`GPU_ARCHITECTURES`) given by any name or alias.
+
+    Raises:
+        UnknownDeviceError: not a GPU of the table (:func:`resolve_gpu_name`).
+        KeyError: a row of the table without an architecture (a table edit missed it).
+    """
+    device = resolve_gpu_name(name)
+    try:
+        return GPU_ARCHITECTURES[device]
+    except KeyError:
+        raise KeyError(f"{device!r} has no architecture in GPU_ARCHITECTURES") from None
+
+
 def resolve_gpu_name(name: str) -> str:
     """The device table's name of a GPU given by its table name, an alias or any spelling.
 

@@ -81,6 +81,7 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
@@ -93,7 +94,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from scaledl.devices.specs import UnknownDeviceError, resolve_gpu_name
+from scaledl.devices.specs import UnknownDeviceError, gpu_architecture, resolve_gpu_name
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import CHECKOUT_EXTERNAL_DIR, external_root
 from scaledl.profiles.schemas import ColumnSpec, TableSpec
@@ -229,19 +230,6 @@ FLASH_ATTENTION_IN_MEGATRON = "2023"
 #: Sources whose models run PyTorch's eager operators unless the row names torch.compile.
 EAGER_UNLESS_COMPILED = ("torchtitan", "pytorch_fsdp_ibm")
 _COMPILED = re.compile(r"(?<!no-)(?<!no )\bcompile\b", re.I)
-#: The device table's GPUs the files use -> generation (leave-one-generation-out).
-GPU_GENERATION = {
-    "Tesla V100-SXM3-32GB": "volta",
-    "NVIDIA A100-SXM4-40GB": "ampere",
-    "NVIDIA A100-SXM4-80GB": "ampere",
-    "NVIDIA H100 80GB HBM3": "hopper",
-    "NVIDIA H100 96GB HBM2e": "hopper",
-    "NVIDIA H200": "hopper",
-    "NVIDIA B200": "blackwell",
-    "NVIDIA B300": "blackwell",
-    "NVIDIA GB200": "blackwell",
-    "NVIDIA GB300": "blackwell",
-}
 #: Cells of ``orig`` that are measurements (left out of ``config_key``'s variant).
 _MEASURED = re.compile(
     r"tps|wps|mfu|hfu|tflop|throughput|iteration|time|tokens|speedup|pflops|pct_peak|scaling|"
@@ -358,10 +346,8 @@ def read_published_runs(paths: list[Path] | tuple[Path, ...] | None = None) -> P
     rows = {path.stem: len(frame) for path, frame in zip(paths, frames, strict=True)}
     # One great-expectations pass over all files together (a suite run costs ~1 s).
     kept = [*COLUMNS, *OPTIONAL_COLUMNS]
+    # a file without an optional column: NaN cells there (the column is absent, not blank)
     frame = pd.concat([f[[c for c in kept if c in f]] for f in frames], ignore_index=True)
-    for column in OPTIONAL_COLUMNS:  # a file without the column: blank cells
-        if column in frame:
-            frame[column] = frame[column].fillna("")
     sources = np.repeat(stems, [len(f) for f in frames])
     numbers = np.concatenate([np.arange(1, len(f) + 1) for f in frames])
     failures = _checked(GxRunner(), frame)
@@ -393,6 +379,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise PublishedRunsError(f"{path}: no such file") from None
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise PublishedRunsError(f"{path}: cannot read the CSV: {exc}") from None
+    _check_header(path)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise PublishedRunsError(
@@ -401,6 +388,27 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if frame.empty:
         raise PublishedRunsError(f"{path}: no data rows")
     return frame
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a header naming a column twice, or a known column in another spelling.
+
+    Raises:
+        PublishedRunsError: naming the file and the column.
+    """
+    with path.open(newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle), [])
+    known = {c.lower(): c for c in (*COLUMNS, *OPTIONAL_COLUMNS)}
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise PublishedRunsError(f"{path}: column {name!r} appears more than once")
+        seen.add(name)
+        meant = known.get(name.strip().lower())
+        if meant is not None and meant != name:
+            raise PublishedRunsError(
+                f"{path}: column {name!r} is not {meant!r} (column names are exact)"
+            )
 
 
 def _checked(runner: GxRunner, frame: pd.DataFrame) -> dict[int, tuple]:
@@ -449,8 +457,17 @@ def _quarantined(source: str, row: int, column: str, value: Any, reason: str) ->
 
 
 def _reason_kind(reason: str) -> str:
-    """A quarantine reason without its row-specific detail (for counting)."""
-    return reason.split(":", 1)[0]
+    """A quarantine reason without its row detail, for counting.
+
+    The text before its first ``:`` outside parentheses (``unknown precision (known: ...)``
+    stays whole).
+    """
+    depth = 0
+    for i, char in enumerate(reason):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ":" and depth == 0:
+            return reason[:i]
+    return reason
 
 
 # ---------------------------------------------------------------------------- one row
@@ -529,7 +546,7 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "iteration_s_basis": r["iteration_s_basis"],
         "is_latest": r["is_latest"] == "True",
         "config_key": _config_key(source, r, job),
-        "gpu_generation": GPU_GENERATION[job.gpu],
+        "gpu_generation": gpu_architecture(job.gpu),
         "model_name": r["model"],
         "precision_raw": r["precision"],
         "sharding_raw": r["sharding"],
@@ -546,13 +563,14 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
 
 def _optional(r: dict[str, str], column: str, assumed: list[str]) -> str | None:
     """An optional column's cell, checked (:data:`OPTIONAL_COLUMNS`); ``None`` when blank."""
-    cell = r.get(column, "").strip()
-    if cell:
-        if cell not in OPTIONAL_COLUMNS[column]:
+    cell = r.get(column)
+    if not isinstance(cell, str):  # the row's file has no such column
+        return None
+    if cell.strip():
+        if cell.strip() not in OPTIONAL_COLUMNS[column]:
             raise _RowError(column, cell, f"unknown {column} (known: {OPTIONAL_COLUMNS[column]})")
-        return cell
-    if column in r:
-        assumed.append(column)
+        return cell.strip()
+    assumed.append(column)
     return None
 
 
@@ -611,8 +629,6 @@ def _gpu(r: dict[str, str]) -> str:
         name = resolve_gpu_name(r["gpu"])
     except UnknownDeviceError as exc:
         raise _RowError("gpu", r["gpu"], f"unknown GPU: {exc}") from None
-    if name not in GPU_GENERATION:
-        raise _RowError("gpu", r["gpu"], f"GPU {name!r} has no generation in GPU_GENERATION")
     return name
 
 

@@ -87,7 +87,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-from scaledl.devices.specs import device_spec, resolve_gpu_name
+from scaledl.devices.specs import device_spec, gpu_architecture, resolve_gpu_name
 from scaledl.io.safe import check_regular_file
 from scaledl.layout import external_root
 from scaledl.workloads.training_job import ATTENTION_KERNELS, PEAK_PRECISION, PRECISION_BYTES
@@ -724,9 +724,8 @@ def kernel_model(gpu: str) -> FittedKernelModel:
 
 
 def _is_hopper(device: str) -> bool:
-    """A GPU on the H100's fit without FP4 tensor cores (Blackwell has them)."""
-    spec = device_spec(device)
-    return reference_gpu(device) == "h100" and not spec.peak_tflops.get("fp4", 0.0) > 0
+    """Whether the device is a Hopper GPU (:data:`~scaledl.devices.specs.GPU_ARCHITECTURES`)."""
+    return gpu_architecture(device) == "hopper"
 
 
 @cache

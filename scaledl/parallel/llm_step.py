@@ -386,7 +386,7 @@ def _layer(c: _Cached, key: tuple) -> _Layer:
     shapes_attn = ((tokens, (hr + 2 * kvr) * d, h), (tokens, h, hr * d))
     shapes_mlp = ((tokens, fc1_n, h), (tokens, h, ffn // tp))
     gemm_prec = prec
-    lora_prec = "fp32" if prec == "fp32" else "bf16"
+    lora_prec = prec if prec in ("fp32", "fp16") else "bf16"  # adapters stay 16/32-bit
 
     def linear(shapes) -> tuple[float, float, float, float]:
         fwd = bwd = flops = lora_p = 0.0

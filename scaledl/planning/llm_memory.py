@@ -93,6 +93,12 @@ if TYPE_CHECKING:  # annotations only: the job module is a sibling layer, import
 
 Attention = Literal["flash", "materialized"]
 
+
+def attention_memory(attention_kernel: str) -> Attention:
+    """What a job's ``attention_kernel`` stores: ``materialized`` scores for ``unfused``."""
+    return "materialized" if attention_kernel == "unfused" else "flash"
+
+
 #: Bytes per GiB (the unit of every figure here).
 GIB = float(2**30)
 #: Share of the device's memory kept free for what the estimate leaves out (module docstring).
@@ -508,8 +514,10 @@ def job_memory(job: TrainingJob, stage: int | None = None, **options) -> RankMem
     Args:
         job: the job (its layout, sharding, recompute, precision, task).
         stage: a pipeline stage; ``None``: the most loaded.
-        **options: ``attention`` and ``dropout`` (:func:`rank_memory`).
+        **options: ``attention`` (default: :func:`attention_memory` of the job's kernel) and
+            ``dropout`` (:func:`rank_memory`).
     """
+    options.setdefault("attention", attention_memory(job.attention_kernel))
     return rank_memory(
         job.model,
         seq_len=job.seq_len,

@@ -11,9 +11,11 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
    parallelism over the scale-out network is never run at this scale), ``vp_needs_pp``,
    ``layers`` (``pp vp <= L``; when ``pp vp`` does not divide ``L`` the split is uneven,
    :func:`uneven_split`, or refused with ``LlmSpace.uneven=False``), ``cp_seq`` (``2 cp``
-   divides the sequence: the load-balanced causal split), ``batch`` (``micro_batch * dp``
-   divides the global batch), ``interleave`` (``vp > 1`` needs the micro-batches per step to
-   be a multiple of ``pp``, Megatron-LM's interleaved schedule), ``sharding`` (``fsdp`` or
+   divides the sequence: the load-balanced causal split), ``cp_attention`` (context
+   parallelism runs ring attention over flash-attention chunks: not with ``unfused``),
+   ``batch`` (``micro_batch * dp`` divides the global batch), ``interleave`` (``vp > 1``
+   needs the micro-batches per step to be a multiple of ``pp``, Megatron-LM's interleaved
+   schedule), ``sharding`` (``fsdp`` or
    ``hsdp`` with nothing to shard, ``dp cp = 1``: the ``zero1`` candidate is that layout),
    ``hsdp_group`` (``hsdp`` shards within the NVLink domain: ``domain / (tp cp)`` ranks, which
    must divide ``dp`` and lie strictly between 1 and ``dp``);
@@ -74,6 +76,7 @@ from scaledl.planning.llm_memory import (
     GIB,
     RECOMPUTES,
     SHARDINGS,
+    attention_memory,
     rank_memory,
     usable_bytes,
 )
@@ -83,8 +86,8 @@ from scaledl.workloads.files import load_yaml
 from scaledl.workloads.training_job import ModelShape, TrainingJob
 
 #: The grid's rules, in the order they are checked (module docstring); then ``memory``.
-RULES = ("gpus", "tp_heads", "tp_domain", "vp_needs_pp", "layers", "cp_seq", "batch",
-         "interleave", "sharding", "hsdp_group")  # fmt: skip
+RULES = ("gpus", "tp_heads", "tp_domain", "vp_needs_pp", "layers", "cp_seq", "cp_attention",
+         "batch", "interleave", "sharding", "hsdp_group")  # fmt: skip
 #: Most combinations (GPU counts x the space) one plan examines.
 MAX_COMBINATIONS = 2_000_000
 #: Columns of the layout in the plan's table.
@@ -94,8 +97,8 @@ LAYOUT_COLUMNS = ("n_gpus", "dp_size", "tp_size", "pp_size", "vp_size", "cp_size
 #: A correction: the fitting jobs and their step breakdowns -> corrected step seconds.
 Correction = Callable[[Sequence[TrainingJob], Sequence], np.ndarray]
 #: Fewest measured steps on the plan's GPU a calibration takes: with one run of its own stack
-#: the scaled composition is worse than a fixed-MFU rule (docs/llm_at_scale.md, "With a few
-#: runs of your own stack": 28.7% against 24.3% mean MRE; 3 runs 21.0%, 5 runs 20.0%).
+#: the scaled composition is no better than a fixed-MFU rule (docs/llm_at_scale.md, "With a
+#: few runs of your own stack": 24.8% against 24.3% mean MRE; 3 runs 18.7%, 5 runs 17.8%).
 MIN_MEASURED = 3
 #: Columns of :attr:`Calibration.rows`.
 CALIBRATION_COLUMNS = ("file", "row", "gpu", "n_gpus", "model", "measured_s", "predicted_s",
@@ -175,11 +178,16 @@ class Calibration:
             ``unused_kind`` (``quarantined``, ``no measured step``, ``another GPU``,
             ``composition``) and ``reason``.
         gpu: the plan's GPU (device-table name).
+        other_stack: used rows whose ``attention_kernel`` or ``elementwise`` differ from the
+            plan's job (the factor then carries the difference between the two stacks).
+        stack: the plan job's ``(attention_kernel, elementwise)``.
     """
 
     factor: float
     rows: pd.DataFrame
     gpu: str
+    other_stack: int = 0
+    stack: tuple[str, str] = ("cudnn", "fused")
 
     @property
     def k(self) -> int:
@@ -201,6 +209,12 @@ class Calibration:
             "calibrated_iteration_s = iteration_s x factor (one factor: ranking and front "
             "unchanged; mfu, train_h, gpu_hours and cost are of iteration_s)"
         ]
+        if self.other_stack:
+            lines.append(
+                f"warning: {self.other_stack} of the {self.k} measured steps ran another "
+                f"attention kernel or elementwise operators than the plan's job "
+                f"({self.stack[0]}, {self.stack[1]}): give the job your stack's values"
+            )
         unused = self.rows[~self.rows["used"]]
         if len(unused):
             lines.append(f"unused measured rows ({len(unused)}):")
@@ -356,7 +370,7 @@ def uneven_split(num_layers: int, n_stages: int) -> tuple[int, ...]:
 
 
 def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: LlmSpace,
-             domain: int, refused: Counter):  # fmt: skip
+             domain: int, refused: Counter, unfused: bool = False):  # fmt: skip
     """Yield the valid layouts of ``n`` GPUs as tuples; count refusals per rule."""
     per_rest = len(space.shardings) * len(space.recomputes) * len(space.micro_batches)
     heads, kv, ffn, L = model.num_heads, model.num_kv_heads, model.ffn_size, model.num_layers
@@ -375,6 +389,8 @@ def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: 
             rule = "layers"
         elif cp > 1 and seq_len % (2 * cp):
             rule = "cp_seq"
+        elif cp > 1 and unfused:
+            rule = "cp_attention"
         if rule:
             refused[rule] += per_rest
             continue
@@ -510,7 +526,7 @@ def plan_llm(
     fit_rows: list[int] = []
     for n in counts:
         for tp, pp, vp, cp, dp, mb, accum, sharding, group, recompute, split in _layouts(
-            model, n, seq_len, global_batch, space, domain, refused
+            model, n, seq_len, global_batch, space, domain, refused, attention_kernel == "unfused"
         ):
             group = group if sharding == "hsdp" else (1 if sharding == "none" else dp)
             mem = rank_memory(
@@ -518,6 +534,7 @@ def plan_llm(
                 pp_size=pp, vp_size=vp, cp_size=cp, dp_size=dp, sequence_parallel=tp > 1,
                 layers_per_stage=split, sharding=sharding, shard_group_size=group,
                 recompute=recompute, precision=precision, task=task,
+                attention=attention_memory(attention_kernel),
             )  # fmt: skip
             fits = mem.total_bytes <= usable
             refusal = "" if fits else (
@@ -601,7 +618,8 @@ def plan_llm(
         f"planned a {model.n_params() / 1e9:.1f}B-parameter transformer ({model.num_layers} "
         f"layers, width {model.hidden_size}) on {spec.device_name}, {precision}, {task}: "
         f"sequence {seq_len:,}, global batch {global_batch:,} ({tokens_per_step / 1e6:.2f}M "
-        f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}; step times "
+        f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}, attention "
+        f"{attention_kernel}, {elementwise} elementwise operators; step times "
         + ("composed and corrected" if correction is not None else "composed, uncorrected")
         + (f"; calibrated x{calibration.factor:.3f} on {calibration.k} measured steps"
            if calibration is not None else "")
@@ -730,8 +748,8 @@ def calibrate(
                       if r.get("unused_kind") == "quarantined"), "")  # fmt: skip
         raise LlmPlanError(
             f"measured steps ({', '.join(map(str, paths))}): {len(composed)} usable on {gpu}, "
-            f"at least {MIN_MEASURED} needed (with 1 run a per-stack factor is worse than a "
-            "fixed-MFU rule: 28.7% against 24.3% mean MRE, docs/llm_at_scale.md); unused rows: "
+            f"at least {MIN_MEASURED} needed (with 1 run a per-stack factor is no better than a "
+            "fixed-MFU rule: 24.8% against 24.3% mean MRE, docs/llm_at_scale.md); unused rows: "
             + why
             + (f"; e.g. {first}" if first else "")
         )
@@ -748,7 +766,9 @@ def calibrate(
     rows["unused_kind"] = rows["unused_kind"].fillna("")
     rows["reason"] = rows["reason"].fillna("")
     factor = scale_factor(predicted, [r["measured_s"] for r in composed])
-    return Calibration(factor, rows, gpu)
+    stack = (template.attention_kernel, template.elementwise)
+    other = sum((j.attention_kernel, j.elementwise) != stack for j in jobs)
+    return Calibration(factor, rows, gpu, other, stack)
 
 
 #: Keys of a plan file's ``plan`` section besides :class:`LlmSpace`'s fields.

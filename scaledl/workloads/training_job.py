@@ -81,7 +81,12 @@ from pydantic import (
     model_validator,
 )
 
-from scaledl.devices.specs import UnknownDeviceError, device_spec, resolve_gpu_name
+from scaledl.devices.specs import (
+    UnknownDeviceError,
+    device_spec,
+    gpu_architecture,
+    resolve_gpu_name,
+)
 from scaledl.io.excerpt import excerpt
 from scaledl.io.safe import read_text
 from scaledl.workloads.parallelism import normalise_sharding
@@ -346,6 +351,16 @@ class TrainingJob(_Strict):
             raise ValueError(
                 f"cp_size={self.cp_size}: 2 * cp_size must divide seq_len={self.seq_len} "
                 "(load-balanced context-parallel chunks)"
+            )
+        if self.cp_size > 1 and self.attention_kernel == "unfused":
+            raise ValueError(
+                f"attention_kernel='unfused' cannot run context parallelism (cp_size="
+                f"{self.cp_size}): ring attention runs flash-attention chunks"
+            )
+        if self.attention_kernel == "flash_attention_3" and gpu_architecture(self.gpu) != "hopper":
+            raise ValueError(
+                f"attention_kernel='flash_attention_3' runs on Hopper GPUs only; gpu={self.gpu!r} "
+                f"is {gpu_architecture(self.gpu)} (use cudnn or flash_attention_2)"
             )
         if self.vp_size > 1 and self.pp_size == 1:
             raise ValueError(f"vp_size={self.vp_size} needs pipeline parallelism (pp_size > 1)")

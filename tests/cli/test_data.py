@@ -106,6 +106,17 @@ def test_import_published_runs_writes_runs_quarantine_and_counts(tmp_path):
     }  # fmt: skip
 
 
+@pytest.mark.skipif(not SCALE_RUNS.is_dir(), reason="external/scale_runs not in this checkout")
+def test_import_published_runs_never_writes_over_its_input(tmp_path):
+    src = tmp_path / "runs.csv"
+    src.write_bytes((SCALE_RUNS / "megatron_lm.csv").read_bytes())
+    before = src.read_bytes()
+    result, text = invoke("import", "published-runs", src, "--out", tmp_path)
+    assert result.exit_code == 2, text
+    assert "--out (runs.csv)" in text and "the same file as the input PATH" in text
+    assert src.read_bytes() == before
+
+
 def test_import_published_runs_of_a_file_without_a_column_exits_2(tmp_path):
     src = tmp_path / "short.csv"
     src.write_text("source,table\nx,y\n")

@@ -84,3 +84,13 @@ def test_low_precision_peaks_and_interconnect_columns():
     assert pcie.nvlink_gbps != pcie.nvlink_gbps and pcie.nvlink_domain == 0
     record = h100.to_record()
     assert record["peak_fp8_tflops"] == pytest.approx(1978.9) and record["nvlink_domain"] == 8
+
+
+def test_every_gpu_of_the_table_has_an_architecture():
+    from scaledl.devices import GPU_ARCHITECTURES, gpu_architecture
+    from scaledl.devices.specs import gpu_table
+
+    assert set(gpu_table()["device_name"]) == set(GPU_ARCHITECTURES)
+    assert gpu_architecture("H100 96GB HBM2e (Grand Teton, 500W limit)") == "hopper"
+    assert gpu_architecture("GB200 (NVL72)") == "blackwell"
+    assert gpu_architecture("A100-SXM-80GB") == "ampere"

@@ -188,3 +188,34 @@ def test_a_missing_column_refuses_the_file(tmp_path):
         read_published_runs([path])
     with pytest.raises(PublishedRunsError, match="no such file"):
         read_published_runs([tmp_path / "absent.csv"])
+
+
+def test_a_misspelt_or_repeated_column_refuses_the_file(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).head(2)
+    misspelt = frame.assign(Attention_Kernel="flash_attention_2")
+    path = tmp_path / "misspelt.csv"
+    misspelt.to_csv(path, index=False)
+    with pytest.raises(PublishedRunsError, match="'Attention_Kernel' is not 'attention_kernel'"):
+        read_published_runs([path])
+    spaced = frame.rename(columns={"tp": "tp "})
+    spaced.to_csv(path, index=False)
+    with pytest.raises(PublishedRunsError, match="'tp ' is not 'tp'"):
+        read_published_runs([path])
+    header = ",".join([*frame.columns, "elementwise", "elementwise"])
+    body = "\n".join(",".join([*row, "eager", "fused"]) for row in frame.astype(str).values)
+    path.write_text(header + "\n" + body + "\n")  # no cell holds a comma in these rows
+    with pytest.raises(PublishedRunsError, match="'elementwise' appears more than once"):
+        read_published_runs([path])
+
+
+def test_rows_of_a_file_without_the_optional_columns_assume_nothing_of_them(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).head(2)
+    plain, extra = tmp_path / "plain.csv", tmp_path / "extra.csv"
+    frame.to_csv(plain, index=False)
+    frame.assign(elementwise=["", "bogus"]).to_csv(extra, index=False)
+    result = read_published_runs([plain, extra])
+    runs = result.runs.set_index(["source", "row"])
+    assert "elementwise" not in runs.loc[("plain", 1), "assumed"]
+    assert "elementwise" in runs.loc[("extra", 1), "assumed"]
+    counts = result.counts()["quarantined_by_reason"]
+    assert counts == {"unknown elementwise (known: ('fused', 'eager'))": 1}

@@ -377,3 +377,9 @@ def test_pipeline_transfers_send_a_tensor_parallel_slice():
     assert sp["pp_p2p_s"] == pytest.approx(2 * 1.0 * (2 + 2 - 2))
     no_sp = step(job(**j, sequence_parallel=False), network=net).components_s
     assert no_sp["pp_p2p_s"] == pytest.approx(2 * 11.0 * (2 + 2 - 2))
+
+
+def test_fp16_lora_on_a_gpu_without_bf16_keeps_its_adapters_in_fp16():
+    fake = FakeKernels()
+    step(job(gpu="Tesla V100-SXM3-32GB", precision="fp16", task="lora"), fake)
+    assert {p for *_, p in fake.gemms} == {"fp16"}

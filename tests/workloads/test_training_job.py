@@ -167,6 +167,18 @@ def test_grad_accum_is_derived_and_checked():
         ({"task": "rlhf"}, "task", "'rlhf'"),
         ({"attention_kernel": "xformers"}, "attention_kernel", "'xformers'"),
         ({"elementwise": "compiled"}, "elementwise", "'compiled'"),
+        # FlashAttention-3 is Hopper-only; ring attention (cp) runs flash-attention chunks
+        (
+            {"attention_kernel": "flash_attention_3", "gpu": "A100-SXM-80GB"},
+            "attention_kernel",
+            "'flash_attention_3'",
+        ),
+        (
+            {"attention_kernel": "flash_attention_3", "gpu": "B200"},
+            "attention_kernel",
+            "'flash_attention_3'",
+        ),
+        ({"attention_kernel": "unfused", "cp_size": 2}, "attention_kernel", "'unfused'"),
         ({"nvlink_domain_size": 0}, "nvlink_domain_size", "0"),
         ({"precision": "nvfp4"}, "precision", "'nvfp4'"),  # an H100 has no FP4 tensor cores
         ({"precision": "fp8", "gpu": "A100-SXM-80GB"}, "precision", "'fp8'"),
