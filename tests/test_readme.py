@@ -61,6 +61,8 @@ def test_llm_figures_are_those_of_the_committed_published_runs_result():
         f"{result.coverage.csv_rows} published runs",
         f"answers {result.coverage.answered_share:.0%} of the",
         f"{loso.mean_mre['scaledl']:.1%} mean error",
+        f"the composition alone {loso.mean_mre['composed']:.1%}",
+        f"Kendall tau {result.ranking.mean_tau['composed']:.2f})",
         f"({loso.mean_mre['fixed_mfu_precision']:.1%}, paired difference",
         f"peak ({loso.mean_mre['fixed_mfu']:.1%})",
         f"differ by {100 * min(noise):.1f}-{max(noise):.1%}",
