@@ -32,6 +32,7 @@ training workloads), the baseline of the issue). MRE = mean(|pred - true| / true
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from scaledl.graph.features import workload_frame
 from scaledl.layout import neusight_root
 from scaledl.models.data import ProfileData, load_profile_data
 from scaledl.models.kernel import DEFAULT_OPERATOR_PARAMS, KernelGraphMethod, operator_rows
+from scaledl.models.operators import shared_fits
 from scaledl.models.threads import single_threaded
 from scaledl.models.train import validation_ids
 from scaledl.workloads.identity import architecture_group, family_key
@@ -301,13 +303,20 @@ def leave_one_out(
         the held-out GPUs, the unseen-device correction) and the seconds per method
         (``additive`` shares ScaleDL's fit: its layer sum).
     """
-    groups = np.array([key(data.workloads[i]) for i in data.ids])
-    held_out = sorted(set(groups))
+    held_out, jobs = _fold_jobs(data, protocol, key, config)
     if progress is not None:
         progress.add_units(len(held_out))
+    return _collect_folds(protocol, held_out, _run_jobs(jobs, config), config, progress)
+
+
+def _fold_jobs(data: ProfileData, protocol: str, key, config: GpuEvaluationConfig):
+    """The held-out groups of a protocol (sorted) and one ``joblib`` job per group."""
+    groups = np.array([key(data.workloads[i]) for i in data.ids])
+    held_out = sorted(set(groups))
     ids = np.array(data.ids)
-    jobs = (
-        delayed(_fold)(
+    jobs = [
+        delayed(_shared_fits_call)(
+            _fold,
             protocol,
             held,
             data.subset(ids[groups != held]),
@@ -315,11 +324,31 @@ def leave_one_out(
             config,
         )  # fmt: skip
         for held in held_out
-    )
-    # Folds are independent: run in parallel processes, handed back in order as they end.
-    parallel = Parallel(n_jobs=config.n_jobs, backend="loky", return_as="generator")
+    ]
+    return held_out, jobs
+
+
+def _shared_fits_call(function, *args):
+    """``function(*args)`` with identical operator regressor fits computed once.
+
+    Within one job (a fold, or the fit on all data) the selection's and the correction's
+    refits repeat (:func:`~scaledl.models.operators.shared_fits`); the memo is freed with the
+    job, so a process never holds more than one job's regressors.
+    """
+    with shared_fits():
+        return function(*args)
+
+
+def _run_jobs(jobs: list, config: GpuEvaluationConfig):
+    """The jobs' results in order; independent jobs run in parallel processes (``n_jobs``)."""
+    return Parallel(n_jobs=config.n_jobs, backend="loky", return_as="generator")(jobs)
+
+
+def _collect_folds(protocol: str, held_out: list[str], results, config: GpuEvaluationConfig,
+                   progress: EvaluationProgress | None):  # fmt: skip
+    """:func:`leave_one_out`'s result from its folds' results, ``held_out``'s order."""
     frames, op_frames, folds = [], [], {}
-    for held, (rows, ops, fold) in zip(held_out, parallel(jobs), strict=True):
+    for held, (rows, ops, fold) in zip(held_out, results, strict=True):
         frames.append(rows)
         if ops is not None:
             op_frames.append(ops)
@@ -492,9 +521,22 @@ def _evaluate_gpu(
     protocols = [("leave_one_model_out", model_name)]
     if config.leave_one_gpu_out:
         protocols.append(("leave_one_gpu_out", gpu_name))
+    plans = [(protocol, *_fold_jobs(data, protocol, key, config)) for protocol, key in protocols]
+    layout_inputs = (config.parallel_labels, config.vidur_root, config.peer_root)
+    with_layouts = all(x is not None for x in layout_inputs)
+    # One pool for every fold and the 4-GPU rows' fit on all data (the longest job, first), so
+    # no process idles between the protocols or while that fit runs.
+    full_fit = [delayed(_shared_fits_call)(_fit, "scaledl", data, config)] if with_layouts else []
+    if progress is not None:
+        progress.add_units(sum(len(held_out) for _, held_out, _ in plans))
+    results = _run_jobs([*full_fit, *(job for _, _, jobs in plans for job in jobs)], config)
+    fitted_all = next(results) if with_layouts else None
     frames, ops = [], pd.DataFrame()
-    for protocol, key in protocols:
-        rows, protocol_ops, folds = leave_one_out(data, protocol, key, config, progress)
+    for protocol, held_out, jobs in plans:
+        fold_results = itertools.islice(results, len(jobs))
+        rows, protocol_ops, folds = _collect_folds(
+            protocol, held_out, fold_results, config, progress
+        )
         frames.append(rows)
         metrics[protocol] = {"folds": folds}
         ops = protocol_ops if len(protocol_ops) else ops
@@ -505,14 +547,13 @@ def _evaluate_gpu(
         metrics[str(protocol)] = {**_per_gpu(rows), **metrics[str(protocol)]}
     metrics["operators"] = operator_metrics(ops) if len(ops) else {}
     metrics["notes"] += _correction_notes(metrics, config)
-    layout_inputs = (config.parallel_labels, config.vidur_root, config.peer_root)
-    if all(x is not None for x in layout_inputs):
+    if with_layouts:
         labels = pd.read_parquet(config.parallel_labels)
         peer = load_peer_layout_predictions(config.peer_root, config.neusight_root)
         if progress is not None:
             progress.add_units(1)
         metrics["parallel_layouts"] = evaluate_layout_rows(
-            _fit("scaledl", data, config), labels, load_vidur_allreduce(config.vidur_root), peer
+            fitted_all, labels, load_vidur_allreduce(config.vidur_root), peer
         )
         if progress is not None:
             progress.unit_done(f"GPU 4-GPU layouts, {len(labels)} rows")

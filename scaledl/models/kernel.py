@@ -56,7 +56,7 @@ from scaledl.models.layerwise import LayerwiseModel
 from scaledl.models.layerwise_stage import fit_allreduce
 from scaledl.models.methods import GraphMethod
 from scaledl.models.node_times import node_predictions
-from scaledl.models.operators import OperatorTimeModel
+from scaledl.models.operators import OperatorTimeModel, shared_fits
 from scaledl.models.samples import measured_nodes
 from scaledl.workloads.identity import architecture_group
 from scaledl.workloads.spec import Workload
@@ -140,6 +140,12 @@ class KernelGraphMethod(GraphMethod, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, data: ProfileData, val_ids: list[str], stage=None) -> None:
+        # The correction's inner operator models refit the selection's leave-one-architecture-
+        # out fits (the same rows and parameters): fitted once (shared_fits).
+        with shared_fits():
+            self._fit_shared(data, val_ids, stage)
+
+    def _fit_shared(self, data: ProfileData, val_ids: list[str], stage=None) -> None:
         if stage is not None:
             raise ValueError(
                 "KernelGraphMethod fits its own layer-wise stage (on the operator model's "

@@ -24,6 +24,11 @@ model an operator comes from), never on test data.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -231,6 +236,54 @@ def _regressor(params: dict) -> GradientBoostingRegressor:
     return GradientBoostingRegressor(random_state=0, **params)
 
 
+#: The memo of :func:`shared_fits` (``None``: every fit is computed).
+_SHARED_FITS: ContextVar[dict | None] = ContextVar("_SHARED_FITS", default=None)
+
+
+@contextmanager
+def shared_fits() -> Iterator[dict]:
+    """Within the block, a utilisation regressor fitted twice on the same data is fitted once.
+
+    A regressor's fit is a deterministic function of its parameters and training arrays
+    (``random_state`` fixed), so the memo, keyed by the parameters and the bytes, shapes and
+    dtypes of ``X`` and ``y``, returns the very regressor a refit would give. Fits repeat where
+    a caller refits on a subset it already fitted on: the leave-one-group-out selection of
+    :meth:`OperatorTimeModel.fit` and the inner refits of
+    :class:`~scaledl.models.kernel.KernelGraphMethod`'s correction, or folds sharing training
+    data. The memoised regressors are shared between the models that use them (never
+    modified after ``fit``). A nested block uses the outer block's memo.
+
+    Yields:
+        The memo, ``{key: fitted regressor}`` (for inspection).
+    """
+    memo = _SHARED_FITS.get()
+    if memo is not None:
+        yield memo
+        return
+    memo = {}
+    token = _SHARED_FITS.set(memo)
+    try:
+        yield memo
+    finally:
+        _SHARED_FITS.reset(token)
+
+
+def _fit_regressor(params: dict, X: np.ndarray, y: np.ndarray) -> GradientBoostingRegressor:
+    """``_regressor(params).fit(X, y)``, read from the :func:`shared_fits` memo when active."""
+    memo = _SHARED_FITS.get()
+    if memo is None:
+        return _regressor(params).fit(X, y)
+    digest = hashlib.sha256()
+    for array in (X, y):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    key = (json.dumps(params, sort_keys=True), digest.hexdigest())
+    if key not in memo:
+        memo[key] = _regressor(params).fit(X, y)
+    return memo[key]
+
+
 class OperatorTimeModel(BaseEstimator):
     """Per operator class and direction: time = roofline time / learned utilisation.
 
@@ -314,7 +367,7 @@ class OperatorTimeModel(BaseEstimator):
                 groups = rows["group"].to_numpy() if "group" in rows else np.zeros(len(rows))
                 params, score = self._select(X, y, groups)
                 self.params_[key], self.inner_mre_[key] = params, score
-                self.models_[key] = _regressor(params).fit(X, y)
+                self.models_[key] = _fit_regressor(params, X, y)
         if not self.models_:
             raise ValueError("operator model: no class has enough measured operators")
         return self
@@ -329,7 +382,7 @@ class OperatorTimeModel(BaseEstimator):
             errors = []
             for g in unique:
                 test = groups == g
-                model = _regressor(params).fit(X[~test], y[~test])
+                model = _fit_regressor(params, X[~test], y[~test])
                 pred = np.maximum(model.predict(X[test]), 0.0)
                 errors.append(np.mean(np.abs(np.exp(pred - y[test]) - 1.0)))
             scores.append(float(np.mean(errors)))

@@ -6,7 +6,12 @@ from sklearn.exceptions import NotFittedError
 
 from scaledl.graph.operators import descriptor, matmul_descriptor
 from scaledl.models.device_columns import device_columns
-from scaledl.models.operators import OperatorTimeModel, operator_features, roofline_terms
+from scaledl.models.operators import (
+    OperatorTimeModel,
+    operator_features,
+    roofline_terms,
+    shared_fits,
+)
 
 H100_PEAK_PER_MS = 66.908e9  # FP32 FLOP per ms
 H100_BYTES_PER_MS = 3430e6
@@ -119,6 +124,37 @@ def test_operator_model_follows_the_estimator_contract():
     with pytest.raises(NotFittedError):
         copy.predict(_synthetic(5, seed=2), "forward")
     assert len(model.predict(_synthetic(5, seed=2), "forward")) == 5
+
+
+_GRID = (
+    {"n_estimators": 20, "max_depth": 3, "learning_rate": 0.2, "min_samples_leaf": 3},
+    {"n_estimators": 30, "max_depth": 2, "learning_rate": 0.2, "min_samples_leaf": 3},
+)
+
+
+def test_shared_fits_fit_each_regressor_once_and_change_no_prediction():
+    ops, test = _synthetic(), _synthetic(60, seed=1)
+    alone = OperatorTimeModel(grid=_GRID, min_rows=5).fit(ops)
+    # The correction's inner refit: the rows of groups 0 and 1 with the chosen parameters.
+    inner_rows = ops[ops["group"] != 2].reset_index(drop=True)
+    inner_alone = OperatorTimeModel(grid=(_GRID[0],), min_rows=5).fit(inner_rows)
+    with shared_fits() as memo:
+        shared = OperatorTimeModel(grid=_GRID, min_rows=5).fit(ops)
+        n_after_selection = len(memo)
+        inner_shared = OperatorTimeModel(grid=(_GRID[0],), min_rows=5).fit(inner_rows)
+        with shared_fits() as nested:  # a nested block uses the outer memo
+            assert nested is memo
+        assert len(memo) == n_after_selection  # every inner fit was one of the selection's
+        again = OperatorTimeModel(grid=_GRID, min_rows=5).fit(ops)
+        assert all(again.models_[k] is shared.models_[k] for k in shared.models_)
+    # 4 keys x (2 parameter sets x 3 groups + the final fit, unless it is a selection fit)
+    assert 4 * 6 <= n_after_selection <= 4 * 7
+    for d in ("forward", "backward"):
+        np.testing.assert_array_equal(shared.predict(test, d), alone.predict(test, d))
+        np.testing.assert_array_equal(inner_shared.predict(test, d), inner_alone.predict(test, d))
+    assert shared.params_ == alone.params_ and shared.inner_mre_ == alone.inner_mre_
+    with shared_fits() as fresh:  # the memo ends with its block
+        assert fresh == {}
 
 
 def _waves_bound(devices, n=300, seed=0):
