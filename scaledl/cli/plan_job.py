@@ -66,7 +66,11 @@ def plan_job(
     tokens: Annotated[float | None, typer.Option(help="Tokens to train on")] = None,
     price_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of a GPU-hour")] = None,
     corrected: Annotated[
-        bool, typer.Option(help="Correct the steps (GNN fitted on the published runs, ~30 s)")
+        bool,
+        typer.Option(
+            help="Correct the steps (GNN fitted on the published runs, ~30 s; held out by "
+            "source it is no better than the composition: docs/llm_at_scale.md)"
+        ),
     ] = False,
     measured: Annotated[
         list[Path] | None,
