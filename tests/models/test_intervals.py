@@ -167,7 +167,8 @@ def test_enough_families_keep_the_conformal_quantile():
     assert width.method == "normal_prediction_bound" and np.isfinite(width.half_width)
 
 
-def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
+def _five_families():
+    """Residuals of 30 in-domain rows and of 5 left-out families of 8 rows, both targets."""
     rng = np.random.default_rng(5)
     families = np.repeat([f"f{i}" for i in range(5)], 8)
     residuals = {
@@ -175,6 +176,11 @@ def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
         for t in ("iteration", "epoch")
     }
     by_target = {t: {"unseen_family": families} for t in residuals}
+    return residuals, families, by_target
+
+
+def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
+    residuals, families, by_target = _five_families()
     cal = IntervalCalibration(residuals, "scaledl", "", "few", by_target)
     assert cal.family_rule == FAMILY_RULE
     methods = cal.methods("iteration", 0.9)
@@ -208,13 +214,7 @@ def test_few_families_record_the_normal_bound_in_the_calibration(tmp_path):
 
 
 def test_an_older_calibration_says_why_the_new_family_interval_is_unbounded():
-    rng = np.random.default_rng(5)
-    families = np.repeat([f"f{i}" for i in range(5)], 8)
-    residuals = {
-        t: {"in_domain": rng.normal(0, 0.05, 30), "unseen_family": rng.normal(0, 0.3, 40)}
-        for t in ("iteration", "epoch")
-    }
-    by_target = {t: {"unseen_family": families} for t in residuals}
+    residuals, families, by_target = _five_families()
     old = IntervalCalibration(residuals, "scaledl", "", "old", by_target, family_rule="conformal")
     lines = old.unbounded_reasons({"in_domain": 3, "unseen_family": 2, "widest": 1}, 0.9)
     assert lines == [
