@@ -46,18 +46,13 @@ run: setup
 	# would downgrade dagster 1.13.28 under dagster-webserver 1.13.28 (checked with
 	# `pip install --dry-run dagster-dg-cli`); [tool.dg] in pyproject is ready for it.
 	# Three jobs, as Dagster runs one partitions definition per job: the design; the
-	# profile_design backfill, one run per shard, one after another on this host (the
-	# profiling pool and tag allow one at a time; every shard is tried, and running a failed one
-	# again re-measures only what it lacks); the rest (consolidation onwards).
+	# profile_design backfill, one run per shard, one after another in one process
+	# (pipelines/backfill.py: Dagster, the definitions and torch imported once; the profiling
+	# pool allows one shard at a time anyway; every shard is tried, it exits 1 naming the failed
+	# ones, which stops the target here, and running them again re-measures only what they
+	# lack); the rest (consolidation onwards).
 	$(VENV)/bin/dagster job execute -m pipelines.definitions -j design_job
-	@failed=""; for key in $$($(VENV)/bin/python -c 'from scaledl.profiling.shards import \
-			shard_count_from_env, shard_keys; print(*shard_keys(shard_count_from_env()))'); do \
-		echo "profile_design: shard $$key"; \
-		$(VENV)/bin/dagster job execute -m pipelines.definitions -j profile_design \
-			--tags "{\"dagster/partition\": \"$$key\"}" || failed="$$failed $$key"; \
-	done; \
-	test -z "$$failed" || { echo "shards failed:$$failed (make run again: kept parts are reused)"; \
-		exit 1; }
+	$(VENV)/bin/python -m pipelines.backfill
 	$(VENV)/bin/dagster job execute -m pipelines.definitions -j scaledl_pipeline
 	$(VENV)/bin/scaledl summary
 	@# The pipeline's wall time (installs excluded), for the README's timings.

@@ -1,0 +1,128 @@
+"""``python -m pipelines.backfill``: every shard of ``profile_design`` as its own run, one process.
+
+The module runs as ``make run`` runs it: a child process on a ``DAGSTER_HOME`` holding the
+repository's ``dagster.yaml``, the definitions' resources from the environment (a two-workload
+smoke design in two shards, each shard in its own profiles directory so one can be blocked).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from smoke_presets import smoke_without_guard
+
+from pipelines.definitions import defs as load_defs
+from pipelines.defs.config import ScaledlSettings
+from pipelines.defs.resources import default_resources
+from pipelines.home import prepare_home
+from scaledl.profiling.shards import shard_dir, shard_keys
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = shard_keys(2)
+
+pytestmark = pytest.mark.slow
+
+
+def _env(home: Path, data: Path, preset: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "SCALEDL_PRESET": str(preset),
+        "SCALEDL_DATA_DIR": str(data),
+        "SCALEDL_PROFILING_SHARDS": str(len(KEYS)),
+        "SCALEDL_SHARD_DIRECTORIES": "1",
+    }
+
+
+def _backfill(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.backfill", *args],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def _runs(home: Path, skip: int) -> list[tuple[str, str, bool, set[int]]]:
+    """The shard runs after the first ``skip``, oldest first: ``(partition tag, status,
+    materialised, pids of its step events)``."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs(filters=dg.RunsFilter(job_name="profile_design"))[::-1][skip:]
+        out = []
+        for run in runs:
+            events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event]
+            out.append((
+                run.tags["dagster/partition"],
+                run.status.value,
+                any(e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION for e in events),
+                {e.pid for e in events if e.is_step_event},
+            ))  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def designed(tmp_path_factory) -> dict[str, str]:
+    """A tiny design (two workloads, one repeat, one rank) on a fresh ``DAGSTER_HOME``."""
+    root = tmp_path_factory.mktemp("backfill")
+    home, data = prepare_home(root / "home"), root / "data"
+    preset = smoke_without_guard(root)
+    smaller = yaml.safe_load(preset.read_text())
+    smaller["design"]["n_workloads"] = 2
+    smaller["profiling"]["repeats"] = 1
+    for family in smaller["families"].values():
+        family["world_size"] = 1
+    preset.write_text(yaml.safe_dump(smaller))
+    result = dg.materialize(
+        list(load_defs().assets),
+        selection=["search_space", "workload_design"],
+        resources={
+            **default_resources(),
+            "settings": ScaledlSettings(preset=str(preset), data_dir=str(data)),
+        },
+    )
+    assert result.success
+    return _env(home, data, preset)
+
+
+def test_every_shard_is_tried_in_one_process_and_a_failed_one_resumes(designed):
+    home = Path(designed["DAGSTER_HOME"])
+    blocked = shard_dir(Path(designed["SCALEDL_DATA_DIR"]) / "profiles", KEYS[0])
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("a file where the shard's profiles directory goes")
+
+    # The first shard cannot write its profiles: its run fails, the next one still runs.
+    done, pid = _backfill(designed)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"shards failed: {KEYS[0]} (make run again: kept parts are reused)"
+    )
+    lines = done.stdout.splitlines()
+    assert [line.split()[2:4] for line in lines] == [
+        [KEYS[0], "(1/2)"], [KEYS[0], "failed"], [KEYS[1], "(2/2)"], [KEYS[1], "succeeded"],
+    ]  # fmt: skip
+    assert _runs(home, 0) == [
+        (KEYS[0], "FAILURE", False, {pid}),
+        (KEYS[1], "SUCCESS", True, {pid}),
+    ]
+
+    # Unblocked, a second backfill runs both shards, in its one process, one run each.
+    blocked.unlink()
+    done, pid = _backfill(designed)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _runs(home, 2) == [(KEYS[0], "SUCCESS", True, {pid}), (KEYS[1], "SUCCESS", True, {pid})]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        materialised = instance.get_materialized_partitions(dg.AssetKey("profiling_shard"))
+    assert materialised == set(KEYS)
+
+
+def test_an_unknown_shard_key_is_refused(designed):
+    done, _ = _backfill(designed, "--shards", KEYS[1], "2-of-2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "profile_design: error: --shards 2-of-2: not a shard key; valid keys: 0-of-2 1-of-2 "
+        "(SCALEDL_PROFILING_SHARDS=2)"
+    )
