@@ -66,6 +66,7 @@ def profile(
     from scaledl.profiling.launch import profile_workloads
     from scaledl.profiling.lock import ProfilesLocked
     from scaledl.profiling.store import ProfileStoreError
+    from scaledl.profiling.zygote import ZygoteError
 
     out = out or layout().profiles_dir
     try:
@@ -81,7 +82,7 @@ def profile(
     settings = _settings(preset, repeats, timeout_s, rdzv_endpoint, node_rank)
     try:
         summary = profile_workloads(specs, out, settings, force=force)
-    except (ProfilesLocked, ProfileStoreError) as exc:
+    except (ProfilesLocked, ProfileStoreError, ZygoteError) as exc:
         fail(str(exc))
     except ProfilingInterrupted as exc:
         _consolidate_or_fail(out)

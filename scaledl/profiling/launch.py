@@ -8,8 +8,10 @@ is never the last of the group's previous launch), so two measurements of one wo
 back to back and the label (median of the launch medians) averages over launch-to-launch
 variation: model initialisation, memory layout, the state of the machine. A launch of one rank
 runs the worker without ``torchrun`` (nothing to meet, no process group), and ``torchrun`` is
-run as :mod:`scaledl.profiling.agent`: both exit without the interpreter's shutdown, so a launch
-costs its start-up (imports, the probes' baselines) and little more.
+run as :mod:`scaledl.profiling.agent`: both exit without the interpreter's shutdown. On a CPU
+node the launch's processes are forked from a zygote that imported torch, transformers and the
+worker once per launcher process (:mod:`scaledl.profiling.zygote`), so a launch costs a fork, the
+one-second host check and the probes' baselines, not an interpreter's imports.
 
 Before every launch the launcher checks the load other processes put on the cores
 (:func:`scaledl.profiling.hostload.wait_for_quiet_host`): it waits a bounded time for a quiet
@@ -46,6 +48,7 @@ started on every node.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import functools
 import json
@@ -84,9 +87,13 @@ from scaledl.profiling.store import (
     part_statuses,
     write_part,
 )
+from scaledl.profiling.zygote import ForkedProcess, Zygote
 from scaledl.workloads.spec import Workload
 
 log = logging.getLogger(__name__)
+
+#: The module every rank runs.
+WORKER_MODULE = "scaledl.profiling.worker"
 
 #: Seconds between the launcher's looks at a running launch (marker file, time-outs, stop
 #: signals), and between torchrun's looks at its workers. The launch's exit is seen at once
@@ -139,7 +146,12 @@ class ProfileSummary:
 
 
 def launch_command(
-    nproc_per_node: int, nnodes: int, tasks: Path, out_dir: Path, rdzv: Rendezvous | None
+    nproc_per_node: int,
+    nnodes: int,
+    tasks: Path,
+    out_dir: Path,
+    rdzv: Rendezvous | None,
+    zygote_socket: str | None = None,
 ) -> list[str]:
     """The command line of one launch: ``torchrun``, or the worker alone for one rank.
 
@@ -147,11 +159,16 @@ def launch_command(
     without the interpreter's shutdown once a launch succeeded). A launch of one rank on one
     node has nothing to meet and no process group: it runs the worker directly, with the
     environment of :data:`SINGLE_RANK_ENV`, saving the agent's start (it imports torch) and
-    its stop.
+    its stop. With ``zygote_socket`` (a one-node launch) torchrun's ranks are forked by that
+    zygote (:func:`scaledl.profiling.zygote.rank_main` is torchrun's entrypoint); the launcher
+    then forks the command itself from the zygote too (it is always ``python -m MODULE ...``).
     """
-    worker = ["-m", "scaledl.profiling.worker", "--tasks", str(tasks), "--out", str(out_dir)]
+    args = ["--tasks", str(tasks), "--out", str(out_dir)]
+    worker = ["-m", WORKER_MODULE, *args]
     if nproc_per_node == 1 and nnodes == 1:
         return [sys.executable, *worker]
+    if zygote_socket is not None:
+        worker = ["-m", "scaledl.profiling.zygote", "rank", zygote_socket, WORKER_MODULE, *args]
     cmd = [sys.executable, "-m", "scaledl.profiling.agent"]
     if rdzv is None or nnodes == 1:
         cmd += ["--standalone", "--nnodes=1"]
@@ -285,6 +302,39 @@ def _profile_locked(workloads, out_dir: Path, settings: ProfileSettings, force, 
     return summary
 
 
+def forks_ranks(settings: ProfileSettings, cuda: bool, nodes: int) -> bool:
+    """Whether a launch's ranks are forked by the zygote (:mod:`scaledl.profiling.zygote`).
+
+    Only CPU launches on one Linux node with ``settings.fork_ranks`` set.
+    """
+    return settings.fork_ranks and not cuda and nodes == 1 and sys.platform.startswith("linux")
+
+
+_zygote: Zygote | None = None
+
+
+def shared_zygote(settings: ProfileSettings) -> Zygote:
+    """The zygote of this process, started on first use (or again if it died) and kept until exit.
+
+    One zygote serves every profile of the process (a ``make run`` profiles its shards in one
+    process, so its launches share one set of imports). It runs with the ranks' allocator
+    settings (:data:`MALLOC_ENV`).
+
+    Raises:
+        scaledl.profiling.zygote.ZygoteError: it did not start within
+            ``settings.startup_timeout_s`` (the message holds its log; ``fork_ranks: false``
+            launches fresh interpreters instead).
+    """
+    global _zygote
+    if _zygote is not None and not _zygote.alive():
+        _zygote.close()
+        _zygote = None
+    if _zygote is None:
+        _zygote = Zygote({**os.environ, **MALLOC_ENV}, settings.startup_timeout_s)
+        atexit.register(_zygote.close)
+    return _zygote
+
+
 def _uses_cuda(settings: ProfileSettings) -> bool:
     if settings.device == "cpu":
         return False
@@ -385,14 +435,23 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
     env["SCALEDL_LAUNCHER_PID"] = str(os.getpid())
     if not cuda:
         env.update(MALLOC_ENV)
-    cmd = launch_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous)
+    zygote = shared_zygote(settings) if forks_ranks(settings, cuda, nodes) else None
     if world == 1:
         env.update(SINGLE_RANK_ENV)
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            preexec_fn=functools.partial(die_with_parent, os.getpid()),
-        )  # fmt: skip
+        socket_path = zygote.socket_path if zygote is not None else None
+        cmd = launch_command(world // nodes, nodes, tasks, out_dir, settings.rendezvous,
+                             socket_path)  # fmt: skip
+        proc: subprocess.Popen | ForkedProcess
+        if zygote is not None:  # cmd is [python, "-m", module, *args]
+            with open(os.devnull, "rb") as devnull:
+                streams = (devnull.fileno(), log_file.fileno(), log_file.fileno())
+                proc = zygote.fork(cmd[2], cmd[3:], env, streams)
+        else:
+            proc = subprocess.Popen(
+                cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
+            )  # fmt: skip
         current, status = None, "ok"
         launched = time.time()
         last_id, last_start = None, launched
@@ -469,7 +528,7 @@ class _LaunchStopped(Exception):  # noqa: N818
         self.elapsed_s = float(elapsed_s)
 
 
-def _kill(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:
+def _kill(proc: subprocess.Popen | ForkedProcess, first: int = signal.SIGTERM) -> None:
     """Stop the launch's whole process group (torchrun and every rank).
 
     Sends ``first`` to the group, waits up to :data:`STOP_GRACE_S` seconds, then sends SIGKILL

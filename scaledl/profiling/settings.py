@@ -102,6 +102,9 @@ class ProfileSettings:
             (imports, rendezvous); past it the launch is killed and its first workload recorded
             ``timeout``.
         device: ``auto`` (CUDA when present) or ``cpu``.
+        fork_ranks: CPU ranks on one node are forked from a process that imported the worker
+            once (:mod:`scaledl.profiling.zygote`) instead of each starting an interpreter;
+            ``False``: every launch starts fresh interpreters.
         rendezvous: multi-node rendezvous, or ``None`` for single-node ``--standalone``.
     """
 
@@ -130,6 +133,7 @@ class ProfileSettings:
     collective_timeout_s: PositiveFloat = 120.0
     startup_timeout_s: PositiveFloat = 600.0
     device: Literal["auto", "cpu"] = "auto"
+    fork_ranks: bool = True
     rendezvous: Rendezvous | None = None
 
     def __post_init__(self) -> None:

@@ -81,9 +81,13 @@ def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, cod
     wait_for_first_part(out, proc)
     children = descendants(proc.pid)
     commands = [" ".join(c.cmdline()) for c in children]
-    agents = [c for c in commands if "scaledl.profiling.agent" in c]
-    ranks = [c for c in commands if "scaledl.profiling.worker" in c and c not in agents]
+    agents = [c for c in commands if "-m scaledl.profiling.agent" in c]
+    ranks = [c for c in commands if "-m scaledl.profiling.worker" in c]
+    # CPU ranks are forked by the zygote; torchrun's entrypoints are its clients.
+    zygotes = [c for c in commands if "scaledl.profiling.zygote serve" in c]
+    clients = [c for c in commands if "scaledl.profiling.zygote rank" in c and c not in agents]
     assert len(ranks) == world_size and len(agents) == (world_size > 1), commands
+    assert len(zygotes) == 1 and len(clients) == (world_size if world_size > 1 else 0), commands
     sent = time.time()
     if send == "group":
         os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
@@ -182,8 +186,9 @@ def test_kill_9_of_the_cli_takes_torchrun_and_its_ranks_with_it(tmp_path):
     wait_for_first_part(out, proc)
     children = descendants(proc.pid)
     commands = [" ".join(c.cmdline()) for c in children]
-    assert any("scaledl.profiling.agent" in c for c in commands), commands
-    assert any("scaledl.profiling.worker" in c for c in commands), commands
+    assert any("-m scaledl.profiling.agent" in c for c in commands), commands
+    assert sum("-m scaledl.profiling.worker" in c for c in commands) == 2, commands
+    assert any("scaledl.profiling.zygote serve" in c for c in commands), commands
     proc.kill()
     proc.wait()
     _, alive = psutil.wait_procs(children, timeout=10)

@@ -178,14 +178,17 @@ def test_launch_command_of_one_rank_runs_the_worker_alone():
 
 def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
     # A launch that never starts a workload (a hung rendezvous, here a process that sleeps) is
-    # killed after startup_timeout_s and its first workload is recorded as a timeout.
+    # killed after startup_timeout_s and its first workload is recorded as a timeout. Fresh
+    # interpreters (fork_ranks off): the zygote runs modules, not `python -c`.
     import sys
 
     import scaledl.profiling.launch as launch
 
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
     monkeypatch.setattr(launch, "launch_command", lambda *args, **kwargs: hang)
-    settings = ProfileSettings(**{**SETTINGS.__dict__, "startup_timeout_s": 1.0})
+    settings = ProfileSettings(
+        **{**SETTINGS.__dict__, "startup_timeout_s": 1.0, "fork_ranks": False}
+    )
     w = tiny("bert")
     summary = profile_workloads([w], tmp_path, settings, progress=False)
     assert summary.failed == {w.workload_id: "timeout"} and summary.ok == 0
