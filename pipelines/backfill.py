@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
+import psutil
 
 from pipelines.definitions import defs as load_defs
+from pipelines.defs.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
+from scaledl.layout import DataLayout
 from scaledl.profiling.shards import shard_count_from_env, shard_keys
 
 if TYPE_CHECKING:  # Dagster does not export the type dagster.build_reconstructable_job returns.
@@ -108,6 +111,42 @@ def stop_signals_seen() -> Iterator[Callable[[], int | None]]:
         signal.set_wakeup_fd(previous)
         os.close(read_fd)
         os.close(write_fd)
+
+
+def release_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Fail the unfinished runs whose process has died on this host, freeing their pool slots.
+
+    A run killed with SIGKILL (an OOM kill, ``kill -9``, a reboot) stays ``STARTED`` and keeps
+    its claim on the ``scaledl_profiling`` pool, so the next profiling step would wait for that
+    slot forever. Only on an instance with SQLite storage (one host's ``DAGSTER_HOME``, as
+    ``make run``'s), and only for runs tagged ``scaledl/profiling``: such a run counts as dead
+    when no process of its events (their ``pid``) runs any more. A shared instance (Postgres,
+    several nodes) is left to Dagster's run monitoring.
+
+    Returns:
+        The run ids marked failed.
+    """
+    # The jobs module builds the assets (warnings on stderr): not before the arguments are checked.
+    from pipelines.defs.jobs import PROFILING_TAGS
+
+    if not type(instance.run_storage).__name__.startswith("Sqlite"):
+        return []
+    released = []
+    unfinished = dg.RunsFilter(
+        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+        tags=PROFILING_TAGS,
+    )
+    for run in instance.get_runs(filters=unfinished):
+        pids = {e.dagster_event.pid for e in instance.all_logs(run.run_id)
+                if e.dagster_event is not None and e.dagster_event.pid}  # fmt: skip
+        if not pids or any(psutil.pid_exists(pid) for pid in pids):
+            continue
+        instance.report_run_failed(
+            run, message=f"its process ({', '.join(map(str, sorted(pids)))}) is gone"
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
 
 
 def run_shards(
@@ -190,8 +229,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    home = Path(os.environ["DAGSTER_HOME"])
+    if not home.is_dir():
+        print(f"{JOB_NAME}: error: DAGSTER_HOME={home} is not a folder (python -m pipelines.home "
+              "prepares one)", file=sys.stderr)  # fmt: skip
+        return 2
+    design = DataLayout(
+        Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).expanduser().resolve()
+    ).design_path
+    if not design.is_file():
+        print(f"{JOB_NAME}: error: no design at {design}: run design_job first (dagster job "
+              "execute -m pipelines.definitions -j design_job)", file=sys.stderr)  # fmt: skip
+        return 2
     recon_job = reconstructable_job()
     with dg.DagsterInstance.get() as instance, stop_signals_seen() as stopped:
+        for run_id in release_dead_runs(instance):
+            print(f"{JOB_NAME}: run {run_id} had died without finishing: marked failed, its "
+                  "profiling pool slot freed", flush=True)  # fmt: skip
         failed, not_started = run_shards(keys, instance, recon_job, stopped)
         signum = stopped()
     if not_started or signum is not None:

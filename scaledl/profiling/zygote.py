@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -187,6 +188,8 @@ def _child(
         os.environ.update(request.get("env") or {})
         os.chdir(request.get("cwd") or os.getcwd())
         threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
+        # The module was imported by the preload; running it as __main__ is what is meant.
+        warnings.filterwarnings("ignore", message=".*found in sys.modules", category=RuntimeWarning)
         if request.get("module"):
             sys.argv = [request["module"], *argv]
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
@@ -336,9 +339,14 @@ class Zygote:
         if line.strip() != b"ready":
             log_text = self._log.read_bytes().decode(errors="replace") if self._log.exists() else ""
             last = (log_text.strip().splitlines() or ["no output"])[-1]
+            how = (
+                "exited"
+                if self._proc.poll() is not None
+                else f"timed out after {startup_timeout_s:g} s"
+            )
             self.close()
             raise ZygoteError(
-                f"profiling zygote did not start within {startup_timeout_s:.0f} s ({last}); "
+                f"profiling zygote did not start: {how} ({last}); "
                 "profiling.fork_ranks: false launches fresh interpreters instead"
             )
 

@@ -126,3 +126,52 @@ def test_an_unknown_shard_key_is_refused(designed):
         "profile_design: error: --shards 2-of-2: not a shard key; valid keys: 0-of-2 1-of-2 "
         "(SCALEDL_PROFILING_SHARDS=2)"
     )
+
+
+DEAD_RUN = """
+import os
+
+import dagster as dg
+from dagster._core.events import EngineEventData  # not exported: a step event by hand
+from pipelines.defs.jobs import PROFILING_TAGS
+
+with dg.DagsterInstance.get() as instance:
+    run = instance.add_run(
+        dg.DagsterRun(job_name="profile_design", tags=PROFILING_TAGS,
+                      status=dg.DagsterRunStatus.STARTED)
+    )
+    event = dg.DagsterEvent(event_type_value="ENGINE_EVENT", job_name="profile_design",
+                            message="started", pid=os.getpid(),  # as a step's events carry it
+                            event_specific_data=EngineEventData())
+    instance.report_dagster_event(event, run_id=run.run_id)
+    instance.event_log_storage.set_concurrency_slots("scaledl_profiling", 1)
+    instance.event_log_storage.claim_concurrency_slot("scaledl_profiling", run.run_id, "step")
+    print(run.run_id)
+"""
+
+
+def test_a_run_whose_process_died_is_failed_and_frees_its_pool_slot(tmp_path, monkeypatch):
+    # kill -9 of a shard run leaves it STARTED, holding the profiling pool's only slot.
+    import dagster as dg
+
+    from pipelines.backfill import release_dead_runs
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    made = subprocess.run([sys.executable, "-c", DEAD_RUN], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    run_id = made.stdout.split()[-1]
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        assert (
+            instance.event_log_storage.get_concurrency_info("scaledl_profiling").active_slot_count
+            == 1
+        )
+        assert release_dead_runs(instance) == [run_id]
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+        assert (
+            instance.event_log_storage.get_concurrency_info("scaledl_profiling").active_slot_count
+            == 0
+        )
+        assert release_dead_runs(instance) == []  # nothing left to release
