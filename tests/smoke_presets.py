@@ -24,3 +24,21 @@ def smoke_without_guard(directory: Path) -> Path:
     path = directory / "smoke.yaml"
     path.write_text(yaml.safe_dump(preset))
     return path
+
+
+def tiny_smoke(directory: Path, n_workloads: int) -> Path:
+    """:func:`smoke_without_guard` cut to ``n_workloads`` workloads, one repeat, one rank each.
+
+    A shard's workloads then share one launch (world sizes and repeats are launch groups).
+
+    Returns:
+        The path of the preset YAML written in ``directory``.
+    """
+    preset = smoke_without_guard(directory)
+    smaller = yaml.safe_load(preset.read_text())
+    smaller["design"]["n_workloads"] = n_workloads
+    smaller["profiling"]["repeats"] = 1
+    for family in smaller["families"].values():
+        family["world_size"] = 1
+    preset.write_text(yaml.safe_dump(smaller))
+    return preset

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
-from smoke_presets import smoke_without_guard
+from smoke_presets import tiny_smoke
 
 from pipelines.definitions import defs as load_defs
 from pipelines.defs.config import ScaledlSettings
@@ -69,13 +68,7 @@ def designed(tmp_path_factory) -> dict[str, str]:
     """A tiny design (two workloads, one repeat, one rank) on a fresh ``DAGSTER_HOME``."""
     root = tmp_path_factory.mktemp("backfill")
     home, data = prepare_home(root / "home"), root / "data"
-    preset = smoke_without_guard(root)
-    smaller = yaml.safe_load(preset.read_text())
-    smaller["design"]["n_workloads"] = 2
-    smaller["profiling"]["repeats"] = 1
-    for family in smaller["families"].values():
-        family["world_size"] = 1
-    preset.write_text(yaml.safe_dump(smaller))
+    preset = tiny_smoke(root, n_workloads=2)
     result = dg.materialize(
         list(load_defs().assets),
         selection=["search_space", "workload_design"],

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from smoke_presets import smoke_without_guard
+from smoke_presets import tiny_smoke
 
 from pipelines.defs.assets.profiling import design_workloads, unmeasured_by_shard
 from pipelines.home import prepare_home
@@ -96,15 +95,9 @@ def _run(*args, **kwargs) -> tuple[int, dict]:
 
 def test_shards_resume_alone_and_never_overlap(tmp_path):
     home, data = prepare_home(tmp_path / "home"), tmp_path / "data"
-    preset = smoke_without_guard(tmp_path)
     # Four workloads, one repeat, all on one rank: a shard's workloads share one launch (world
     # sizes and repeats are launch groups, tested in tests/profiling/test_launch.py).
-    smaller = yaml.safe_load(preset.read_text())
-    smaller["design"]["n_workloads"] = 4
-    smaller["profiling"]["repeats"] = 1
-    for family in smaller["families"].values():
-        family["world_size"] = 1
-    preset.write_text(yaml.safe_dump(smaller))
+    preset = tiny_smoke(tmp_path, n_workloads=4)
     assert _run(home, data, preset, "design")[0] == 0
     workloads = design_workloads(read_design(data / "design" / "design.parquet"))
     by_shard = {
