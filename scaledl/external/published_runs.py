@@ -29,8 +29,11 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   group, 1 is ``none`` (nothing sharded). IBM rows whose mode is not stated follow the fms-fsdp
   README: HSDP within a node (group 8) for 7B/13B, FSDP for 34B/70B. Not reported (NeMo long
   context, Megatron 2024 strong scaling): ``zero1``, the Megatron/NeMo recipes' default.
-* **Recompute** not reported (NeMo, Megatron-Bridge, Megatron 2024, AutoModel): ``none``,
-  Megatron-LM's and NeMo's default (no ``--recompute-granularity``). torchtitan's
+* **Recompute** not reported (NeMo, Megatron-Bridge, Megatron 2024): ``none``,
+  Megatron-LM's and NeMo's default (no ``--recompute-granularity``). AutoModel's rows take it
+  from their benchmark recipe (:data:`AUTOMODEL_RECIPES`: the YAML the page links, at the row's
+  ``source_commit``): every multi-GPU recipe sets ``activation_checkpointing: true`` (whole
+  blocks: ``full``), the single-GPU LoRA recipes leave it at its ``false`` default. torchtitan's
   "selective layer" / IBM's "checkpoint every n-th block" checkpoint whole blocks (every other by
   default): they are mapped to ``selective`` as the sources call them; read ``notes``.
 * **Micro-batch** not reported: 1. **vp** not reported or ``-``: 1 (no interleaving), except the
@@ -62,15 +65,21 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   runs call PyTorch's ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2
   (IBM's rows name it; PyTorch made its cuDNN backend opt-in after 2.5, pytorch/pytorch#138522,
   so torchtitan's December 2024 runs ran FlashAttention-2 too; its August 2024 405B rows may
-  have run PyTorch 2.5's cuDNN default: not stated, FlashAttention-2 assumed). Megatron-LM,
-  NeMo, Megatron-Bridge and AutoModel (its dense rows list Transformer Engine) run cuDNN,
-  except Megatron-LM's tables published before 2023 (the 2020 README, SC21, Korthikanti et al.
-  2022): Megatron-LM gained flash attention in 2023, so they ran ``unfused`` attention (the
-  scores materialised around its fused scale-mask-softmax).
+  have run PyTorch 2.5's cuDNN default: not stated, FlashAttention-2 assumed). AutoModel's dense
+  models call Hugging Face's attention interface with ``flash_attention_2`` (its
+  ``DEFAULT_ATTN_IMPLEMENTATION`` where the package is installed) or ``sdpa`` (the 70B
+  pre-training recipe): FlashAttention-2 either way; "TE" in its kernel cell is Transformer
+  Engine's linear layers. Megatron-LM, NeMo and Megatron-Bridge run cuDNN, except Megatron-LM's
+  tables published before 2023 (the 2020 README, SC21, Korthikanti et al. 2022): Megatron-LM
+  gained flash attention in 2023, so they ran ``unfused`` attention (the scores materialised
+  around its fused scale-mask-softmax).
 * **Elementwise operators**: a torchtitan or IBM row that does not name ``torch.compile`` (its
   table, notes or cells; "no-compile" does not count) runs eager PyTorch (``eager``: the blogs'
-  and torchtitan's compile-off runs); every other row is ``fused`` (Transformer Engine and
-  Megatron's fusions, or compiled).
+  and torchtitan's compile-off runs); an AutoModel row is ``eager`` unless its recipe sets
+  ``enable_compile: true`` (the June 2026 multi-GPU recipes; the single-GPU LoRA recipes load
+  the Hugging Face model with ``force_hf`` and no compile); every other row is ``fused``
+  (Transformer Engine and Megatron's fusions, or compiled). An AutoModel row without a recipe
+  in :data:`AUTOMODEL_RECIPES` keeps the defaults (``none``, ``fused``), noted and assumed.
 * A file may carry the optional columns ``attention_kernel`` and ``elementwise`` (a user's own
   runs); a non-blank cell wins over the rules above and must name a value of ``TrainingJob``.
 * **config_key**: the same (source, job, variant) gives the same key: NeMo's three versions and
@@ -223,7 +232,42 @@ OPTIONAL_COLUMNS = {"attention_kernel": ATTENTION_KERNELS, "elementwise": ELEMEN
 ATTENTION_KERNEL_BY_SOURCE = {
     "torchtitan": "flash_attention_2",
     "pytorch_fsdp_ibm": "flash_attention_2",
+    "automodel_perf": "flash_attention_2",
 }
+#: NeMo AutoModel's benchmark recipes, read at the commit of the page that published the row:
+#: (first 7 hex of ``source_commit``, ``task``, ``model`` cell) -> (recipe path under
+#: ``examples/``, activation checkpointing, ``enable_compile``). MoE rows are refused and absent.
+AUTOMODEL_RECIPES: dict[tuple[str, str, str], tuple[str, str, bool]] = {
+    ("cb97654", "pretrain", "Llama3 70B"): (
+        "llm_benchmark/llama3_3/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml", "full", True),
+    ("cb97654", "lora", "Llama3 8B"): (
+        "llm_benchmark/llama3_1/llama3_1_8b_peft_benchmark.yaml", "none", False),
+    ("cb97654", "lora", "Qwen2.5 7B"): (
+        "llm_benchmark/qwen/qwen2_5_7b_peft_benchmark.yaml", "none", False),
+    ("cb97654", "lora", "Llama3 70B"): (
+        "llm_benchmark/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark.yaml", "full", True),
+    ("cb97654", "lora", "Qwen2.5 32B"): (
+        "llm_benchmark/qwen/custom_qwen2_5_32b_peft_benchmark.yaml", "full", True),
+    ("cb97654", "lora", "Llama3 70B 2-node"): (
+        "llm_benchmark/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark_2nodes.yaml", "full",
+        True),
+    ("cb97654", "lora", "Qwen2.5 32B 2-node"): (
+        "llm_benchmark/qwen/custom_qwen2_5_32b_peft_benchmark_2nodes.yaml", "full", True),
+    ("c0e4fe1", "lora", "Llama3 70B"): (
+        "llm_finetune/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark.yaml", "full", False),
+    ("c0e4fe1", "lora", "Qwen2.5 32B"): (
+        "llm_finetune/qwen/qwen2_5_32b_peft_benchmark.yaml", "full", False),
+    ("c0e4fe1", "lora", "Llama3 70B 2-node"): (
+        "llm_finetune/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark_2nodes.yaml", "full",
+        False),
+    ("c0e4fe1", "lora", "Qwen2.5 32B 2-node"): (
+        "llm_finetune/qwen/qwen2_5_32b_peft_benchmark_2nodes.yaml", "full", False),
+    ("507bfb7", "lora", "Llama3 70B"): (
+        "llm_finetune/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark.yaml", "full", False),
+    ("507bfb7", "lora", "Llama3 70B 2-node"): (
+        "llm_finetune/llama3_3/custom_llama3_3_70b_instruct_peft_benchmark_2nodes.yaml", "full",
+        False),
+}  # fmt: skip
 #: The year Megatron-LM gained flash attention (``--use-flash-attn``); its earlier tables ran
 #: the materialised-scores attention (``unfused``).
 FLASH_ATTENTION_IN_MEGATRON = "2023"
@@ -497,7 +541,8 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         raise _RowError("precision", r["precision"], f"unknown precision (known: {_known()})")
     if "float8 all-gather" in r["precision"].lower():
         notes.append("float8 FSDP all-gather (halves parameter all-gather bytes) not modelled")
-    recompute = _recompute(r, notes, assumed)
+    recipe = _automodel_recipe(source, r, notes, assumed)
+    recompute = _recompute(r, notes, assumed, recipe)
     sharding, group = _sharding(source, r, layout["dp"], model, notes, assumed)
     data = {
         "model": model,
@@ -518,7 +563,7 @@ def _run(source: str, row: int, r: dict[str, str]) -> dict[str, Any]:
         "task": r["task"],
         "attention_kernel": _optional(r, "attention_kernel", assumed)
         or _attention_kernel(source, r),
-        "elementwise": _optional(r, "elementwise", assumed) or _elementwise(source, r),
+        "elementwise": _optional(r, "elementwise", assumed) or _elementwise(source, r, recipe),
     }
     if r["gpus_per_node"].strip() == "":
         assumed.append("gpus_per_node")
@@ -581,8 +626,34 @@ def _attention_kernel(source: str, r: dict[str, str]) -> str:
     return ATTENTION_KERNEL_BY_SOURCE.get(source, "cudnn")
 
 
-def _elementwise(source: str, r: dict[str, str]) -> str:
-    """``eager`` for a torchtitan or IBM row that does not name torch.compile, else ``fused``."""
+def _automodel_recipe(
+    source: str, r: dict[str, str], notes: list[str], assumed: list[str]
+) -> tuple[str, str, bool] | None:
+    """The AutoModel row's recipe facts (:data:`AUTOMODEL_RECIPES`), noted; ``None`` elsewhere."""
+    if source != "automodel_perf":
+        return None
+    recipe = AUTOMODEL_RECIPES.get((r["source_commit"][:7], r["task"], r["model"].strip()))
+    if recipe is None:
+        assumed.append("elementwise")
+        notes.append("no AutoModel recipe known for this row: recompute none, fused operators")
+        return None
+    path, recompute, compiled = recipe
+    notes.append(
+        f"recipe examples/{path} at {r['source_commit'][:7]}: activation checkpointing "
+        f"{recompute}, {'torch.compile' if compiled else 'no torch.compile (eager operators)'}, "
+        "Hugging Face attention (FlashAttention-2)"
+    )
+    return recipe
+
+
+def _elementwise(source: str, r: dict[str, str], recipe: tuple[str, str, bool] | None) -> str:
+    """``eager`` or ``fused`` (module docstring).
+
+    ``eager``: a torchtitan or IBM row that does not name torch.compile, or an AutoModel row
+    whose recipe does not compile.
+    """
+    if recipe is not None:
+        return "fused" if recipe[2] else "eager"
     if source not in EAGER_UNLESS_COMPILED:
         return "fused"
     text = " ".join((r["table"], r["notes"], r["orig"]))
@@ -680,11 +751,15 @@ def _layout(source: str, r: dict[str, str], notes: list[str], assumed: list[str]
     return layout
 
 
-def _recompute(r: dict[str, str], notes: list[str], assumed: list[str]) -> str:
+def _recompute(
+    r: dict[str, str], notes: list[str], assumed: list[str], recipe: tuple[str, str, bool] | None
+) -> str:
     cell = r["activation_checkpointing"].strip()
     if cell.lower() not in RECOMPUTES:
         raise _RowError("activation_checkpointing", cell, "unknown activation checkpointing")
     value = RECOMPUTES[cell.lower()]
+    if value is None and recipe is not None:
+        return recipe[1]
     if value is None:
         assumed.append("activation_checkpointing")
         notes.append("activation checkpointing not reported: none (Megatron/NeMo default)")

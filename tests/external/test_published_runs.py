@@ -71,7 +71,7 @@ def test_each_stack_runs_its_attention_kernel(published):
         .unique()
     )
     assert {s: sorted(k) for s, k in kernels.items()} == {
-        "automodel_perf": ["cudnn"],
+        "automodel_perf": ["flash_attention_2"],  # Hugging Face attention
         "megatron_bridge_perf": ["cudnn"],
         "megatron_lm": ["cudnn", "unfused"],
         "nemo_perf": ["cudnn"],
@@ -86,11 +86,39 @@ def test_each_stack_runs_its_attention_kernel(published):
 def test_torchtitan_and_ibm_rows_run_eager_unless_they_name_torch_compile(published):
     runs = published.runs.assign(elementwise=published.runs["job"].map(lambda j: j.elementwise))
     eager = runs[runs["elementwise"] == "eager"]
-    assert set(eager["source"]) == {"torchtitan", "pytorch_fsdp_ibm"}
+    assert set(eager["source"]) == {"torchtitan", "pytorch_fsdp_ibm", "automodel_perf"}
     titan = sorted(eager.loc[eager["source"] == "torchtitan", "row"])
     assert titan == [*range(1, 13), 19]  # 2024 A100 and 405B tables, the "FSDP" rows
     ibm = sorted(eager.loc[eager["source"] == "pytorch_fsdp_ibm", "row"])
     assert ibm == [*range(1, 9), *range(9, 24, 2), *range(25, 29)]  # blog 1, "no-compile"
+
+
+def test_automodel_rows_follow_their_benchmark_recipes(published):
+    runs = published.runs[published.runs["source"] == "automodel_perf"].set_index("row")
+    facts = {r: (j.activation_checkpointing, j.elementwise) for r, j in runs["job"].items()}
+    assert facts[10] == ("full", "fused")  # 70B pre-training recipe: checkpointing, compile
+    assert facts[11] == facts[12] == ("none", "eager")  # single-GPU LoRA: force_hf, defaults
+    assert {facts[r] for r in (13, 14, 15, 16)} == {("full", "fused")}  # June 2026 TP2 + FSDP
+    assert {facts[r] for r in range(17, 23)} == {("full", "eager")}  # earlier PP recipes
+    assert "custom_llama3_3_70b_instruct_peft_benchmark.yaml at cb97654" in runs.loc[13, "notes"]
+    assert "activation_checkpointing" not in runs.loc[13, "assumed"]
+    # a republication of one recipe keeps one configuration key
+    assert runs.loc[17, "config_key"] == runs.loc[21, "config_key"]
+
+
+def test_an_automodel_row_without_a_known_recipe_keeps_the_defaults(tmp_path):
+    frame = pd.read_csv(
+        [p for p in DEFAULT_PATHS if p.stem == "automodel_perf"][0],
+        dtype=str,
+        keep_default_na=False,
+    )
+    frame = frame[frame["model"] == "Llama3 8B"].assign(source_commit="f" * 40)
+    path = tmp_path / "automodel_perf.csv"  # the source's rules by its name
+    frame.to_csv(path, index=False)
+    row = read_published_runs([path]).runs.iloc[0]
+    assert (row["job"].activation_checkpointing, row["job"].elementwise) == ("none", "fused")
+    assert {"activation_checkpointing", "elementwise"} <= set(row["assumed"])
+    assert "no AutoModel recipe known for this row" in row["notes"]
 
 
 def test_assumed_defaults_are_recorded(published):
