@@ -94,3 +94,14 @@ def test_every_gpu_of_the_table_has_an_architecture():
     assert gpu_architecture("H100 96GB HBM2e (Grand Teton, 500W limit)") == "hopper"
     assert gpu_architecture("GB200 (NVL72)") == "blackwell"
     assert gpu_architecture("A100-SXM-80GB") == "ampere"
+
+
+def test_power_capped_h100_peaks_lie_between_the_sxm_and_nvl_datasheets():
+    # torchtitan's 500 W H100 96GB: "actual peak TFLOPs between SXM and NVL" (the row's source)
+    capped, sxm = device_spec("NVIDIA H100 96GB HBM2e"), device_spec("NVIDIA H100 80GB HBM3")
+    nvl_dense_tflops = {"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "fp32": 60.0}
+    for precision, nvl in nvl_dense_tflops.items():
+        peak = capped.peak_flops_per_s(precision) / 1e12
+        assert nvl < peak < sxm.peak_flops_per_s(precision) / 1e12
+        assert peak == pytest.approx((nvl + sxm.peak_flops_per_s(precision) / 1e12) / 2, rel=1e-3)
+    assert "between SXM and NVL" in capped.source and "NVL datasheet" in capped.source
