@@ -131,7 +131,10 @@ class TrainingJobError(ValueError):
 
 
 class _Strict(BaseModel):
-    """Integers are integers: a boolean or a fractional number for an int field is an error."""
+    """Integers are integers: a boolean, text or a fractional number for an int field is an error.
+
+    A quoted ``"32"`` in YAML is text: refused, not converted.
+    """
 
     @field_validator("*", mode="before")
     @classmethod
@@ -140,6 +143,8 @@ class _Strict(BaseModel):
         is_int = annotation is int or int in getattr(annotation, "__args__", ())
         if is_int and isinstance(value, bool):
             raise ValueError("a boolean where an integer is expected; give a number")
+        if is_int and isinstance(value, str):
+            raise ValueError("text where an integer is expected; write the number without quotes")
         if annotation is bool and not isinstance(value, bool):
             raise ValueError("expected true or false")
         return value
@@ -307,7 +312,11 @@ class TrainingJob(_Strict):
                 data["network_gbps"] = spec.network_gbps
         sizes = {k: _as_int(data.get(k, 1)) for k in ("tp_size", "pp_size", "cp_size")}
         n_gpus = _as_int(data.get("n_gpus"))
-        if n_gpus is not None and all(v is not None and v > 0 for v in sizes.values()):
+        if (
+            n_gpus is not None
+            and n_gpus > 0
+            and all(v is not None and v > 0 for v in sizes.values())
+        ):
             model_ranks = math.prod(sizes.values())
             if n_gpus % model_ranks:
                 raise ValueError(

@@ -163,6 +163,9 @@ def test_grad_accum_is_derived_and_checked():
         ({"n_gpus": 12, "tp_size": 1, "pp_size": 1, "global_batch": 12}, "n_gpus", "12"),
         ({"micro_batch": 1.5}, "micro_batch", "1.5"),
         ({"micro_batch": True}, "micro_batch", "True"),
+        ({"n_gpus": 0}, "n_gpus", "0"),  # was a ZeroDivisionError deriving dp_size
+        ({"global_batch": "32"}, "global_batch", "'32'"),  # quoted in YAML: text, refused
+        ({"seq_len": "8192"}, "seq_len", "'8192'"),
         ({"activation_checkpointing": "partial"}, "activation_checkpointing", "'partial'"),
         ({"task": "rlhf"}, "task", "'rlhf'"),
         ({"attention_kernel": "xformers"}, "attention_kernel", "'xformers'"),
@@ -193,6 +196,7 @@ def test_bad_values_are_named(over, field, value):
     message = str(info.value)
     assert message.startswith("job.yaml: invalid training job")
     assert f"field {field!r} (value {value})" in message
+    assert "dp_size" not in message and "grad_accum" not in message  # derived: not blamed
 
 
 def test_non_finite_numbers_are_errors_not_defaults():
