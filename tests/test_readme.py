@@ -65,7 +65,7 @@ def test_llm_figures_are_those_of_the_committed_published_runs_result():
         f"Kendall tau {result.ranking.mean_tau['composed']:.2f})",
         f"({loso.mean_mre['fixed_mfu_precision']:.1%}, paired difference",
         f"peak ({loso.mean_mre['fixed_mfu']:.1%})",
-        f"differ by {100 * min(noise):.1f}-{max(noise):.1%}",
+        f"within {100 * min(noise):.1f}-{max(noise):.1%} (the noise floor)",
     ]
     verdict = next(
         c.verdict

@@ -68,8 +68,9 @@ def plan_job(
     corrected: Annotated[
         bool,
         typer.Option(
-            help="Correct the steps (GNN fitted on the published runs, ~30 s; held out by "
-            "source it is no better than the composition: docs/llm_at_scale.md)"
+            help="Correct the steps (GNN fitted on the published runs, ~25 s; held out by "
+            "source 2 points better than the composition on average, worse on some stacks: "
+            "docs/llm_at_scale.md)"
         ),
     ] = False,
     measured: Annotated[
