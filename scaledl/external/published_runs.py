@@ -121,6 +121,7 @@ from scaledl.workloads.training_job import (
     ELEMENTWISE,
     ModelShape,
     TrainingJob,
+    embedding_and_loss_split,
     job_errors,
 )
 
@@ -159,6 +160,8 @@ _MOE_NAME = re.compile(r"deepseek|qwen3.*a\d+b|qwen3 moe|gpt[ -_]?oss|kimi|nemot
 
 #: Precision cells (lower-cased) -> TrainingJob precision.
 PRECISIONS = {
+    "fp32": "fp32",
+    "fp16": "fp16",
     "bf16": "bf16",
     "bf16 (inferred)": "bf16",
     "bf16 (inferred: mfu = tflop/s / 989)": "bf16",
@@ -818,15 +821,15 @@ def _network(source: str, r: dict[str, str], notes: list, assumed: list) -> floa
 def _stages(layers: int, layout: dict, source: str, notes: list) -> tuple[int, ...] | None:
     """Uneven virtual stages when pp*vp divides the blocks only with embedding and loss."""
     stages = layout["pp"] * layout["vp"]
-    if stages == 1 or layers % stages == 0 or (layers + 2) % stages:
+    split = None if layers % stages == 0 else embedding_and_loss_split(layers, stages)
+    if split is None:
         return None
-    per = (layers + 2) // stages
     notes.append(
         f"{layers} blocks over {stages} virtual stages: embedding and loss counted as one layer "
-        f"each (first/last stage {per - 1}, others {per})"
+        f"each (first/last stage {split[0]}, others {split[1]})"
         + ("; torchtitan split points assumed" if source == "torchtitan" else "")
     )
-    return (per - 1,) + (per,) * (stages - 2) + (per - 1,)
+    return split
 
 
 #: TrainingJob fields -> the CSV column a quarantine names.

@@ -15,7 +15,11 @@ are ``tp_size x cp_size x dp_size x pp_size``, numbered tp fastest, then cp, dp 
 * ``pp_size`` and ``vp_size``: pipeline stages, each rank running ``vp`` interleaved model
   chunks (Narayanan et al. 2021). ``layers_per_stage`` lists the transformer blocks of the
   ``pp * vp`` virtual stages in Megatron's order: virtual stage ``i = chunk * pp + rank``, so
-  entries ``0 .. pp-1`` are the first chunk of ranks ``0 .. pp-1``. ``None``: an even split.
+  entries ``0 .. pp-1`` are the first chunk of ranks ``0 .. pp-1``. ``None``: an even split;
+  ``"embedding_and_loss"``: Megatron's ``--account-for-embedding-in-pipeline-split`` and
+  ``--account-for-loss-in-pipeline-split`` (the embedding and the loss count as one layer
+  each, so the first and last virtual stages hold one block less: Llama 3.1 405B's 126 blocks
+  over 8 x 8 stages; :func:`embedding_and_loss_split`).
 * ``dp_size``: data-parallel replicas, ``n_gpus / (tp * pp * cp)`` (FSDP ranks count as dp).
   ``sharding`` says what the replicas shard (ZeRO, Rajbhandari et al. 2020): ``none`` (DDP),
   ``zero1`` (optimizer states: Megatron's distributed optimizer), ``zero2`` (plus gradients),
@@ -246,7 +250,8 @@ class TrainingJob(_Strict):
         vp_size: interleaved model chunks per pipeline rank (1: no interleaving).
         dp_size: data-parallel replicas (derived; a given value must agree).
         sequence_parallel: Megatron sequence parallelism (filled: ``tp_size > 1``).
-        layers_per_stage: blocks per virtual stage in Megatron's order (``None``: even).
+        layers_per_stage: blocks per virtual stage in Megatron's order (``None``: even; given
+            as ``"embedding_and_loss"``: :func:`embedding_and_loss_split`).
         sharding: ``none``, ``zero1``, ``zero2``, ``fsdp`` or ``hsdp``.
         shard_group_size: dp ranks one copy of the sharded state spans (filled).
         activation_checkpointing: ``none``, ``selective`` or ``full`` recompute.
@@ -333,6 +338,8 @@ class TrainingJob(_Strict):
             _derive_grad_accum(data, dp)
             if data.get("shard_group_size") is None and data.get("sharding") != "hsdp":
                 data["shard_group_size"] = 1 if data.get("sharding") == "none" else dp
+        if data.get("layers_per_stage") == EMBEDDING_AND_LOSS:
+            data["layers_per_stage"] = _embedding_and_loss_stages(data)
         if data.get("sequence_parallel") is None and sizes["tp_size"] is not None:
             data["sequence_parallel"] = sizes["tp_size"] > 1
         return data
@@ -389,6 +396,12 @@ class TrainingJob(_Strict):
                     f"pp_size * vp_size = {self.pp_size} * {self.vp_size} = {stages} must "
                     f"divide num_layers={layers} for an even split; give layers_per_stage "
                     f"({stages} numbers summing to {layers}) for an uneven one"
+                    + (
+                        f", or layers_per_stage: {EMBEDDING_AND_LOSS} (Megatron's embedding and "
+                        "loss accounting)"
+                        if embedding_and_loss_split(layers, stages) is not None
+                        else ""
+                    )
                 )
             return
         given = self.layers_per_stage
@@ -536,6 +549,50 @@ class TrainingJob(_Strict):
         if isinstance(data, dict) and set(data) == {"job"}:
             data = data["job"]
         return cls.from_mapping(data, str(path))
+
+
+#: ``layers_per_stage`` value asking for :func:`embedding_and_loss_split`.
+EMBEDDING_AND_LOSS = "embedding_and_loss"
+
+
+def embedding_and_loss_split(num_layers: int, stages: int) -> tuple[int, ...] | None:
+    """Megatron's split with the embedding and the loss counted as one layer each.
+
+    ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``
+    (the NeMo and Megatron-Bridge 405B recipes): ``num_layers + 2`` layers split evenly over
+    ``stages`` virtual stages, so the first and the last hold one block less.
+
+    Args:
+        num_layers: transformer blocks.
+        stages: ``pp_size * vp_size`` virtual stages, > 1.
+
+    Returns:
+        Blocks per virtual stage in Megatron's order, or ``None`` where ``stages`` does not
+        divide ``num_layers + 2`` (or is 1).
+    """
+    if stages <= 1 or (num_layers + 2) % stages:
+        return None
+    per = (num_layers + 2) // stages
+    return (per - 1,) + (per,) * (stages - 2) + (per - 1,)
+
+
+def _embedding_and_loss_stages(data: dict[str, Any]) -> tuple[int, ...]:
+    """``layers_per_stage`` of a job mapping that asks for :data:`EMBEDDING_AND_LOSS`."""
+    model = data.get("model")
+    layers = _as_int(model.get("num_layers")) if isinstance(model, dict) else None
+    pp, vp = _as_int(data.get("pp_size", 1)), _as_int(data.get("vp_size", 1))
+    if layers is None or pp is None or vp is None or layers <= 0 or pp <= 0 or vp <= 0:
+        raise ValueError(
+            f"layers_per_stage={EMBEDDING_AND_LOSS!r} needs valid model.num_layers, pp_size and "
+            "vp_size"
+        )
+    split = embedding_and_loss_split(layers, pp * vp)
+    if split is None:
+        raise ValueError(
+            f"layers_per_stage={EMBEDDING_AND_LOSS!r}: pp_size * vp_size = {pp} * {vp} = "
+            f"{pp * vp} must be > 1 and divide num_layers + 2 = {layers + 2}"
+        )
+    return split
 
 
 def _derive_grad_accum(data: dict[str, Any], dp: int) -> None:

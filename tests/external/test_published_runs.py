@@ -247,3 +247,12 @@ def test_rows_of_a_file_without_the_optional_columns_assume_nothing_of_them(tmp_
     assert "elementwise" in runs.loc[("extra", 1), "assumed"]
     counts = result.counts()["quarantined_by_reason"]
     assert counts == {"unknown elementwise (known: ('fused', 'eager'))": 1}
+
+
+def test_plain_precision_names_are_accepted(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).head(2)
+    frame["precision"] = ["fp32", "fp16"]  # a user's own rows: the job's precision names
+    path = tmp_path / "own.csv"
+    frame.to_csv(path, index=False)
+    runs = read_published_runs([path]).runs.set_index("row")
+    assert [runs.loc[r, "job"].precision for r in (1, 2)] == ["fp32", "fp16"]

@@ -103,6 +103,16 @@ def test_uneven_virtual_stages_in_megatron_order():
     with pytest.raises(TrainingJobError, match=r"pp_size \* vp_size = 8 \* 8 = 64 must divide "
                        r"num_layers=126.*layers_per_stage"):  # fmt: skip
         job(model=LLAMA3_405B, n_gpus=512, tp_size=8, pp_size=8, vp_size=8, global_batch=64)
+    with pytest.raises(TrainingJobError, match="or layers_per_stage: embedding_and_loss"):
+        job(model=LLAMA3_405B, n_gpus=512, tp_size=8, pp_size=8, vp_size=8, global_batch=64)
+    # the same split asked for by name (Megatron's embedding and loss accounting)
+    named = job(
+        model=LLAMA3_405B, n_gpus=1024, tp_size=8, pp_size=8, cp_size=2, vp_size=8,
+        layers_per_stage="embedding_and_loss", global_batch=1536,
+    )  # fmt: skip
+    assert named == j
+    with pytest.raises(TrainingJobError, match=r"must be > 1 and divide num_layers \+ 2 = 34"):
+        job(layers_per_stage="embedding_and_loss", vp_size=2)  # 4 stages, 32 blocks
     with pytest.raises(TrainingJobError, match="'layers_per_stage'.*must have .* 4 entries"):
         job(layers_per_stage=[16, 16], vp_size=2)
     with pytest.raises(TrainingJobError, match="sum to num_layers=32"):
