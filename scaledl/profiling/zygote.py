@@ -367,18 +367,20 @@ class Zygote:
         """Why a launch forked from this zygote ended: the zygote's death, in one line.
 
         For a :class:`ForkedProcess` whose ``zygote_died`` is set. Waits up to ``timeout_s``
-        seconds for the zygote's exit status (its socket closes just before it exits).
+        seconds for the zygote's exit status (its sockets close as it exits).
         """
+        advice = "(profiling.fork_ranks: false launches fresh interpreters instead)"
         try:
             code = self._proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            how = "its socket closed"
-        else:
-            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            return (
+                f"the profiling zygote (pid {self.pid}) closed the launch's connection without "
+                f"its exit status {advice}"
+            )
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         return (
             f"the profiling zygote (pid {self.pid}) died during the launch ({how}), ending the "
-            "processes it had forked; the next launch starts a new zygote "
-            "(profiling.fork_ranks: false launches fresh interpreters instead)"
+            f"processes it had forked; the next launch starts a new zygote {advice}"
         )
 
     def fork(self, module: str, argv: Sequence[str], env: Mapping[str, str], fds: Sequence[int],
