@@ -14,7 +14,9 @@ life of a process is kept from one shard to the next.
 Every shard is tried, even after one failed. Exit status: 0 when every shard succeeded; 1 when
 one failed (``shards failed: K-of-N ... (make run again: kept parts are reused)``); 2 for bad
 arguments or environment; 128 + the signal (130 for Ctrl-C, 143 for SIGTERM) when a stop
-signal ended a run, after which no further shard starts.
+signal ended a run, after which no further shard starts. A run waiting for the profiling pool's
+slot (held by another live run) is ended by the signal too (the executor of
+:mod:`pipelines.defs.executor`).
 """
 
 from __future__ import annotations

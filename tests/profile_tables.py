@@ -1,6 +1,7 @@
 """A small, consistent profile dataset: 2 workloads (world size 1 and 2), 3 layers, 4 steps.
 
-The validation tests' tables (:func:`make_profiles`), importable by name from every test.
+The validation tests' tables (:func:`make_profiles`), importable by name from every test, and
+the rows of one ``ok`` profiler part (:func:`ok_records`, for ``store.write_part``).
 """
 
 from __future__ import annotations
@@ -165,3 +166,37 @@ def write_profiles(directory: Path, tables: dict[str, pd.DataFrame]) -> Path:
     for name, frame in tables.items():
         frame.to_parquet(directory / f"{name}.parquet", index=False)
     return directory
+
+
+def ok_records(workload) -> dict[str, list[dict]]:
+    """Rows of an ``ok`` part of ``workload`` (5 layers, 2 instrumented and 2 label steps)."""
+    layers = [
+        {
+            "rank": 0,
+            "step": s,
+            "layer_index": i,
+            "layer_name": f"l{i}",
+            "layer_type": "x",
+            "forward_ms": 1.0 + i,
+            "backward_ms": 2.0,
+        }
+        for s in (0, 1)
+        for i in range(5)
+    ]
+    iterations = [
+        {
+            "rank": 0,
+            "step": s,
+            "phase": phase,
+            "iteration_ms": ms,
+            "forward_ms": 0.0,
+            "backward_ms": 0.0,
+            "optimizer_ms": 0.0,
+            "allreduce_ms": 0.0,
+            "allreduce_bytes": 0,
+        }
+        for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
+        for s, ms in enumerate(values)
+    ]
+    epoch = [{"rank": 0, "epoch": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
+    return {"layers": layers, "iterations": iterations, "epoch": epoch}

@@ -607,7 +607,7 @@ def test_summary_with_a_latest_symlinked_to_a_directory_exits_2(tmp_path):
 
 
 def test_profile_one_shard_keeps_its_workloads_only(in_repo, tmp_path):
-    """``--shard K/N``: the pipeline's shard rule; ``--own-dir`` profiles into shards/K-of-N."""
+    """``--shard K-of-N``: the pipeline's shard rule; ``--own-dir`` profiles into shards/K-of-N."""
     from scaledl.profiling.shards import shard_of
     from scaledl.profiling.store import completed_parts
     from scaledl.workloads.spec import Workload
@@ -618,11 +618,11 @@ def test_profile_one_shard_keeps_its_workloads_only(in_repo, tmp_path):
     out = tmp_path / "profiles"
     common = ["--workloads", csv, "--out", out, "--preset", unguarded_smoke(tmp_path),
               "--repeats", 1, "--timeout-s", 60]  # fmt: skip
-    other = invoke("profile", *common, "--shard", f"{1 - home}/2")
+    other = invoke("profile", *common, "--shard", f"{1 - home}-of-2")
     assert other.exit_code == 0, other.output
     assert f"shard {1 - home}-of-2: 0 of 1 workloads" in other.output
     assert "0 (workload, repeat) parts profiled" in other.output
-    own = invoke("profile", *common, "--shard", f"{home}/2", "--own-dir")
+    own = invoke("profile", *common, "--shard", f"{home}/2", "--own-dir")  # K/N: read alike
     assert own.exit_code == 0, own.output
     assert "1 (workload, repeat) parts profiled" in own.output
     shard = out / "shards" / f"{home}-of-2"
@@ -633,8 +633,9 @@ def test_profile_one_shard_keeps_its_workloads_only(in_repo, tmp_path):
     ("args", "message"),
     [
         (["--shard", "2/2"], "--shard '2/2': shard 2 not in 0..1"),
-        (["--shard", "x"], "--shard 'x': expected K/N"),
-        (["--own-dir"], "--own-dir needs --shard K/N"),
+        (["--shard", "2-of-2"], "--shard '2-of-2': shard 2 not in 0..1"),
+        (["--shard", "x"], "--shard 'x': expected K-of-N with 0 <= K < N, e.g. 0-of-4"),
+        (["--own-dir"], "--own-dir needs --shard K-of-N"),
     ],
 )
 def test_profile_bad_shard_is_a_one_line_error(tmp_path, args, message):

@@ -39,7 +39,7 @@ def profile(
     node_rank: Annotated[int, typer.Option(help="This node's rank (multi-node)")] = 0,
     shard: Annotated[
         str | None,
-        typer.Option(help="Profile only shard K of N (K/N, K from 0), as the pipeline's shards"),
+        typer.Option(help="Profile only shard K of N (K-of-N, K from 0), as the pipeline's shards"),
     ] = None,
     own_dir: Annotated[
         bool,
@@ -58,7 +58,7 @@ def profile(
     that cannot be built, or a ``device_name`` other than this host's (profiling measures this
     host) ends the command with exit code 2 naming the file, row and field.
 
-    ``--shard K/N`` keeps the workloads of shard ``K`` of ``N``
+    ``--shard K-of-N`` keeps the workloads of shard ``K`` of ``N``
     (:func:`scaledl.profiling.shards.shard_of`, the rule of the pipeline's ``profiling_shard``),
     so any scheduler can run one shard per job (``deploy/slurm``, ``docs/cluster.md``).
     """
@@ -78,7 +78,7 @@ def profile(
     if shard is not None:
         specs, out = _shard(specs, out, shard, own_dir)
     elif own_dir:
-        fail("--own-dir needs --shard K/N")
+        fail("--own-dir needs --shard K-of-N")
     settings = _settings(preset, repeats, timeout_s, rdzv_endpoint, node_rank)
     try:
         summary = profile_workloads(specs, out, settings, force=force)
@@ -86,7 +86,7 @@ def profile(
         fail(str(exc))
     except ProfilingInterrupted as exc:
         _consolidate_or_fail(out)
-        typer.echo(_interrupted_text(out, exc), err=True)
+        typer.echo(_interrupted_text(out, exc, specs, settings.repeats, force), err=True)
         raise typer.Exit(exc.exit_code) from None
     _consolidate_or_fail(out)
     disturbed = sum(summary.interference.values())
@@ -136,7 +136,7 @@ def _local_workloads(design: Path | None, workloads: Path | None, workload: str 
 
 
 def _shard(specs: list, out: Path, spec: str, own_dir: bool) -> tuple[list, Path]:
-    """The workloads of shard ``spec`` (``K/N``) and its profiles directory (exit 2 if bad)."""
+    """The workloads of shard ``spec`` (``K-of-N``) and its profiles directory (exit 2 if bad)."""
     from scaledl.profiling.shards import parse_shard_spec, shard_dir, shard_key, shard_workloads
 
     try:
@@ -174,16 +174,38 @@ def _settings(
         fail(str(exc))
 
 
-def _interrupted_text(out: Path, exc) -> str:
-    """What an interrupted profile did, and how to resume it."""
-    done = exc.summary
+def _interrupted_text(out: Path, exc, specs: list, repeats: int, force: bool) -> str:
+    """What an interrupted profile did, and how to go on.
+
+    The counts are the (workload, repeat) parts of ``specs`` complete in ``out`` now (what a
+    run without ``--force`` reuses) and the others (what it measures). A ``--force`` run
+    measures every part again, so it is not resumed by running it again: the text says how
+    many parts it measured and that the command without ``--force`` measures only those left.
+    """
+    # The store imports torch: only a stopped profile reads it here.
+    from scaledl.profiling.store import completed_parts
+
+    summary = exc.summary
+    wanted = {(w.workload_id, r) for w in specs for r in range(repeats)}
+    complete = len(completed_parts(out) & wanted)
+    left = len(wanted) - complete
+    name = signal.Signals(exc.signum).name
+    if force:
+        interrupted = f", {summary.interrupted} interrupted" if summary.interrupted else ""
+        return (
+            f"{out}: stopped by {name}: this --force run measured {summary.ok} of "
+            f"{len(wanted)} (workload, repeat) parts again{interrupted}; {complete} parts are "
+            f"complete, {left} left: the command without --force measures only the {left} "
+            "left, with --force it measures every part again"
+        )
     interrupted = (
-        f", {done.interrupted} interrupted (measured again on resume)" if done.interrupted else ""
+        f", {summary.interrupted} interrupted (measured again on resume)"
+        if summary.interrupted
+        else ""
     )
     return (
-        f"{out}: stopped by {signal.Signals(exc.signum).name}: {done.done} of "
-        f"{done.requested} (workload, repeat) parts done{interrupted}"
-        "; run the same command again to resume"
+        f"{out}: stopped by {name}: {complete} of {len(wanted)} (workload, repeat) parts "
+        f"done, {left} left{interrupted}; run the same command again to resume"
     )
 
 

@@ -2,7 +2,7 @@
 
 Column kinds: ``str`` (Python strings), ``int`` (integral numbers; a float dtype is accepted
 because an integer parquet column with nulls reads back as float, and each value is then checked
-to be integral), ``number`` (any int or float). Extra columns are allowed everywhere.
+to be integral), ``number`` (any int or float), ``bool``. Extra columns are allowed everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scaledl.workloads.fields import ARCHITECTURE_FIELDS
 from scaledl.workloads.parallelism import PIPELINE_SCHEDULES, SHARDINGS
 from scaledl.workloads.spec import FAMILIES
 
-Kind = Literal["str", "int", "number"]
+Kind = Literal["str", "int", "number", "bool"]
 
 RUN_STATUSES = ("ok", "failed", "oom", "timeout")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -31,7 +31,7 @@ class ColumnSpec:
 
     Attributes:
         name: column name.
-        kind: ``str``, ``int`` or ``number``.
+        kind: ``str``, ``int``, ``number`` or ``bool``.
         nullable: nulls allowed.
         required: the column must exist (optional columns are checked only when present).
         min_value: smallest allowed value (inclusive unless ``strict_min``).
@@ -185,6 +185,9 @@ RUNS = TableSpec(
         _count("label_steps", 1, required=False),
         ColumnSpec("label_halfwidth", "number", required=False, min_value=0.0),
         ColumnSpec("foreign_load_cores", "number", required=False, nullable=True, min_value=0.0),
+        # The profiler's runs: ranks forked by the zygote (profiling.fork_ranks) or fresh
+        # interpreters; null in parts written before the column existed.
+        ColumnSpec("fork_ranks", "bool", required=False, nullable=True),
     ),
 )
 

@@ -414,13 +414,26 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
     """
     marker = current_marker_path(out_dir)
     marker.unlink(missing_ok=True)
+    # Scratch only (the task file, the launch log): the parts are written under out_dir.
     tmpdir = Path(tempfile.mkdtemp(prefix="scaledl-launch-"))
+    try:
+        return _launch_in(tmpdir, workloads, repeat, world, nodes, out_dir, settings, cores,
+                          progress)  # fmt: skip
+    finally:  # a stop signal or any error as well as the launch's end
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _launch_in(tmpdir, workloads, repeat, world, nodes, out_dir, settings, cores, progress):
+    """:func:`_launch` with its scratch folder ``tmpdir`` (removed by the caller)."""
+    marker = current_marker_path(out_dir)
     tasks = tmpdir / "tasks.json"
     cuda = _uses_cuda(settings)
+    forked = forks_ranks(settings, cuda, nodes)
     tasks.write_text(
         json.dumps(
             {
-                "settings": settings.worker_settings(cores, cuda),
+                # fork_ranks: how this launch starts its ranks, recorded in the runs table.
+                "settings": {**settings.worker_settings(cores, cuda), "fork_ranks": forked},
                 "device": settings.device,
                 "repeat": repeat,
                 "workloads": [w.model_dump(mode="json") for w in workloads],
@@ -435,7 +448,7 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
     env["SCALEDL_LAUNCHER_PID"] = str(os.getpid())
     if not cuda:
         env.update(MALLOC_ENV)
-    zygote = shared_zygote(settings) if forks_ranks(settings, cuda, nodes) else None
+    zygote = shared_zygote(settings) if forked else None
     if world == 1:
         env.update(SINGLE_RANK_ENV)
     with open(log_path, "wb") as log_file:
@@ -492,7 +505,8 @@ def _launch(workloads, repeat, world, nodes, out_dir, settings, cores, progress=
         if proc.returncode not in (0, None) and status == "ok":
             current, status = last_id, "failed"
     tail = _tail(log_path)
-    shutil.rmtree(tmpdir, ignore_errors=True)
+    if zygote is not None and isinstance(proc, ForkedProcess) and proc.zygote_died:
+        tail += f"\nscaledl launcher: {zygote.death()}\n"
     if current is None and status != "ok":
         return None, status, tail
     return current, status, tail
@@ -589,6 +603,7 @@ def _record_failure(
         "python_version": "",
         "warmup_steps": settings.warmup_steps,
         "instrumented_steps": settings.instrumented_steps,
+        "fork_ranks": forks_ranks(settings, _uses_cuda(settings), workload.num_nodes),
         "started_at": now,
         "finished_at": now,
     }

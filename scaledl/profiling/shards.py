@@ -4,7 +4,7 @@ A design is split into ``n_shards`` shards by a stable rule: workload ``w`` belo
 ``int(sha256(w.workload_id)[:16], 16) % n_shards``. The shard of a workload depends on its id and
 ``n_shards`` only, so adding rows to a design (the retraining's augmentation) never moves the
 existing ones, and every row is in exactly one shard. The Dagster pipeline (one partition per
-shard, key ``K-of-N``) and ``scaledl profile --shard K/N`` use this one function.
+shard, key ``K-of-N``) and ``scaledl profile --shard K-of-N`` use this one function.
 
 Shards that run at once on several nodes profile into their own directory
 (:func:`shard_dir`, ``<profiles>/shards/K-of-N``): one lock and one drift baseline per shard;
@@ -28,7 +28,7 @@ DEFAULT_SHARDS = 4
 SHARDS_SUBDIR = "shards"
 
 _KEY = re.compile(r"^(\d+)-of-(\d+)$")
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_SPEC = re.compile(r"^\s*(\d+)\s*(?:-of-|/)\s*(\d+)\s*$")
 
 T = TypeVar("T")
 
@@ -83,14 +83,16 @@ def parse_shard_key(key: str) -> tuple[int, int]:
 
 
 def parse_shard_spec(text: str) -> tuple[int, int]:
-    """``(shard, n_shards)`` of the CLI's ``K/N`` (shards numbered from 0).
+    """``(shard, n_shards)`` of the CLI's ``K-of-N``, the shard's key (shards numbered from 0).
+
+    ``K/N``, the form of earlier releases, is read the same.
 
     Raises:
-        ValueError: not ``K/N`` with ``0 <= K < N``, naming the value.
+        ValueError: not ``K-of-N`` with ``0 <= K < N``, naming the value.
     """
     match = _SPEC.match(text)
     if not match:
-        raise ValueError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+        raise ValueError(f"--shard {text!r}: expected K-of-N with 0 <= K < N, e.g. 0-of-4")
     shard, n_shards = int(match[1]), int(match[2])
     _check_shard(shard, n_shards, f"--shard {text!r}")
     return shard, n_shards

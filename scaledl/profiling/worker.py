@@ -441,6 +441,7 @@ def _write(out_dir, workload, settings, gathered, guard_record, started, device,
         "warmup_steps": settings["warmup_steps"],
         "instrumented_steps": settings["instrumented_steps"],
         "layer_stride": int(settings.get("layer_stride", 1)),
+        "fork_ranks": bool(settings.get("fork_ranks", False)),  # forked by the zygote
         "started_at": started,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
         "affinity": ";".join(

@@ -225,12 +225,15 @@ class ForkedProcess:
         pid: the child's pid (also its process group and session id).
         returncode: ``None`` while it runs; then its exit status, negative for a signal
             (``-SIGKILL`` when the zygote died under it).
+        zygote_died: the connection closed without the zygote's ``exit`` reply: the zygote
+            died, and the child with it.
     """
 
     def __init__(self, conn: socket.socket, pid: int) -> None:
         self._conn = conn
         self.pid = pid
         self.returncode: int | None = None
+        self.zygote_died = False
 
     def _read(self, timeout: float | None) -> bool:
         if self.returncode is not None:
@@ -243,7 +246,8 @@ class ForkedProcess:
         except OSError:
             data = b""
         text = data.decode(errors="replace")
-        self.returncode = int(text.split()[1]) if text.startswith("exit ") else -signal.SIGKILL
+        self.zygote_died = not text.startswith("exit ")
+        self.returncode = -signal.SIGKILL if self.zygote_died else int(text.split()[1])
         self._conn.close()
         return True
 
@@ -350,9 +354,34 @@ class Zygote:
                 "profiling.fork_ranks: false launches fresh interpreters instead"
             )
 
+    @property
+    def pid(self) -> int:
+        """The zygote's process id."""
+        return self._proc.pid
+
     def alive(self) -> bool:
         """Whether the zygote still runs."""
         return self._proc.poll() is None
+
+    def death(self, timeout_s: float = 5.0) -> str:
+        """Why a launch forked from this zygote ended: the zygote's death, in one line.
+
+        For a :class:`ForkedProcess` whose ``zygote_died`` is set. Waits up to ``timeout_s``
+        seconds for the zygote's exit status (its sockets close as it exits).
+        """
+        advice = "(profiling.fork_ranks: false launches fresh interpreters instead)"
+        try:
+            code = self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return (
+                f"the profiling zygote (pid {self.pid}) closed the launch's connection without "
+                f"its exit status {advice}"
+            )
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        return (
+            f"the profiling zygote (pid {self.pid}) died during the launch ({how}), ending the "
+            f"processes it had forked; the next launch starts a new zygote {advice}"
+        )
 
     def fork(self, module: str, argv: Sequence[str], env: Mapping[str, str], fds: Sequence[int],
              cwd: str | None = None) -> ForkedProcess:  # fmt: skip

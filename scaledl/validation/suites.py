@@ -30,6 +30,7 @@ TYPE_LISTS: dict[str, list[str]] = {
     "str": ["str"],
     "int": INT_DTYPES + FLOAT_DTYPES,
     "number": INT_DTYPES + FLOAT_DTYPES,
+    "bool": ["bool"],
 }
 
 INTEGRAL = "expect_column_values_to_be_integral"

@@ -6,8 +6,10 @@ smoke design in two shards, each shard in its own profiles directory so one can 
 """
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -123,6 +125,7 @@ def test_an_unknown_shard_key_is_refused(designed):
 
 DEAD_RUN = """
 import os
+import sys
 
 import dagster as dg
 from dagster._core.events import EngineEventData  # not exported: a step event by hand
@@ -168,3 +171,61 @@ def test_a_run_whose_process_died_is_failed_and_frees_its_pool_slot(tmp_path, mo
             == 0
         )
         assert release_dead_runs(instance) == []  # nothing left to release
+
+
+def _pool(home: Path) -> tuple[set[str], set[str]]:
+    """The run ids holding a slot of the profiling pool and those waiting for one."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        info = instance.event_log_storage.get_concurrency_info("scaledl_profiling")
+        return info.active_run_ids, info.pending_run_ids
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_ends_the_wait_for_a_pool_slot_another_live_run_holds(
+    designed, tmp_path, signum
+):
+    # A live process holds the profiling pool's only slot (another shard run profiling).
+    home = prepare_home(tmp_path / "home")
+    env = {**designed, "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", DEAD_RUN + "    sys.stdin.read()  # alive until stdin closes\n"],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    backfill = None
+    try:
+        holding = holder.stdout.readline().strip()
+        assert holding and _pool(home) == ({holding}, set())
+        backfill = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.backfill"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not _pool(home)[1] and time.monotonic() < deadline:  # its step waits
+            assert backfill.poll() is None, backfill.communicate()
+            time.sleep(0.2)
+        (waiting,) = _pool(home)[1]
+        backfill.send_signal(signum)
+        out, err = backfill.communicate(timeout=120)
+    finally:
+        if backfill is not None and backfill.poll() is None:  # it ignored the signal
+            backfill.kill()
+            backfill.communicate()
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    name = signal.Signals(signum).name
+    assert backfill.returncode == 128 + signum, err[-3000:]
+    assert err.strip().splitlines()[-1] == (
+        f"profile_design: stopped by {name}; failed: {KEYS[0]}; not started: {KEYS[1]}"
+    )
+    assert [line.split()[2:4] for line in out.splitlines()] == [
+        [KEYS[0], "(1/2)"], [KEYS[0], "failed"],
+    ]  # fmt: skip
+    # The waiting run failed without profiling and withdrew its claim; the holder kept its slot.
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        run = instance.get_run_by_id(waiting)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        assert run.tags["dagster/partition"] == KEYS[0]
+        steps = {e.dagster_event.event_type for e in instance.all_logs(waiting)
+                 if e.dagster_event is not None}  # fmt: skip
+        assert dg.DagsterEventType.STEP_START not in steps
+    assert _pool(home) == ({holding}, set())

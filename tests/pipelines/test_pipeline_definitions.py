@@ -8,6 +8,7 @@ import pytest
 
 from pipelines.definitions import defs as load_defs
 from pipelines.defs.config import DEFAULT_DATA_DIR, ScaledlSettings, settings_from_env
+from pipelines.defs.executor import stop_aware_in_process_executor
 from pipelines.defs.resources import DvcResource, LocalPredictorStore, LocalTorchrunLauncher
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,9 @@ EXPECTED_ASSETS = {
 
 def test_definitions_are_loadable():
     dg.Definitions.validate_loadable(defs)
-    assert defs.executor is dg.in_process_executor
+    # Dagster's in-process executor whose wait for a pool slot a stop signal ends
+    # (tests/pipelines/test_backfill.py).
+    assert defs.executor is stop_aware_in_process_executor
 
 
 @pytest.mark.slow

@@ -44,7 +44,8 @@ def slow_preset(directory: Path) -> Path:
 
 def start_profile(tmp_path: Path, out: Path, world_size: int = 1) -> subprocess.Popen:
     """``scaledl profile`` of two tiny workloads: one launch, the worker alone for one rank,
-    ``torchrun`` (:mod:`scaledl.profiling.agent`) and its ranks for two."""
+    ``torchrun`` (:mod:`scaledl.profiling.agent`) and its ranks for two. Its temporary
+    folders go to ``tmp_path/tmp`` (``TMPDIR``)."""
     workloads = tmp_path / "w.yaml"
     specs = [tiny("bert", batch_size=b, world_size=world_size).to_record() for b in (2, 4)]
     workloads.write_text(yaml.safe_dump([{k: v for k, v in s.items() if k != "workload_id"}
@@ -52,8 +53,11 @@ def start_profile(tmp_path: Path, out: Path, world_size: int = 1) -> subprocess.
     preset = slow_preset(tmp_path)
     cmd = [sys.executable, "-c", "from scaledl.cli import main; main()", "profile",
            "--workloads", str(workloads), "--out", str(out), "--preset", str(preset)]  # fmt: skip
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     # A session of its own: the test can signal the whole group, as a terminal does.
-    return subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
 
 
 def wait_for_first_part(out: Path, proc: subprocess.Popen, limit_s: float = 120.0) -> None:
@@ -88,6 +92,9 @@ def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, cod
     clients = [c for c in commands if "scaledl.profiling.zygote rank" in c and c not in agents]
     assert len(ranks) == world_size and len(agents) == (world_size > 1), commands
     assert len(zygotes) == 1 and len(clients) == (world_size if world_size > 1 else 0), commands
+    # The launch's and the zygote's scratch folders (task file, launch log, socket).
+    scratch = sorted(p.name.split("-")[1] for p in (tmp_path / "tmp").glob("scaledl-*"))
+    assert scratch == ["launch", "zygote"], scratch
     sent = time.time()
     if send == "group":
         os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
@@ -99,10 +106,12 @@ def test_stop_signal_ends_the_launch_and_every_child(tmp_path, send, signum, cod
     gone, alive = psutil.wait_procs(children, timeout=2)
     assert alive == [], [p.cmdline() for p in alive]
     assert "run the same command again to resume" in err
+    assert list((tmp_path / "tmp").glob("scaledl-*")) == []  # removed as on a normal exit
     statuses = part_statuses(out)
     ok = [key for key, (status, _) in statuses.items() if status == "ok"]
     interrupted = [key for key, (status, _) in statuses.items() if status == "interrupted"]
     assert len(ok) >= 1 and len(interrupted) == 1
+    assert f": {len(ok)} of 2 (workload, repeat) parts done, {2 - len(ok)} left, " in err
     run = read_run(out / "parts" / interrupted[0][0] / "r0")
     assert signal.Signals(signum).name in run["error"]
     if send != "group":

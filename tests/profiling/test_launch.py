@@ -1,7 +1,11 @@
 """Real torchrun launches (gloo, CPU) of tiny workloads: the shared profile plus one relaunch."""
 
+import os
 import shutil
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,7 @@ from scaledl.profiling.launch import (
     profile_workloads,
 )
 from scaledl.profiling.settings import ProfileSettings, Rendezvous
-from scaledl.profiling.store import part_path, read_run
+from scaledl.profiling.store import current_marker_path, part_path, read_run
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +45,9 @@ def test_every_workload_has_one_run_and_one_spec(profiled):
     ids = {w.workload_id for w in profiled.workloads.values()}
     assert set(runs["workload_id"]) == ids and runs["workload_id"].is_unique
     assert set(profiled.tables["workloads"]["workload_id"]) == ids
+    # CPU ranks on one node are forked by the zygote: the worker's records and the
+    # launcher's (the timed-out workload) say so.
+    assert runs["fork_ranks"].tolist() == [True] * len(runs)
     for name in profiled.ok_names():
         run = profiled.run(name)
         assert run["status"] == "ok" and not run["error"], name
@@ -194,6 +201,35 @@ def test_startup_timeout_records_the_first_workload(tmp_path, monkeypatch):
     assert summary.failed == {w.workload_id: "timeout"} and summary.ok == 0
     run = read_run(part_path(tmp_path, w.workload_id, 0))
     assert run["status"] == "timeout" and "launch timeout" in run["error"]
+    assert run["fork_ranks"] is False
+
+
+def test_a_zygote_killed_mid_launch_is_named_and_the_next_launch_has_a_new_one(tmp_path):
+    import scaledl.profiling.launch as launch
+
+    slow, quick = tiny("bert", dataset_size=2_000_000), tiny("bert", batch_size=4)
+    marker, killed = current_marker_path(tmp_path), []
+
+    def kill_the_zygote_once_the_workload_runs() -> None:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.append(launch._zygote.pid)
+        os.kill(killed[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_zygote_once_the_workload_runs, daemon=True)
+    killer.start()
+    summary = profile_workloads([slow], tmp_path, SETTINGS, progress=False)
+    killer.join()
+    assert summary.failed == {slow.workload_id: "failed"}
+    error = read_run(part_path(tmp_path, slow.workload_id, 0))["error"]
+    assert (
+        f"the profiling zygote (pid {killed[0]}) died during the launch (killed by signal 9)"
+    ) in error
+    assert "profiling.fork_ranks: false launches fresh interpreters instead" in error
+    summary = profile_workloads([quick], tmp_path, SETTINGS, progress=False)
+    assert (summary.ok, summary.failed) == (1, {})
+    assert launch._zygote.pid != killed[0] and launch._zygote.alive()
 
 
 def test_schedule_interleaves_repeats_and_never_back_to_back():

@@ -57,11 +57,13 @@ def test_shard_of_a_real_workload_is_its_ids():
 def test_keys_and_specs_round_trip():
     assert shard_keys(4) == ["0-of-4", "1-of-4", "2-of-4", "3-of-4"]
     assert parse_shard_key(shard_key(3, 4)) == (3, 4)
-    assert parse_shard_spec("2/4") == (2, 4)
-    assert parse_shard_spec(" 0 / 1 ") == (0, 1)
+    assert parse_shard_spec(shard_key(2, 4)) == parse_shard_spec("2/4") == (2, 4)
+    assert parse_shard_spec(" 0-of-1 ") == parse_shard_spec(" 0 / 1 ") == (0, 1)
 
 
-@pytest.mark.parametrize("text", ["4/4", "-1/4", "1", "a/b", "1/0", ""])
+@pytest.mark.parametrize(
+    "text", ["4/4", "4-of-4", "-1/4", "1", "a/b", "1/0", "0-of-0", "1of4", "1-of-", ""]
+)
 def test_a_bad_shard_spec_names_the_value(text):
     with pytest.raises(ValueError, match="--shard"):
         parse_shard_spec(text)

@@ -5,6 +5,7 @@ import shutil
 import pandas as pd
 import pytest
 from faults import FsyncSpy, count_io, crash_at, tmpfs
+from profile_tables import ok_records
 from tiny_specs import tiny
 
 from scaledl.profiles.tables import PROFILE_TABLE_NAMES
@@ -24,44 +25,10 @@ from scaledl.profiling.store import (
     write_part,
     write_probe_baselines,
 )
-from scaledl.workloads.spec import Workload
 
 BERT = tiny("bert")
 OTHER = BERT.model_copy(update={"batch_size": 4})
 RUN = {"workload_id": BERT.workload_id, "status": "failed", "error": "boom", "host": "h"}
-
-
-def ok_records(workload: Workload) -> dict[str, list[dict]]:
-    layers = [
-        {
-            "rank": 0,
-            "step": s,
-            "layer_index": i,
-            "layer_name": f"l{i}",
-            "layer_type": "x",
-            "forward_ms": 1.0 + i,
-            "backward_ms": 2.0,
-        }
-        for s in (0, 1)
-        for i in range(5)
-    ]
-    iterations = [
-        {
-            "rank": 0,
-            "step": s,
-            "phase": phase,
-            "iteration_ms": ms,
-            "forward_ms": 0.0,
-            "backward_ms": 0.0,
-            "optimizer_ms": 0.0,
-            "allreduce_ms": 0.0,
-            "allreduce_bytes": 0,
-        }
-        for phase, values in (("instrumented", (12.0, 12.0)), ("label", (9.0, 11.0)))
-        for s, ms in enumerate(values)
-    ]
-    epoch = [{"rank": 0, "epoch": 0, "epoch_s": 0.05, "steps_per_epoch": 4}]
-    return {"layers": layers, "iterations": iterations, "epoch": epoch}
 
 
 def test_ok_part_has_every_table_and_summary(tmp_path):

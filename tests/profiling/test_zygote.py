@@ -63,7 +63,7 @@ def _fork(zygote, tmp_path, *argv, env=None):
 
 def test_a_forked_module_gets_its_arguments_environment_streams_and_status(zygote, tmp_path):
     child, out = _fork(zygote, tmp_path, "exit", "3")
-    assert child.wait(timeout=30) == 3 and child.poll() == 3
+    assert child.wait(timeout=30) == 3 and child.poll() == 3 and not child.zygote_died
     pid, sid, env, cwd, *argv = out.read_text().split()
     assert int(pid) == child.pid == int(sid)  # a session (and process group) of its own
     assert (env, cwd, argv) == ("yes", str(tmp_path), ["exit", "3"])
@@ -99,9 +99,14 @@ def test_children_die_with_the_zygote(tmp_path):
     script.write_text("import time; time.sleep(60)")
     child = fork_from(z.socket_path, None, [], dict(os.environ), (0, 1, 2), path=str(script))
     process = psutil.Process(child.pid)
-    z.close()
+    z.close()  # SIGKILL
     assert _ended(process)
-    assert child.wait(timeout=30) == -signal.SIGKILL
+    assert child.wait(timeout=30) == -signal.SIGKILL and child.zygote_died
+    assert z.death() == (
+        f"the profiling zygote (pid {z.pid}) died during the launch (killed by signal 9), ending "
+        "the processes it had forked; the next launch starts a new zygote "
+        "(profiling.fork_ranks: false launches fresh interpreters instead)"
+    )
 
 
 def test_no_zygote_and_a_bad_request_are_errors(tmp_path, zygote):

@@ -386,6 +386,22 @@ def test_wrong_dtype_stops(tmp_path):
     assert "table 'layer_timings', column 'layer_name'" in lines[1]
 
 
+def test_fork_ranks_is_a_bool_column_null_in_older_parts(tmp_path):
+    tables = make_profiles()
+    tables["runs"]["fork_ranks"] = pd.Series([True, None], dtype=object)  # r2: an older part
+    report, valid, _ = run(make_dirs(tmp_path / "bool"), tables)
+    assert report.passed and valid["runs"]["fork_ranks"].tolist() == [True, None]
+    tables["runs"]["fork_ranks"] = ["yes", "no"]
+    dirs = make_dirs(tmp_path / "text")
+    write_profiles(dirs["profiles_dir"], tables)
+    with pytest.raises(ValidationError) as info:
+        validate_profiles(**dirs)
+    assert (
+        "table 'runs', column 'fork_ranks': expect_column_values_to_be_in_type_list failed "
+        "(dtype str, expected one of ['bool']"
+    ) in str(info.value)
+
+
 def test_empty_tables_stop(tmp_path):
     dirs = make_dirs(tmp_path)
     tables = make_profiles()
