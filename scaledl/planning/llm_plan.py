@@ -54,7 +54,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +235,7 @@ class LlmSearch:
         composed: fitting candidates with a step time.
         seconds: wall time of the plan.
         compose_seconds: of it, composing (and correcting) the fitting candidates' steps.
+        refused_by_count: ``refused`` of each GPU count (rules with no refusal left out).
     """
 
     combinations: int
@@ -244,6 +245,7 @@ class LlmSearch:
     composed: int
     seconds: float
     compose_seconds: float
+    refused_by_count: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def text(self, usable_gib: float, memory_gib: float, headroom: float) -> str:
         """Lines saying what was searched and why candidates were dropped."""
@@ -277,6 +279,8 @@ class LlmPlan:
             has ``calibrated_iteration_s``), or ``None``.
         given: the plan is of a job's own layout (:func:`plan_job` with ``as_given``): at
             most one row, composed even when it does not fit.
+        unplanned: for each GPU count with no fitting composed layout, one line saying why
+            (:func:`_unplanned`).
     """
 
     table: pd.DataFrame
@@ -286,6 +290,7 @@ class LlmPlan:
     headroom: float = DEFAULT_HEADROOM
     calibration: Calibration | None = None
     given: bool = False
+    unplanned: dict[int, str] = field(default_factory=dict)
 
     @property
     def front(self) -> pd.DataFrame:
@@ -361,6 +366,7 @@ class LlmPlan:
             lines += ["", "every valid layout:", _shown(self.table).to_string(index=False)]
         lines += ["", "fastest fitting layout per GPU count:",
                   _shown(self.best_per_gpu_count).to_string(index=False)]  # fmt: skip
+        lines += [f"{n:,} GPUs: {why}" for n, why in self.unplanned.items()]
         lines += ["", "Pareto front (step time vs GPU-hours per step):",
                   _shown(self.front).to_string(index=False)]  # fmt: skip
         return "\n".join(lines)
@@ -382,6 +388,54 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
                       ("cost", 0)):  # fmt: skip
         if c in out:
             out[c] = out[c].round(digits)
+    return out
+
+
+def _rule_texts(global_batch: int, seq_len: int, domain: int) -> dict[str, str]:
+    """What each grid rule asks, one phrase each (:data:`RULES`)."""
+    return {
+        "gpus": "tp x pp x cp must divide the GPU count",
+        "tp_heads": "tp must divide the heads, the feed-forward width and the KV heads",
+        "tp_domain": f"tp within the NVLink domain of {domain}",
+        "vp_needs_pp": "vp > 1 needs pp > 1",
+        "layers": "pp x vp at most the layers",
+        "cp_seq": f"2 x cp must divide the sequence {seq_len:,}",
+        "cp_attention": "no context parallelism with unfused attention",
+        "batch": f"micro_batch x dp must divide the global batch {global_batch:,}",
+        "interleave": "with vp > 1 the micro-batches per step a multiple of pp",
+        "sharding": "fsdp/hsdp with dp x cp = 1 shard nothing",
+        "hsdp_group": "the HSDP group (NVLink domain / (tp x cp)) must divide dp",
+    }
+
+
+def _unplanned(refused_by_count: dict[int, Counter], table: pd.DataFrame, global_batch: int,
+               seq_len: int, domain: int) -> dict[int, str]:  # fmt: skip
+    """Why each GPU count without a fitting composed layout has none, one line each.
+
+    No valid layout: the refusals by rule with what each rule asks, the last rule in the
+    checking order first (the one the layouts passing the others break); valid
+    layouts but none fitting: how many and the least memory per rank; fitting ones the
+    composition refused: how many and its first message.
+    """
+    texts = _rule_texts(global_batch, seq_len, domain)
+    out = {}
+    for n, per in refused_by_count.items():
+        rows = table[table["n_gpus"] == n]
+        fit = rows[rows["fits"].astype(bool)]
+        if fit["iteration_s"].notna().any():
+            continue
+        if rows.empty:
+            rules = [(k, per[k]) for k in reversed(RULES) if per.get(k)]
+            why = [f"{k} {v:,} ({texts[k]})" for k, v in rules]
+            out[n] = (f"no valid layout: {sum(v for _, v in rules):,} combinations refused, "
+                      f"the last rule reached {why[0]}"
+                      + (f"; earlier rules {', '.join(why[1:])}" if why[1:] else ""))  # fmt: skip
+        elif fit.empty:
+            out[n] = (f"none of the {len(rows):,} valid layouts fits in memory (the least: "
+                      f"{rows['memory_gib'].min():.1f} GiB per rank)")  # fmt: skip
+        else:
+            out[n] = (f"the composition refused all {len(fit):,} fitting layouts, e.g. "
+                      f"{fit['refusal'].iloc[0]}")  # fmt: skip
     return out
 
 
@@ -578,7 +632,7 @@ def plan_llm(
     if measured is not None:
         calibration = calibrate(measured, template, kernels, network, compose=compose,
                                 correction=correction)  # fmt: skip
-    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
+    by_count: dict[int, Counter] = {n: Counter() for n in counts}
     rows: list[tuple] = []
     fit_jobs: list[TrainingJob] = []
     fit_rows: list[int] = []
@@ -590,7 +644,7 @@ def plan_llm(
             global_batch,
             space,
             domain,
-            refused,
+            by_count[n],
             attention_kernel == "unfused",
             given,
         ):
@@ -612,7 +666,7 @@ def plan_llm(
                          mem.optimizer_bytes / GIB, mem.activations_bytes / GIB,
                          mem.total_bytes / GIB, mem.stage, fits, refusal))  # fmt: skip
             if not fits:
-                refused["memory"] += 1
+                by_count[n]["memory"] += 1
                 if given is None:
                     continue
             job = template.model_copy(update={
@@ -630,7 +684,7 @@ def plan_llm(
         try:
             step = compose(job, kernels, network)
         except ValueError as exc:  # a layout the composition does not model: counted, shown
-            refused["compose"] += 1
+            by_count[job.n_gpus]["compose"] += 1
             refusal = "; ".join(filter(None, (rows[row][-1], f"composition: {exc}")))
             rows[row] = (*rows[row][:-1], refusal)
             continue
@@ -677,9 +731,13 @@ def plan_llm(
                           front_index)  # fmt: skip
         table.loc[front_index[on], "pareto"] = True
 
+    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
+    for per in by_count.values():
+        refused.update(per)
     searched = LlmSearch(
         combinations=combinations,
         refused=dict(refused),
+        refused_by_count={n: dict(per) for n, per in by_count.items()},
         candidates=len(rows),
         fitting=int(table["fits"].sum()),
         composed=len(timed_rows),
@@ -701,9 +759,9 @@ def plan_llm(
         + (f"; calibrated x{calibration.factor:.3f} on {calibration.k} measured steps"
            if calibration is not None else "")
     )  # fmt: skip
-    return LlmPlan(
-        table, searched, description, memory_gib, headroom, calibration, given is not None
-    )
+    unplanned = _unplanned(by_count, table, global_batch, seq_len, domain)
+    return LlmPlan(table, searched, description, memory_gib, headroom, calibration,
+                   given is not None, unplanned)  # fmt: skip
 
 
 def plan_job(

@@ -109,3 +109,10 @@ def test_plan_job_as_given_prints_the_jobs_own_layout(tmp_path):
         text
         == "error: --as-given plans the job's own layout on its n_gpus: give no --gpus or --space"
     )
+
+
+def test_plan_job_says_why_a_gpu_count_has_no_layout():
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64,72", *NARROW)
+    assert result.exit_code == 0, text
+    assert ("72 GPUs: no valid layout: 32 combinations refused, the last rule reached gpus 32 "
+            "(tp x pp x cp must divide the GPU count)") in text  # fmt: skip

@@ -522,3 +522,36 @@ def test_as_given_takes_no_gpu_counts_nor_space_and_names_a_refusing_rule():
     assert result.table.empty
     assert "the job's layout is refused: searched 1 combinations" in result.given_problem()
     assert "interleave 1" in result.given_problem()
+
+
+def test_a_gpu_count_without_a_planned_layout_gets_a_line_saying_why():
+    # 24 GPUs, global batch 16: dp = 24 / (tp pp cp) is 3, 6, 12 or 24, never dividing 16.
+    result = plan(counts=(8, 24))
+    assert result.best_per_gpu_count["n_gpus"].tolist() == [8]
+    assert list(result.unplanned) == [24]
+    why = result.unplanned[24]
+    per = result.searched.refused_by_count[24]
+    assert sum(per.values()) == result.searched.combinations // 2
+    assert why.startswith(f"no valid layout: {sum(per.values()):,} combinations refused, the "
+                          f"last rule reached batch {per['batch']:,} (micro_batch x dp must "
+                          "divide the global batch 16); earlier rules ")  # fmt: skip
+    assert f"gpus {per['gpus']:,} (tp x pp x cp must divide the GPU count)" in why
+    assert f"24 GPUs: {why}" in result.to_text()
+    # Valid layouts, none fitting; fitting ones, all refused by the composition.
+    small = plan(counts=(8, 16), memory_gib=0.01)
+    least = small.table.loc[small.table["n_gpus"] == 16, "memory_gib"].min()
+    assert small.unplanned[16] == (f"none of the {(small.table['n_gpus'] == 16).sum():,} valid "
+                                   f"layouts fits in memory (the least: {least:.1f} GiB per "
+                                   "rank)")  # fmt: skip
+
+    class NoSixteen(FakeCompose):
+        def __call__(self, job, kernels, network):
+            if job.n_gpus == 16:
+                raise ValueError("not modelled")
+            return super().__call__(job, kernels, network)
+
+    refused = plan(counts=(8, 16), compose=NoSixteen())
+    assert list(refused.unplanned) == [16]
+    assert refused.unplanned[16].startswith("the composition refused all ")
+    assert refused.unplanned[16].endswith("fitting layouts, e.g. composition: not modelled")
+    assert refused.searched.refused_by_count[16]["compose"] == refused.searched.refused["compose"]
