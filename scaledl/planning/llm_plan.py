@@ -62,6 +62,7 @@ import pandas as pd
 
 from scaledl.devices import UnknownDeviceError, device_spec
 from scaledl.io.safe import read_text
+from scaledl.layout import external_root
 from scaledl.models.llm_kernels import kernel_model
 from scaledl.models.step_correction import (
     CorrectionGraph,
@@ -103,6 +104,53 @@ MIN_MEASURED = 3
 #: Columns of :attr:`Calibration.rows`.
 CALIBRATION_COLUMNS = ("file", "row", "gpu", "n_gpus", "model", "measured_s", "predicted_s",
                        "ratio", "used", "unused_kind", "reason")  # fmt: skip
+
+
+def published_max_gpus(directory: str | Path | None = None) -> tuple[int, int] | None:
+    """The largest GPU count of the published runs and how many files were read.
+
+    Reads the ``n_gpus`` column of every ``*.csv`` of the published-runs folder (non-numbers
+    skipped); a plan beyond it is extrapolated (:attr:`LlmPlan.warnings`).
+
+    Args:
+        directory: the folder (default: ``<external>/scale_runs``, :func:`scaledl.layout.
+            external_root`).
+
+    Returns:
+        ``(largest n_gpus, files)``, or ``None`` when the folder has no CSV file.
+
+    Raises:
+        ValueError: a file without an ``n_gpus`` column (named).
+    """
+    directory = Path(directory) if directory is not None else external_root() / "scale_runs"
+    files = sorted(directory.glob("*.csv")) if directory.is_dir() else []
+    if not files:
+        return None
+    largest = 0
+    for path in files:
+        try:
+            column = pd.read_csv(path, usecols=["n_gpus"])["n_gpus"]
+        except ValueError as exc:
+            raise ValueError(f"{path}: published runs: {exc}") from None
+        counts = pd.to_numeric(column, errors="coerce").dropna()
+        largest = max(largest, int(counts.max()) if len(counts) else 0)
+    return largest, len(files)
+
+
+def _coverage_warnings(counts: Sequence[int], published: tuple[int, int] | None,
+                       directory: Path) -> list[str]:  # fmt: skip
+    """One line when a GPU count lies beyond the published runs (or none were found)."""
+    if published is None:
+        return [f"warning: no published runs under {directory}: the GPU counts are not checked "
+                "against the largest published run"]  # fmt: skip
+    largest = published[0]
+    beyond = [n for n in counts if n > largest]
+    if not beyond:
+        return []
+    named = (f"GPU counts {', '.join(f'{n:,}' for n in beyond)} exceed" if len(beyond) > 1
+             else f"GPU count {beyond[0]:,} exceeds")  # fmt: skip
+    return [f"warning: {named} the largest published run ({largest:,} GPUs, {directory}): "
+            "step times there are extrapolated, not checked against any measured step"]  # fmt: skip
 
 
 class LlmPlanError(ValueError):
@@ -281,6 +329,8 @@ class LlmPlan:
             most one row, composed even when it does not fit.
         unplanned: for each GPU count with no fitting composed layout, one line saying why
             (:func:`_unplanned`).
+        warnings: lines printed under the description: GPU counts beyond the largest published
+            run (:func:`published_max_gpus`; the table's ``beyond_published`` column).
     """
 
     table: pd.DataFrame
@@ -291,6 +341,7 @@ class LlmPlan:
     calibration: Calibration | None = None
     given: bool = False
     unplanned: dict[int, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def front(self) -> pd.DataFrame:
@@ -351,7 +402,7 @@ class LlmPlan:
         does not fit in memory; :meth:`given_problem` says why in one line).
         """
         usable = usable_bytes(self.memory_gib, self.headroom) / GIB
-        lines = [self.description]
+        lines = [self.description, *self.warnings]
         if not self.given:
             lines.append(self.searched.text(usable, self.memory_gib, self.headroom))
         if self.calibration is not None:
@@ -760,8 +811,15 @@ def plan_llm(
            if calibration is not None else "")
     )  # fmt: skip
     unplanned = _unplanned(by_count, table, global_batch, seq_len, domain)
+    published_dir = external_root() / "scale_runs"
+    try:
+        published = published_max_gpus(published_dir)
+    except ValueError as exc:
+        raise LlmPlanError(str(exc)) from None
+    warnings = _coverage_warnings(counts, published, published_dir)
+    table["beyond_published"] = published is not None and table["n_gpus"] > published[0]
     return LlmPlan(table, searched, description, memory_gib, headroom, calibration,
-                   given is not None, unplanned)  # fmt: skip
+                   given is not None, unplanned, tuple(warnings))  # fmt: skip
 
 
 def plan_job(

@@ -14,6 +14,7 @@ from scaledl.planning.llm_plan import (
     plan_job,
     plan_llm,
     published_correction,
+    published_max_gpus,
     read_plan_file,
     step_correction,
     uneven_split,
@@ -555,3 +556,33 @@ def test_a_gpu_count_without_a_planned_layout_gets_a_line_saying_why():
     assert refused.unplanned[16].startswith("the composition refused all ")
     assert refused.unplanned[16].endswith("fitting layouts, e.g. composition: not modelled")
     assert refused.searched.refused_by_count[16]["compose"] == refused.searched.refused["compose"]
+
+
+def test_the_largest_published_gpu_count_is_read_from_the_files(tmp_path):
+    assert published_max_gpus() == (6144, 6)  # Megatron-LM's 6,144-GPU row (external/scale_runs)
+    (tmp_path / "a.csv").write_text("model,n_gpus\nx,8\ny,64\nz,not a number\n")
+    (tmp_path / "b.csv").write_text("n_gpus,gpu\n512,H100\n")
+    assert published_max_gpus(tmp_path) == (512, 2)
+    assert published_max_gpus(tmp_path / "missing") is None
+    (tmp_path / "c.csv").write_text("gpus\n8\n")
+    with pytest.raises(ValueError, match=r"c\.csv: published runs: .*n_gpus"):
+        published_max_gpus(tmp_path)
+
+
+def test_gpu_counts_beyond_the_published_runs_are_warned_and_flagged(tmp_path, monkeypatch):
+    (tmp_path / "scale_runs").mkdir()
+    (tmp_path / "scale_runs" / "runs.csv").write_text("n_gpus\n8\n")
+    monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path))
+    result = plan(counts=(8, 16, 32))
+    warning = (f"warning: GPU counts 16, 32 exceed the largest published run (8 GPUs, "
+               f"{tmp_path / 'scale_runs'}): step times there are extrapolated")  # fmt: skip
+    assert len(result.warnings) == 1 and result.warnings[0].startswith(warning)
+    assert result.to_text().splitlines()[1] == result.warnings[0]
+    t = result.table
+    assert t["beyond_published"].tolist() == (t["n_gpus"] > 8).tolist() and t["n_gpus"].eq(8).any()
+    assert plan(counts=(8,)).warnings == ()
+    given = plan_job(_small_job(n_gpus=16), as_given=True, compose=FakeCompose(),
+                     kernels=object(), network=object())  # fmt: skip
+    assert given.warnings[0].startswith("warning: GPU count 16 exceeds the largest published run")
+    monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path / "none"))
+    assert plan(counts=(8,)).warnings[0].startswith("warning: no published runs under ")
