@@ -36,6 +36,12 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
    ``6 N + 12 L h s`` per token (Narayanan et al. 2021, no recomputation counted), the
    convention of the evaluation's fixed-MFU rule; fp8 and fp4 jobs can exceed 1 on it.
 
+A GPU count without a fitting composed layout gets one line saying why
+(:attr:`LlmPlan.unplanned`); a GPU count above the largest published run
+(:func:`published_max_gpus`) a warning (:attr:`LlmPlan.warnings`, the table's
+``beyond_published``). :func:`plan_job` with ``as_given`` plans exactly a job's own layout
+through the same steps (``given``).
+
 The Pareto front of step time vs GPU-hours per step over the fitting candidates
 (:func:`scaledl.planning.pareto.pareto_sweep`; with a fixed global batch, tokens per step are the
 same for every candidate, so the front is the same for time-to-train vs GPU-hours to train)
@@ -61,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from scaledl.devices import UnknownDeviceError, device_spec
-from scaledl.io.safe import read_text
+from scaledl.io.safe import check_regular_file, read_text
 from scaledl.layout import external_root
 from scaledl.models.llm_kernels import kernel_model
 from scaledl.models.step_correction import (
@@ -120,7 +126,7 @@ def published_max_gpus(directory: str | Path | None = None) -> tuple[int, int] |
         ``(largest n_gpus, files)``, or ``None`` when the folder has no CSV file.
 
     Raises:
-        ValueError: a file without an ``n_gpus`` column (named).
+        ValueError: a file that is not a regular CSV file or has no ``n_gpus`` column (named).
     """
     directory = Path(directory) if directory is not None else external_root() / "scale_runs"
     files = sorted(directory.glob("*.csv")) if directory.is_dir() else []
@@ -129,7 +135,7 @@ def published_max_gpus(directory: str | Path | None = None) -> tuple[int, int] |
     largest = 0
     for path in files:
         try:
-            column = pd.read_csv(path, usecols=["n_gpus"])["n_gpus"]
+            column = pd.read_csv(check_regular_file(path), usecols=["n_gpus"])["n_gpus"]
         except ValueError as exc:
             raise ValueError(f"{path}: published runs: {exc}") from None
         counts = pd.to_numeric(column, errors="coerce").dropna()
@@ -628,9 +634,8 @@ def plan_llm(
             space and GPU counts must be pinned to its values): its ``layers_per_stage``,
             ``shard_group_size`` and ``sequence_parallel`` are kept, the search's own choices
             (rules ``tp_domain``, ``layers``, ``sharding``, ``hsdp_group``) are not applied,
-            and it is
-            composed even when it does not fit in memory (``fits`` False: never on the front
-            nor the fastest per GPU count).
+            and it is composed even when it does not fit in memory (``fits`` False: never on
+            the front nor the fastest per GPU count).
 
     Returns:
         The :class:`LlmPlan`.
