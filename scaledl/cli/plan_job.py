@@ -83,6 +83,14 @@ def plan_job(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write every layout (csv/parquet)")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Print every layout")] = False,
+    as_given: Annotated[
+        bool,
+        typer.Option(
+            "--as-given",
+            help="Plan only the job's own layout (its step time, memory, MFU, cost); no "
+            "--gpus or --space",
+        ),
+    ] = False,
 ) -> None:
     """Plan an LLM training job: the fastest layout that fits, per GPU count, and the front.
 
@@ -98,12 +106,19 @@ def plan_job(
     unchanged). Options override the file's ``plan`` section. Exit code 2 when nothing fits
     (with the layout needing the least memory and its figures) or the measured files are
     refused.
+
+    ``--as-given`` plans exactly the job's layout on its ``n_gpus`` (the file's space and GPU
+    counts are not used): its row with the same columns, exit code 2 when it does not fit (its
+    figures, and the step time composed as if it fitted) or the composition refuses it.
     """
     try:
         refuse_overwrite({"--out": out}, {"PLAN_FILE": plan_file, "--measured": measured})
         output_path(out, (".csv", ".parquet"), "--out")
         space_values = _space_values(space or [])
         counts = int_list(gpus, "--gpus") if gpus is not None else None
+        if as_given and (counts is not None or space_values):
+            raise ValueError("--as-given plans the job's own layout on its n_gpus: give no "
+                             "--gpus or --space")  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
     # Imported after the options are checked, as `scaledl plan` does: the planner pulls in the
@@ -128,13 +143,16 @@ def plan_job(
             typer.echo(f"correction: {model.kind}, fitted on {model.n_training_rows} published "
                        "step times")  # fmt: skip
             options["correction"] = step_correction(model)
-        result = make_plan(
-            request.job,
-            counts or request.gpu_counts,
-            space=LlmSpace(**{**request.space.__dict__, **space_values}),
-            measured=measured or None,
-            **options,
-        )
+        if as_given:
+            result = make_plan(request.job, as_given=True, measured=measured or None, **options)
+        else:
+            result = make_plan(
+                request.job,
+                counts or request.gpu_counts,
+                space=LlmSpace(**{**request.space.__dict__, **space_values}),
+                measured=measured or None,
+                **options,
+            )
     except (LlmPlanError, ValueError) as exc:
         fail(str(exc))
     if out is not None:
@@ -142,6 +160,14 @@ def plan_job(
         table["layers_per_stage"] = [",".join(map(str, s)) if s else ""
                                      for s in table["layers_per_stage"]]  # fmt: skip
         write_table(table, out)
+    if as_given:
+        with pd.option_context("display.width", 200, "display.max_columns", 30):
+            typer.echo(result.to_text())
+        if out is not None:
+            typer.echo(f"table: {out}")
+        if result.given_problem():
+            fail(result.given_problem())
+        return
     if not result.table["iteration_s"].notna().any():
         fail(result.why_none())
     with pd.option_context("display.width", 200, "display.max_columns", 30):

@@ -22,9 +22,12 @@ analytical baseline, the predictor's domain check):
 Names are matched after normalisation (``cuda:`` prefix dropped, case, spaces, ``_`` and ``-``
 ignored), so ``cuda:NVIDIA H100 80GB HBM3``, ``NVIDIA H100 80GB HBM3`` and NeuSight's folder name
 ``NVIDIA_H100_80GB_HBM3`` are one device; the names published benchmarks use (``GB200 (NVL72)``,
-``H100-SXM-80GB (DGX-H100)``) resolve through the one alias table :data:`GPU_ALIASES`. A device
-in neither place is an :class:`UnknownDeviceError` naming the device and the closest known
-names: never a guess.
+``H100-SXM-80GB (DGX-H100)``) resolve through the one alias table :data:`GPU_ALIASES`. A short
+name whose words (after an ``NVIDIA``/``Tesla`` prefix) start with a GPU model (``H200``,
+``V100 SXM2``) resolves when exactly one row has all its words; when several do (``A100``,
+``NVIDIA H100``) it is an :class:`UnknownDeviceError` listing them. Any other name is an
+:class:`UnknownDeviceError` naming the device and the closest known names (the names containing
+it first, then the most similar): never a guess.
 """
 
 from __future__ import annotations
@@ -225,6 +228,7 @@ GPU_ALIASES = {
     "H100 (HBM2e 94-96GB, lower-TDP SXM variant)": "NVIDIA H100 96GB HBM2e",
     "H200-SXM-141GB": "NVIDIA H200",
     "H200 SXM": "NVIDIA H200",
+    "H200": "NVIDIA H200",
     "B200": "NVIDIA B200",
     "B200 (DGX-B200)": "NVIDIA B200",
     "B300": "NVIDIA B300",
@@ -287,9 +291,15 @@ def resolve_gpu_name(name: str) -> str:
     Returns:
         The ``device_name`` of its row in ``gpus.csv``.
 
+    A name that is neither a table name nor an alias, but whose words start with a GPU model
+    (``H200``, ``V100 SXM2``; an ``NVIDIA``/``Tesla`` prefix ignored), is the one row having all
+    its words (whole words: ``A10`` is not ``A100``).
+
     Raises:
-        UnknownDeviceError: neither a table name nor an alias (:data:`GPU_ALIASES`); the
-            message names the value and the closest known names.
+        UnknownDeviceError: several rows have its words (``A100``: listed), or none and it is
+            neither a table name nor an alias (:data:`GPU_ALIASES`): the message names the
+            value and the closest known names (those containing it, then the rows of the most
+            similar GPU models, then the most similar names).
     """
     key = normalise_name(name)
     names, aliases = _table_keys(), _alias_keys()
@@ -297,15 +307,56 @@ def resolve_gpu_name(name: str) -> str:
         return names[key]
     if key in aliases:
         return aliases[key]
-    known = list(names) + list(aliases)
-    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
-    shown = [names.get(c) or aliases[c] for c in close]
-    hint = f"; closest: {sorted(set(shown))}" if shown else ""
+    matches = _word_matches(key)
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UnknownDeviceError(
+            f"device {name!r} matches {len(matches)} GPUs of the device table {GPU_TABLE}: "
+            f"{matches}; give one of them (or an alias, scaledl.devices.specs.GPU_ALIASES)"
+        )
+    known = {**aliases, **names}
+    contained = [known[k] for k in sorted(known) if key and key in k]
+    words = _words(key)
+    models = difflib.get_close_matches(words[0], sorted(_model_words()), n=2, cutoff=0.6) if (
+        words) else []  # fmt: skip
+    same_model = [names[k] for m in models for k in sorted(names) if _words(k)[0] == m]
+    close = difflib.get_close_matches(key, list(known), n=5, cutoff=0.5)
+    shown = list(dict.fromkeys([*contained, *same_model, *(known[c] for c in close)]))[:5]
+    hint = f"; closest: {shown}" if shown else ""
     raise UnknownDeviceError(
         f"device {name!r} is not in the device table {GPU_TABLE} ({len(names)} GPUs) nor an "
         f"alias of one (scaledl.devices.specs.GPU_ALIASES){hint}. Add a row with its "
         "datasheet numbers and source, or an alias."
     )
+
+
+_VENDOR_WORDS = ("nvidia", "tesla")
+
+
+def _words(key: str) -> list[str]:
+    """The words of a normalised name without a leading vendor word, brackets dropped."""
+    words = re.sub(r"[()\[\],]", " ", key).split()
+    return words[1:] if words and words[0] in _VENDOR_WORDS else words
+
+
+@cache
+def _model_words() -> frozenset[str]:
+    """The GPU models of the table: each row's first word after the vendor (``h100``)."""
+    return frozenset(_words(k)[0] for k in _table_keys())
+
+
+def _word_matches(key: str) -> list[str]:
+    """Table rows having every word of ``key``, when its first word is a GPU model.
+
+    Matched on whole words of the table names and aliases, so ``a10`` is not ``a100``.
+    """
+    words = _words(key)
+    if not words or words[0] not in _model_words():
+        return []
+    known = {**_alias_keys(), **_table_keys()}
+    found = {known[k] for k in known if set(words) <= set(_words(k))}
+    return sorted(found)
 
 
 @cache

@@ -46,6 +46,17 @@ ties every configuration of a group scores 0 there); the noise floor (:func:`noi
 rows whose configuration was published again (same ``config_key``). Every figure is reported
 met or not, none tuned on a held-out source: the correction's hyper-parameters are fixed in
 :mod:`scaledl.models.step_correction`.
+
+**Inputs checked before any fit** (:func:`check_sources`). A row of one source with the same
+:class:`~scaledl.workloads.training_job.TrainingJob` and the same measured step as a row of
+another source (e.g. a source's rows copied into a new file; the jobs compared without the
+attention kernel and elementwise fields the importer infers from the file name) would be
+scored, held out, against
+a model fitted on its own copy: such duplicates are refused, naming both files and rows, not
+dropped, because which copy is the source of record cannot be told from the rows and dropping
+one silently would change the folds; re-publications within one source (the noise floor) are
+kept. Leave-one-source-out needs at least two sources with scored rows; fewer is refused naming
+the sources and their scored rows.
 """
 
 from __future__ import annotations
@@ -473,6 +484,72 @@ def protocol_folds(rows: pd.DataFrame, protocol: str) -> list[tuple[str, np.ndar
     raise ValueError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
 
 
+#: The stack fields a duplicate's job is compared without: the importer fills them from the
+#: source's name where the file has no such column, so a copy under a new name differs there.
+_NO_STACK = {"attention_kernel": "cudnn", "elementwise": "fused"}
+
+
+def cross_source_duplicates(runs: pd.DataFrame) -> list[tuple[str, int, str, int, float]]:
+    """Rows duplicating a row of another source: same training job, same measured step.
+
+    The jobs are compared without ``attention_kernel`` and ``elementwise`` (:data:`_NO_STACK`):
+    the same configuration measured at the same seconds is the same measurement whichever
+    stack the importer infers from the file's name.
+
+    Args:
+        runs: the importer's ``runs`` (``source``, ``row``, ``job``, ``iteration_s``).
+
+    Returns:
+        ``(source, row, first source, first row, iteration_s)`` per duplicate, the first row
+        being the earliest (in ``runs`` order) of another source with that job and step; rows
+        without a measured step are never duplicates.
+    """
+    first: dict[tuple, tuple[str, int]] = {}
+    out = []
+    for r in runs.itertuples(index=False):
+        if pd.isna(r.iteration_s):
+            continue
+        key = (r.job.model_copy(update=_NO_STACK), float(r.iteration_s))
+        seen = first.setdefault(key, (str(r.source), int(r.row)))
+        if seen[0] != r.source:
+            out.append((str(r.source), int(r.row), *seen, float(r.iteration_s)))
+    return out
+
+
+def check_sources(runs: pd.DataFrame, files: dict[str, str] | None = None) -> None:
+    """Refuse inputs leave-one-source-out cannot score honestly (module docstring).
+
+    Args:
+        runs: the importer's ``runs``.
+        files: source -> its file as shown in messages (default: the source name).
+
+    Raises:
+        ValueError: a row duplicating a row of another source (naming both files and rows,
+            the first three of them), or fewer than two sources with a measured step (naming
+            the sources and their scored rows).
+    """
+    files = files or {}
+    duplicates = cross_source_duplicates(runs)
+    if duplicates:
+        shown = "; ".join(f"row {row} of {files.get(src, src)} duplicates row {first_row} of "
+                          f"{files.get(first, first)} (iteration_s {step:g})"
+                          for src, row, first, first_row, step in duplicates[:3])  # fmt: skip
+        more = f" (and {len(duplicates) - 3} more)" if len(duplicates) > 3 else ""
+        raise ValueError(
+            f"published runs: {len(duplicates)} rows duplicate a row of another source (the "
+            f"same training job and measured iteration_s), which leave-one-source-out would "
+            f"score against a model fitted on their copy: {shown}{more}; remove one of each pair"
+        )
+    scored = runs.loc[runs["iteration_s"].notna(), "source"].value_counts()
+    if len(scored) < 2:
+        sources = sorted(runs["source"].unique())
+        listed = ", ".join(f"{files.get(s, s)} ({int(scored.get(s, 0))} scored)" for s in sources)
+        raise ValueError(
+            "published runs: leave-one-source-out needs at least two sources with scored rows "
+            f"(a measured iteration_s); got {len(scored)} of {len(sources)}: {listed or 'none'}"
+        )
+
+
 def _source_weights(sources: pd.Series) -> np.ndarray:
     """``1 / rows of the row's source``: every source weighs the same in a fit."""
     counts = sources.map(sources.value_counts())
@@ -694,6 +771,18 @@ def noise_floor(runs: pd.DataFrame) -> dict[str, NoiseSource]:
     return out
 
 
+def few_shot_line(few_shot: FewShotResult, seconds: float) -> str:
+    """The progress line of the few-shot protocol: its time and the sources skipped per ``k``.
+
+    A source with at most ``k`` scored rows has none left to score at that ``k``
+    (``FewShotK.skipped``).
+    """
+    skipped = [f"k={r.k}: {', '.join(r.skipped)}" for r in few_shot.results if r.skipped]
+    why = (f"; skipped (at most k scored rows, nothing left to score): {'; '.join(skipped)}"
+           if skipped else "")  # fmt: skip
+    return f"few_shot_source: {seconds:.1f} s{why}"
+
+
 def stronger_fixed_mfu(loso: ProtocolResult) -> str:
     """The fixed-MFU rule with the lower leave-one-source-out mean MRE (the ratio's baseline)."""
     return min(("fixed_mfu", "fixed_mfu_precision"), key=lambda m: loso.mean_mre[m])
@@ -800,13 +889,16 @@ def evaluate_published_runs(
         The :class:`PublishedRunsResult`.
 
     Raises:
-        ValueError: unreadable CSVs (from the importer, naming file, row and field), or no
-            answered row.
+        ValueError: unreadable CSVs (from the importer, naming file, row and field), rows
+            duplicated across sources or fewer than two sources with scored rows
+            (:func:`check_sources`), a fold of a protocol without a scored training row
+            (naming the protocol and the fold), or no answered row.
     """
     say = progress or (lambda _line: None)
     paths = [Path(p) for p in (paths or default_paths())]
     clock, runtime = time.perf_counter(), {}
     published = runs if runs is not None else read_published_runs(paths)
+    check_sources(published.runs, {p.stem: str(p) for p in paths})
     counts = published.counts()
     csv_rows, with_arch = counts["rows"], counts["rows_with_architecture"]
     runtime["import"] = time.perf_counter() - clock
@@ -820,6 +912,12 @@ def evaluate_published_runs(
     for protocol in protocols:
         start, folds = time.perf_counter(), []
         for name, held_out in protocol_folds(rows, protocol):
+            if not (~held_out & rows["measured_s"].notna().to_numpy()).any():
+                raise ValueError(
+                    f"published runs: {protocol}: holding out {name} leaves no scored training "
+                    "row (every answered row with a measured step is in it); this protocol "
+                    "needs scored rows in at least two of its groups"
+                )
             pred, mfu, kind = predict_fold(rows, graphs, held_out, config)
             folds.append((name, held_out, pred, mfu, kind))
             if protocol == "leave_one_source_out":
@@ -849,7 +947,7 @@ def evaluate_published_runs(
     base |= {m: loso_pred[m] for m in ("roofline", "composed", "scaledl", "scaledl_no_edges")}
     few_shot = few_shot_source(rows, base, pooled_fixed_mfu(rows))
     runtime["few_shot_source"] = time.perf_counter() - start
-    say(f"few_shot_source: {runtime['few_shot_source']:.1f} s")
+    say(few_shot_line(few_shot, runtime["few_shot_source"]))
     runtime["total"] = time.perf_counter() - clock
     row_models = [
         RowPrediction(

@@ -486,11 +486,44 @@ def _checked(runner: GxRunner, frame: pd.DataFrame) -> dict[int, tuple]:
         raise PublishedRunsError(f"published runs: column {column!r}: {expectation}: {detail}")
     for position, failure in result.row_failures:
         raw = frame[failure.column].iloc[position] if failure.column in frame else failure.value
-        failures.setdefault(position, (failure.column, raw, failure.expectation))
+        reason = _expectation_reason(failure.column, failure.expectation, raw)
+        failures.setdefault(position, (failure.column, raw, reason))
     for column, (positions, _) in integral_failures(_SPEC, view).items():
         for position in positions:
-            failures.setdefault(int(position), (column, frame[column].iloc[position], INTEGRAL))
+            raw = frame[column].iloc[position]
+            reason = _expectation_reason(column, INTEGRAL, raw)
+            failures.setdefault(int(position), (column, raw, reason))
     return failures
+
+
+def _expectation_reason(column: str, expectation: str, raw: Any) -> str:
+    """A failed great-expectations check of one cell in words, e.g. ``must be >= 1 (got 0)``.
+
+    The suite built from :data:`_SPEC` stays the checker; this only words its failure from the
+    column's :class:`~scaledl.profiles.schemas.ColumnSpec` (an integer column's exclusive
+    minimum ``> 0`` reads ``>= 1``). An expectation without a wording keeps its name.
+    """
+    spec = next((c for c in _SPEC.columns if c.name == column), None)
+    got = f" (got {format_value(raw)})"
+    if spec is None:
+        return expectation
+    if expectation == "expect_column_values_to_be_between":
+        bounds = []
+        low = spec.min_value
+        if low is not None and spec.kind == "int" and spec.strict_min and float(low).is_integer():
+            bounds.append(f">= {int(low) + 1}")
+        elif low is not None:
+            bounds.append(f"{'>' if spec.strict_min else '>='} {low:g}")
+        if spec.max_value is not None:
+            bounds.append(f"<= {spec.max_value:g}")
+        return f"must be {' and '.join(bounds)}{got}"
+    if expectation == "expect_column_values_to_be_in_set" and spec.value_set is not None:
+        return f"must be one of {', '.join(spec.value_set)}{got}"
+    if expectation == "expect_column_values_to_not_be_null":
+        return "missing (blank cell)"
+    if expectation == INTEGRAL:
+        return f"must be a whole number{got}"
+    return expectation
 
 
 def _quarantined(source: str, row: int, column: str, value: Any, reason: str) -> dict:
@@ -507,8 +540,10 @@ def _reason_kind(reason: str) -> str:
     """A quarantine reason without its row detail, for counting.
 
     The text before its first ``:`` outside parentheses (``unknown precision (known: ...)``
-    stays whole).
+    stays whole), without a trailing ``(got <value>)`` (``must be >= 1 (got 0)`` counts as
+    ``must be >= 1``).
     """
+    reason = re.sub(r" \(got [^()]*\)$", "", reason)
     depth = 0
     for i, char in enumerate(reason):
         depth += {"(": 1, ")": -1}.get(char, 0)
@@ -616,7 +651,8 @@ def _optional(r: dict[str, str], column: str, assumed: list[str]) -> str | None:
         return None
     if cell.strip():
         if cell.strip() not in OPTIONAL_COLUMNS[column]:
-            raise _RowError(column, cell, f"unknown {column} (known: {OPTIONAL_COLUMNS[column]})")
+            known = ", ".join(OPTIONAL_COLUMNS[column])
+            raise _RowError(column, cell, f"unknown {column} (known: {known})")
         return cell.strip()
     assumed.append(column)
     return None

@@ -36,6 +36,12 @@ whenever ``tp > 1`` (Megatron's default with tensor parallelism), and for each c
    ``6 N + 12 L h s`` per token (Narayanan et al. 2021, no recomputation counted), the
    convention of the evaluation's fixed-MFU rule; fp8 and fp4 jobs can exceed 1 on it.
 
+A GPU count without a fitting composed layout gets one line saying why
+(:attr:`LlmPlan.unplanned`); a GPU count above the largest published run
+(:func:`published_max_gpus`) a warning (:attr:`LlmPlan.warnings`, the table's
+``beyond_published``). :func:`plan_job` with ``as_given`` plans exactly a job's own layout
+through the same steps (``given``).
+
 The Pareto front of step time vs GPU-hours per step over the fitting candidates
 (:func:`scaledl.planning.pareto.pareto_sweep`; with a fixed global batch, tokens per step are the
 same for every candidate, so the front is the same for time-to-train vs GPU-hours to train)
@@ -54,14 +60,15 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from scaledl.devices import UnknownDeviceError, device_spec
-from scaledl.io.safe import read_text
+from scaledl.io.safe import check_regular_file, read_text
+from scaledl.layout import external_root
 from scaledl.models.llm_kernels import kernel_model
 from scaledl.models.step_correction import (
     CorrectionGraph,
@@ -103,6 +110,53 @@ MIN_MEASURED = 3
 #: Columns of :attr:`Calibration.rows`.
 CALIBRATION_COLUMNS = ("file", "row", "gpu", "n_gpus", "model", "measured_s", "predicted_s",
                        "ratio", "used", "unused_kind", "reason")  # fmt: skip
+
+
+def published_max_gpus(directory: str | Path | None = None) -> tuple[int, int] | None:
+    """The largest GPU count of the published runs and how many files were read.
+
+    Reads the ``n_gpus`` column of every ``*.csv`` of the published-runs folder (non-numbers
+    skipped); a plan beyond it is extrapolated (:attr:`LlmPlan.warnings`).
+
+    Args:
+        directory: the folder (default: ``<external>/scale_runs``, :func:`scaledl.layout.
+            external_root`).
+
+    Returns:
+        ``(largest n_gpus, files)``, or ``None`` when the folder has no CSV file.
+
+    Raises:
+        ValueError: a file that is not a regular CSV file or has no ``n_gpus`` column (named).
+    """
+    directory = Path(directory) if directory is not None else external_root() / "scale_runs"
+    files = sorted(directory.glob("*.csv")) if directory.is_dir() else []
+    if not files:
+        return None
+    largest = 0
+    for path in files:
+        try:
+            column = pd.read_csv(check_regular_file(path), usecols=["n_gpus"])["n_gpus"]
+        except ValueError as exc:
+            raise ValueError(f"{path}: published runs: {exc}") from None
+        counts = pd.to_numeric(column, errors="coerce").dropna()
+        largest = max(largest, int(counts.max()) if len(counts) else 0)
+    return largest, len(files)
+
+
+def _coverage_warnings(counts: Sequence[int], published: tuple[int, int] | None,
+                       directory: Path) -> list[str]:  # fmt: skip
+    """One line when a GPU count lies beyond the published runs (or none were found)."""
+    if published is None:
+        return [f"warning: no published runs under {directory}: the GPU counts are not checked "
+                "against the largest published run"]  # fmt: skip
+    largest = published[0]
+    beyond = [n for n in counts if n > largest]
+    if not beyond:
+        return []
+    named = (f"GPU counts {', '.join(f'{n:,}' for n in beyond)} exceed" if len(beyond) > 1
+             else f"GPU count {beyond[0]:,} exceeds")  # fmt: skip
+    return [f"warning: {named} the largest published run ({largest:,} GPUs, {directory}): "
+            "step times there are extrapolated, not checked against any measured step"]  # fmt: skip
 
 
 class LlmPlanError(ValueError):
@@ -235,6 +289,7 @@ class LlmSearch:
         composed: fitting candidates with a step time.
         seconds: wall time of the plan.
         compose_seconds: of it, composing (and correcting) the fitting candidates' steps.
+        refused_by_count: ``refused`` of each GPU count (rules with no refusal left out).
     """
 
     combinations: int
@@ -244,6 +299,7 @@ class LlmSearch:
     composed: int
     seconds: float
     compose_seconds: float
+    refused_by_count: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def text(self, usable_gib: float, memory_gib: float, headroom: float) -> str:
         """Lines saying what was searched and why candidates were dropped."""
@@ -275,6 +331,12 @@ class LlmPlan:
         headroom: share of it kept free.
         calibration: the team's measured steps' factor (:class:`Calibration`; the table then
             has ``calibrated_iteration_s``), or ``None``.
+        given: the plan is of a job's own layout (:func:`plan_job` with ``as_given``): at
+            most one row, composed even when it does not fit.
+        unplanned: for each GPU count with no fitting composed layout, one line saying why
+            (:func:`_unplanned`).
+        warnings: lines printed under the description: GPU counts beyond the largest published
+            run (:func:`published_max_gpus`; the table's ``beyond_published`` column).
     """
 
     table: pd.DataFrame
@@ -283,6 +345,9 @@ class LlmPlan:
     memory_gib: float
     headroom: float = DEFAULT_HEADROOM
     calibration: Calibration | None = None
+    given: bool = False
+    unplanned: dict[int, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def front(self) -> pd.DataFrame:
@@ -315,16 +380,50 @@ class LlmPlan:
         layout = " ".join(f"{c}={least[c]}" for c in LAYOUT_COLUMNS[:10])
         return f"{head}; the least memory per rank: {layout}: {least['refusal']}"
 
+    def given_problem(self) -> str:
+        """Why a job's own layout (``given``) has no usable step time; ``""`` when it has one.
+
+        The layout refused by a rule (the counts), not fitting in memory (its figures, and its
+        step time composed as if it fitted where the composition ran), or refused by the
+        composition (its message).
+        """
+        if self.table.empty:
+            usable = usable_bytes(self.memory_gib, self.headroom) / GIB
+            return ("the job's layout is refused: "
+                    + self.searched.text(usable, self.memory_gib, self.headroom))  # fmt: skip
+        row = self.table.iloc[0]
+        composed = math.isfinite(row["iteration_s"])
+        if row["fits"] and composed:
+            return ""
+        if row["fits"]:
+            return f"the job's layout: {row['refusal']}"
+        step = (f"; its step time composed as if it fitted: {row['iteration_s']:.3f} s"
+                if composed else "")  # fmt: skip
+        return f"the job's layout {row['refusal']}{step}"
+
     def to_text(self, all_rows: bool = False) -> str:
-        """The plan as text: the job, what was searched, the best per GPU count, the front."""
+        """The plan as text: the job, what was searched, the best per GPU count, the front.
+
+        A ``given`` plan: the job and the job's layout's row (marked ``DOES NOT FIT`` when it
+        does not fit in memory; :meth:`given_problem` says why in one line).
+        """
         usable = usable_bytes(self.memory_gib, self.headroom) / GIB
-        lines = [self.description, self.searched.text(usable, self.memory_gib, self.headroom)]
+        lines = [self.description, *self.warnings]
+        if not self.given:
+            lines.append(self.searched.text(usable, self.memory_gib, self.headroom))
         if self.calibration is not None:
             lines.append(self.calibration.text())
+        if self.given:
+            shown = _shown(self.table)
+            if len(shown) and not self.table["fits"].all():
+                shown.insert(0, "fits", "DOES NOT FIT")
+            lines += ["", "the job's layout as given:", shown.to_string(index=False)]
+            return "\n".join(lines)
         if all_rows:
             lines += ["", "every valid layout:", _shown(self.table).to_string(index=False)]
         lines += ["", "fastest fitting layout per GPU count:",
                   _shown(self.best_per_gpu_count).to_string(index=False)]  # fmt: skip
+        lines += [f"{n:,} GPUs: {why}" for n, why in self.unplanned.items()]
         lines += ["", "Pareto front (step time vs GPU-hours per step):",
                   _shown(self.front).to_string(index=False)]  # fmt: skip
         return "\n".join(lines)
@@ -349,6 +448,54 @@ def _shown(t: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _rule_texts(global_batch: int, seq_len: int, domain: int) -> dict[str, str]:
+    """What each grid rule asks, one phrase each (:data:`RULES`)."""
+    return {
+        "gpus": "tp x pp x cp must divide the GPU count",
+        "tp_heads": "tp must divide the heads, the feed-forward width and the KV heads",
+        "tp_domain": f"tp within the NVLink domain of {domain}",
+        "vp_needs_pp": "vp > 1 needs pp > 1",
+        "layers": "pp x vp at most the layers",
+        "cp_seq": f"2 x cp must divide the sequence {seq_len:,}",
+        "cp_attention": "no context parallelism with unfused attention",
+        "batch": f"micro_batch x dp must divide the global batch {global_batch:,}",
+        "interleave": "with vp > 1 the micro-batches per step a multiple of pp",
+        "sharding": "fsdp/hsdp with dp x cp = 1 shard nothing",
+        "hsdp_group": "the HSDP group (NVLink domain / (tp x cp)) must divide dp",
+    }
+
+
+def _unplanned(refused_by_count: dict[int, Counter], table: pd.DataFrame, global_batch: int,
+               seq_len: int, domain: int) -> dict[int, str]:  # fmt: skip
+    """Why each GPU count without a fitting composed layout has none, one line each.
+
+    No valid layout: the refusals by rule with what each rule asks, the last rule in the
+    checking order first (the one the layouts passing the others break); valid
+    layouts but none fitting: how many and the least memory per rank; fitting ones the
+    composition refused: how many and its first message.
+    """
+    texts = _rule_texts(global_batch, seq_len, domain)
+    out = {}
+    for n, per in refused_by_count.items():
+        rows = table[table["n_gpus"] == n]
+        fit = rows[rows["fits"].astype(bool)]
+        if fit["iteration_s"].notna().any():
+            continue
+        if rows.empty:
+            rules = [(k, per[k]) for k in reversed(RULES) if per.get(k)]
+            why = [f"{k} {v:,} ({texts[k]})" for k, v in rules]
+            out[n] = (f"no valid layout: {sum(v for _, v in rules):,} combinations refused, "
+                      f"the last rule reached {why[0]}"
+                      + (f"; earlier rules {', '.join(why[1:])}" if why[1:] else ""))  # fmt: skip
+        elif fit.empty:
+            out[n] = (f"none of the {len(rows):,} valid layouts fits in memory (the least: "
+                      f"{rows['memory_gib'].min():.1f} GiB per rank)")  # fmt: skip
+        else:
+            out[n] = (f"the composition refused all {len(fit):,} fitting layouts, e.g. "
+                      f"{fit['refusal'].iloc[0]}")  # fmt: skip
+    return out
+
+
 def uneven_split(num_layers: int, n_stages: int) -> tuple[int, ...]:
     """Layers per virtual stage when ``n_stages`` does not divide ``num_layers``.
 
@@ -370,8 +517,14 @@ def uneven_split(num_layers: int, n_stages: int) -> tuple[int, ...]:
 
 
 def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: LlmSpace,
-             domain: int, refused: Counter, unfused: bool = False):  # fmt: skip
-    """Yield the valid layouts of ``n`` GPUs as tuples; count refusals per rule."""
+             domain: int, refused: Counter, unfused: bool = False,
+             given: TrainingJob | None = None):  # fmt: skip
+    """Yield the valid layouts of ``n`` GPUs as tuples; count refusals per rule.
+
+    With ``given`` (a job composed as given, :func:`plan_llm`), the search's own choices are
+    not applied (``tp_domain``, ``layers``, ``sharding``, ``hsdp_group``: the job names its
+    split and shard group; the job's validation checked what a job must satisfy).
+    """
     per_rest = len(space.shardings) * len(space.recomputes) * len(space.micro_batches)
     heads, kv, ffn, L = model.num_heads, model.num_kv_heads, model.ffn_size, model.num_layers
     for tp, pp, vp, cp in itertools.product(space.tp_sizes, space.pp_sizes, space.vp_sizes,
@@ -381,11 +534,11 @@ def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: 
             rule = "gpus"
         elif heads % tp or ffn % tp or (kv >= tp and kv % tp) or (kv < tp and tp % kv):
             rule = "tp_heads"
-        elif tp > domain:
+        elif tp > domain and given is None:
             rule = "tp_domain"
         elif vp > 1 and pp == 1:
             rule = "vp_needs_pp"
-        elif pp * vp > L or (L % (pp * vp) and not space.uneven):
+        elif given is None and (pp * vp > L or (L % (pp * vp) and not space.uneven)):
             rule = "layers"
         elif cp > 1 and seq_len % (2 * cp):
             rule = "cp_seq"
@@ -396,6 +549,8 @@ def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: 
             continue
         dp = n // (tp * pp * cp)
         split = None if L % (pp * vp) == 0 else uneven_split(L, pp * vp)
+        if given is not None:
+            split = given.layers_per_stage
         for mb in space.micro_batches:
             if global_batch % (mb * dp):
                 refused["batch"] += len(space.shardings) * len(space.recomputes)
@@ -406,10 +561,12 @@ def _layouts(model: ModelShape, n: int, seq_len: int, global_batch: int, space: 
                 continue
             for sharding in space.shardings:
                 group = None
-                if sharding in ("fsdp", "hsdp") and dp * cp == 1:
+                if given is not None:
+                    group = given.shard_group_size
+                elif sharding in ("fsdp", "hsdp") and dp * cp == 1:
                     refused["sharding"] += len(space.recomputes)
                     continue
-                if sharding == "hsdp":
+                elif sharding == "hsdp":
                     group = domain // (tp * cp)
                     if not 1 < group < dp or dp % group:
                         refused["hsdp_group"] += len(space.recomputes)
@@ -432,6 +589,7 @@ def plan_llm(
     elementwise: str = "fused",
     gpus_per_node: int = 8,
     nvlink_domain_size: int | None = None,
+    network_gbps: float | None = None,
     headroom: float = DEFAULT_HEADROOM,
     memory_gib: float | None = None,
     tokens: float | None = None,
@@ -441,6 +599,7 @@ def plan_llm(
     network=None,
     correction: Correction | None = None,
     measured: Sequence[str | Path] | None = None,
+    given: TrainingJob | None = None,
 ) -> LlmPlan:
     """Plan a job's layout for each GPU count (module docstring).
 
@@ -457,6 +616,8 @@ def plan_llm(
         elementwise: ``fused`` or ``eager`` norms, activation and rotary (``TrainingJob``).
         gpus_per_node: GPUs per node.
         nvlink_domain_size: GPUs per NVLink domain (``None``: the device table's, else the node).
+        network_gbps: scale-out bandwidth per GPU, one direction, GB/s (``None``: the device
+            table's; ``TrainingJob.network_gbps``).
         headroom: share of the device's memory kept free (:mod:`~scaledl.planning.llm_memory`).
         memory_gib: the device's memory in GiB (``None``: the device table's ``memory_gb``,
             the nominal binary capacity).
@@ -469,6 +630,12 @@ def plan_llm(
         measured: CSV files of the team's measured steps in the published-runs columns
             (:func:`calibrate`, with this plan's GPU, models, composition and correction); the
             table then has ``calibrated_iteration_s``.
+        given: a job whose own layout is composed (:func:`plan_job` with ``as_given``; the
+            space and GPU counts must be pinned to its values): its ``layers_per_stage``,
+            ``shard_group_size`` and ``sequence_parallel`` are kept, the search's own choices
+            (rules ``tp_domain``, ``layers``, ``sharding``, ``hsdp_group``) are not applied,
+            and it is composed even when it does not fit in memory (``fits`` False: never on
+            the front nor the fastest per GPU count).
 
     Returns:
         The :class:`LlmPlan`.
@@ -505,13 +672,14 @@ def plan_llm(
         raise LlmPlanError(f"plan: {exc}") from None
     domain = nvlink_domain_size or spec.nvlink_domain or gpus_per_node
     kernels = kernels if kernels is not None else kernel_model(gpu)
-    network = network if network is not None else network_model(gpu, domain)
+    network = network if network is not None else network_model(gpu, domain, network_gbps)
 
     try:  # validated once; each candidate is a copy with the layout the grid's rules checked
         template = TrainingJob.from_mapping({
             "model": model.model_dump(), "seq_len": seq_len, "gpu": gpu, "n_gpus": 1,
             "gpus_per_node": gpus_per_node, "nvlink_domain_size": domain,
-            "precision": precision, "global_batch": global_batch, "task": task,
+            "network_gbps": network_gbps, "precision": precision,
+            "global_batch": global_batch, "task": task,
             "attention_kernel": attention_kernel, "elementwise": elementwise,
         }, "job")  # fmt: skip
     except ValueError as exc:
@@ -520,18 +688,28 @@ def plan_llm(
     if measured is not None:
         calibration = calibrate(measured, template, kernels, network, compose=compose,
                                 correction=correction)  # fmt: skip
-    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
+    by_count: dict[int, Counter] = {n: Counter() for n in counts}
     rows: list[tuple] = []
     fit_jobs: list[TrainingJob] = []
     fit_rows: list[int] = []
     for n in counts:
         for tp, pp, vp, cp, dp, mb, accum, sharding, group, recompute, split in _layouts(
-            model, n, seq_len, global_batch, space, domain, refused, attention_kernel == "unfused"
+            model,
+            n,
+            seq_len,
+            global_batch,
+            space,
+            domain,
+            by_count[n],
+            attention_kernel == "unfused",
+            given,
         ):
-            group = group if sharding == "hsdp" else (1 if sharding == "none" else dp)
+            if given is None:
+                group = group if sharding == "hsdp" else (1 if sharding == "none" else dp)
+            sp = given.sequence_parallel if given is not None else tp > 1
             mem = rank_memory(
                 model, seq_len=seq_len, micro_batch=mb, grad_accum=accum, tp_size=tp,
-                pp_size=pp, vp_size=vp, cp_size=cp, dp_size=dp, sequence_parallel=tp > 1,
+                pp_size=pp, vp_size=vp, cp_size=cp, dp_size=dp, sequence_parallel=sp,
                 layers_per_stage=split, sharding=sharding, shard_group_size=group,
                 recompute=recompute, precision=precision, task=task,
                 attention=attention_memory(attention_kernel),
@@ -544,11 +722,12 @@ def plan_llm(
                          mem.optimizer_bytes / GIB, mem.activations_bytes / GIB,
                          mem.total_bytes / GIB, mem.stage, fits, refusal))  # fmt: skip
             if not fits:
-                refused["memory"] += 1
-                continue
+                by_count[n]["memory"] += 1
+                if given is None:
+                    continue
             job = template.model_copy(update={
                 "n_gpus": n, "tp_size": tp, "pp_size": pp, "cp_size": cp, "vp_size": vp,
-                "dp_size": dp, "sequence_parallel": tp > 1, "layers_per_stage": split,
+                "dp_size": dp, "sequence_parallel": sp, "layers_per_stage": split,
                 "sharding": sharding, "shard_group_size": group,
                 "activation_checkpointing": recompute, "micro_batch": mb, "grad_accum": accum,
             })  # fmt: skip
@@ -561,8 +740,9 @@ def plan_llm(
         try:
             step = compose(job, kernels, network)
         except ValueError as exc:  # a layout the composition does not model: counted, shown
-            refused["compose"] += 1
-            rows[row] = (*rows[row][:-1], f"composition: {exc}")
+            by_count[job.n_gpus]["compose"] += 1
+            refusal = "; ".join(filter(None, (rows[row][-1], f"composition: {exc}")))
+            rows[row] = (*rows[row][:-1], refusal)
             continue
         steps.append(step)
         timed_jobs.append(job)
@@ -600,16 +780,22 @@ def plan_llm(
         basis = table["gpu_hours"] if tokens is not None else table["gpu_hours_per_step"]
         table["cost"] = basis * price_per_gpu_hour
     table["pareto"] = False
-    if len(fit_index):
-        on = pareto_sweep(iteration, table.loc[fit_index, "gpu_hours_per_step"].to_numpy(),
-                          fit_index)  # fmt: skip
-        table.loc[fit_index[on], "pareto"] = True
+    front_index = fit_index[table.loc[fit_index, "fits"].to_numpy(dtype=bool)]
+    if len(front_index):
+        on = pareto_sweep(table.loc[front_index, "iteration_s"].to_numpy(),
+                          table.loc[front_index, "gpu_hours_per_step"].to_numpy(),
+                          front_index)  # fmt: skip
+        table.loc[front_index[on], "pareto"] = True
 
+    refused: Counter = Counter({rule: 0 for rule in (*RULES, "memory", "compose")})
+    for per in by_count.values():
+        refused.update(per)
     searched = LlmSearch(
         combinations=combinations,
         refused=dict(refused),
+        refused_by_count={n: dict(per) for n, per in by_count.items()},
         candidates=len(rows),
-        fitting=len(fit_rows),
+        fitting=int(table["fits"].sum()),
         composed=len(timed_rows),
         seconds=time.perf_counter() - started,
         compose_seconds=compose_s,
@@ -618,27 +804,68 @@ def plan_llm(
         f"planned a {model.n_params() / 1e9:.1f}B-parameter transformer ({model.num_layers} "
         f"layers, width {model.hidden_size}) on {spec.device_name}, {precision}, {task}: "
         f"sequence {seq_len:,}, global batch {global_batch:,} ({tokens_per_step / 1e6:.2f}M "
-        f"tokens per step), GPU counts {list(counts)}, NVLink domain {domain}, attention "
+        f"tokens per step), "
+        + (f"the job's layout as given ({given.n_gpus} GPUs, {given.label()}"
+           + (f", layers per stage {list(given.layers_per_stage)}" if given.layers_per_stage
+              else "") + ")"
+           if given is not None else f"GPU counts {list(counts)}")
+        + f", NVLink domain {domain}, attention "
         f"{attention_kernel}, {elementwise} elementwise operators; step times "
         + ("composed and corrected" if correction is not None else "composed, uncorrected")
         + (f"; calibrated x{calibration.factor:.3f} on {calibration.k} measured steps"
            if calibration is not None else "")
     )  # fmt: skip
-    return LlmPlan(table, searched, description, memory_gib, headroom, calibration)
+    unplanned = _unplanned(by_count, table, global_batch, seq_len, domain)
+    published_dir = external_root() / "scale_runs"
+    try:
+        published = published_max_gpus(published_dir)
+    except ValueError as exc:
+        raise LlmPlanError(str(exc)) from None
+    warnings = _coverage_warnings(counts, published, published_dir)
+    table["beyond_published"] = published is not None and table["n_gpus"] > published[0]
+    return LlmPlan(table, searched, description, memory_gib, headroom, calibration,
+                   given is not None, unplanned, tuple(warnings))  # fmt: skip
 
 
-def plan_job(job: TrainingJob, gpu_counts: Sequence[int] | None = None, **options) -> LlmPlan:
-    """:func:`plan_llm` of a job's model, GPU, sequence, batch, precision and task.
+def plan_job(
+    job: TrainingJob,
+    gpu_counts: Sequence[int] | None = None,
+    *,
+    as_given: bool = False,
+    **options,
+) -> LlmPlan:
+    """:func:`plan_llm` of a job's model, GPU, sequence, batch, precision, task and network.
 
-    The job's own layout is not kept: every layout of the space is searched.
+    Without ``as_given`` the job's own layout is not kept: every layout of the space is
+    searched. With it, exactly the job's layout is planned: the space is pinned to its tp, pp,
+    vp, cp, sharding, recompute and micro-batch on its ``n_gpus``, its ``layers_per_stage``,
+    ``shard_group_size`` and ``sequence_parallel`` are kept (:func:`plan_llm`'s ``given``), so
+    the memory check, the correction and the calibration apply as in a search; the one row is
+    composed even when it does not fit (``fits`` False).
 
     Args:
         job: the job.
-        gpu_counts: GPU counts to plan (default: the job's).
+        gpu_counts: GPU counts to plan (default: the job's); not with ``as_given``.
+        as_given: plan the job's own layout only.
         **options: :func:`plan_llm`'s keyword arguments (``measured``: CSV files of the team's
-            measured steps, :func:`calibrate`).
+            measured steps, :func:`calibrate`); with ``as_given`` no ``space``.
+
+    Raises:
+        LlmPlanError: :func:`plan_llm`'s, or ``as_given`` with GPU counts or a space.
     """
     options.setdefault("nvlink_domain_size", job.nvlink_domain_size)
+    options.setdefault("network_gbps", job.network_gbps)
+    if as_given:
+        if gpu_counts is not None or options.get("space") is not None:
+            raise LlmPlanError("plan: the job's layout as given takes no GPU counts nor space "
+                               f"(it is planned on the job's n_gpus={job.n_gpus})")  # fmt: skip
+        gpu_counts = [job.n_gpus]
+        options["space"] = LlmSpace(
+            tp_sizes=(job.tp_size,), pp_sizes=(job.pp_size,), vp_sizes=(job.vp_size,),
+            cp_sizes=(job.cp_size,), shardings=(job.sharding,),
+            recomputes=(job.activation_checkpointing,), micro_batches=(job.micro_batch,),
+        )  # fmt: skip
+        options["given"] = job
     return plan_llm(
         job.model,
         job.gpu,
@@ -801,7 +1028,8 @@ def read_plan_file(path) -> PlanRequest:
     ``plan`` may give ``gpu_counts`` (a list, default the job's ``n_gpus``), the fields of
     :class:`LlmSpace` and ``headroom``, ``memory_gib``, ``tokens``, ``price_per_gpu_hour``. A
     file without ``job`` is read as a job alone (:meth:`TrainingJob.from_yaml`'s format). The
-    job's own layout must be valid but is not kept: the plan searches every layout.
+    job's own layout must be valid; a search does not keep it (:func:`plan_job` with
+    ``as_given`` plans it alone).
 
     Raises:
         LlmPlanError: unreadable or not YAML, an unknown key, a bad value (naming the file, the

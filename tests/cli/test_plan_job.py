@@ -87,3 +87,32 @@ def test_plan_job_refuses_too_few_measured_steps_and_names_bad_rows(tmp_path):
     assert f"{bad} row 1: quarantined: field 'gpu' (value H1000): unknown GPU" in text
     result, text = invoke("plan-job", EXAMPLE, "--measured", bad, "--out", bad)
     assert result.exit_code == 2 and "--measured" in text and "--out" in text, text
+
+
+def test_plan_job_as_given_prints_the_jobs_own_layout(tmp_path):
+    out = tmp_path / "given.csv"
+    result, text = invoke("plan-job", EXAMPLE, "--as-given", "--out", out)
+    assert result.exit_code == 0, text
+    assert "the job's layout as given (64 GPUs, dp2-zero1-tp4-pp4-vp5-cp2-mb1-ga256)" in text
+    table = pd.read_csv(out)
+    assert len(table) == 1 and table["fits"].all() and table["iteration_s"].iloc[0] > 0
+    assert table[["tp_size", "pp_size", "vp_size", "cp_size"]].values.tolist() == [[4, 4, 5, 2]]
+    # Too little memory: the row marked, its figures and the composed step, exit 2.
+    result, text = invoke("plan-job", EXAMPLE, "--as-given", "--memory-gib", "40")
+    assert result.exit_code == 2 and "DOES NOT FIT" in text, text
+    assert re.search(r"error: the job's layout does not fit: stage \d+: weights .* > 36\.0 "
+                     r"GiB usable; its step time composed as if it fitted: [0-9.]+ s",
+                     text)  # fmt: skip
+    result, text = invoke("plan-job", EXAMPLE, "--as-given", "--gpus", "128")
+    assert result.exit_code == 2 and "Traceback" not in result.output, text
+    assert (
+        text
+        == "error: --as-given plans the job's own layout on its n_gpus: give no --gpus or --space"
+    )
+
+
+def test_plan_job_says_why_a_gpu_count_has_no_layout():
+    result, text = invoke("plan-job", EXAMPLE, "--gpus", "64,72", *NARROW)
+    assert result.exit_code == 0, text
+    assert ("72 GPUs: no valid layout: 32 combinations refused, the last rule reached gpus 32 "
+            "(tp x pp x cp must divide the GPU count)") in text  # fmt: skip

@@ -105,3 +105,52 @@ def test_power_capped_h100_peaks_lie_between_the_sxm_and_nvl_datasheets():
         assert nvl < peak < sxm.peak_flops_per_s(precision) / 1e12
         assert peak == pytest.approx((nvl + sxm.peak_flops_per_s(precision) / 1e12) / 2, rel=1e-3)
     assert "between SXM and NVL" in capped.source and "NVL datasheet" in capped.source
+
+
+@pytest.mark.parametrize(
+    ("name", "device"),
+    [
+        ("H200", "NVIDIA H200"),
+        ("NVIDIA H200", "NVIDIA H200"),
+        ("B200", "NVIDIA B200"),
+        ("GB200", "NVIDIA GB200"),
+        ("A10", "NVIDIA A10"),  # a whole word: not the A100 rows
+        ("T4", "Tesla T4"),
+        ("V100 SXM2", "Tesla V100-SXM2-32GB"),
+        ("NVIDIA A100 SXM4 80GB", "NVIDIA A100-SXM4-80GB"),
+        ("H100 PCIe", "NVIDIA H100 PCIe"),
+    ],
+)
+def test_a_short_name_one_row_has_resolves(name, device):
+    assert resolve_gpu_name(name) == device
+
+
+@pytest.mark.parametrize(
+    ("name", "rows"),
+    [
+        ("A100", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-40GB",
+                  "NVIDIA A100-SXM4-80GB"]),
+        ("NVIDIA H100", ["NVIDIA H100 80GB HBM3", "NVIDIA H100 96GB HBM2e", "NVIDIA H100 PCIe"]),
+        ("a100 80gb", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB"]),
+    ],
+)  # fmt: skip
+def test_an_ambiguous_short_name_lists_the_rows_it_matches(name, rows):
+    with pytest.raises(UnknownDeviceError) as info:
+        resolve_gpu_name(name)
+    assert f"device {name!r} matches {len(rows)} GPUs of the device table" in str(info.value)
+    assert f"{rows}; give one of them" in str(info.value)
+
+
+def test_closest_names_put_the_same_gpu_model_first():
+    def closest(name):
+        with pytest.raises(UnknownDeviceError) as info:
+            resolve_gpu_name(name)
+        return str(info.value).split("closest: ")[1].split("]")[0]
+
+    assert closest("H100 NVL").startswith(
+        "['NVIDIA H100 80GB HBM3', 'NVIDIA H100 96GB HBM2e', 'NVIDIA H100 PCIe'"
+    )
+    assert closest("H20").startswith("['NVIDIA H200'")  # containing it first
+    assert closest("A1000").startswith("['NVIDIA A100 80GB PCIe'")
+    with pytest.raises(UnknownDeviceError, match="is not in the device table"):
+        resolve_gpu_name("MI300X")  # no row of another vendor is guessed

@@ -11,7 +11,9 @@ from scaledl.cli import app
 from scaledl.evaluation.published_runs import (
     METHODS,
     PublishedRunsResult,
+    check_sources,
     compose_rows,
+    cross_source_duplicates,
     fit_mfu,
     layout_ranking,
     noise_floor,
@@ -198,3 +200,57 @@ def test_cli_refuses_a_readme_without_the_block(tmp_path):
     assert run.exit_code == 2 and "Traceback" not in run.output
     assert "expected one generated block" in run.output and "published-runs:begin" in run.output
     assert readme.read_text() == "# no block\n" and not (tmp_path / "r.json").exists()
+
+
+SCALE_RUNS = Path(__file__).resolve().parents[2] / "external" / "scale_runs"
+
+
+def _subset(source: str, rows: slice, path: Path) -> Path:
+    """A few rows of a published file, written unchanged (every cell as text) under ``path``."""
+    frame = pd.read_csv(SCALE_RUNS / f"{source}.csv", dtype=str, keep_default_na=False)
+    frame.iloc[rows].to_csv(path, index=False)
+    return path
+
+
+def _evaluate(*paths: Path):
+    return CliRunner().invoke(
+        app,
+        ["evaluate", "published-runs", *map(str, paths), "--out", str(paths[0].parent / "r.json")],
+    )
+
+
+def test_rows_copied_under_another_source_are_refused_naming_both(tmp_path):
+    titan = _subset("torchtitan", slice(0, 8), tmp_path / "torchtitan.csv")
+    copied = _subset("torchtitan", slice(2, 4), tmp_path / "my_runs.csv")
+    runs = read_published_runs([titan, copied]).runs
+    duplicates = cross_source_duplicates(runs)
+    scored = runs[(runs["source"] == "torchtitan") & runs["iteration_s"].notna()]
+    copies = scored[scored["row"].isin([3, 4])]
+    assert [(d[0], d[1], d[2], d[3]) for d in duplicates] == [
+        ("my_runs", i + 1, "torchtitan", r) for i, r in enumerate(copies["row"])
+    ] and duplicates
+    run = _evaluate(titan, copied)
+    assert run.exit_code == 2 and "Traceback" not in run.output, run.output
+    text = " ".join(run.output.split())
+    assert f"row 1 of {copied} duplicates row {copies['row'].iloc[0]} of {titan}" in text
+    assert "remove one of each pair" in text and not (tmp_path / "r.json").exists()
+    # The same job measured at another step in another source is no duplicate.
+    other = runs.copy()
+    other.loc[other["source"] == "my_runs", "iteration_s"] *= 1.1
+    assert cross_source_duplicates(other) == []
+    check_sources(other)  # two sources with scored rows: accepted
+
+
+def test_one_source_is_refused_naming_the_sources_and_their_scored_rows(tmp_path):
+    titan = _subset("torchtitan", slice(0, 8), tmp_path / "torchtitan.csv")
+    runs = read_published_runs([titan]).runs
+    n = int(runs["iteration_s"].notna().sum())
+    run = _evaluate(titan)
+    assert run.exit_code == 2 and "Traceback" not in run.output, run.output
+    assert " ".join(run.output.split()) == (
+        "error: published runs: leave-one-source-out needs at least two sources with scored "
+        f"rows (a measured iteration_s); got 1 of 1: {titan} ({n} scored)"
+    )
+    unscored = runs.assign(iteration_s=np.nan)
+    with pytest.raises(ValueError, match=r"got 0 of 2: a \(0 scored\), b \(0 scored\)"):
+        check_sources(pd.concat([unscored.assign(source="a"), unscored.assign(source="b")]))

@@ -11,6 +11,7 @@ from scaledl.evaluation.published_runs import (
     METHODS,
     PublishedRunsResult,
     compose_rows,
+    few_shot_line,
     layout_ranking,
     pooled_fixed_mfu,
 )
@@ -195,3 +196,17 @@ def test_the_committed_few_shot_result_reproduces_from_the_committed_predictions
         assert mine.mean_mre == pytest.approx(theirs.mean_mre, rel=1e-6)
         for c_mine, c_theirs in zip(mine.comparisons, theirs.comparisons, strict=True):
             assert c_mine.ci_low == pytest.approx(c_theirs.ci_low, rel=1e-6)
+
+
+def test_the_progress_line_names_the_sources_skipped_at_each_k():
+    rows = _rows()  # scored rows: a 11, b 9, c 7
+    result = few_shot_source(rows, _base(rows), _pooled_from(rows["measured_s"].fillna(1.0)),
+                             ks=(1, 8, 10), draws=2)  # fmt: skip
+    assert [r.skipped for r in result.results] == [[], ["c"], ["b", "c"]]
+    assert few_shot_line(result, 2.04) == (
+        "few_shot_source: 2.0 s; skipped (at most k scored rows, nothing left to score): "
+        "k=8: c; k=10: b, c"
+    )
+    none = few_shot_source(rows, _base(rows), _pooled_from(rows["measured_s"].fillna(1.0)),
+                           ks=(1,), draws=2)  # fmt: skip
+    assert few_shot_line(none, 1.0) == "few_shot_source: 1.0 s"

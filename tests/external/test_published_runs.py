@@ -175,7 +175,7 @@ def test_bad_rows_are_quarantined_naming_file_row_field_and_value(tmp_path, publ
     assert (q.loc[2, "field"], q.loc[2, "value"]) == ("precision", "fp6")
     assert "unknown precision" in q.loc[2, "reason"]
     assert (q.loc[3, "field"], q.loc[3, "value"]) == ("grad_accum", "2.5")
-    assert "integral" in q.loc[3, "reason"]
+    assert q.loc[3, "reason"] == "must be a whole number (got 2.5)"
     assert (q.loc[4, "field"], q.loc[4, "value"], q.loc[4, "reason"]) == ("ep", "8", MOE)
     assert (q.loc[5, "field"], q.loc[5, "reason"]) == ("seq_len", "missing (blank cell)")
     assert q.loc[6, "field"] == "grad_accum" and "non-integer grad accum" in q.loc[6, "reason"]
@@ -246,7 +246,31 @@ def test_rows_of_a_file_without_the_optional_columns_assume_nothing_of_them(tmp_
     assert "elementwise" not in runs.loc[("plain", 1), "assumed"]
     assert "elementwise" in runs.loc[("extra", 1), "assumed"]
     counts = result.counts()["quarantined_by_reason"]
-    assert counts == {"unknown elementwise (known: ('fused', 'eager'))": 1}
+    assert counts == {"unknown elementwise (known: fused, eager)": 1}
+    q = result.quarantine
+    assert q["reason"].tolist() == ["unknown elementwise (known: fused, eager)"]
+
+
+def test_range_and_value_set_failures_are_worded_and_counted_without_the_value(tmp_path):
+    frame = pd.read_csv(DEFAULT_PATHS[0], dtype=str, keep_default_na=False).iloc[[12] * 5]
+    frame["n_gpus"] = ["0", "8", "-8", "8", "8"]
+    frame["global_batch_samples"] = ["512", "-16", "512", "512", "512"]
+    frame["iteration_s"] = ["", "", "", "-1.5", ""]
+    frame["task"] = ["pretrain"] * 4 + ["finetune"]
+    path = tmp_path / "ranges.csv"
+    frame.to_csv(path, index=False)
+    result = read_published_runs([path])
+    q = result.quarantine.set_index("row")
+    assert q[["field", "value", "reason"]].values.tolist() == [
+        ["n_gpus", "0", "must be >= 1 (got 0)"],  # an integer column, > 0 checked by the suite
+        ["global_batch_samples", "-16", "must be >= 1 (got -16)"],
+        ["n_gpus", "-8", "must be >= 1 (got -8)"],
+        ["iteration_s", "-1.5", "must be > 0 (got -1.5)"],
+        ["task", "finetune", "must be one of pretrain, sft, lora (got finetune)"],
+    ]
+    assert result.counts()["quarantined_by_reason"] == {
+        "must be >= 1": 3, "must be > 0": 1, "must be one of pretrain, sft, lora": 1,
+    }  # fmt: skip
 
 
 def test_plain_precision_names_are_accepted(tmp_path):

@@ -14,6 +14,7 @@ from scaledl.planning.llm_plan import (
     plan_job,
     plan_llm,
     published_correction,
+    published_max_gpus,
     read_plan_file,
     step_correction,
     uneven_split,
@@ -436,3 +437,152 @@ def test_fewer_than_three_usable_measured_rows_are_refused(tmp_path):
         plan(compose=PerGpuCompose(), measured=[bad])
     with pytest.raises(LlmPlanError, match="no file given"):
         plan(compose=PerGpuCompose(), measured=[])
+
+
+def _small_job(num_layers=6, **layout):
+    return TrainingJob(model=SMALL.model_copy(update={"num_layers": num_layers}), seq_len=2048,
+                       gpu=H100, global_batch=32, **layout)  # fmt: skip
+
+
+def test_as_given_plans_exactly_the_jobs_layout():
+    # An uneven split other than uneven_split's, an HSDP group other than the NVLink domain's
+    # (the search would take 8 // (tp cp) = 4) and sequence parallelism off with tp 2.
+    job = _small_job(7, n_gpus=32, tp_size=2, pp_size=2, sharding="hsdp", shard_group_size=2,
+                     layers_per_stage=(1, 6), sequence_parallel=False,
+                     activation_checkpointing="selective", micro_batch=2)  # fmt: skip
+    assert uneven_split(7, 2) != (1, 6)
+    compose = FakeCompose()
+    result = plan_job(job, as_given=True, compose=compose, kernels=object(), network=object())
+    assert result.given and len(result.table) == 1 and len(compose.jobs) == 1
+    assert compose.jobs[0] == job  # every field of the job, derived ones included
+    row = result.table.iloc[0]
+    assert (row["n_gpus"], row["shard_group_size"], row["layers_per_stage"]) == (32, 2, (1, 6))
+    memory = rank_memory(job.model, seq_len=2048, micro_batch=2, grad_accum=job.grad_accum,
+                         tp_size=2, pp_size=2, dp_size=job.dp_size, sequence_parallel=False,
+                         layers_per_stage=(1, 6), sharding="hsdp", shard_group_size=2,
+                         recompute="selective")  # fmt: skip
+    assert row["memory_gib"] == pytest.approx(memory.total_bytes / 2**30)
+    assert row["fits"] and row["iteration_s"] == pytest.approx(FakeCompose()(job, 0, 0).iteration_s)
+    assert result.given_problem() == "" and row["pareto"]
+    text = result.to_text()
+    assert "the job's layout as given (32 GPUs, dp8-hsdp2-tp2-pp2-mb2-ga2-selective" in text
+    assert "layers per stage [1, 6]" in text and "searched" not in text
+
+
+def test_as_given_matches_the_searchs_row_for_the_same_layout():
+    job = _small_job(n_gpus=16, tp_size=2, pp_size=2, activation_checkpointing="full")
+    given = plan_job(job, as_given=True, compose=FakeCompose(), kernels=object(),
+                     network=object(), tokens=1e9, price_per_gpu_hour=2.0)  # fmt: skip
+    search = plan_job(job, compose=FakeCompose(), kernels=object(), network=object(),
+                      tokens=1e9, price_per_gpu_hour=2.0)  # fmt: skip
+    t = search.table
+    same = t[(t["tp_size"] == 2) & (t["pp_size"] == 2) & (t["vp_size"] == 1) & (t["cp_size"] == 1)
+             & (t["sharding"] == "zero1") & (t["recompute"] == "full")
+             & (t["micro_batch"] == 1)]  # fmt: skip
+    assert len(same) == 1
+    columns = ["memory_gib", "iteration_s", "mfu", "gpu_hours_per_step", "train_h", "cost"]
+    assert given.table.iloc[0][columns].tolist() == pytest.approx(same.iloc[0][columns].tolist())
+
+
+def test_as_given_composes_a_layout_that_does_not_fit_and_marks_it():
+    job = _small_job(n_gpus=8)
+    compose = FakeCompose()
+    result = plan_job(job, as_given=True, memory_gib=0.5, compose=compose, kernels=object(),
+                      network=object())  # fmt: skip
+    row = result.table.iloc[0]
+    assert not row["fits"] and row["iteration_s"] > 0 and len(compose.jobs) == 1
+    assert result.front.empty and result.best_per_gpu_count.empty
+    assert result.searched.refused["memory"] == 1 and result.searched.fitting == 0
+    problem = result.given_problem()
+    assert problem.startswith("the job's layout does not fit: stage 0: weights")
+    assert problem.endswith(f"its step time composed as if it fitted: {row['iteration_s']:.3f} s")
+    assert "DOES NOT FIT" in result.to_text()
+
+    class Refuses(FakeCompose):
+        def __call__(self, job, kernels, network):
+            raise ValueError("not modelled")
+
+    refused = plan_job(job, as_given=True, memory_gib=0.5, compose=Refuses(), kernels=object(),
+                       network=object())  # fmt: skip
+    assert "does not fit" in refused.given_problem()
+    assert refused.given_problem().endswith("composition: not modelled")
+
+
+def test_as_given_takes_no_gpu_counts_nor_space_and_names_a_refusing_rule():
+    job = _small_job(n_gpus=8)
+    with pytest.raises(LlmPlanError, match="as given takes no GPU counts nor space"):
+        plan_job(job, [16], as_given=True)
+    with pytest.raises(LlmPlanError, match="as given takes no GPU counts nor space"):
+        plan_job(job, as_given=True, space=LlmSpace())
+    # Interleaving needs the micro-batches per step to be a multiple of pp: Megatron refuses it.
+    model = SMALL.model_copy(update={"num_layers": 8})
+    job = TrainingJob(model=model, seq_len=2048, gpu=H100, n_gpus=2, pp_size=2, vp_size=2,
+                      global_batch=3)  # fmt: skip
+    result = plan_job(job, as_given=True, compose=FakeCompose(), kernels=object(),
+                      network=object())  # fmt: skip
+    assert result.table.empty
+    assert "the job's layout is refused: searched 1 combinations" in result.given_problem()
+    assert "interleave 1" in result.given_problem()
+
+
+def test_a_gpu_count_without_a_planned_layout_gets_a_line_saying_why():
+    # 24 GPUs, global batch 16: dp = 24 / (tp pp cp) is 3, 6, 12 or 24, never dividing 16.
+    result = plan(counts=(8, 24))
+    assert result.best_per_gpu_count["n_gpus"].tolist() == [8]
+    assert list(result.unplanned) == [24]
+    why = result.unplanned[24]
+    per = result.searched.refused_by_count[24]
+    assert sum(per.values()) == result.searched.combinations // 2
+    assert why.startswith(f"no valid layout: {sum(per.values()):,} combinations refused, the "
+                          f"last rule reached batch {per['batch']:,} (micro_batch x dp must "
+                          "divide the global batch 16); earlier rules ")  # fmt: skip
+    assert f"gpus {per['gpus']:,} (tp x pp x cp must divide the GPU count)" in why
+    assert f"24 GPUs: {why}" in result.to_text()
+    # Valid layouts, none fitting; fitting ones, all refused by the composition.
+    small = plan(counts=(8, 16), memory_gib=0.01)
+    least = small.table.loc[small.table["n_gpus"] == 16, "memory_gib"].min()
+    assert small.unplanned[16] == (f"none of the {(small.table['n_gpus'] == 16).sum():,} valid "
+                                   f"layouts fits in memory (the least: {least:.1f} GiB per "
+                                   "rank)")  # fmt: skip
+
+    class NoSixteen(FakeCompose):
+        def __call__(self, job, kernels, network):
+            if job.n_gpus == 16:
+                raise ValueError("not modelled")
+            return super().__call__(job, kernels, network)
+
+    refused = plan(counts=(8, 16), compose=NoSixteen())
+    assert list(refused.unplanned) == [16]
+    assert refused.unplanned[16].startswith("the composition refused all ")
+    assert refused.unplanned[16].endswith("fitting layouts, e.g. composition: not modelled")
+    assert refused.searched.refused_by_count[16]["compose"] == refused.searched.refused["compose"]
+
+
+def test_the_largest_published_gpu_count_is_read_from_the_files(tmp_path):
+    assert published_max_gpus() == (6144, 6)  # Megatron-LM's 6,144-GPU row (external/scale_runs)
+    (tmp_path / "a.csv").write_text("model,n_gpus\nx,8\ny,64\nz,not a number\n")
+    (tmp_path / "b.csv").write_text("n_gpus,gpu\n512,H100\n")
+    assert published_max_gpus(tmp_path) == (512, 2)
+    assert published_max_gpus(tmp_path / "missing") is None
+    (tmp_path / "c.csv").write_text("gpus\n8\n")
+    with pytest.raises(ValueError, match=r"c\.csv: published runs: .*n_gpus"):
+        published_max_gpus(tmp_path)
+
+
+def test_gpu_counts_beyond_the_published_runs_are_warned_and_flagged(tmp_path, monkeypatch):
+    (tmp_path / "scale_runs").mkdir()
+    (tmp_path / "scale_runs" / "runs.csv").write_text("n_gpus\n8\n")
+    monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path))
+    result = plan(counts=(8, 16, 32))
+    warning = (f"warning: GPU counts 16, 32 exceed the largest published run (8 GPUs, "
+               f"{tmp_path / 'scale_runs'}): step times there are extrapolated")  # fmt: skip
+    assert len(result.warnings) == 1 and result.warnings[0].startswith(warning)
+    assert result.to_text().splitlines()[1] == result.warnings[0]
+    t = result.table
+    assert t["beyond_published"].tolist() == (t["n_gpus"] > 8).tolist() and t["n_gpus"].eq(8).any()
+    assert plan(counts=(8,)).warnings == ()
+    given = plan_job(_small_job(n_gpus=16), as_given=True, compose=FakeCompose(),
+                     kernels=object(), network=object())  # fmt: skip
+    assert given.warnings[0].startswith("warning: GPU count 16 exceeds the largest published run")
+    monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path / "none"))
+    assert plan(counts=(8,)).warnings[0].startswith("warning: no published runs under ")
