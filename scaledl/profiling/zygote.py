@@ -70,6 +70,34 @@ MAX_REQUEST_BYTES = 1 << 20
 REPLY_TIMEOUT_S = 30.0
 
 
+#: Longest socket path AF_UNIX takes (``sun_path`` is 108 bytes on Linux, NUL included).
+MAX_SOCKET_PATH = 107
+#: Length of ``scaledl-zygote-XXXXXXXX/zygote.sock`` below the base folder, with its separator.
+_SOCKET_SUFFIX = len("/scaledl-zygote-XXXXXXXX/zygote.sock")
+
+
+def socket_base_dir() -> str:
+    """The folder the zygote's private folder (socket and log) is made in.
+
+    The temporary folder (``TMPDIR``) where the socket path fits in :data:`MAX_SOCKET_PATH`
+    characters, else ``/tmp`` (a long ``TMPDIR``, e.g. a test's or a job scheduler's, made the
+    bind fail with "AF_UNIX path too long").
+
+    Raises:
+        ZygoteError: neither fits or ``/tmp`` is not a writable folder.
+    """
+    base = tempfile.gettempdir()
+    if len(base) + _SOCKET_SUFFIX <= MAX_SOCKET_PATH:
+        return base
+    if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    raise ZygoteError(
+        f"profiling zygote: the temporary folder {base!r} is too long for a socket path "
+        f"({len(base) + _SOCKET_SUFFIX} > {MAX_SOCKET_PATH} characters) and /tmp is not "
+        "writable; set TMPDIR to a shorter folder or profiling.fork_ranks: false"
+    )
+
+
 class ZygoteError(RuntimeError):
     """The zygote could not start, or died, or refused a request (the message says which)."""
 
@@ -320,7 +348,7 @@ class Zygote:
     def __init__(
         self, env: Mapping[str, str], startup_timeout_s: float = 600.0, preload: bool = True
     ) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="scaledl-zygote-"))
+        self._dir = Path(tempfile.mkdtemp(prefix="scaledl-zygote-", dir=socket_base_dir()))
         self.socket_path = str(self._dir / "zygote.sock")
         self._log = self._dir / "zygote.log"
         cmd = [sys.executable, "-m", "scaledl.profiling.zygote", "serve", self.socket_path]
@@ -340,6 +368,9 @@ class Zygote:
             if ready:
                 line = self._proc.stdout.readline()
                 break
+        if line == b"" and self._proc.poll() is None:  # its stdout closed: it is exiting
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5.0)
         if line.strip() != b"ready":
             log_text = self._log.read_bytes().decode(errors="replace") if self._log.exists() else ""
             last = (log_text.strip().splitlines() or ["no output"])[-1]

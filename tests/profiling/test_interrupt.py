@@ -3,9 +3,11 @@
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +44,15 @@ def slow_preset(directory: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _remove_short_tmpdir(tmp_path):
+    """Remove the short TMPDIR :func:`start_profile` linked as ``tmp_path/tmp``."""
+    yield
+    link = tmp_path / "tmp"
+    if link.is_symlink():
+        shutil.rmtree(link.resolve(), ignore_errors=True)
+
+
 def start_profile(tmp_path: Path, out: Path, world_size: int = 1) -> subprocess.Popen:
     """``scaledl profile`` of two tiny workloads: one launch, the worker alone for one rank,
     ``torchrun`` (:mod:`scaledl.profiling.agent`) and its ranks for two. Its temporary
@@ -53,8 +64,11 @@ def start_profile(tmp_path: Path, out: Path, world_size: int = 1) -> subprocess.
     preset = slow_preset(tmp_path)
     cmd = [sys.executable, "-c", "from scaledl.cli import main; main()", "profile",
            "--workloads", str(workloads), "--out", str(out), "--preset", str(preset)]  # fmt: skip
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    # A short TMPDIR (the zygote's socket path must fit AF_UNIX's 107 characters, which a
+    # pytest-xdist tmp_path can exceed); tmp_path/tmp links to it for the checks below.
+    if not (tmp_path / "tmp").exists():
+        (tmp_path / "tmp").symlink_to(tempfile.mkdtemp(prefix="sdl-", dir="/tmp"))
+    env = {**os.environ, "TMPDIR": str((tmp_path / "tmp").resolve())}
     # A session of its own: the test can signal the whole group, as a terminal does.
     return subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True,
                             env=env)  # fmt: skip

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -11,7 +12,13 @@ import pytest
 
 from scaledl.profiling.launch import forks_ranks
 from scaledl.profiling.settings import ProfileSettings
-from scaledl.profiling.zygote import Zygote, ZygoteError, fork_from
+from scaledl.profiling.zygote import (
+    MAX_SOCKET_PATH,
+    Zygote,
+    ZygoteError,
+    fork_from,
+    socket_base_dir,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -121,6 +128,23 @@ def test_a_zygote_that_cannot_start_is_an_error_with_its_log():
     env = {**os.environ, "PYTHONPATH": "/nonexistent", "PYTHONHOME": "/nonexistent"}
     with pytest.raises(ZygoteError, match="did not start"):
         Zygote(env, startup_timeout_s=30, preload=False)
+
+
+def test_a_long_temporary_folder_puts_the_socket_under_tmp(tmp_path, monkeypatch):
+    # A pytest-xdist or scheduler TMPDIR can exceed AF_UNIX's 107-character socket path
+    long_dir = tmp_path / ("d" * 60) / ("e" * 60)
+    long_dir.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(long_dir))
+    assert socket_base_dir() == "/tmp"
+    z = Zygote(dict(os.environ), startup_timeout_s=60, preload=False)
+    try:
+        assert z.socket_path.startswith("/tmp/scaledl-zygote-")
+        assert len(z.socket_path) <= MAX_SOCKET_PATH
+        assert z.pid > 0 and psutil.pid_exists(z.pid)
+    finally:
+        z.close()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert socket_base_dir() == str(tmp_path)  # a short one is kept
 
 
 def test_the_rank_client_forwards_signals_and_exits_with_the_rank(zygote, tmp_path):
