@@ -169,7 +169,7 @@ def plan_job(
             fail(result.given_problem())
         return
     if not result.table["iteration_s"].notna().any():
-        fail(result.why_none())
+        fail(f"{plan_file}: {result.why_none()}")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         typer.echo(result.to_text(all_rows=all_rows))
     if out is not None:

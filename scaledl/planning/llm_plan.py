@@ -90,6 +90,7 @@ from scaledl.planning.llm_memory import (
 from scaledl.planning.pareto import pareto_sweep
 from scaledl.stats.metrics import scale_factor
 from scaledl.workloads.files import load_yaml
+from scaledl.workloads.parallelism import normalise_sharding
 from scaledl.workloads.training_job import ModelShape, TrainingJob
 
 #: The grid's rules, in the order they are checked (module docstring); then ``memory``.
@@ -204,6 +205,9 @@ class LlmSpace:
         """
         for name in ("tp_sizes", "pp_sizes", "vp_sizes", "cp_sizes", "micro_batches"):
             object.__setattr__(self, name, _positive_ints(name, getattr(self, name)))
+        object.__setattr__(
+            self, "shardings", tuple(normalise_sharding(v) for v in self.shardings)
+        )  # the job's aliases (distributed_optimizer = zero1) are accepted here too
         for name, allowed in (("shardings", SHARDINGS), ("recomputes", RECOMPUTES)):
             values = tuple(getattr(self, name))
             bad = [v for v in values if v not in allowed]

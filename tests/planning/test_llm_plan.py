@@ -586,3 +586,10 @@ def test_gpu_counts_beyond_the_published_runs_are_warned_and_flagged(tmp_path, m
     assert given.warnings[0].startswith("warning: GPU count 16 exceeds the largest published run")
     monkeypatch.setenv("SCALEDL_EXTERNAL_DIR", str(tmp_path / "none"))
     assert plan(counts=(8,)).warnings[0].startswith("warning: no published runs under ")
+
+
+def test_space_takes_the_jobs_sharding_aliases():
+    space = LlmSpace(shardings=("distributed_optimizer", "zero1", "fsdp2"))
+    assert space.shardings == ("zero1", "fsdp")  # aliases resolved, repeats dropped
+    with pytest.raises(LlmPlanError, match=r"field 'shardings' \(value \['zero9'\]\)"):
+        LlmSpace(shardings=("zero9",))
