@@ -217,8 +217,8 @@ def test_bad_inputs_are_named():
         plan(counts=tuple(range(8, 8 * 301, 8)), space=LlmSpace(micro_batches=(1, 2, 4, 8)))
     with pytest.raises(LlmPlanError, match="field 'tp_sizes'"):
         LlmSpace(tp_sizes=(0,))
-    with pytest.raises(LlmPlanError, match="field 'shardings'.*'zero3'"):
-        LlmSpace(shardings=("zero3",))
+    with pytest.raises(LlmPlanError, match="field 'shardings'.*'zero4'"):
+        LlmSpace(shardings=("zero4",))  # zero3 is the job's alias of fsdp
     with pytest.raises(LlmPlanError, match="headroom"):
         plan(headroom=1.5)
     with pytest.raises(LlmPlanError, match="tokens=-1"):
