@@ -72,8 +72,9 @@ REPLY_TIMEOUT_S = 30.0
 
 #: Longest socket path AF_UNIX takes (``sun_path`` is 108 bytes on Linux, NUL included).
 MAX_SOCKET_PATH = 107
-#: Length of ``scaledl-zygote-XXXXXXXX/zygote.sock`` below the base folder, with its separator.
-_SOCKET_SUFFIX = len("/scaledl-zygote-XXXXXXXX/zygote.sock")
+#: Characters the socket path adds to the base folder: ``/scaledl-zygote-`` (mkdtemp's 8 random
+#: characters follow) and ``/zygote.sock``.
+_SOCKET_SUFFIX = len("/scaledl-zygote-") + 8 + len("/zygote.sock")
 
 
 def socket_base_dir() -> str:
