@@ -290,8 +290,17 @@ def release_memory() -> None:
     trims its heap by itself, so each workload would start from a heap shaped by the ones before
     it in the launch; ``malloc_trim(0)`` (malloc_trim(3)) gives the free pages back, so every
     workload starts from a compact heap whatever ran before it.
+
+    The objects that survive the collection (imported code, caches, the guard's probe) are then
+    moved to the collector's permanent generation (``gc.freeze``), so the collections Python
+    starts by itself during the next workload's timed steps scan only that workload's objects: a
+    full collection over the ~250,000 objects of torch and transformers takes about 0.15 s on the
+    2-core reference host, a pause inside whichever step it hits (0.02 s frozen;
+    ``docs/history/2026-12-run-timings.md``). A frozen object that later becomes cyclic garbage is
+    not collected; a launch's ranks exit after its workloads, so that memory is bounded.
     """
     gc.collect()
+    gc.freeze()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     try:
