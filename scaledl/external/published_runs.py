@@ -20,9 +20,9 @@ also written into the row's ``notes`` (and the field into ``assumed``) where it 
   architecture otherwise with ``architecture not given``.
 * **Precision**: per-tensor FP8 of any recipe (delayed, current scaling, "hybrid", torchao
   Float8 tensorwise, Bridge 25.09's unstated granularity) is ``fp8``; blockwise (H100 128x128)
-  and torchao **rowwise** scaling are ``fp8_blockwise`` (finer-than-tensor scales, slower GEMMs;
-  rowwise is not blockwise, the closest literal); MXFP8 1x32 and 32x32 are ``mxfp8``. torchao's
-  float8 all-gather (FSDP) is recorded in ``notes`` only.
+  is ``fp8_blockwise``; torchao's **rowwise** scaling is ``fp8_rowwise`` (composed from torchao's
+  measured row-wise linear speedups, ``external/torchao/``); MXFP8 1x32 and 32x32 are ``mxfp8``.
+  torchao's float8 all-gather (FSDP) is recorded in ``notes`` only.
 * **Sharding**: Megatron's distributed optimizer is ``zero1`` (also where the source says it is
   the recipes' default); DDP is ``none``; an FSDP group (AutoModel "shard group N", torchtitan
   "over N ranks", Megatron-FSDP "FSDP=N") equal to dp is ``fsdp``, smaller is ``hsdp`` with that
@@ -177,7 +177,7 @@ PRECISIONS = {
     "fp8 (float8 linears, bf16 attention)": "fp8",
     "fp8 (float8 linears + float8 all-gather)": "fp8",
     "fp8 tensorwise": "fp8",
-    "fp8 rowwise": "fp8_blockwise",
+    "fp8 rowwise": "fp8_rowwise",
     "fp8 blockwise 128x128 w / 1x128 act (h100)": "fp8_blockwise",
     "mxfp8": "mxfp8",
     "mxfp8 32x32 (gb200/b200)": "mxfp8",

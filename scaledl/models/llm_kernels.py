@@ -40,6 +40,13 @@ cast is the caller's to count once per step. Which GEMMs run in FP8 is the compo
 choice (Transformer Engine / Megatron: the linear layers, forward and both backward GEMMs; the
 attention core, embedding and output layer stay 16-bit).
 
+**FP8 row-wise** (torchao's recipe, ``fp8_rowwise``) is composed per linear, not per GEMM: the
+16-bit forward and backward GEMMs of a linear ``x[m, k] @ w[k, n]`` divided by torchao's
+measured speedup of that linear's forward + backward (:meth:`FittedKernelModel.linear_speedup`,
+:func:`fp8_rowwise_speedup`: H100, casts of activation and weight included;
+``external/torchao/``). Its CUTLASS row-wise kernel and per-call casts make small linears
+slower than bf16 (0.4-0.9x below 4,096 on any side) and large ones up to 1.7x faster.
+
 **Flash attention** (:meth:`KernelModel.attention_s`): ``flops = 4 b h s_q s_kv' d`` with
 ``s_kv' = s_kv - s_q / 2`` when causal (queries aligned to the end of the keys), backward 2.5x
 the forward's FLOPs (FlashAttention-2, Dao 2023: five GEMMs against two), at the efficiency::
@@ -85,6 +92,7 @@ from typing import Protocol
 
 import numpy as np
 import pandas as pd
+from scipy.interpolate import RegularGridInterpolator
 from scipy.optimize import least_squares, nnls
 
 from scaledl.devices.specs import device_spec, gpu_architecture, resolve_gpu_name
@@ -112,6 +120,11 @@ _ELEMENTWISE_COLUMNS = ("bytes", "time_ms")
 def flash_attention_table_path() -> Path:
     """Published flash-attention throughputs (``<external>/flash_attention/h100_hd128.csv``)."""
     return external_root() / "flash_attention" / "h100_hd128.csv"
+
+
+def fp8_rowwise_table_path() -> Path:
+    """The FP8 row-wise linear speedups (``<external>/torchao/h100_fp8_rowwise_speedup.csv``)."""
+    return external_root() / "torchao" / "h100_fp8_rowwise_speedup.csv"
 
 
 def vidur_compute_root() -> Path:
@@ -142,6 +155,14 @@ class KernelModel(Protocol):
 
     def memory_s(self, bytes_moved: float) -> float:
         """A memory-bound kernel moving ``bytes_moved`` bytes (read + written)."""
+        ...
+
+    def linear_speedup(self, m: int, k: int, n: int, precision: str) -> float | None:
+        """A whole linear's (forward + backward) measured speedup over its 16-bit GEMMs.
+
+        ``None`` where the precision's GEMMs are composed one by one (every precision but a
+        linear-level recipe, ``fp8_rowwise``, on a model with its measurements).
+        """
         ...
 
 
@@ -464,6 +485,56 @@ def fit_flash_efficiency(table: pd.DataFrame, kernel: str = FLASH_KERNEL) -> Fla
 
 
 @cache
+def _fp8_rowwise_interpolator(path: Path | None = None) -> RegularGridInterpolator:
+    """``log(speedup)`` over ``(log2 m, log2 k, log2 n)`` of torchao's table (a full grid)."""
+    path = Path(path or fp8_rowwise_table_path())
+    table = _read_table(path, ("m", "k", "n", "speedup_vs_bf16"))
+    axes = [np.unique(table[c].to_numpy()) for c in ("m", "k", "n")]
+    if (
+        len(table) != len(axes[0]) * len(axes[1]) * len(axes[2])
+        or table.duplicated(["m", "k", "n"]).any()
+    ):
+        raise ValueError(f"{path}: rows must be the full m x k x n grid, each cell once")
+    values = (
+        table.set_index(["m", "k", "n"])["speedup_vs_bf16"]
+        .reindex(pd.MultiIndex.from_product(axes, names=["m", "k", "n"]))
+        .to_numpy()
+        .reshape([len(a) for a in axes])
+    )
+    return RegularGridInterpolator([np.log2(a) for a in axes], np.log(values))
+
+
+def fp8_rowwise_speedup(m: int, k: int, n: int, path: Path | None = None) -> float:
+    """Speedup over bf16 of a linear's forward + backward with torchao's FP8 row-wise scaling.
+
+    Interpolated linearly in ``log2`` sizes and log speedup on torchao's published H100 grid
+    (``external/torchao/``: ``LayerNorm -> Linear -> Sigmoid``, casts included), each size
+    clamped to the grid's 1,024-32,768. The ratio is taken to hold on other GPUs (their own
+    16-bit GEMM times divided by it): no other GPU's row-wise table is published.
+
+    Args:
+        m: tokens of the forward's input ``x[m, k]`` (> 0).
+        k: input features (> 0).
+        n: output features (> 0).
+        path: the table (default :func:`fp8_rowwise_table_path`).
+
+    Returns:
+        The speedup (bf16 time / row-wise time; < 1 is slower).
+
+    Raises:
+        ValueError: a size <= 0, or a bad table (names the file, row and column).
+        FileNotFoundError: the table is missing.
+    """
+    _check_positive(m=m, k=k, n=n)
+    interpolate = _fp8_rowwise_interpolator(Path(path) if path else None)
+    point = [
+        float(np.clip(np.log2(v), axis[0], axis[-1]))
+        for v, axis in zip((m, k, n), interpolate.grid, strict=True)
+    ]
+    return float(np.exp(interpolate(point)[0]))
+
+
+@cache
 def flash_fit(kernel: str = FLASH_KERNEL) -> FlashFit:
     """The fitted flash-attention efficiency of a kernel, cached per process."""
     return fit_flash_efficiency(load_flash_table(), kernel)
@@ -547,6 +618,17 @@ class FittedKernelModel:
     flash: FlashFit = PEAK_FLASH
     kernel_flash: tuple[tuple[str, FlashFit], ...] = ()
     runs_flash_attention_3: bool = True
+    measured_linears: bool = False
+
+    def linear_speedup(self, m: int, k: int, n: int, precision: str) -> float | None:
+        """The measured FP8 row-wise speedup of a linear ``x[m, k] @ w[k, n]``, or ``None``.
+
+        Only ``fp8_rowwise`` on a fitted model (``measured_linears``) has one
+        (:func:`fp8_rowwise_speedup`); the roofline composes it at the FP8 peak like ``fp8``.
+        """
+        if precision != "fp8_rowwise" or not self.measured_linears:
+            return None
+        return fp8_rowwise_speedup(m, k, n)
 
     def _peak(self, precision: str) -> tuple[float, float]:
         if precision not in GEMM_PRECISIONS:
@@ -719,7 +801,7 @@ def kernel_model(gpu: str) -> FittedKernelModel:
     return FittedKernelModel(
         device, measured_fit(reference), _device_peaks(device),
         spec.mem_bandwidth_gbps * 1e9, flash_fit(), kernel_flash=own,
-        runs_flash_attention_3=_is_hopper(device),
+        runs_flash_attention_3=_is_hopper(device), measured_linears=True,
     )  # fmt: skip
 
 

@@ -67,6 +67,7 @@ CONTEXT_FEATURES = (
 )
 #: Bytes per element of the GEMM inputs of each precision (module docstring).
 PRECISION_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_blockwise": 1.0,
+                   "fp8_rowwise": 1.0,
                    "mxfp8": 1.0, "nvfp4": 0.5}  # fmt: skip
 #: Fewest training rows a GNN is fitted on (fewer: the constant fallback).
 MIN_TRAINING_ROWS = 20

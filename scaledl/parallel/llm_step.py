@@ -219,12 +219,12 @@ ADAM_BYTES_PER_PARAM_FP32 = 32.0
 #: LoRA adapter rank (NeMo ``LoRA(dim=32)``, the PEFT recipes' default).
 LORA_RANK = 32
 #: Precisions whose block GEMMs run below 16 bits; the output layer stays 16-bit for them.
-LOW_PRECISIONS = frozenset({"fp8", "fp8_blockwise", "mxfp8", "nvfp4"})
+LOW_PRECISIONS = frozenset({"fp8", "fp8_blockwise", "fp8_rowwise", "mxfp8", "nvfp4"})
 #: Eager elements read + written per element (module docstring): FP32 RMSNorm, complex rotary,
 #: SwiGLU as SiLU then a product.
 EAGER_RMSNORM, EAGER_ROTARY, EAGER_SWIGLU = 18, 10, 5
-_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8_blockwise": 8, "mxfp8": 8,
-         "nvfp4": 4}  # fmt: skip
+_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8_blockwise": 8, "fp8_rowwise": 8,
+         "mxfp8": 8, "nvfp4": 4}  # fmt: skip
 _MAX_CACHES = 32
 
 
@@ -273,12 +273,13 @@ class StepBreakdown:
 class _Cached:
     """Per-shape kernel and collective times and per-layer costs of one model pair."""
 
-    __slots__ = ("kernels", "network", "times", "layers")
+    __slots__ = ("kernels", "network", "times", "speedups", "layers")
 
     def __init__(self, kernels: KernelModel, network: NetworkModel) -> None:
         self.kernels = kernels
         self.network = network
         self.times: dict[tuple, float] = {}
+        self.speedups: dict[tuple, float | None] = {}
         self.layers: dict[tuple, _Layer] = {}
 
     def _check(self, key: tuple, value: float) -> float:
@@ -292,6 +293,12 @@ class _Cached:
         key = ("gemm_s", m, n, k, precision)
         t = self.times.get(key)
         return t if t is not None else self._check(key, self.kernels.gemm_s(m, n, k, precision))
+
+    def linear_speedup(self, m: int, k: int, n: int, precision: str) -> float | None:
+        key = (m, k, n, precision)
+        if key not in self.speedups:
+            self.speedups[key] = self.kernels.linear_speedup(m, k, n, precision)
+        return self.speedups[key]
 
     def attention(self, b: int, heads: int, sq: int, skv: int, d: int, causal: bool,
                   backward: bool, kernel: str) -> float:  # fmt: skip
@@ -385,14 +392,17 @@ def _layer(c: _Cached, key: tuple) -> _Layer:
     fc1_n = (2 if gated else 1) * ffn // tp
     shapes_attn = ((tokens, (hr + 2 * kvr) * d, h), (tokens, h, hr * d))
     shapes_mlp = ((tokens, fc1_n, h), (tokens, h, ffn // tp))
-    gemm_prec = prec
+    # a linear-level recipe (fp8_rowwise): the 16-bit GEMMs over the measured speedup (casts in)
+    rowwise = c.linear_speedup(1024, 1024, 1024, prec) is not None
+    gemm_prec = "bf16" if rowwise else prec
     lora_prec = prec if prec in ("fp32", "fp16") else "bf16"  # adapters stay 16/32-bit
 
     def linear(shapes) -> tuple[float, float, float, float]:
         fwd = bwd = flops = lora_p = 0.0
         for m, n, k in shapes:
-            fwd += c.gemm(m, n, k, gemm_prec)
-            bwd += c.gemm(m, k, n, gemm_prec)
+            speedup = c.linear_speedup(m, k, n, prec) if rowwise else 1.0
+            fwd += c.gemm(m, n, k, gemm_prec) / speedup
+            bwd += c.gemm(m, k, n, gemm_prec) / speedup
             flops += 2.0 * m * n * k * (2 if lora else 3)
             if lora:
                 r = LORA_RANK
@@ -402,7 +412,7 @@ def _layer(c: _Cached, key: tuple) -> _Layer:
                 flops += 2.0 * m * r * (k + n) * 3
                 lora_p += r * (k + n)
             else:
-                bwd += c.gemm(k, n, m, gemm_prec)
+                bwd += c.gemm(k, n, m, gemm_prec) / speedup
         return fwd, bwd, flops, lora_p
 
     qkv_f, qkv_b, attn_flops, lora_attn = linear(shapes_attn)
@@ -635,7 +645,9 @@ def compose_step(job: TrainingJob, kernels: KernelModel, network: NetworkModel) 
     # gradient reduction, parameter gather and optimizer: the latest-finishing rank
     opt_bytes = ADAM_BYTES_PER_PARAM_FP32 if prec == "fp32" else ADAM_BYTES_PER_PARAM
     # low-precision block weights: read 16-bit, write the weight and its transpose (module doc)
-    cast_per_param = 2.0 + 2.0 * PRECISION_BYTES[prec] if prec in LOW_PRECISIONS else 0.0
+    # (none for a linear-level recipe: torchao casts each weight per GEMM, inside its speedup)
+    low = prec in LOW_PRECISIONS and c.linear_speedup(1024, 1024, 1024, prec) is None
+    cast_per_param = 2.0 + 2.0 * PRECISION_BYTES[prec] if low else 0.0
     tail_best = None
     dp_group = group(dp_cp, tp, domain)
     for (n, _, _), (_, f, b, rec, _, _, _, grads) in parts.items():

@@ -28,7 +28,8 @@ Bytes per element (``element_bytes``, ``gemm_input_bytes``): the paper's constan
 16-bit values (2 bytes) and 1-byte dropout masks; fp32 training stores 4 bytes; the fp8 recipes
 (Transformer Engine, ``fp8``, ``fp8_blockwise``, ``mxfp8``) save each GEMM's input (QKV, output
 projection, up and down projections) in fp8 for the weight gradient, 1 byte, and ``nvfp4`` in
-4 bits plus an e4m3 scale per 16 values, 0.5625 bytes; everything else stays 16-bit.
+4 bits plus an e4m3 scale per 16 values, 0.5625 bytes; everything else stays 16-bit, torchao's
+``fp8_rowwise`` included (it keeps the 16-bit inputs, cast along the other axis in the backward).
 
 Selective recomputation drops the attention core (Table 2: ``sbh (34/t)`` with SP); full
 recomputation keeps each layer's input, ``2 s b h`` (``/t`` with SP, as Megatron checkpoints
@@ -62,7 +63,8 @@ fp32 gradients, 18 bytes without sharding, ``6 + 12/d`` with the distributed opt
   gradient unit (``4 U``), ``U`` one layer's parameters on the rank;
 * ``fp32``: weights 4, gradients 4, moments 8, no master copy;
 * fp8 variants (``fp8``, ``fp8_blockwise``, ``mxfp8``) add 2 bytes per (gathered) parameter for
-  Transformer Engine's row- and column-wise fp8 weight copies; ``nvfp4`` adds 1;
+  Transformer Engine's row- and column-wise fp8 weight copies; ``nvfp4`` adds 1; ``fp8_rowwise``
+  none (torchao casts each weight per use);
 * LoRA (``task="lora"``): the frozen base weights only (16-bit: 2 bytes, sharded as above); the
   adapters' gradients and moments (a rank-16 adapter is < 1% of a 70B model's states) are left out.
 
@@ -110,7 +112,7 @@ _MIXED = (2.0, 4.0, 12.0)
 _GEMM_INPUT_BYTES = {"fp32": 4.0, "fp8": 1.0, "fp8_blockwise": 1.0, "mxfp8": 1.0, "nvfp4": 0.5625}
 #: Extra bytes per gathered parameter for the low-precision weight copies (module docstring).
 _LOW_PRECISION_COPY_BYTES = {"fp8": 2.0, "fp8_blockwise": 2.0, "mxfp8": 2.0, "nvfp4": 1.0}
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "mxfp8", "nvfp4")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "fp8_rowwise", "mxfp8", "nvfp4")
 SHARDINGS = ("none", "zero1", "zero2", "fsdp", "hsdp")
 RECOMPUTES = ("none", "selective", "full")
 

@@ -32,7 +32,8 @@ are ``tp_size x cp_size x dp_size x pp_size``, numbered tp fastest, then cp, dp 
 Decisions:
 
 * ``precision`` is the GEMM precision of the linear layers: ``fp8`` is per-tensor scaling
-  (delayed or current), ``fp8_blockwise`` 128x128 weight / 1x128 activation blocks, ``mxfp8``
+  (delayed or current), ``fp8_blockwise`` 128x128 weight / 1x128 activation blocks,
+  ``fp8_rowwise`` torchao's per-row scales (composed from its measured linear speedups), ``mxfp8``
   and ``nvfp4`` the micro-scaled formats (Blackwell). Attention, norms and communication stay
   16-bit (bf16) in every low-precision recipe the sources use (Transformer Engine, torchao
   Float8 linears).
@@ -95,7 +96,7 @@ from scaledl.io.excerpt import excerpt
 from scaledl.io.safe import read_text
 from scaledl.workloads.parallelism import normalise_sharding
 
-Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "mxfp8", "nvfp4"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp8_blockwise", "fp8_rowwise", "mxfp8", "nvfp4"]
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
 Task = Literal["pretrain", "sft", "lora"]
@@ -115,6 +116,7 @@ PRECISION_BYTES = {
     "fp16": 2,
     "fp8": 1,
     "fp8_blockwise": 1,
+    "fp8_rowwise": 1,
     "mxfp8": 1,
     "nvfp4": 0.5,
 }
@@ -125,6 +127,7 @@ PEAK_PRECISION = {
     "fp16": "fp16",
     "fp8": "fp8",
     "fp8_blockwise": "fp8",
+    "fp8_rowwise": "fp8",
     "mxfp8": "fp8",
     "nvfp4": "fp4",
 }

@@ -45,6 +45,8 @@ def test_rows_map_to_the_published_layouts(published):
     assert (llama405.dp_size, llama405.grad_accum, llama405.precision) == (8, 64, "fp8")
     assert llama405.stage_layers[:2] == (1, 2) and sum(llama405.stage_layers) == 126
     assert runs.loc[("megatron_lm", 44), "gpu_generation"] == "hopper"
+    rowwise = runs.loc[("torchtitan", 34), "job"]  # "float8 rowwise": torchao's row-wise recipe
+    assert rowwise.precision == "fp8_rowwise"
     gb = runs.loc[("megatron_bridge_perf", 34), "job"]  # 256 GPUs: four racks
     assert gb.gpu == "NVIDIA GB300" and gb.nvlink_domain_size == 64 and gb.gpus_per_node == 4
     assert gb.precision == "mxfp8" and gb.sharding == "zero1"

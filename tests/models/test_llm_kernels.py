@@ -14,6 +14,7 @@ from scaledl.models.llm_kernels import (
     evaluate_gemm_table,
     evaluate_kernel_model,
     flash_fit,
+    fp8_rowwise_speedup,
     kernel_model,
     load_flash_table,
     load_vidur_gemms,
@@ -95,6 +96,36 @@ def test_fp8_uses_the_fp8_peak_and_pays_the_activation_cast():
     with pytest.raises(ValueError, match="fp4"):
         model.gemm_s(m, n, k, "nvfp4")  # H100 has no FP4 peak
     assert kernel_model("NVIDIA B200").gemm_s(m, n, k, "nvfp4") > 0
+
+
+def test_fp8_rowwise_speedup_reads_torchaos_grid_and_interpolates_between_its_points():
+    assert fp8_rowwise_speedup(1024, 1024, 1024) == pytest.approx(0.42)
+    assert fp8_rowwise_speedup(32768, 16384, 32768) == pytest.approx(1.73)
+    assert fp8_rowwise_speedup(8192, 8192, 16384) == pytest.approx(1.31)
+    # halfway in log2 between m = 8192 (1.20) and 16384 (1.33) at k = n = 8192: geometric mean
+    assert fp8_rowwise_speedup(11585, 8192, 8192) == pytest.approx(math.sqrt(1.20 * 1.33), rel=1e-3)
+    # outside the grid the nearest edge holds (no extrapolation)
+    assert fp8_rowwise_speedup(131072, 8192, 8192) == pytest.approx(1.41)
+    assert fp8_rowwise_speedup(64, 64, 64) == pytest.approx(0.42)
+    with pytest.raises(ValueError, match="k"):
+        fp8_rowwise_speedup(1024, 0, 1024)
+
+
+def test_only_the_fitted_model_composes_fp8_rowwise_per_linear():
+    assert kernel_model(H100).linear_speedup(8192, 8192, 8192, "fp8_rowwise") == pytest.approx(1.20)
+    assert kernel_model(H100).linear_speedup(8192, 8192, 8192, "fp8") is None
+    assert roofline_kernel_model(H100).linear_speedup(8192, 8192, 8192, "fp8_rowwise") is None
+
+
+def test_bad_rowwise_table_names_file_row_and_column(tmp_path):
+    bad = tmp_path / "rowwise.csv"
+    bad.write_text("m,k,n,speedup_vs_bf16\n1024,1024,1024,0.4\n1024,1024,2048,-1\n")
+    with pytest.raises(ValueError, match=r"rowwise.csv: row 2, column 'speedup_vs_bf16'"):
+        fp8_rowwise_speedup(1024, 1024, 1024, path=bad)
+    holes = tmp_path / "holes.csv"
+    holes.write_text("m,k,n,speedup_vs_bf16\n1024,1024,1024,0.4\n2048,2048,2048,0.5\n")
+    with pytest.raises(ValueError, match="full m x k x n grid"):
+        fp8_rowwise_speedup(1024, 1024, 1024, path=holes)
 
 
 def test_attention_causal_halves_the_work_and_backward_costs_more():

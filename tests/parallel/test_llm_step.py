@@ -62,6 +62,9 @@ class FakeKernels:
     def memory_s(self, bytes_moved):
         return bytes_moved * self.inv_bw
 
+    def linear_speedup(self, m, k, n, precision):
+        return 2.0 if precision == "fp8_rowwise" else None
+
 
 class FakeNetwork:
     """A constant time per collective kind; records every call."""
@@ -316,6 +319,18 @@ def test_fp8_runs_block_gemms_in_fp8_and_keeps_the_output_layer_16_bit():
     assert r.components_s["forward_s"] == pytest.approx(
         4 * (2621440 / 2 + 131072) / F + HEAD_F, rel=1e-12
     )
+
+
+def test_fp8_rowwise_divides_the_16_bit_linears_by_the_measured_speedup_and_casts_nothing():
+    k = FakeKernels()  # its row-wise speedup is 2.0 for every linear
+    r = step(job(precision="fp8_rowwise"), k)
+    assert {p for *_, p in k.gemms} == {"bf16"}  # row-wise GEMMs are never composed one by one
+    assert r.components_s["forward_s"] == pytest.approx(
+        4 * (2621440 / 2 + 131072) / F + HEAD_F, rel=1e-12
+    )
+    slow_memory = FakeKernels(inv_bw=1e-12)
+    assert step(job(precision="fp8_rowwise"), slow_memory).components_s["weight_cast_s"] == 0.0
+    assert step(job(precision="fp8"), slow_memory).components_s["weight_cast_s"] > 0.0
 
 
 def test_groups_follow_megatron_rank_order_on_nvlink_domains():
