@@ -552,7 +552,35 @@ def resolve_bundle(path: Path) -> Path:
     bundle = latest_bundle(path)
     if bundle is not None:
         return bundle
-    raise BundleError(f"{path}: not a predictor bundle (no manifest.json) nor a name directory")
+    raise BundleError(_no_bundle_message(path))
+
+
+def _no_bundle_message(path: Path) -> str:
+    """Why ``path`` is no bundle, and what to give instead (see :func:`resolve_bundle`).
+
+    A folder of versions without ``latest`` (copied without it) names its versions; a registry
+    root names its predictors; a missing path or a file says so.
+    """
+    head = f"{path}: not a predictor bundle (no manifest.json) nor a name directory"
+    if not path.exists():
+        return f"{head}: no such file or folder"
+    if not path.is_dir():
+        return f"{head}: a file, not a folder"
+    subdirs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    versions = [p.name for p in subdirs if (p / "manifest.json").exists()]
+    if versions:
+        return (
+            f"{head}: it holds versions {bounded(', '.join(versions), 200)} but no `latest` "
+            f"file naming the current one; give a version folder ({path / versions[-1]}) or "
+            f"write a version's name into {path / 'latest'}"
+        )
+    names = [p.name for p in subdirs if os.path.lexists(p / "latest")]
+    if names:
+        return (
+            f"{head}: a registry root holding {bounded(', '.join(names), 200)}; give a name "
+            f"directory ({path / names[0]})"
+        )
+    return head
 
 
 def read_manifest(bundle: Path) -> dict[str, Any]:
@@ -1061,10 +1089,10 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
 
     The root defaults to ``<data>/predictors`` (:class:`scaledl.layout.DataLayout`).
 
-    A version is any directory of a name directory that is not hidden (publishes write into
-    hidden temporary directories). A version that fails verification is listed with
-    ``status`` ``"broken"`` (or ``"incompatible"``: another format or scikit-learn version)
-    and the reason, never skipped and never fatal. A ``latest`` that names a missing version
+    A name is any directory of the root that is not hidden, a version any directory of a name
+    directory that is not hidden (publishes write into hidden temporary directories). A version
+    that fails verification is listed with ``status`` ``"broken"`` (or ``"incompatible"``:
+    another format or scikit-learn version) and the reason, never skipped and never fatal. A ``latest`` that names a missing version
     (dangling) is listed as a row of that version with status ``"missing"``; an unusable
     ``latest`` (a directory, a symlink to one, a FIFO...) as a row of version ``"latest"`` with
     status ``"broken"``.
@@ -1074,12 +1102,22 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
         (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``, ``"missing"``),
         ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads`` and
         ``path``.
+
+    Raises:
+        BundleError: ``root`` is a file (a missing root lists nothing).
     """
     if root is None:
         root = DataLayout.from_env().predictors_dir
     rows = []
     root = Path(root)
-    for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+    if root.exists() and not root.is_dir():
+        raise BundleError(f"{root}: not a registry root (a file, not a folder)")
+    names = (
+        sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if root.exists()
+        else []
+    )  # hidden: a trace cache beside a bundle given directly (scaledl.graph.trace_cache)
+    for name_dir in names:
         try:
             latest, latest_problem = _read_latest(name_dir), ""
         except Exception as exc:  # listed, never fatal: one bad name hides no other

@@ -248,10 +248,20 @@ def test_missing_latest_and_bad_paths(registry_root, tmp_path):
     with pytest.raises(BundleError, match="'v9'"):
         load_predictor(name_dir)
     (name_dir / "latest").unlink()
-    with pytest.raises(BundleError, match="not a predictor bundle"):
+    # Copied without `latest`: the versions it holds are named, and the two ways out.
+    with pytest.raises(BundleError, match="not a predictor bundle") as missing:
         load_predictor(name_dir)
-    with pytest.raises(BundleError, match="nowhere"):
+    assert "versions v1, v2 but no `latest`" in str(missing.value)
+    assert str(name_dir / "v2") in str(missing.value)
+    assert str(name_dir / "latest") in str(missing.value)
+    with pytest.raises(BundleError, match="nowhere.*no such file or folder"):
         load_predictor(tmp_path / "nowhere")
+    # A registry root names its predictors.
+    with pytest.raises(BundleError, match="a registry root holding scaledl;"):
+        load_predictor(registry_root)
+    (tmp_path / "w.csv").write_text("family\n")
+    with pytest.raises(BundleError, match="a file, not a folder"):
+        load_predictor(tmp_path / "w.csv")
     (name_dir / "latest").write_text("../scaledl/v1\n")
     with pytest.raises(BundleError, match="not a version directory name"):
         load_predictor(name_dir)
@@ -268,6 +278,17 @@ def test_list_predictors(registry_root, tmp_path):
     assert list(table["status"]) == ["ok", "ok"] and list(table["problem"]) == ["", ""]
     assert list_predictors(tmp_path / "empty").empty
     assert list(list_predictors(tmp_path).columns) == list(LIST_COLUMNS)
+
+
+def test_list_predictors_skips_hidden_names_and_refuses_a_file(registry_root, tmp_path):
+    """A trace cache in the root (a bundle predicted from beside it) is no predictor."""
+    shutil.copytree(registry_root / "scaledl", tmp_path / "scaledl")
+    (tmp_path / TRACE_CACHE_DIR / "ee581f4c").mkdir(parents=True)
+    table = list_predictors(tmp_path)
+    assert set(table["name"]) == {"scaledl"} and list(table["status"]) == ["ok", "ok"]
+    (tmp_path / "w.csv").write_text("family\n")
+    with pytest.raises(BundleError, match="w.csv: not a registry root"):
+        list_predictors(tmp_path / "w.csv")
 
 
 @pytest.mark.parametrize(
