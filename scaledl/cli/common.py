@@ -170,19 +170,39 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     return specs
 
 
-def workload_rows(workloads: Path | None, family: str | None, set_: list[str] | None) -> list[dict]:
-    """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
+def check_one_source(
+    workloads: Path | None, family: str | None, set_: list[str] | None, option: str = "--workloads"
+) -> None:
+    """Refuse a workloads file given together with an inline ``--family``/``--set`` workload.
+
+    Raises:
+        ValueError: both given (one would be ignored), naming the options.
+    """
+    inline = [name for name, value in (("--family", family), ("--set", set_)) if value]
+    if workloads is not None and inline:
+        raise ValueError(
+            f"{option} {workloads} and {' / '.join(inline)}: give either a file or an inline "
+            "workload, not both"
+        )
+
+
+def workload_rows(
+    workloads: Path | None, family: str | None, set_: list[str] | None, option: str = "--workloads"
+) -> list[dict]:
+    """The workload rows of a file (``option``, ``--workloads``) or of ``--family``/``--set``.
 
     A ``--set`` value is read as YAML (``8``, ``bf16``); ``nan``, ``.nan``, ``inf`` or an empty
     value is refused when the row is parsed, and a field set twice is an error.
 
     Raises:
-        ValueError: neither given, a bad or repeated ``--set`` item or an unreadable file.
+        ValueError: neither given, both given (a file and ``--family``/``--set``), a bad or
+            repeated ``--set`` item or an unreadable file.
     """
+    check_one_source(workloads, family, set_, option)
     if workloads is not None:
         return read_workloads_file(workloads)
     if family is None:
-        raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+        raise ValueError(f"give {option} FILE or an inline workload (--family and --set)")
     record: dict = {"family": family}
     for item in set_ or []:
         key, sep, value = item.partition("=")
