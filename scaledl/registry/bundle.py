@@ -479,7 +479,8 @@ def _read_latest(name_dir: Path) -> str | None:
             "version directory)"
         ) from None
     try:
-        version = read_text(latest, _MAX_LATEST_BYTES).strip()
+        # A byte-order mark (an editor's UTF-8 "with BOM") is no part of the name, as CRLF.
+        version = read_text(latest, _MAX_LATEST_BYTES).removeprefix("\ufeff").strip()
     except (OSError, UnsafeInputError) as exc:
         raise BundleError(f"{latest}: unreadable: {exc}") from exc
     if version in ("", ".", "..") or Path(version).name != version:
@@ -506,8 +507,14 @@ def latest_bundle(name_dir: Path) -> Path | None:
     bundle = Path(name_dir) / version
     check_inside(bundle, Path(name_dir).absolute().parent)
     if not (bundle / "manifest.json").exists():
+        held = sorted(
+            p.name
+            for p in Path(name_dir).iterdir()
+            if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").exists()
+        )
         raise BundleError(
             f"{Path(name_dir) / 'latest'}: names version {version!r}, which has no manifest.json"
+            f" (versions here: {bounded(', '.join(held), 200) if held else 'none'})"
         )
     return bundle
 
@@ -1092,16 +1099,16 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
     A name is any directory of the root that is not hidden, a version any directory of a name
     directory that is not hidden (publishes write into hidden temporary directories). A version
     that fails verification is listed with ``status`` ``"broken"`` (or ``"incompatible"``:
-    another format or scikit-learn version) and the reason, never skipped and never fatal. A ``latest`` that names a missing version
-    (dangling) is listed as a row of that version with status ``"missing"``; an unusable
-    ``latest`` (a directory, a symlink to one, a FIFO...) as a row of version ``"latest"`` with
-    status ``"broken"``.
+    another format or scikit-learn version) and the reason, never skipped and never fatal. A
+    ``latest`` that names a missing version (dangling) is listed as a row of that version with
+    status ``"missing"``; an unusable ``latest`` (a directory, a symlink to one, a FIFO...) as a
+    row of version ``"latest"`` with status ``"broken"``.
 
     Returns:
         One row per version, columns :data:`LIST_COLUMNS`: ``name``, ``version``, ``latest``
         (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``, ``"missing"``),
-        ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads`` and
-        ``path``.
+        ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads``
+        (nullable ``Int64``: ``<NA>`` without a readable count) and ``path``.
 
     Raises:
         BundleError: ``root`` is a file (a missing root lists nothing).
@@ -1133,7 +1140,9 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
         elif latest is not None and latest not in {v.name for v in versions}:
             problem = f"{name_dir / 'latest'}: names version {latest!r}, which does not exist"
             rows.append(_problem_row(name_dir, latest, "missing", problem))
-    return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+    # Nullable integers: a row without a manifest leaves the others' counts integers.
+    table = pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+    return table.astype({"training_workloads": "Int64"})
 
 
 def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str, Any]:
@@ -1145,6 +1154,9 @@ def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str,
     except Exception as exc:  # any error: listed broken, never fatal (hides no other version)
         manifest, status, problem = {}, "broken", _one_line(exc, bundle)
     data = manifest.get("training_data")
+    count = data.get("workloads") if isinstance(data, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count < 2**63:
+        count = None  # listed, never fatal: the column is a nullable int64
     return {
         "name": name,
         "version": bundle.name,
@@ -1152,7 +1164,7 @@ def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str,
         "status": status,
         "problem": problem,
         "created_at": manifest.get("created_at", ""),
-        "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
+        "training_workloads": count,
         "path": str(bundle),
     }
 

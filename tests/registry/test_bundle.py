@@ -245,8 +245,11 @@ def test_missing_latest_and_bad_paths(registry_root, tmp_path):
     shutil.copytree(registry_root / "scaledl", name_dir)
     assert resolve_bundle(name_dir) == name_dir / "v2"
     (name_dir / "latest").write_text("v9\n")
-    with pytest.raises(BundleError, match="'v9'"):
+    with pytest.raises(BundleError, match=r"'v9', which has no manifest.json \(versions here: v1"):
         load_predictor(name_dir)
+    # Written by an editor with a byte-order mark and CRLF: the name is still v1.
+    (name_dir / "latest").write_bytes(b"\xef\xbb\xbfv1\r\n")
+    assert load_predictor(name_dir).version == "v1"
     (name_dir / "latest").unlink()
     # Copied without `latest`: the versions it holds are named, and the two ways out.
     with pytest.raises(BundleError, match="not a predictor bundle") as missing:
@@ -321,6 +324,7 @@ def test_a_broken_version_is_listed_with_its_reason(registry_root, tmp_path, dam
     assert table.loc["v1", "status"] == status and problem in table.loc["v1", "problem"]
     assert table.loc["v2", "status"] == "ok" and table.loc["v2", "latest"]
     assert table.loc["v2", "training_workloads"] == 8
+    assert str(table["training_workloads"].dtype) == "Int64"  # 8, not 8.0 beside a broken row
     assert load_predictor(root / "scaledl").version == "v2"
 
 
