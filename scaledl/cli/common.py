@@ -44,8 +44,8 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
         ``path``.
 
     Raises:
-        ValueError: an unknown suffix, or a folder that cannot be created (naming the option,
-            the path and the cause).
+        ValueError: an unknown suffix, a path that is an existing folder, or a folder that
+            cannot be created or written (naming the option, the path and the cause).
     """
     if path is None:
         return None
@@ -53,10 +53,16 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
         raise ValueError(
             f"{option} {path}: unknown suffix {path.suffix!r} (expected one of {list(suffixes)})"
         )
+    if path.is_dir():
+        raise ValueError(
+            f"{option} {path}: a folder; give a file path in it, e.g. {path / f'out{path.suffix}'}"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
+    if not os.access(path.parent, os.W_OK):  # found after the work otherwise
+        raise ValueError(f"{option} {path}: its folder {path.parent} is not writable")
     return path
 
 

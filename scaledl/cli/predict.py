@@ -92,6 +92,7 @@ def predict(
             return
     try:
         output_path(out, (".csv", ".parquet"), "--out")
+        output_path(layers_out, (".csv", ".parquet"), "--out (per-layer table)")
         rows = workload_rows(workloads, family, set_)
         model = load_predictor(predictor or layout().predictor_dir())
         result = model.predict(

@@ -44,3 +44,26 @@ def test_plan_names_its_model_option(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2, text
     assert f"--model {csv} and --family: give either a file or an inline workload" in text
+
+
+@pytest.mark.parametrize(
+    ("out", "named"),
+    [
+        ("pred.csv", "--out"),  # streamed
+        ("pred.parquet", "--out"),
+        ("layers", "--out (per-layer table)"),  # with --detail: X.layers.csv is the folder
+    ],
+)
+def test_an_out_that_is_a_folder_is_refused_before_any_work(tmp_path, out, named):
+    """Found before the predictor is loaded (it does not exist here), not after predicting."""
+    csv = tmp_path / "w.csv"
+    pd.DataFrame([tiny_spec("bert")]).to_csv(csv, index=False)
+    folder = tmp_path / ("pred.layers.csv" if out == "layers" else out)
+    folder.mkdir()
+    given = tmp_path / "pred.csv" if out == "layers" else folder
+    detail = ["--detail"] if out == "layers" else []
+    result, text = invoke(
+        "predict", "--predictor", tmp_path / "none", "--workloads", csv, "--out", given, *detail
+    )
+    assert result.exit_code == 2, text
+    assert f"{named} {folder}: a folder; give a file path in it" in text
