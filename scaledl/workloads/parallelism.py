@@ -151,11 +151,6 @@ def check_layout(workload: Any) -> None:
         ValueError: the first problem, its message starting with the field's name.
     """
     w = workload
-    if w.world_size != w.dp_size * w.tp_size * w.pp_size:  # fill_layout derives one of them
-        raise ValueError(
-            f"world_size={w.world_size} must equal dp_size * tp_size * pp_size = "
-            f"{w.dp_size} * {w.tp_size} * {w.pp_size}"
-        )
     if w.micro_batches > 1 and w.pp_size == 1:
         raise ValueError(
             f"micro_batches={w.micro_batches} needs pipeline parallelism (pp_size > 1)"

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
 
 from scaledl.workloads.fields import WorkloadError
 from scaledl.workloads.identity import architecture_key
-from scaledl.workloads.parallelism import (
-    LAYOUT_FIELDS,
-    check_layout,
-    is_data_parallel,
-    layout_label,
-)
+from scaledl.workloads.parallelism import LAYOUT_FIELDS, is_data_parallel, layout_label
 from scaledl.workloads.spec import Workload
 
 BERT = dict(
@@ -57,14 +50,6 @@ def test_sizes_given_as_strings_derive_as_numbers(world):
     assert w.workload_id == ddp.workload_id and w.steps_per_epoch == ddp.steps_per_epoch
     tp = Workload.parse({**BERT, "world_size": "4", "tp_size": "2"})
     assert (tp.dp_size, layout_label(tp)) == (2, "dp2-tp2")
-
-
-def test_check_layout_refuses_sizes_that_do_not_multiply():
-    """The last guard: whatever filled them, world_size = dp_size * tp_size * pp_size."""
-    sizes = {"world_size": 2, "dp_size": 1, "tp_size": 1, "pp_size": 1}
-    w = SimpleNamespace(**sizes, micro_batches=1, batch_size=8, sharding="none", mode="train")
-    with pytest.raises(ValueError, match=r"world_size=2 must equal .* = 1 \* 1 \* 1"):
-        check_layout(w)
 
 
 def test_layout_row_round_trips_through_a_mixed_table():
