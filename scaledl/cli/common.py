@@ -44,8 +44,8 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
         ``path``.
 
     Raises:
-        ValueError: an unknown suffix, or a folder that cannot be created (naming the option,
-            the path and the cause).
+        ValueError: an unknown suffix, a path that is an existing folder, or a folder that
+            cannot be created or written (naming the option, the path and the cause).
     """
     if path is None:
         return None
@@ -53,10 +53,16 @@ def output_path(path: Path | None, suffixes: tuple[str, ...], option: str) -> Pa
         raise ValueError(
             f"{option} {path}: unknown suffix {path.suffix!r} (expected one of {list(suffixes)})"
         )
+    if path.is_dir():
+        raise ValueError(
+            f"{option} {path}: a folder; give a file path in it, e.g. {path / f'out{path.suffix}'}"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{option} {path}: cannot create its folder: {exc}") from None
+    if not os.access(path.parent, os.W_OK):  # found after the work otherwise
+        raise ValueError(f"{option} {path}: its folder {path.parent} is not writable")
     return path
 
 
@@ -170,19 +176,39 @@ def parse_workloads(rows: list[dict], source: str) -> list:
     return specs
 
 
-def workload_rows(workloads: Path | None, family: str | None, set_: list[str] | None) -> list[dict]:
-    """The workload rows of ``--workloads FILE`` or of an inline ``--family``/``--set``.
+def check_one_source(
+    workloads: Path | None, family: str | None, set_: list[str] | None, option: str = "--workloads"
+) -> None:
+    """Refuse a workloads file given together with an inline ``--family``/``--set`` workload.
+
+    Raises:
+        ValueError: both given (one would be ignored), naming the options.
+    """
+    inline = [name for name, value in (("--family", family), ("--set", set_)) if value]
+    if workloads is not None and inline:
+        raise ValueError(
+            f"{option} {workloads} and {' / '.join(inline)}: give either a file or an inline "
+            "workload, not both"
+        )
+
+
+def workload_rows(
+    workloads: Path | None, family: str | None, set_: list[str] | None, option: str = "--workloads"
+) -> list[dict]:
+    """The workload rows of a file (``option``, ``--workloads``) or of ``--family``/``--set``.
 
     A ``--set`` value is read as YAML (``8``, ``bf16``); ``nan``, ``.nan``, ``inf`` or an empty
     value is refused when the row is parsed, and a field set twice is an error.
 
     Raises:
-        ValueError: neither given, a bad or repeated ``--set`` item or an unreadable file.
+        ValueError: neither given, both given (a file and ``--family``/``--set``), a bad or
+            repeated ``--set`` item or an unreadable file.
     """
+    check_one_source(workloads, family, set_, option)
     if workloads is not None:
         return read_workloads_file(workloads)
     if family is None:
-        raise ValueError("give --workloads FILE or an inline workload (--family and --set)")
+        raise ValueError(f"give {option} FILE or an inline workload (--family and --set)")
     record: dict = {"family": family}
     for item in set_ or []:
         key, sep, value = item.partition("=")

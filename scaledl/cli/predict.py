@@ -9,6 +9,7 @@ import pandas as pd
 import typer
 
 from scaledl.cli.common import (
+    check_one_source,
     fail,
     int_list,
     layout,
@@ -64,9 +65,10 @@ def predict(
     below the table, one line per stratum naming the rows and the reason. A CSV or parquet file
     predicted into ``--out`` is streamed: read, predicted and written in chunks (a progress bar
     on stderr), the output complete or absent; the first rows are printed. ``--detail --out
-    X.parquet`` writes the per-layer table (one row per layer call of each workload) beside
-    it, to ``X.layers.parquet`` (:func:`layers_path`; ``.csv`` alike); neither file may be
-    an input (exit code 2).
+    X.parquet`` writes the per-node table (one row per layer call, all-reduce bucket and
+    optimizer step of each workload) beside it, to ``X.layers.parquet`` (:func:`layers_path`;
+    ``.csv`` alike); neither file may be an input (exit code 2). A workloads file and an inline
+    ``--family``/``--set`` workload together are refused (exit code 2).
     """
     from scaledl.models.guard import summarise_outside
     from scaledl.prediction.predictor import load_predictor
@@ -79,6 +81,7 @@ def predict(
             {"--out": out, "--out (per-layer table)": layers_out},
             {"--workloads": workloads, "--predictor": predictor},
         )
+        check_one_source(workloads, family, set_)
     except ValueError as exc:
         fail(str(exc))
     if workloads is not None and out is not None and not detail:
@@ -89,6 +92,7 @@ def predict(
             return
     try:
         output_path(out, (".csv", ".parquet"), "--out")
+        output_path(layers_out, (".csv", ".parquet"), "--out (per-layer table)")
         rows = workload_rows(workloads, family, set_)
         model = load_predictor(predictor or layout().predictor_dir())
         result = model.predict(
@@ -235,7 +239,7 @@ def plan(
 
     try:
         space = LayoutSpace(**space_values) if layouts else None
-        rows = workload_rows(model, family, set_)
+        rows = workload_rows(model, family, set_, "--model")
         if len(rows) != 1:
             raise ValueError(f"{model}: expected one model row, found {len(rows)}")
         result = make_plan(

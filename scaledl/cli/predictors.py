@@ -62,16 +62,30 @@ def list_predictors_command(
     registry: Annotated[Path | None, typer.Option(help="Registry root [<data>/predictors]")] = None,
 ) -> None:
     """List registered predictor bundles; a broken version is listed with its reason."""
-    from scaledl.registry import list_predictors
+    from scaledl.registry import BundleError, list_predictors
 
     registry = registry or layout().predictors_dir
-    table = list_predictors(registry)
+    try:
+        table = list_predictors(registry)
+    except BundleError as exc:
+        fail(str(exc))
     if not len(table):
-        typer.echo(f"{registry}: no predictor")
+        typer.echo(f"{registry}: no predictor{_why_empty(registry)}")
         return
     typer.echo(table.drop(columns=["problem"]).to_string(index=False))
     for row in table[table["status"] != "ok"].itertuples(index=False):
         typer.secho(f"{row.name} {row.version}: {row.status}: {row.problem}", err=True)
+
+
+def _why_empty(registry: Path) -> str:
+    """Why a registry lists nothing when it is not an empty root: `` (...)`` or ``""``."""
+    if not registry.exists():
+        return " (the folder does not exist)"
+    if (registry / "manifest.json").exists():
+        return " (it is a bundle: --registry takes the folder two levels above it)"
+    if any((p / "manifest.json").exists() for p in registry.iterdir() if p.is_dir()):
+        return " (it holds bundle versions, a name directory: --registry takes its parent)"
+    return ""
 
 
 @app.command("fit-layouts")

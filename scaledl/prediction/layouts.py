@@ -100,8 +100,9 @@ def recipe_lines(counts: Mapping[str, int], what: str = "row(s)") -> list[str]:
                 f"layout recipe: current for {n} {what} (the predictor's layer-wise models, "
                 "collectives hidden; no layout calibration for their device beside this "
                 "predictor): not fit to rank layouts, nor to compare with one-device rows, "
-                "since its ranking of measured layouts held out was near chance (README, "
-                "'Parallel layouts'); `scaledl fit-layouts --profiles DIR` fits a calibration "
+                "since its ranking of measured layouts held out was near chance "
+                "(docs/history/layout-variants.md); `scaledl fit-layouts --profiles DIR` fits "
+                "a calibration "
                 "(e.g. on datasets/layouts-cpu/validated)"
             )
         elif recipe.startswith("megatron:"):

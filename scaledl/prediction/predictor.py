@@ -176,8 +176,9 @@ class Predictor:
             ``conformal``, ``normal_prediction_bound`` for a new family calibrated on too few
             families for the conformal quantile, or ``unbounded``). With ``detail=True``, a
             tuple of that frame and a per-node frame (``workload_id``, ``node_index``,
-            ``layer_name``, ``layer_type``, ``forward_ms``, ``backward_ms``, ``total_ms``,
-            ``used_generic``).
+            ``node_kind``: ``layer``, ``allreduce`` or ``optimizer``, ``layer_name``,
+            ``layer_type``, ``forward_ms``, ``backward_ms``, ``used_generic``, ``bounded``,
+            ``total_ms``).
 
         Raises:
             scaledl.workloads.fields.WorkloadError: a workload is invalid or its model cannot be
@@ -244,7 +245,12 @@ class Predictor:
             scaledl.models.intervals.CalibrationError: naming the coverage or the bundle.
         """
         if not isinstance(coverage, (int, float)) or not 0.0 < coverage < 1.0:
-            raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}")
+            percent = (
+                f" (a fraction: {coverage / 100:g} for {coverage:g}%)"
+                if isinstance(coverage, (int, float)) and 50.0 <= coverage < 100.0
+                else ""
+            )
+            raise CalibrationError(f"coverage must lie in (0, 1), got {coverage!r}{percent}")
         if self.calibration is None:
             raise CalibrationError(
                 f"{self.path}: predictor {self.version} has no interval calibration "

@@ -479,7 +479,8 @@ def _read_latest(name_dir: Path) -> str | None:
             "version directory)"
         ) from None
     try:
-        version = read_text(latest, _MAX_LATEST_BYTES).strip()
+        # A byte-order mark (an editor's UTF-8 "with BOM") is no part of the name, as CRLF.
+        version = read_text(latest, _MAX_LATEST_BYTES).removeprefix("\ufeff").strip()
     except (OSError, UnsafeInputError) as exc:
         raise BundleError(f"{latest}: unreadable: {exc}") from exc
     if version in ("", ".", "..") or Path(version).name != version:
@@ -506,8 +507,14 @@ def latest_bundle(name_dir: Path) -> Path | None:
     bundle = Path(name_dir) / version
     check_inside(bundle, Path(name_dir).absolute().parent)
     if not (bundle / "manifest.json").exists():
+        held = sorted(
+            p.name
+            for p in Path(name_dir).iterdir()
+            if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").exists()
+        )
         raise BundleError(
             f"{Path(name_dir) / 'latest'}: names version {version!r}, which has no manifest.json"
+            f" (versions here: {bounded(', '.join(held), 200) if held else 'none'})"
         )
     return bundle
 
@@ -552,7 +559,35 @@ def resolve_bundle(path: Path) -> Path:
     bundle = latest_bundle(path)
     if bundle is not None:
         return bundle
-    raise BundleError(f"{path}: not a predictor bundle (no manifest.json) nor a name directory")
+    raise BundleError(_no_bundle_message(path))
+
+
+def _no_bundle_message(path: Path) -> str:
+    """Why ``path`` is no bundle, and what to give instead (see :func:`resolve_bundle`).
+
+    A folder of versions without ``latest`` (copied without it) names its versions; a registry
+    root names its predictors; a missing path or a file says so.
+    """
+    head = f"{path}: not a predictor bundle (no manifest.json) nor a name directory"
+    if not path.exists():
+        return f"{head}: no such file or folder"
+    if not path.is_dir():
+        return f"{head}: a file, not a folder"
+    subdirs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    versions = [p.name for p in subdirs if (p / "manifest.json").exists()]
+    if versions:
+        return (
+            f"{head}: it holds versions {bounded(', '.join(versions), 200)} but no `latest` "
+            f"file naming the current one; give a version folder ({path / versions[-1]}) or "
+            f"write a version's name into {path / 'latest'}"
+        )
+    names = [p.name for p in subdirs if os.path.lexists(p / "latest")]
+    if names:
+        return (
+            f"{head}: a registry root holding {bounded(', '.join(names), 200)}; give a name "
+            f"directory ({path / names[0]})"
+        )
+    return head
 
 
 def read_manifest(bundle: Path) -> dict[str, Any]:
@@ -1061,25 +1096,35 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
 
     The root defaults to ``<data>/predictors`` (:class:`scaledl.layout.DataLayout`).
 
-    A version is any directory of a name directory that is not hidden (publishes write into
-    hidden temporary directories). A version that fails verification is listed with
-    ``status`` ``"broken"`` (or ``"incompatible"``: another format or scikit-learn version)
-    and the reason, never skipped and never fatal. A ``latest`` that names a missing version
-    (dangling) is listed as a row of that version with status ``"missing"``; an unusable
-    ``latest`` (a directory, a symlink to one, a FIFO...) as a row of version ``"latest"`` with
-    status ``"broken"``.
+    A name is any directory of the root that is not hidden, a version any directory of a name
+    directory that is not hidden (publishes write into hidden temporary directories). A version
+    that fails verification is listed with ``status`` ``"broken"`` (or ``"incompatible"``:
+    another format or scikit-learn version) and the reason, never skipped and never fatal. A
+    ``latest`` that names a missing version (dangling) is listed as a row of that version with
+    status ``"missing"``; an unusable ``latest`` (a directory, a symlink to one, a FIFO...) as a
+    row of version ``"latest"`` with status ``"broken"``.
 
     Returns:
         One row per version, columns :data:`LIST_COLUMNS`: ``name``, ``version``, ``latest``
         (bool), ``status`` (``"ok"``, ``"broken"``, ``"incompatible"``, ``"missing"``),
-        ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads`` and
-        ``path``.
+        ``problem`` (the reason, ``""`` when ok), ``created_at``, ``training_workloads``
+        (nullable ``Int64``: ``<NA>`` without a readable count) and ``path``.
+
+    Raises:
+        BundleError: ``root`` is a file (a missing root lists nothing).
     """
     if root is None:
         root = DataLayout.from_env().predictors_dir
     rows = []
     root = Path(root)
-    for name_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+    if root.exists() and not root.is_dir():
+        raise BundleError(f"{root}: not a registry root (a file, not a folder)")
+    names = (
+        sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if root.exists()
+        else []
+    )  # hidden: a trace cache beside a bundle given directly (scaledl.graph.trace_cache)
+    for name_dir in names:
         try:
             latest, latest_problem = _read_latest(name_dir), ""
         except Exception as exc:  # listed, never fatal: one bad name hides no other
@@ -1095,7 +1140,9 @@ def list_predictors(root: Path | None = None) -> pd.DataFrame:
         elif latest is not None and latest not in {v.name for v in versions}:
             problem = f"{name_dir / 'latest'}: names version {latest!r}, which does not exist"
             rows.append(_problem_row(name_dir, latest, "missing", problem))
-    return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+    # Nullable integers: a row without a manifest leaves the others' counts integers.
+    table = pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+    return table.astype({"training_workloads": "Int64"})
 
 
 def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str, Any]:
@@ -1107,6 +1154,9 @@ def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str,
     except Exception as exc:  # any error: listed broken, never fatal (hides no other version)
         manifest, status, problem = {}, "broken", _one_line(exc, bundle)
     data = manifest.get("training_data")
+    count = data.get("workloads") if isinstance(data, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count < 2**63:
+        count = None  # listed, never fatal: the column is a nullable int64
     return {
         "name": name,
         "version": bundle.name,
@@ -1114,7 +1164,7 @@ def _list_row(name: str, bundle: Path, is_latest: bool, root: Path) -> dict[str,
         "status": status,
         "problem": problem,
         "created_at": manifest.get("created_at", ""),
-        "training_workloads": data.get("workloads") if isinstance(data, dict) else None,
+        "training_workloads": count,
         "path": str(bundle),
     }
 

@@ -232,7 +232,12 @@ def read_hf_config(path: str) -> HFConfig:
     try:
         stat = Path(path).stat()
     except OSError as exc:
-        raise WorkloadError(f"config_path={path!r}: cannot read config: {exc}") from None
+        where = (
+            f" (a relative config_path is read from the working directory, {Path.cwd()})"
+            if not Path(path).is_absolute()
+            else ""
+        )
+        raise WorkloadError(f"config_path={path!r}: cannot read config: {exc}{where}") from None
     return _read(str(path), stat.st_mtime_ns, stat.st_size)
 
 

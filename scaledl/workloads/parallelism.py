@@ -35,6 +35,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 #: The layout fields of :class:`scaledl.workloads.spec.Workload`, in table order.
 LAYOUT_FIELDS = ("dp_size", "tp_size", "pp_size", "micro_batches", "pipeline_schedule", "sharding")
 PIPELINE_SCHEDULES = ("gpipe", "1f1b")
@@ -49,6 +51,8 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
     "pipeline_schedule": "1f1b",
     "sharding": "none",
 }
+#: Reads a string as the spec's integer fields do (pydantic's lax mode), for :func:`_as_int`.
+_INT = TypeAdapter(int)
 #: Other names of a sharding, accepted wherever a sharding is (a workload, the planner's
 #: layout space, a :class:`~scaledl.workloads.training_job.TrainingJob`): the one alias table.
 #: Megatron's distributed optimizer shards optimizer states (ZeRO-1); PyTorch FSDP's
@@ -113,7 +117,16 @@ def fill_layout(data: dict[str, Any]) -> None:
 
 
 def _as_int(value: Any) -> int | None:
-    """An integral number (a table's ``2.0`` included) as ``int``; anything else ``None``."""
+    """An integral number (a table's ``2.0`` included) as ``int``; anything else ``None``.
+
+    A string is read as the spec's integer fields read it (pydantic's lax mode: ``"2"``,
+    ``"2.0"``), so a table of strings derives the sizes the spec then holds.
+    """
+    if isinstance(value, str):
+        try:
+            return _INT.validate_python(value)
+        except ValidationError:
+            return None
     if isinstance(value, bool):
         return None
     if isinstance(value, numbers.Integral):

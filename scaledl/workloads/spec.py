@@ -258,7 +258,12 @@ class Workload(BaseModel):
                 f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}"
             )
         if self.max_positions is not None and self.seq_len > self.max_positions:
-            raise ValueError(f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}")
+            default = _FAMILY_DEFAULTS.get(fam, {}).get("max_positions")
+            origin = f" ({fam}'s default when not given)" if self.max_positions == default else ""
+            raise ValueError(
+                f"seq_len={self.seq_len} exceeds max_positions={self.max_positions}{origin}; "
+                f"give max_positions of at least {self.seq_len} for longer sequences"
+            )
 
     # ------------------------------------------------------------------ derived quantities
     @property
@@ -323,9 +328,15 @@ class Workload(BaseModel):
             )
         for key, value in data.items():
             if isinstance(value, numbers.Real) and not math.isfinite(value):
+                field = cls.model_fields.get(key)
+                omit = (
+                    ", or omit the field to take its default"
+                    if field is not None and not field.is_required()
+                    else ""
+                )
                 raise WorkloadError(
                     f"{source}: invalid workload: field {key!r} (value {excerpt(value)}): not a "
-                    "finite number; give a number, or omit the field to take its default"
+                    f"finite number; give a number{omit}"
                 )
         try:
             workload = cls.model_validate(dict(data))

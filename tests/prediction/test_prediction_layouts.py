@@ -1,6 +1,8 @@
 """Layout rows take their device's layout calibration, else the current recipe, and say which."""
 
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ from scaledl.prediction.predictor import load_predictor
 from scaledl.workloads.spec import Workload
 
 pytestmark = pytest.mark.slow  # the tiny bundle (registry_root) profiles first
+
+REPO = Path(__file__).resolve().parents[2]
 
 ROWS = [tiny_spec("bert", num_layers=2, batch_size=4, world_size=2),
         tiny_spec("bert", num_layers=2, batch_size=4, world_size=2, sharding="fsdp"),
@@ -34,6 +38,9 @@ def test_without_a_calibration_layouts_take_the_current_recipe_and_say_so(name_d
     assert result["recipe"].tolist() == [RECIPE_PREDICTOR, RECIPE_CURRENT, RECIPE_CURRENT]
     (line,) = recipe_lines(result["recipe"].value_counts().to_dict())
     assert "current for 2 row(s)" in line and "scaledl fit-layouts" in line
+    for page in re.findall(r"docs/[\w/.-]+\.md", line):  # the page it points to exists
+        assert (REPO / page).is_file(), page
+    assert "docs/" in line
     assert "no layout profile corrects it" in result["extrapolation"].iloc[1]
 
 

@@ -226,5 +226,8 @@ def test_intervals_widen_outside_the_domain(calibrated):
     assert np.isfinite(q[1])
     detail, _ = predictor.predict(rows[:2], coverage=0.9, detail=True)
     assert list(detail["interval_calibration"]) == ["conformal", "normal_prediction_bound"]
-    with pytest.raises(CalibrationError, match="coverage must lie in"):
+    with pytest.raises(CalibrationError, match="coverage must lie in") as fraction:
         predictor.predict([ROW], coverage=1.2)
+    assert "%" not in str(fraction.value)
+    with pytest.raises(CalibrationError, match=r"got 90 \(a fraction: 0.9 for 90%\)"):
+        predictor.predict([ROW], coverage=90)

@@ -245,13 +245,26 @@ def test_missing_latest_and_bad_paths(registry_root, tmp_path):
     shutil.copytree(registry_root / "scaledl", name_dir)
     assert resolve_bundle(name_dir) == name_dir / "v2"
     (name_dir / "latest").write_text("v9\n")
-    with pytest.raises(BundleError, match="'v9'"):
+    with pytest.raises(BundleError, match=r"'v9', which has no manifest.json \(versions here: v1"):
         load_predictor(name_dir)
+    # Written by an editor with a byte-order mark and CRLF: the name is still v1.
+    (name_dir / "latest").write_bytes(b"\xef\xbb\xbfv1\r\n")
+    assert load_predictor(name_dir).version == "v1"
     (name_dir / "latest").unlink()
-    with pytest.raises(BundleError, match="not a predictor bundle"):
+    # Copied without `latest`: the versions it holds are named, and the two ways out.
+    with pytest.raises(BundleError, match="not a predictor bundle") as missing:
         load_predictor(name_dir)
-    with pytest.raises(BundleError, match="nowhere"):
+    assert "versions v1, v2 but no `latest`" in str(missing.value)
+    assert str(name_dir / "v2") in str(missing.value)
+    assert str(name_dir / "latest") in str(missing.value)
+    with pytest.raises(BundleError, match="nowhere.*no such file or folder"):
         load_predictor(tmp_path / "nowhere")
+    # A registry root names its predictors.
+    with pytest.raises(BundleError, match="a registry root holding scaledl;"):
+        load_predictor(registry_root)
+    (tmp_path / "w.csv").write_text("family\n")
+    with pytest.raises(BundleError, match="a file, not a folder"):
+        load_predictor(tmp_path / "w.csv")
     (name_dir / "latest").write_text("../scaledl/v1\n")
     with pytest.raises(BundleError, match="not a version directory name"):
         load_predictor(name_dir)
@@ -268,6 +281,17 @@ def test_list_predictors(registry_root, tmp_path):
     assert list(table["status"]) == ["ok", "ok"] and list(table["problem"]) == ["", ""]
     assert list_predictors(tmp_path / "empty").empty
     assert list(list_predictors(tmp_path).columns) == list(LIST_COLUMNS)
+
+
+def test_list_predictors_skips_hidden_names_and_refuses_a_file(registry_root, tmp_path):
+    """A trace cache in the root (a bundle predicted from beside it) is no predictor."""
+    shutil.copytree(registry_root / "scaledl", tmp_path / "scaledl")
+    (tmp_path / TRACE_CACHE_DIR / "ee581f4c").mkdir(parents=True)
+    table = list_predictors(tmp_path)
+    assert set(table["name"]) == {"scaledl"} and list(table["status"]) == ["ok", "ok"]
+    (tmp_path / "w.csv").write_text("family\n")
+    with pytest.raises(BundleError, match="w.csv: not a registry root"):
+        list_predictors(tmp_path / "w.csv")
 
 
 @pytest.mark.parametrize(
@@ -300,6 +324,7 @@ def test_a_broken_version_is_listed_with_its_reason(registry_root, tmp_path, dam
     assert table.loc["v1", "status"] == status and problem in table.loc["v1", "problem"]
     assert table.loc["v2", "status"] == "ok" and table.loc["v2", "latest"]
     assert table.loc["v2", "training_workloads"] == 8
+    assert str(table["training_workloads"].dtype) == "Int64"  # 8, not 8.0 beside a broken row
     assert load_predictor(root / "scaledl").version == "v2"
 
 

@@ -349,3 +349,14 @@ def test_a_config_that_is_a_fifo_or_holds_nan_is_refused_naming_it(tmp_path):
     nan.write_text('{"model_type": "bert", "layer_norm_eps": NaN}')
     with pytest.raises(WorkloadError, match=r"field 'layer_norm_eps' \(value NaN\)"):
         read_hf_config(str(nan))
+
+
+def test_a_missing_relative_config_path_names_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    hf = {"family": "hf", "seq_len": 16, "batch_size": 2}
+    with pytest.raises(WorkloadError, match="cannot read config") as relative:
+        Workload.parse({**hf, "config_path": "gpt2.json"})
+    assert f"read from the working directory, {tmp_path}" in str(relative.value)
+    with pytest.raises(WorkloadError, match="cannot read config") as absolute:
+        Workload.parse({**hf, "config_path": str(tmp_path / "gpt2.json")})
+    assert "working directory" not in str(absolute.value)

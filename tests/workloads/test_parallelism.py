@@ -41,6 +41,17 @@ def test_sizes_derive_each_other():
     assert fsdp.steps_per_epoch == -(-fsdp.dataset_size // 16)
 
 
+@pytest.mark.parametrize("world", ["2", "2.0", " 2 "])
+def test_sizes_given_as_strings_derive_as_numbers(world):
+    """A parquet of string columns: world_size "2" is two data-parallel ranks, not one."""
+    w = Workload.parse({**{k: str(v) for k, v in BERT.items()}, "world_size": world})
+    ddp = Workload.parse({**BERT, "world_size": 2})
+    assert (w.world_size, w.dp_size, w.global_batch_size) == (2, 2, 16)
+    assert w.workload_id == ddp.workload_id and w.steps_per_epoch == ddp.steps_per_epoch
+    tp = Workload.parse({**BERT, "world_size": "4", "tp_size": "2"})
+    assert (tp.dp_size, layout_label(tp)) == (2, "dp2-tp2")
+
+
 def test_layout_row_round_trips_through_a_mixed_table():
     rows = [
         Workload.parse({**BERT, "world_size": 2}).to_record(),

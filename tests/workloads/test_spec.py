@@ -107,6 +107,20 @@ def test_field_errors_name_field_and_value(field, value):
     assert f"(value {value!r})" in message
 
 
+def test_a_seq_len_beyond_the_family_default_says_how_to_allow_it():
+    """The user never gave max_positions: the message says where 512 came from and the fix."""
+    message = parse_error({**BERT, "seq_len": 600})
+    assert "max_positions=512 (bert's default when not given)" in message
+    assert "give max_positions of at least 600" in message
+    assert "default" not in parse_error({**BERT, "max_positions": 8})
+    assert Workload.parse({**BERT, "seq_len": 600, "max_positions": 600}).seq_len == 600
+
+
+def test_a_nan_offers_omitting_only_a_field_with_a_default():
+    assert parse_error({**BERT, "batch_size": float("nan")}).endswith("give a number")
+    assert "omit the field" in parse_error({**BERT, "world_size": float("nan")})
+
+
 def test_unknown_field_is_refused():
     assert "field 'hiden_size'" in parse_error({**BERT, "hiden_size": 64})
 
