@@ -183,7 +183,8 @@ def epoch_columns(
 
     Returns:
         ``iteration_s``, ``epoch_s`` and with ``coverage`` ``iteration_s_low``,
-        ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high``, in that column order.
+        ``iteration_s_high``, ``epoch_s_low``, ``epoch_s_high``, in that column order; the
+        epoch bounds are :func:`consistent_epoch_bounds`.
 
     Raises:
         scaledl.registry.bundle.BundleError: an epoch time is not finite.
@@ -198,8 +199,37 @@ def epoch_columns(
     out["epoch_s"] = epoch_s
     if coverage is not None:
         low, high, _ = predictor.calibration.interval("epoch", epoch_s, basis, coverage)
+        low, high = consistent_epoch_bounds(
+            low, high, steps, out["iteration_s_low"], out["iteration_s_high"]
+        )
         out.update(epoch_s_low=low, epoch_s_high=high)
     return out
+
+
+def consistent_epoch_bounds(
+    epoch_low, epoch_high, steps, iteration_low, iteration_high
+) -> tuple[np.ndarray, np.ndarray]:
+    """The calibrated epoch interval raised to at least ``steps`` times the iteration's bounds.
+
+    An epoch runs ``steps`` iterations plus an overhead >= 0 (the epoch model), so an epoch
+    bound below ``steps`` times the iteration's would contradict the iteration interval; the
+    two are calibrated separately, so this is checked per row.
+
+    Args:
+        epoch_low: the calibrated epoch lower bound, seconds, shape (n,).
+        epoch_high: the calibrated epoch upper bound, seconds, shape (n,).
+        steps: steps per epoch, shape (n,).
+        iteration_low: the iteration lower bound, seconds, shape (n,).
+        iteration_high: the iteration upper bound, seconds, shape (n,).
+
+    Returns:
+        ``(low, high)``, seconds, shape (n,).
+    """
+    steps = np.asarray(steps, dtype=float)
+    return (
+        np.maximum(np.asarray(epoch_low, dtype=float), steps * np.asarray(iteration_low, float)),
+        np.maximum(np.asarray(epoch_high, dtype=float), steps * np.asarray(iteration_high, float)),
+    )
 
 
 def _distinct_specs(workloads: list[Workload]) -> tuple[list[Workload], np.ndarray]:

@@ -43,7 +43,7 @@ from scaledl.models.guard import check_domain, guard_columns, raise_if_outside
 from scaledl.models.intervals import CalibrationError
 from scaledl.prediction.gpu_layouts import composed_by_megatron, gpu_system
 from scaledl.prediction.layouts import RECIPE_PREDICTOR
-from scaledl.prediction.predict import predict_rows
+from scaledl.prediction.predict import consistent_epoch_bounds, predict_rows
 from scaledl.registry.bundle import BundleError, BundleParts
 from scaledl.registry.kinds import build_method, read_bundle
 from scaledl.registry.layouts import find_layout_calibration
@@ -228,10 +228,17 @@ class Predictor:
 
     def _insert_intervals(self, result: pd.DataFrame, basis: list[str], coverage: float) -> None:
         """Insert ``<target>_s_low``/``_high`` after each time, then the interval's basis/method."""
-        for target in ("epoch", "iteration"):  # inserted after each point prediction
-            low, high, _ = self.calibration.interval(
+        bounds = {
+            target: self.calibration.interval(
                 target, result[f"{target}_s"].to_numpy(), basis, coverage
-            )
+            )[:2]
+            for target in ("iteration", "epoch")
+        }
+        bounds["epoch"] = consistent_epoch_bounds(
+            *bounds["epoch"], result["steps_per_epoch"].to_numpy(), *bounds["iteration"]
+        )
+        for target in ("epoch", "iteration"):  # inserted after each point prediction
+            low, high = bounds[target]
             at = result.columns.get_loc(f"{target}_s") + 1
             result.insert(at, f"{target}_s_low", low)
             result.insert(at + 1, f"{target}_s_high", high)

@@ -200,6 +200,26 @@ def calibrated(registry_root, tmp_path_factory):
     return load_predictor(root / "scaledl"), cal
 
 
+def test_epoch_bounds_are_at_least_steps_times_the_iteration_bounds(registry_root, tmp_path):
+    rng = np.random.default_rng(1)
+    # An epoch stratum far wider than the iteration's: calibrated alone, the epoch's lower
+    # bound would claim an epoch shorter than its iterations' lower bound.
+    residuals = {"iteration": {"in_domain": rng.normal(0, 0.01, 40)},
+                 "epoch": {"in_domain": rng.normal(0, 0.5, 40)}}  # fmt: skip
+    cal = IntervalCalibration(residuals, "scaledl", "", "synthetic")
+    register_bundle(registry_root / "scaledl" / "v2", tmp_path, "scaledl", calibration=cal)
+    predictor = load_predictor(tmp_path / "scaledl")
+    result = predictor.predict([ROW], coverage=0.9)
+    detail, _ = predictor.predict([ROW], coverage=0.9, detail=True)  # the other path
+    assert detail["epoch_s_low"].to_numpy() == pytest.approx(result["epoch_s_low"].to_numpy())
+    steps = result["steps_per_epoch"].to_numpy()
+    assert (result["epoch_s_low"] >= steps * result["iteration_s_low"] - 1e-12).all()
+    assert (result["epoch_s_high"] >= steps * result["iteration_s_high"] - 1e-12).all()
+    assert (result["epoch_s_low"] <= result["epoch_s"]).all()
+    alone_low = cal.interval("epoch", result["epoch_s"].to_numpy(), ["in_domain"], 0.9)[0]
+    assert (alone_low < steps * result["iteration_s_low"]).all()  # the case this guards
+
+
 def test_intervals_widen_outside_the_domain(calibrated):
     predictor, cal = calibrated
     rows = [ROW, tiny_spec("deit"), {**ROW, "precision": "bf16"}, {**ROW, "batch_size": 64}]
