@@ -38,6 +38,7 @@ import psutil
 from pipelines.definitions import defs as load_defs
 from pipelines.defs.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from scaledl.layout import DataLayout
+from scaledl.profiling.interrupt import default_stop_signals
 from scaledl.profiling.shards import shard_count_from_env, shard_keys
 
 if TYPE_CHECKING:  # Dagster does not export the type dagster.build_reconstructable_job returns.
@@ -209,7 +210,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the shards (see the module docstring) and return the exit status."""
+    """Run the shards (see the module docstring) and return the exit status.
+
+    Started as a background job (SIGINT ignored: ``make run &``, ``nohup``, some CI runners),
+    the process would have Dagster map SIGTERM to that ignored handler and could not be stopped;
+    SIGINT and SIGTERM get their default meaning first
+    (:func:`scaledl.profiling.interrupt.default_stop_signals`).
+    """
+    default_stop_signals()
     args = _parser().parse_args(argv)
     try:
         valid = shard_keys(shard_count_from_env())

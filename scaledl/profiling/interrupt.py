@@ -122,6 +122,22 @@ def stop_signals_raise() -> Iterator[None]:
         _stop_signum[0] = None
 
 
+def default_stop_signals() -> None:
+    """Give SIGTERM and SIGINT their default meaning in this process, whatever it inherited.
+
+    An ignored signal stays ignored across ``fork`` and ``exec``: a rank started under a
+    parent that ignores SIGTERM would ignore the stop it is sent (and its launcher wait for the
+    SIGKILL). Dagster maps SIGTERM to SIGINT's handler, which is ``SIG_IGN`` in a process whose
+    SIGINT is ignored (a background job of a shell, a pytest-xdist worker), so ranks started
+    from such a run inherited an ignored SIGTERM. Here SIGTERM ends the process
+    (``SIG_DFL``) and SIGINT raises ``KeyboardInterrupt``, as in a fresh interpreter whose
+    parent ignored neither. For a rank's start (the zygote's child, the worker); main thread
+    only.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 

@@ -68,7 +68,11 @@ import torch.distributed as dist
 
 from scaledl.profiling.affinity import pin_local_rank
 from scaledl.profiling.hostload import ForeignLoadMeter, wait_for_quiet_host
-from scaledl.profiling.interrupt import die_with_parent, exit_without_finalizing
+from scaledl.profiling.interrupt import (
+    default_stop_signals,
+    die_with_parent,
+    exit_without_finalizing,
+)
 from scaledl.profiling.probe import (
     CalibrationProbe,
     ProbeResult,
@@ -486,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    default_stop_signals()  # torchrun's SIGTERM stops this rank, whatever its parent ignored
     die_with_parent()  # torchrun's death (it dies with the launcher) ends this rank too
     launcher = int(os.environ.get("SCALEDL_LAUNCHER_PID", "0"))
     if launcher and not psutil.pid_exists(launcher):

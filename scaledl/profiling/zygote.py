@@ -52,7 +52,7 @@ from pathlib import Path
 
 import setproctitle
 
-from scaledl.profiling.interrupt import die_with_parent
+from scaledl.profiling.interrupt import default_stop_signals, die_with_parent
 
 #: The modules a rank imports before its first workload (transformers' five built-in families'
 #: model classes are reached through attribute access, which imports their modules).
@@ -201,6 +201,7 @@ def _child(
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        default_stop_signals()  # stoppable even if the zygote inherited an ignored SIGTERM
         for fd in close_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

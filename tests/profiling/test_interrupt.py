@@ -246,3 +246,29 @@ def test_an_interruption_is_one_line_naming_the_signal_and_the_seconds():
     assert interruption_reason(signal.SIGINT, 12.4) == "interrupted (SIGINT) after 12 s"
     assert interruption_reason(signal.SIGTERM, 0.2) == "interrupted (SIGTERM) after 0 s"
     assert interruption_reason(signal.SIGINT, -1.0) == "interrupted (SIGINT) after 0 s"
+
+
+DAGSTER_AFTER_A_RUN = """
+import signal, sys
+from dagster._utils.interrupts import capture_interrupts
+from scaledl.profiling.interrupt import default_stop_signals
+if sys.argv[1] == "reset":
+    default_stop_signals()
+with capture_interrupts():  # what every in-process Dagster run enters and leaves
+    pass
+print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)
+"""
+
+
+def test_default_stop_signals_keep_sigterm_after_dagster_in_a_background_job():
+    # A background job starts with SIGINT ignored; leaving a Dagster run maps SIGTERM to SIGINT's
+    # handler, so without the reset SIGTERM is ignored from then on.
+    def run(mode: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", DAGSTER_AFTER_A_RUN, mode], capture_output=True, text=True,
+            timeout=120, check=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        ).stdout.strip()  # fmt: skip
+
+    assert run("as-started") == "True"
+    assert run("reset") == "False"

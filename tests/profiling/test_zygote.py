@@ -93,6 +93,29 @@ def test_a_signal_gives_a_negative_status_and_the_title_is_the_command(zygote, t
     assert child.wait(timeout=30) == -signal.SIGTERM
 
 
+def test_a_child_stops_on_sigterm_even_when_the_zygote_inherited_it_ignored(tmp_path):
+    # Dagster maps SIGTERM to SIGINT's handler, SIG_IGN in a background job or an xdist worker;
+    # an ignored signal survives fork and exec, so the zygote started then ignores SIGTERM.
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "zygote_probe.py").write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        ignoring = Zygote(env, startup_timeout_s=60, preload=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        assert psutil.Process(ignoring._proc.pid).status() != psutil.STATUS_ZOMBIE
+        child, _ = _fork(ignoring, tmp_path, "sleep")
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=0.5)
+        os.killpg(child.pid, signal.SIGTERM)
+        assert child.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        ignoring.close()
+
+
 def test_a_child_whose_client_has_gone_kills_itself(zygote, tmp_path):
     child, _ = _fork(zygote, tmp_path, "sleep")
     process = psutil.Process(child.pid)
